@@ -1,0 +1,402 @@
+//! Settings: compiled-in defaults ← optional TOML file ← `RETR_*` environment, validated before
+//! the service binds its port. `RuntimeSettings` is the subset `/config` can change live.
+
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fmt;
+use std::path::PathBuf;
+
+/// The hard cap of `max_results` (SPEC §2): larger request values are capped, larger settings rejected.
+pub const MAX_RESULTS_CAP: usize = 50;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VectorBackend {
+    Memory,
+    Chroma,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RouterMode {
+    None,
+    Heuristic,
+    Llm,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RerankBackend {
+    /// OpenAI chat completions asked for `[{"section_id","score"}]`.
+    Chat,
+    /// A dedicated `POST /rerank` API (Cohere / Jina / TEI shape).
+    RerankApi,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// A secret string: never printed by `Debug`, never serialized back to callers.
+#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_empty() { "\"\"" } else { "\"***\"" })
+    }
+}
+
+impl Serialize for Secret {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(if self.0.is_empty() { "" } else { "***" })
+    }
+}
+
+/// The search knobs that `GET/POST /internal/retrieval/config` expose and change at run time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RuntimeSettings {
+    pub max_results: usize,
+    pub doc_top_k: usize,
+    pub section_top_k: usize,
+    pub chunk_top_k: usize,
+    pub topk_per_doc: usize,
+    pub min_docs: usize,
+    pub min_score: f32,
+    pub enable_filters: bool,
+    pub rerank_enabled: bool,
+    pub rerank_top_n: usize,
+    pub theme_router_mode: RouterMode,
+}
+
+impl RuntimeSettings {
+    /// Every out-of-range value, as (setting name, problem) pairs; empty when valid.
+    pub fn problems(&self) -> Vec<(String, String)> {
+        let mut problems = Vec::new();
+        let mut at_least_one = |name: &str, value: usize| {
+            if value < 1 {
+                problems.push((name.to_string(), format!("must be at least 1, got {value}")));
+            }
+        };
+        at_least_one("doc_top_k", self.doc_top_k);
+        at_least_one("section_top_k", self.section_top_k);
+        at_least_one("chunk_top_k", self.chunk_top_k);
+        at_least_one("topk_per_doc", self.topk_per_doc);
+        at_least_one("max_results", self.max_results);
+        at_least_one("rerank_top_n", self.rerank_top_n);
+        if self.max_results > MAX_RESULTS_CAP {
+            problems.push(("max_results".into(), format!("must be at most {MAX_RESULTS_CAP}, got {}", self.max_results)));
+        }
+        for (name, value) in [("doc_top_k", self.doc_top_k), ("section_top_k", self.section_top_k), ("chunk_top_k", self.chunk_top_k), ("rerank_top_n", self.rerank_top_n)] {
+            if value > 1000 {
+                problems.push((name.into(), format!("must be at most 1000, got {value}")));
+            }
+        }
+        if self.min_docs > 1000 {
+            problems.push(("min_docs".into(), format!("must be at most 1000, got {}", self.min_docs)));
+        }
+        if !(-1.0..=1.0).contains(&self.min_score) || !self.min_score.is_finite() {
+            problems.push(("min_score".into(), format!("must be within [-1, 1], got {}", self.min_score)));
+        }
+        problems
+    }
+}
+
+/// The whole settings tree. Field names are the `RETR_*` variable names without the prefix.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    pub host: String,
+    pub port: u16,
+    pub log_format: LogFormat,
+    pub mock_mode: bool,
+    pub vector_backend: VectorBackend,
+    pub index_path: Option<PathBuf>,
+    pub index_reload_interval_ms: u64,
+    pub max_query_chars: usize,
+    pub max_body_bytes: usize,
+    pub request_timeout_seconds: f64,
+
+    pub chroma_host: String,
+    pub chroma_path: Option<PathBuf>,
+    pub chroma_tenant: String,
+    pub chroma_database: String,
+    pub chroma_collection: String,
+    pub chroma_timeout_seconds: f64,
+
+    pub max_results: usize,
+    pub topk_per_doc: usize,
+    pub min_score: f32,
+    pub doc_top_k: usize,
+    pub section_top_k: usize,
+    pub chunk_top_k: usize,
+    pub min_docs: usize,
+    pub enable_filters: bool,
+
+    pub embedding_api_base: String,
+    pub embedding_api_key: Secret,
+    pub embedding_model: String,
+    pub embedding_dimension: usize,
+    pub embedding_max_attempts: u32,
+    pub embedding_retry_delay_seconds: f64,
+    pub embedding_timeout_seconds: f64,
+    pub embedding_batch_size: usize,
+    pub embedding_send_input_type: bool,
+    pub embedding_query_prefix: String,
+    pub embedding_passage_prefix: String,
+    pub embedding_cache_size: usize,
+    pub embedding_cache_path: Option<PathBuf>,
+
+    pub rerank_enabled: bool,
+    pub rerank_backend: RerankBackend,
+    pub rerank_model: String,
+    pub rerank_api_base: String,
+    pub rerank_api_key: Secret,
+    pub rerank_top_n: usize,
+    pub rerank_timeout_seconds: f64,
+
+    pub theme_router_mode: RouterMode,
+    pub themes_path: PathBuf,
+    pub boosting_path: PathBuf,
+    pub mapping_path: PathBuf,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            host: "127.0.0.1".into(),
+            port: 8080,
+            log_format: LogFormat::Text,
+            mock_mode: true,
+            vector_backend: VectorBackend::Memory,
+            index_path: None,
+            index_reload_interval_ms: 1000,
+            max_query_chars: 2000,
+            max_body_bytes: 1 << 20,
+            request_timeout_seconds: 30.0,
+            chroma_host: "http://127.0.0.1:8000".into(),
+            chroma_path: None,
+            chroma_tenant: "default_tenant".into(),
+            chroma_database: "default_database".into(),
+            chroma_collection: "ingestion".into(),
+            chroma_timeout_seconds: 5.0,
+            max_results: 10,
+            topk_per_doc: 3,
+            min_score: 0.0,
+            doc_top_k: 5,
+            section_top_k: 10,
+            chunk_top_k: 20,
+            min_docs: 3,
+            enable_filters: true,
+            embedding_api_base: String::new(),
+            embedding_api_key: Secret::default(),
+            embedding_model: "multilingual-e5-small".into(),
+            embedding_dimension: 384,
+            embedding_max_attempts: 3,
+            embedding_retry_delay_seconds: 0.5,
+            embedding_timeout_seconds: 10.0,
+            embedding_batch_size: 32,
+            embedding_send_input_type: true,
+            embedding_query_prefix: String::new(),
+            embedding_passage_prefix: String::new(),
+            embedding_cache_size: 1024,
+            embedding_cache_path: None,
+            rerank_enabled: false,
+            rerank_backend: RerankBackend::Chat,
+            rerank_model: "gpt-4o-mini".into(),
+            rerank_api_base: String::new(),
+            rerank_api_key: Secret::default(),
+            rerank_top_n: 5,
+            rerank_timeout_seconds: 10.0,
+            theme_router_mode: RouterMode::Heuristic,
+            themes_path: "config/themes.yaml".into(),
+            boosting_path: "config/boosting.yaml".into(),
+            mapping_path: "config/mapping.yaml".into(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("invalid configuration: {0}")]
+    Load(String),
+    #[error("invalid configuration:\n{}", .0.iter().map(|(k, v)| format!("  RETR_{}: {v}", k.to_uppercase())).collect::<Vec<_>>().join("\n"))]
+    Invalid(Vec<(String, String)>),
+}
+
+impl Settings {
+    /// Loads defaults ← `file` (if given; TOML) ← the `RETR_*` entries of `env`, then validates.
+    ///
+    /// `env` is passed in (not read from the process) so tests can inject variables.
+    pub fn load(file: Option<&std::path::Path>, env: &HashMap<String, String>) -> Result<Self, ConfigError> {
+        let defaults = config::Config::try_from(&Settings::default()).map_err(|e| ConfigError::Load(e.to_string()))?;
+        let mut builder = config::Config::builder().add_source(defaults);
+        if let Some(path) = file {
+            if !path.exists() {
+                return Err(ConfigError::Load(format!("config file {} does not exist", path.display())));
+            }
+            builder = builder.add_source(config::File::from(path).format(config::FileFormat::Toml));
+        }
+        let retr_env: HashMap<String, String> = env
+            .iter()
+            .filter(|(key, _)| key.starts_with("RETR_"))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect();
+        builder = builder.add_source(config::Environment::with_prefix("RETR").prefix_separator("_").try_parsing(true).source(Some(retr_env)));
+        let settings: Settings = builder
+            .build()
+            .and_then(|c| c.try_deserialize())
+            .map_err(|e| ConfigError::Load(e.to_string().replace("`", "")))?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// Collects every problem so one start-up attempt reports them all.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let mut problems = self.runtime().problems();
+        let mut positive = |name: &str, value: f64| {
+            if !(value > 0.0 && value.is_finite()) {
+                problems.push((name.to_string(), format!("must be a positive number of seconds, got {value}")));
+            }
+        };
+        positive("request_timeout_seconds", self.request_timeout_seconds);
+        positive("chroma_timeout_seconds", self.chroma_timeout_seconds);
+        positive("embedding_timeout_seconds", self.embedding_timeout_seconds);
+        positive("rerank_timeout_seconds", self.rerank_timeout_seconds);
+        if !(self.embedding_retry_delay_seconds >= 0.0 && self.embedding_retry_delay_seconds.is_finite()) {
+            problems.push(("embedding_retry_delay_seconds".into(), format!("must be ≥ 0, got {}", self.embedding_retry_delay_seconds)));
+        }
+        if self.embedding_max_attempts < 1 || self.embedding_max_attempts > 10 {
+            problems.push(("embedding_max_attempts".into(), format!("must be within 1..=10, got {}", self.embedding_max_attempts)));
+        }
+        if self.embedding_batch_size < 1 || self.embedding_batch_size > 2048 {
+            problems.push(("embedding_batch_size".into(), format!("must be within 1..=2048, got {}", self.embedding_batch_size)));
+        }
+        if self.embedding_dimension < 1 || self.embedding_dimension > 8192 {
+            problems.push(("embedding_dimension".into(), format!("must be within 1..=8192, got {}", self.embedding_dimension)));
+        }
+        if self.max_query_chars < 1 {
+            problems.push(("max_query_chars".into(), "must be at least 1".into()));
+        }
+        if self.max_body_bytes < 1024 {
+            problems.push(("max_body_bytes".into(), format!("must be at least 1024, got {}", self.max_body_bytes)));
+        }
+        if self.index_reload_interval_ms < 50 {
+            problems.push(("index_reload_interval_ms".into(), format!("must be at least 50, got {}", self.index_reload_interval_ms)));
+        }
+        for (name, url) in [("embedding_api_base", &self.embedding_api_base), ("rerank_api_base", &self.rerank_api_base), ("chroma_host", &self.chroma_host)] {
+            if !url.is_empty() && reqwest::Url::parse(url).map(|u| !matches!(u.scheme(), "http" | "https")).unwrap_or(true) {
+                problems.push((name.to_string(), format!("must be an http(s) URL, got {url:?}")));
+            }
+        }
+        if self.rerank_enabled && self.rerank_api_base.is_empty() {
+            problems.push(("rerank_enabled".into(), "is true but RETR_RERANK_API_BASE is empty".into()));
+        }
+        if !self.mock_mode && self.vector_backend == VectorBackend::Memory && self.index_path.is_none() {
+            problems.push(("index_path".into(), "is required when mock_mode is false and vector_backend is memory".into()));
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::Invalid(problems))
+        }
+    }
+
+    /// The backend this configuration selects: mock mode always runs in memory.
+    pub fn backend(&self) -> VectorBackend {
+        if self.mock_mode {
+            VectorBackend::Memory
+        } else {
+            self.vector_backend
+        }
+    }
+
+    pub fn runtime(&self) -> RuntimeSettings {
+        RuntimeSettings {
+            max_results: self.max_results,
+            doc_top_k: self.doc_top_k,
+            section_top_k: self.section_top_k,
+            chunk_top_k: self.chunk_top_k,
+            topk_per_doc: self.topk_per_doc,
+            min_docs: self.min_docs,
+            min_score: self.min_score,
+            enable_filters: self.enable_filters,
+            rerank_enabled: self.rerank_enabled,
+            rerank_top_n: self.rerank_top_n,
+            theme_router_mode: self.theme_router_mode,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        let settings = Settings::load(None, &env(&[])).unwrap();
+        assert_eq!(settings.port, 8080);
+        assert_eq!(settings.backend(), VectorBackend::Memory);
+    }
+
+    #[test]
+    fn env_overrides_and_is_typed() {
+        let settings = Settings::load(None, &env(&[("RETR_MAX_RESULTS", "7"), ("RETR_ENABLE_FILTERS", "false"), ("PATH", "x")])).unwrap();
+        assert_eq!(settings.max_results, 7);
+        assert!(!settings.enable_filters);
+    }
+
+    #[test]
+    fn out_of_range_names_the_setting_and_value() {
+        let error = Settings::load(None, &env(&[("RETR_MAX_RESULTS", "51"), ("RETR_MIN_SCORE", "1.5")])).unwrap_err().to_string();
+        assert!(error.contains("RETR_MAX_RESULTS") && error.contains("51"), "{error}");
+        assert!(error.contains("RETR_MIN_SCORE") && error.contains("1.5"), "{error}");
+    }
+
+    #[test]
+    fn wrong_type_and_unknown_setting_are_rejected() {
+        let error = Settings::load(None, &env(&[("RETR_DOC_TOP_K", "many")])).unwrap_err().to_string();
+        assert!(error.contains("doc_top_k"), "{error}");
+        let error = Settings::load(None, &env(&[("RETR_NO_SUCH_THING", "1")])).unwrap_err().to_string();
+        assert!(error.contains("no_such_thing"), "{error}");
+    }
+
+    #[test]
+    fn file_then_env() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "max_results = 12\nsection_top_k = 4\n").unwrap();
+        let settings = Settings::load(Some(&path), &env(&[("RETR_SECTION_TOP_K", "6")])).unwrap();
+        assert_eq!((settings.max_results, settings.section_top_k), (12, 6));
+        std::fs::write(&path, "max_results = [").unwrap();
+        assert!(Settings::load(Some(&path), &env(&[])).is_err());
+    }
+
+    #[test]
+    fn secrets_are_hidden() {
+        let settings = Settings::load(None, &env(&[("RETR_EMBEDDING_API_KEY", "sk-123")])).unwrap();
+        assert!(!format!("{settings:?}").contains("sk-123"));
+        assert!(!serde_json::to_string(&settings).unwrap().contains("sk-123"));
+        assert_eq!(settings.embedding_api_key.expose(), "sk-123");
+    }
+}

@@ -1,0 +1,79 @@
+//! Embedders: the `Embedder` trait, the SHA256 pseudo-embedder and (in `http.rs`) the
+//! OpenAI-compatible HTTP client.
+
+pub mod pseudo;
+
+use async_trait::async_trait;
+
+pub use pseudo::PseudoEmbedder;
+
+/// What a text is embedded as: e5-style models embed questions and passages differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum InputKind {
+    Query,
+    Passage,
+}
+
+impl InputKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InputKind::Query => "query",
+            InputKind::Passage => "passage",
+        }
+    }
+}
+
+/// Why an embedding call failed; `is_retryable` decides whether the client tries again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmbedErrorKind {
+    BadRequest,
+    Unauthorized,
+    NotFound,
+    Timeout,
+    RateLimited,
+    Unavailable,
+    InvalidResponse,
+    Internal,
+}
+
+impl EmbedErrorKind {
+    pub fn is_retryable(self) -> bool {
+        match self {
+            EmbedErrorKind::Timeout | EmbedErrorKind::RateLimited | EmbedErrorKind::Unavailable => true,
+            EmbedErrorKind::BadRequest
+            | EmbedErrorKind::Unauthorized
+            | EmbedErrorKind::NotFound
+            | EmbedErrorKind::InvalidResponse
+            | EmbedErrorKind::Internal => false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("embedding failed ({kind:?}): {message}")]
+pub struct EmbedError {
+    pub kind: EmbedErrorKind,
+    pub message: String,
+}
+
+impl EmbedError {
+    pub fn new(kind: EmbedErrorKind, message: impl Into<String>) -> Self {
+        Self { kind, message: message.into() }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, EmbedError>;
+
+/// Turns texts into vectors. Implementations return exactly one vector per input, in input order.
+#[async_trait]
+pub trait Embedder: Send + Sync {
+    async fn embed(&self, texts: &[String], kind: InputKind) -> Result<Vec<Vec<f32>>>;
+
+    /// The model name recorded in snapshots and used as part of cache keys.
+    fn model_name(&self) -> &str;
+
+    /// True for the SHA256 pseudo-embedder, whose vectors carry lexical similarity only.
+    fn is_pseudo(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,96 @@
+//! The record filter of the cascade: tenant always, plus the request's metadata filters.
+
+use crate::model::Metadata;
+
+/// Which records a query may see. `tenant_id` is mandatory and always applied; every other field
+/// narrows further when set. `tags` requires all listed tags; id lists allow any listed id.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecordFilter {
+    pub tenant_id: String,
+    pub product: Option<String>,
+    pub version: Option<String>,
+    pub tags: Vec<String>,
+    pub doc_ids: Option<Vec<String>>,
+    pub section_ids: Option<Vec<String>>,
+    pub domain: Option<String>,
+    pub section: Option<String>,
+    pub platform: Option<String>,
+    pub role: Option<String>,
+}
+
+impl RecordFilter {
+    pub fn tenant(tenant_id: impl Into<String>) -> Self {
+        Self { tenant_id: tenant_id.into(), ..Self::default() }
+    }
+
+    /// True when `meta` passes every condition. Records without a section id never pass a
+    /// `section_ids` condition (doc records are restricted through `doc_ids` instead).
+    pub fn matches(&self, meta: &Metadata) -> bool {
+        if meta.tenant_id != self.tenant_id {
+            return false;
+        }
+        let equal = |wanted: &Option<String>, actual: &str| wanted.as_deref().is_none_or(|w| w == actual);
+        if !equal(&self.product, &meta.product)
+            || !equal(&self.version, &meta.version)
+            || !equal(&self.domain, &meta.domain)
+            || !equal(&self.section, &meta.section)
+            || !equal(&self.platform, &meta.platform)
+            || !equal(&self.role, &meta.role)
+        {
+            return false;
+        }
+        if !self.tags.iter().all(|tag| meta.tags.contains(tag)) {
+            return false;
+        }
+        if let Some(doc_ids) = &self.doc_ids {
+            if !doc_ids.contains(&meta.doc_id) {
+                return false;
+            }
+        }
+        if let Some(section_ids) = &self.section_ids {
+            match &meta.section_id {
+                Some(section_id) if section_ids.contains(section_id) => {}
+                _ => return false,
+            }
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(tenant: &str, doc: &str, section: Option<&str>) -> Metadata {
+        Metadata {
+            tenant_id: tenant.into(),
+            doc_id: doc.into(),
+            section_id: section.map(Into::into),
+            product: "chatcenter".into(),
+            tags: vec!["a".into(), "b".into()],
+            ..Metadata::default()
+        }
+    }
+
+    #[test]
+    fn tenant_is_always_checked() {
+        let filter = RecordFilter::tenant("demo");
+        assert!(filter.matches(&meta("demo", "d1", None)));
+        assert!(!filter.matches(&meta("acme", "d1", None)));
+    }
+
+    #[test]
+    fn every_condition_narrows() {
+        let mut filter = RecordFilter::tenant("demo");
+        filter.tags = vec!["a".into()];
+        filter.product = Some("chatcenter".into());
+        assert!(filter.matches(&meta("demo", "d1", None)));
+        filter.tags.push("c".into());
+        assert!(!filter.matches(&meta("demo", "d1", None)));
+        let mut by_section = RecordFilter::tenant("demo");
+        by_section.section_ids = Some(vec!["s1".into()]);
+        assert!(by_section.matches(&meta("demo", "d1", Some("s1"))));
+        assert!(!by_section.matches(&meta("demo", "d1", Some("s2"))));
+        assert!(!by_section.matches(&meta("demo", "d1", None)));
+    }
+}

@@ -1,0 +1,422 @@
+//! The in-memory backend: exact cosine and BM25 over a snapshot file (or the bundled demo
+//! corpus), reloaded in the background when the file changes without interrupting searches.
+
+use super::lexical::{Bm25Index, Bm25Params};
+use super::{
+    sort_scored, IndexError, IndexErrorKind, IndexStats, RecordFilter, Result, ScoredRecord, TenantStats, VectorIndex,
+};
+use crate::model::{Level, Record, Snapshot};
+use async_trait::async_trait;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime};
+
+/// One tenant's records of one level, with their lexical index (numbered like `positions`).
+#[derive(Debug, Default)]
+struct TenantLevel {
+    positions: Vec<usize>,
+    lexical: Bm25Index,
+}
+
+#[derive(Debug, Default)]
+struct LevelData {
+    records: Vec<Arc<Record>>,
+    norms: Vec<f32>,
+    tenants: HashMap<String, TenantLevel>,
+}
+
+impl LevelData {
+    fn build(records: Vec<Record>) -> Self {
+        let records: Vec<Arc<Record>> = records.into_iter().map(Arc::new).collect();
+        let norms = records.iter().map(|r| r.embedding.iter().map(|v| v * v).sum::<f32>().sqrt()).collect();
+        let mut positions_by_tenant: HashMap<String, Vec<usize>> = HashMap::new();
+        for (position, record) in records.iter().enumerate() {
+            positions_by_tenant.entry(record.meta.tenant_id.clone()).or_default().push(position);
+        }
+        let tenants = positions_by_tenant
+            .into_iter()
+            .map(|(tenant, positions)| {
+                let lexical = Bm25Index::build(
+                    positions.iter().map(|&p| crate::text::terms(&lexical_text(&records[p]))),
+                    Bm25Params::default(),
+                );
+                (tenant, TenantLevel { positions, lexical })
+            })
+            .collect();
+        Self { records, norms, tenants }
+    }
+}
+
+/// The text BM25 sees: the record's text plus its title, so a page title always counts.
+pub fn lexical_text(record: &Record) -> String {
+    if record.text.contains(&record.meta.title) {
+        record.text.clone()
+    } else {
+        format!("{}\n{}", record.meta.title, record.text)
+    }
+}
+
+/// A validated snapshot, ready to search.
+#[derive(Debug)]
+pub struct LoadedIndex {
+    embedding_model: String,
+    dimension: usize,
+    indexed_at: String,
+    levels: [LevelData; 3],
+}
+
+impl LoadedIndex {
+    /// Validates and indexes a snapshot; an empty or inconsistent one is `Corrupt`.
+    pub fn build(snapshot: Snapshot) -> Result<Self> {
+        validate_snapshot(&snapshot)?;
+        let dimension = snapshot.docs.first().map(|r| r.embedding.len()).unwrap_or(snapshot.dimension);
+        Ok(Self {
+            embedding_model: snapshot.embedding_model,
+            dimension,
+            indexed_at: snapshot.indexed_at,
+            levels: [
+                LevelData::build(snapshot.docs),
+                LevelData::build(snapshot.sections),
+                LevelData::build(snapshot.chunks),
+            ],
+        })
+    }
+
+    fn level(&self, level: Level) -> &LevelData {
+        match level {
+            Level::Doc => &self.levels[0],
+            Level::Section => &self.levels[1],
+            Level::Chunk => &self.levels[2],
+        }
+    }
+
+    fn matching<'a>(&'a self, level: Level, filter: &'a RecordFilter) -> impl Iterator<Item = (usize, &'a Arc<Record>)> + 'a {
+        let data = self.level(level);
+        data.tenants
+            .get(&filter.tenant_id)
+            .map(|tenant| tenant.positions.as_slice())
+            .unwrap_or(&[])
+            .iter()
+            .map(move |&position| (position, &data.records[position]))
+            .filter(move |(_, record)| filter.matches(&record.meta))
+    }
+
+    pub fn knn(&self, level: Level, filter: &RecordFilter, query: &[f32], k: usize) -> Result<Vec<ScoredRecord>> {
+        if query.len() != self.dimension {
+            return Err(IndexError::new(
+                IndexErrorKind::BadRequest,
+                format!("query vector has dimension {}, the index has {}", query.len(), self.dimension),
+            ));
+        }
+        let query_norm = query.iter().map(|v| v * v).sum::<f32>().sqrt();
+        let data = self.level(level);
+        let mut results: Vec<ScoredRecord> = self
+            .matching(level, filter)
+            .map(|(position, record)| {
+                let norm = data.norms[position];
+                let score = if query_norm == 0.0 || norm == 0.0 {
+                    0.0
+                } else {
+                    let dot: f32 = query.iter().zip(&record.embedding).map(|(a, b)| a * b).sum();
+                    (dot / (query_norm * norm)).clamp(-1.0, 1.0)
+                };
+                ScoredRecord { record: Arc::clone(record), score: if score.is_finite() { score } else { 0.0 } }
+            })
+            .collect();
+        sort_scored(&mut results);
+        results.truncate(k);
+        Ok(results)
+    }
+
+    pub fn lexical(&self, level: Level, filter: &RecordFilter, terms: &[String], k: usize) -> Vec<ScoredRecord> {
+        let data = self.level(level);
+        let Some(tenant) = data.tenants.get(&filter.tenant_id) else { return Vec::new() };
+        let accept = |number: usize| filter.matches(&data.records[tenant.positions[number]].meta);
+        let mut results: Vec<ScoredRecord> = tenant
+            .lexical
+            .score(terms, accept)
+            .into_iter()
+            .map(|(number, score)| ScoredRecord { record: Arc::clone(&data.records[tenant.positions[number]]), score })
+            .collect();
+        sort_scored(&mut results);
+        results.truncate(k);
+        results
+    }
+
+    pub fn get(&self, level: Level, filter: &RecordFilter, limit: usize) -> Vec<Arc<Record>> {
+        let mut records: Vec<Arc<Record>> = self.matching(level, filter).map(|(_, r)| Arc::clone(r)).collect();
+        records.sort_by(|a, b| a.id.cmp(&b.id));
+        records.truncate(limit);
+        records
+    }
+
+    pub fn text_search(&self, level: Level, filter: &RecordFilter, needles: &[String], limit: usize) -> Vec<Arc<Record>> {
+        let mut records: Vec<Arc<Record>> = self
+            .matching(level, filter)
+            .filter(|(_, record)| needles.iter().any(|needle| record.text.contains(needle.as_str())))
+            .map(|(_, r)| Arc::clone(r))
+            .collect();
+        records.sort_by(|a, b| a.id.cmp(&b.id));
+        records.truncate(limit);
+        records
+    }
+
+    pub fn stats(&self) -> IndexStats {
+        let mut tenants: HashMap<String, TenantStats> = HashMap::new();
+        let mut sources: HashMap<String, BTreeSet<String>> = HashMap::new();
+        for level in Level::ALL {
+            for record in &self.level(level).records {
+                let entry = tenants.entry(record.meta.tenant_id.clone()).or_default();
+                match level {
+                    Level::Doc => {
+                        entry.docs += 1;
+                        if record.meta.indexed_at > entry.indexed_at {
+                            entry.indexed_at = record.meta.indexed_at.clone();
+                        }
+                        if !record.meta.source.is_empty() {
+                            sources.entry(record.meta.tenant_id.clone()).or_default().insert(record.meta.source.clone());
+                        }
+                    }
+                    Level::Section => entry.sections += 1,
+                    Level::Chunk => entry.chunks += 1,
+                }
+            }
+        }
+        for (tenant, files) in sources {
+            if let Some(entry) = tenants.get_mut(&tenant) {
+                entry.source_files = files.into_iter().collect();
+            }
+        }
+        IndexStats {
+            backend: "memory".to_string(),
+            embedding_model: self.embedding_model.clone(),
+            dimension: self.dimension,
+            indexed_at: self.indexed_at.clone(),
+            tenants: tenants.into_iter().collect(),
+        }
+    }
+}
+
+fn corrupt(message: impl Into<String>) -> IndexError {
+    IndexError::new(IndexErrorKind::Corrupt, format!("index empty or corrupted: {}", message.into()))
+}
+
+fn validate_snapshot(snapshot: &Snapshot) -> Result<()> {
+    if snapshot.format_version != Snapshot::FORMAT_VERSION {
+        return Err(corrupt(format!(
+            "unsupported format_version {} (expected {})",
+            snapshot.format_version,
+            Snapshot::FORMAT_VERSION
+        )));
+    }
+    if snapshot.docs.is_empty() || snapshot.chunks.is_empty() {
+        return Err(corrupt("the snapshot has no docs or no chunks"));
+    }
+    let dimension = snapshot.docs[0].embedding.len();
+    if dimension == 0 {
+        return Err(corrupt("records carry no embeddings"));
+    }
+    if snapshot.dimension != 0 && snapshot.dimension != dimension {
+        return Err(corrupt(format!("dimension is {} but records have {}", snapshot.dimension, dimension)));
+    }
+    for level in Level::ALL {
+        let mut seen = HashSet::new();
+        for record in snapshot.records(level) {
+            if record.meta.tenant_id.is_empty() || record.id.is_empty() || record.meta.doc_id.is_empty() {
+                return Err(corrupt(format!("a {} record lacks id, tenant_id or doc_id", level.as_str())));
+            }
+            if record.level() != level {
+                return Err(corrupt(format!("record {} is listed as a {} but its ids say otherwise", record.id, level.as_str())));
+            }
+            if record.embedding.len() != dimension || record.embedding.iter().any(|v| !v.is_finite()) {
+                return Err(corrupt(format!("record {} has a bad embedding", record.id)));
+            }
+            if !seen.insert((record.meta.tenant_id.as_str(), record.id.as_str())) {
+                return Err(corrupt(format!("duplicate {} id {}", level.as_str(), record.id)));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads and validates a snapshot file. Blocking: call it off the async threads.
+pub fn read_snapshot_file(path: &Path) -> Result<Snapshot> {
+    let bytes = std::fs::read(path).map_err(|error| {
+        if error.kind() == std::io::ErrorKind::NotFound {
+            IndexError::new(IndexErrorKind::NotFound, format!("index not found at {} — run ingest", path.display()))
+        } else {
+            IndexError::new(IndexErrorKind::Corrupt, format!("index at {} unreadable: {error}", path.display()))
+        }
+    })?;
+    serde_json::from_slice(&bytes).map_err(|error| corrupt(format!("{}: {error}", path.display())))
+}
+
+/// Writes a snapshot atomically: a temporary file in the same directory, then a rename, so a
+/// reader sees either the old file or the new one, never half of one.
+pub fn write_snapshot_file(path: &Path, snapshot: &Snapshot) -> std::io::Result<()> {
+    let directory = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(directory)?;
+    let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("snapshot.json");
+    let temporary = directory.join(format!(".{file_name}.tmp-{}", std::process::id()));
+    {
+        let file = std::fs::File::create(&temporary)?;
+        let mut writer = std::io::BufWriter::new(file);
+        serde_json::to_writer(&mut writer, snapshot).map_err(std::io::Error::other)?;
+        let file = writer.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+    }
+    std::fs::rename(&temporary, path)
+}
+
+type FileStamp = (SystemTime, u64);
+
+fn file_stamp(path: &Path) -> Option<FileStamp> {
+    let metadata = std::fs::metadata(path).ok()?;
+    Some((metadata.modified().ok()?, metadata.len()))
+}
+
+#[derive(Debug, Default)]
+struct IndexState {
+    loaded: Option<Arc<LoadedIndex>>,
+    error: Option<IndexError>,
+    stamp: Option<FileStamp>,
+}
+
+/// The in-memory backend. Searches read the current `LoadedIndex` through an `Arc`, so a reload
+/// swaps it without blocking or failing requests that are running.
+#[derive(Debug)]
+pub struct InMemoryIndex {
+    path: Option<PathBuf>,
+    state: RwLock<IndexState>,
+}
+
+impl InMemoryIndex {
+    /// An index over a fixed snapshot (the bundled demo corpus, tests); never reloads.
+    pub fn from_snapshot(snapshot: Snapshot) -> Result<Self> {
+        let loaded = LoadedIndex::build(snapshot)?;
+        Ok(Self { path: None, state: RwLock::new(IndexState { loaded: Some(Arc::new(loaded)), ..IndexState::default() }) })
+    }
+
+    /// An index backed by a snapshot file. A missing or corrupt file is not fatal: the error is
+    /// kept and reported by searches and `/health` until a valid file appears.
+    pub fn from_file(path: impl Into<PathBuf>) -> Self {
+        let index = Self { path: Some(path.into()), state: RwLock::new(IndexState::default()) };
+        index.reload_if_changed();
+        index
+    }
+
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Reloads the file when its modification time or size changed. A failed load keeps the
+    /// previously loaded index serving and records the error. Blocking; returns true on a reload.
+    pub fn reload_if_changed(&self) -> bool {
+        let Some(path) = &self.path else { return false };
+        let stamp = file_stamp(path);
+        {
+            let state = self.state.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if stamp.is_some() && state.stamp == stamp {
+                return false;
+            }
+        }
+        let result = read_snapshot_file(path).and_then(LoadedIndex::build);
+        let mut state = self.state.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        state.stamp = stamp;
+        match result {
+            Ok(loaded) => {
+                tracing::info!(path = %path.display(), "index snapshot loaded");
+                state.loaded = Some(Arc::new(loaded));
+                state.error = None;
+                true
+            }
+            Err(error) => {
+                if state.loaded.is_some() {
+                    tracing::error!(path = %path.display(), %error, "snapshot reload failed; keeping the previous index");
+                } else {
+                    tracing::warn!(path = %path.display(), %error, "no index loaded");
+                }
+                state.error = Some(error);
+                false
+            }
+        }
+    }
+
+    /// Polls the snapshot file every `interval` on a blocking thread until the index is dropped.
+    pub fn spawn_reloader(self: &Arc<Self>, interval: Duration) {
+        if self.path.is_none() {
+            return;
+        }
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(interval);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticker.tick().await;
+                let Some(index) = weak.upgrade() else { break };
+                if tokio::task::spawn_blocking(move || index.reload_if_changed()).await.is_err() {
+                    tracing::error!("snapshot reload task panicked");
+                }
+            }
+        });
+    }
+
+    fn current(&self) -> Result<Arc<LoadedIndex>> {
+        let state = self.state.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match (&state.loaded, &state.error) {
+            (Some(loaded), _) => Ok(Arc::clone(loaded)),
+            (None, Some(error)) => Err(error.clone()),
+            (None, None) => Err(IndexError::new(IndexErrorKind::NotFound, "index not found — run ingest")),
+        }
+    }
+
+    /// The error of the last load attempt, when it failed (also while an older index still serves).
+    pub fn last_error(&self) -> Option<IndexError> {
+        self.state.read().unwrap_or_else(|poisoned| poisoned.into_inner()).error.clone()
+    }
+}
+
+#[async_trait]
+impl VectorIndex for InMemoryIndex {
+    fn backend_name(&self) -> &'static str {
+        "memory"
+    }
+
+    async fn knn(&self, level: Level, filter: &RecordFilter, query: &[f32], k: usize) -> Result<Vec<ScoredRecord>> {
+        self.current()?.knn(level, filter, query, k)
+    }
+
+    async fn lexical(&self, level: Level, filter: &RecordFilter, terms: &[String], k: usize) -> Result<Vec<ScoredRecord>> {
+        Ok(self.current()?.lexical(level, filter, terms, k))
+    }
+
+    async fn get(&self, level: Level, filter: &RecordFilter, limit: usize) -> Result<Vec<Arc<Record>>> {
+        Ok(self.current()?.get(level, filter, limit))
+    }
+
+    async fn text_search(&self, level: Level, filter: &RecordFilter, needles: &[String], limit: usize) -> Result<Vec<Arc<Record>>> {
+        Ok(self.current()?.text_search(level, filter, needles, limit))
+    }
+
+    async fn doc_chunks(&self, tenant_id: &str, doc_id: &str) -> Result<Vec<Arc<Record>>> {
+        let filter = RecordFilter { doc_ids: Some(vec![doc_id.to_string()]), ..RecordFilter::tenant(tenant_id) };
+        Ok(self.current()?.get(Level::Chunk, &filter, usize::MAX))
+    }
+
+    async fn tenant_exists(&self, tenant_id: &str) -> Result<bool> {
+        Ok(self.current()?.level(Level::Doc).tenants.contains_key(tenant_id))
+    }
+
+    async fn dimension(&self) -> Result<Option<usize>> {
+        Ok(Some(self.current()?.dimension))
+    }
+
+    async fn stats(&self) -> Result<IndexStats> {
+        Ok(self.current()?.stats())
+    }
+
+    async fn health(&self) -> Result<()> {
+        self.current().map(|_| ())
+    }
+}

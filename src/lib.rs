@@ -1,0 +1,8 @@
+//! Retrieval Service: hybrid doc→section→chunk search over product documentation.
+
+pub mod config;
+pub mod embed;
+pub mod index;
+pub mod model;
+pub mod rerank;
+pub mod text;
