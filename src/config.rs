@@ -434,3 +434,23 @@ mod tests {
         assert_eq!(settings.embedding_api_key.expose(), "sk-123");
     }
 }
+
+#[cfg(test)]
+mod documentation_tests {
+    use super::*;
+
+    /// `.env.example` and the README's table must list every setting (keeps the docs true).
+    #[test]
+    fn every_setting_is_documented() {
+        let keys: Vec<String> = match serde_json::to_value(Settings::default()).unwrap() {
+            serde_json::Value::Object(map) => map.keys().map(|k| format!("RETR_{}", k.to_uppercase())).collect(),
+            other => panic!("settings serialize as {other}"),
+        };
+        let env_example = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/.env.example")).unwrap();
+        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        for key in keys {
+            assert!(env_example.contains(&format!("{key}=")), ".env.example lacks {key}");
+            assert!(readme.contains(&format!("`{key}`")), "README's configuration table lacks {key}");
+        }
+    }
+}

@@ -252,3 +252,10 @@ async fn missing_snapshot_is_a_clear_503_not_a_panic() {
     let (_, body) = send(&state, "POST", SEARCH, Some(&json!({"query": "x", "tenant_id": "t1"}).to_string())).await;
     assert_eq!(error_code(&body), "index_corrupted");
 }
+
+#[test]
+fn bundled_config_file_loads() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/default.toml");
+    let settings = retrieval_service::config::Settings::load(Some(&path), &Default::default()).unwrap();
+    assert_eq!(settings.runtime(), retrieval_service::config::Settings::default().runtime());
+}
