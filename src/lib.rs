@@ -3,6 +3,7 @@
 pub mod config;
 pub mod embed;
 pub mod index;
+pub mod ingest;
 pub mod model;
 pub mod rerank;
 pub mod text;
