@@ -7,6 +7,7 @@ pub mod error;
 #[doc(hidden)]
 pub mod fixtures;
 pub mod index;
+pub mod ingest;
 pub mod model;
 pub mod rerank;
 pub mod search;

@@ -1,0 +1,288 @@
+//! The `ingest` command: arguments, one run from input path to written index, and its report.
+
+use super::cache::EmbeddingCache;
+use super::embedding::{embed_records, Progress};
+use super::mapping::MappingRules;
+use super::records::rfc3339_now;
+use super::split::ChunkingConfig;
+use super::tree::{load_tree, FileNote, LoadOptions, Loaded};
+use super::writer::{IndexWriter, IngestBatch, SnapshotWriter, SourceScope};
+use super::{build_record_set, jsonl, IngestError};
+use crate::config::{Settings, VectorBackend};
+use crate::embed::Embedder;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Where the embedding cache lives when `RETR_EMBEDDING_CACHE_PATH` is not set.
+pub const DEFAULT_EMBEDDING_CACHE_PATH: &str = ".cache/embeddings.jsonl";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum IngestBackend {
+    Memory,
+    Chroma,
+}
+
+/// `retrieval-service ingest <PATH> --tenant <ID> ...`
+#[derive(Debug, Clone, clap::Args)]
+pub struct IngestArgs {
+    /// A directory of Markdown/MDX pages (Docusaurus) or a .jsonl file of {"id","title","text",...} records
+    pub path: PathBuf,
+    /// Tenant that owns the ingested docs
+    #[arg(long)]
+    pub tenant: String,
+    /// Snapshot file to write (memory backend); default RETR_INDEX_PATH
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Where to write; default RETR_VECTOR_BACKEND
+    #[arg(long, value_enum)]
+    pub backend: Option<IngestBackend>,
+    /// Topic mapping rules (YAML); default RETR_MAPPING_PATH, else the built-in config/mapping.yaml
+    #[arg(long)]
+    pub mapping: Option<PathBuf>,
+    /// Product of every doc (overrides the mapping's product)
+    #[arg(long, default_value = "")]
+    pub product: String,
+    /// Version of every doc
+    #[arg(long, default_value = "")]
+    pub version: String,
+    /// Tags added to every doc (comma-separated)
+    #[arg(long, value_delimiter = ',')]
+    pub tags: Vec<String>,
+    /// Name of this source; re-ingesting it replaces its docs. Default: the directory or file name
+    #[arg(long)]
+    pub source_name: Option<String>,
+    /// Base URL prepended to page routes (e.g. https://docs.example.com)
+    #[arg(long, default_value = "")]
+    pub base_url: String,
+    /// Maximum chunk size in estimated tokens
+    #[arg(long, default_value_t = 400)]
+    pub chunk_tokens: usize,
+    /// Overlap between consecutive chunks in estimated tokens
+    #[arg(long, default_value_t = 60)]
+    pub chunk_overlap: usize,
+    /// Do not read or write the persistent embedding cache
+    #[arg(long)]
+    pub no_cache: bool,
+    /// No progress output
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+impl IngestArgs {
+    /// Arguments with every option at its default.
+    pub fn new(path: impl Into<PathBuf>, tenant: impl Into<String>) -> Self {
+        Self {
+            path: path.into(),
+            tenant: tenant.into(),
+            out: None,
+            backend: None,
+            mapping: None,
+            product: String::new(),
+            version: String::new(),
+            tags: Vec::new(),
+            source_name: None,
+            base_url: String::new(),
+            chunk_tokens: 400,
+            chunk_overlap: 60,
+            no_cache: false,
+            quiet: false,
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Default)]
+pub struct IngestReport {
+    pub tenant_id: String,
+    pub source_name: String,
+    pub docs: usize,
+    pub sections: usize,
+    pub chunks: usize,
+    /// Files (or JSONL lines) not ingested, with the reason.
+    pub skipped: Vec<FileNote>,
+    /// Files ingested despite a problem (e.g. broken front matter ignored).
+    pub warnings: Vec<FileNote>,
+    pub embedding_model: String,
+    pub dimension: usize,
+    pub embedding_calls: usize,
+    pub embedded_texts: usize,
+    pub cache_hits: usize,
+    pub removed_docs: usize,
+    pub elapsed: Duration,
+    /// Snapshot path (memory) or the writer's location.
+    pub location: String,
+    pub snapshot_bytes: Option<u64>,
+}
+
+impl fmt::Display for IngestReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "ingested tenant {:?} source {:?} into {}", self.tenant_id, self.source_name, self.location)?;
+        writeln!(f, "  docs {}, sections {}, chunks {}; removed docs {}", self.docs, self.sections, self.chunks, self.removed_docs)?;
+        writeln!(
+            f,
+            "  embeddings: model {} (dim {}), {} calls, {} texts embedded, {} cache hits",
+            self.embedding_model, self.dimension, self.embedding_calls, self.embedded_texts, self.cache_hits
+        )?;
+        if let Some(bytes) = self.snapshot_bytes {
+            writeln!(f, "  snapshot size {:.1} MiB", bytes as f64 / (1024.0 * 1024.0))?;
+        }
+        for note in &self.warnings {
+            writeln!(f, "  warning: {}: {}", note.path, note.reason)?;
+        }
+        for note in &self.skipped {
+            writeln!(f, "  skipped: {}: {}", note.path, note.reason)?;
+        }
+        write!(f, "  elapsed {:.2}s", self.elapsed.as_secs_f64())
+    }
+}
+
+/// Runs `ingest` with the snapshot writer; `--backend chroma` fails with `NoWriter` (use
+/// `run_ingest_with_writer` and pass the Chroma writer).
+pub async fn run_ingest(settings: &Settings, embedder: Arc<dyn Embedder>, args: &IngestArgs) -> Result<IngestReport, IngestError> {
+    run_ingest_with_writer(settings, embedder, args, None).await
+}
+
+/// Runs `ingest`: load → records → embed (cached) → write. `chroma_writer` is used when the
+/// backend is Chroma. Nothing is written unless every step before succeeded.
+pub async fn run_ingest_with_writer(
+    settings: &Settings,
+    embedder: Arc<dyn Embedder>,
+    args: &IngestArgs,
+    chroma_writer: Option<Arc<dyn IndexWriter>>,
+) -> Result<IngestReport, IngestError> {
+    let started = Instant::now();
+    if args.tenant.trim().is_empty() {
+        return Err(IngestError::InvalidArgument("--tenant must not be empty".to_string()));
+    }
+    if !args.path.exists() {
+        return Err(IngestError::PathNotFound(args.path.clone()));
+    }
+    let backend = args.backend.unwrap_or(match settings.vector_backend {
+        VectorBackend::Memory => IngestBackend::Memory,
+        VectorBackend::Chroma => IngestBackend::Chroma,
+    });
+    let writer: Arc<dyn IndexWriter> = match backend {
+        IngestBackend::Memory => {
+            let path = args.out.clone().or_else(|| settings.index_path.clone()).ok_or(IngestError::NoOutput)?;
+            Arc::new(SnapshotWriter { path })
+        }
+        IngestBackend::Chroma => chroma_writer.ok_or_else(|| IngestError::NoWriter("chroma".to_string()))?,
+    };
+    let mapping = load_mapping(settings, args)?;
+    let source_name = source_name(args)?;
+    let chunking = ChunkingConfig { max_tokens: args.chunk_tokens.max(1), overlap_tokens: args.chunk_overlap, ..ChunkingConfig::default() };
+    let loaded = load_input(&args.path, &source_name, args, mapping, chunking).await?;
+    for note in &loaded.skipped {
+        tracing::warn!(path = %note.path, reason = %note.reason, "file skipped");
+    }
+    for note in &loaded.warnings {
+        tracing::warn!(path = %note.path, reason = %note.reason, "file ingested with a problem");
+    }
+    if loaded.docs.is_empty() {
+        return Err(IngestError::NothingToIngest(args.path.display().to_string()));
+    }
+    let indexed_at = rfc3339_now();
+    let mut records = build_record_set(&args.tenant, &loaded.docs, &chunking, &indexed_at);
+    let mut cache = open_cache(settings, args, embedder.as_ref());
+    let progress = if args.quiet { Progress::Silent } else { Progress::Auto };
+    let stats = embed_records(embedder.as_ref(), &mut records, settings.embedding_batch_size, &mut cache, progress).await?;
+    let dimension = records.docs.first().map(|r| r.embedding.len()).unwrap_or(0);
+    let (docs, sections, chunks) = (records.docs.len(), records.sections.len(), records.chunks.len());
+    let scope = SourceScope { tenant_id: args.tenant.clone(), source_name: source_name.clone() };
+    let batch = IngestBatch { records, embedding_model: embedder.model_name().to_string(), dimension, indexed_at };
+    let outcome = writer.replace_source(&scope, batch).await?;
+    let report = IngestReport {
+        tenant_id: args.tenant.clone(),
+        source_name,
+        docs,
+        sections,
+        chunks,
+        skipped: loaded.skipped,
+        warnings: loaded.warnings,
+        embedding_model: embedder.model_name().to_string(),
+        dimension,
+        embedding_calls: stats.calls,
+        embedded_texts: stats.embedded_texts,
+        cache_hits: stats.cache_hits,
+        removed_docs: outcome.removed_docs,
+        elapsed: started.elapsed(),
+        location: outcome.location,
+        snapshot_bytes: outcome.bytes,
+    };
+    tracing::info!(
+        tenant_id = %report.tenant_id,
+        docs = report.docs,
+        sections = report.sections,
+        chunks = report.chunks,
+        skipped = report.skipped.len(),
+        embedding_calls = report.embedding_calls,
+        cache_hits = report.cache_hits,
+        latency_ms = report.elapsed.as_millis() as u64,
+        "ingest finished"
+    );
+    Ok(report)
+}
+
+fn load_mapping(settings: &Settings, args: &IngestArgs) -> Result<MappingRules, IngestError> {
+    match &args.mapping {
+        Some(path) => MappingRules::from_file(path).map_err(IngestError::Mapping),
+        None if settings.mapping_path.exists() => MappingRules::from_file(&settings.mapping_path).map_err(IngestError::Mapping),
+        None => Ok(MappingRules::builtin()),
+    }
+}
+
+fn source_name(args: &IngestArgs) -> Result<String, IngestError> {
+    let name = match &args.source_name {
+        Some(name) => name.trim().trim_matches('/').to_string(),
+        None => args
+            .path
+            .canonicalize()
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().to_string()))
+            .unwrap_or_default(),
+    };
+    if name.is_empty() {
+        return Err(IngestError::InvalidArgument(format!("cannot derive a source name from {}; pass --source-name", args.path.display())));
+    }
+    Ok(name)
+}
+
+async fn load_input(path: &Path, source_name: &str, args: &IngestArgs, mapping: MappingRules, chunking: ChunkingConfig) -> Result<Loaded, IngestError> {
+    let path = path.to_path_buf();
+    let (source_name, base_url, product, version) = (source_name.to_string(), args.base_url.clone(), args.product.clone(), args.version.clone());
+    let tags: Vec<String> = args.tags.iter().map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect();
+    tokio::task::spawn_blocking(move || {
+        let options = LoadOptions { source_name: &source_name, base_url: &base_url, product: &product, version: &version, tags: &tags, mapping: &mapping, chunking };
+        let result = if path.is_dir() {
+            load_tree(&path, &options)
+        } else if path.extension().is_some_and(|e| e == "jsonl") {
+            jsonl::load_jsonl(&path, &options)
+        } else {
+            return Err(IngestError::InvalidArgument(format!("{} is neither a directory nor a .jsonl file", path.display())));
+        };
+        result.map_err(|error| IngestError::Input { path: path.display().to_string(), message: error.to_string() })
+    })
+    .await
+    .map_err(|error| IngestError::Internal(format!("loader task failed: {error}")))?
+}
+
+fn open_cache(settings: &Settings, args: &IngestArgs, embedder: &dyn Embedder) -> EmbeddingCache {
+    if args.no_cache || embedder.is_pseudo() {
+        return EmbeddingCache::in_memory();
+    }
+    let path = settings.embedding_cache_path.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_EMBEDDING_CACHE_PATH));
+    match EmbeddingCache::open(&path, embedder.model_name()) {
+        Ok((cache, bad_lines)) => {
+            if bad_lines > 0 {
+                tracing::warn!(path = %path.display(), bad_lines, "embedding cache has unreadable lines; they are ignored");
+            }
+            cache
+        }
+        Err(error) => {
+            tracing::warn!(path = %path.display(), %error, "embedding cache unavailable; embedding everything");
+            EmbeddingCache::in_memory()
+        }
+    }
+}

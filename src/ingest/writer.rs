@@ -1,0 +1,137 @@
+//! Writing an ingest run: replace one tenant's records from one source and keep everything else.
+//!
+//! Source ownership: a tree's doc ids are `{source_name}/{path}`, so a doc belongs to source S
+//! of tenant T when its doc id starts with `S/`; a JSONL record without its own `source` field
+//! has `source == S`. Replacing a source removes every record (all levels) of the tenant whose
+//! doc belongs to the source or whose doc id is among the new docs, then adds the new records:
+//! pages deleted from the tree disappear, re-ingesting gives no duplicates, other tenants and
+//! sources stay untouched. (JSONL records carrying their own `source` are replaced by id only.)
+
+use super::records::RecordSet;
+use super::IngestError;
+use crate::index::memory::{read_snapshot_file, write_snapshot_file};
+use crate::index::IndexErrorKind;
+use crate::model::{Metadata, Record, Snapshot};
+use async_trait::async_trait;
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+/// Which records an ingest run owns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceScope {
+    pub tenant_id: String,
+    pub source_name: String,
+}
+
+impl SourceScope {
+    /// True when the record with `meta` came from this tenant's source.
+    pub fn owns(&self, meta: &Metadata) -> bool {
+        meta.tenant_id == self.tenant_id
+            && (meta.source == self.source_name
+                || meta.doc_id.strip_prefix(self.source_name.as_str()).is_some_and(|rest| rest.starts_with('/')))
+    }
+}
+
+/// The embedded records of one run, with the model that embedded them.
+#[derive(Debug, Clone)]
+pub struct IngestBatch {
+    pub records: RecordSet,
+    pub embedding_model: String,
+    pub dimension: usize,
+    pub indexed_at: String,
+}
+
+/// What a writer did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteOutcome {
+    /// Where the data went (snapshot path, Chroma URL + collections).
+    pub location: String,
+    /// Size of the written file, for file backends.
+    pub bytes: Option<u64>,
+    /// Docs of this source that were in the index before and are not any more.
+    pub removed_docs: usize,
+}
+
+/// A backend an ingest run can write to (the snapshot file here; Chroma implements it too).
+///
+/// `replace_source` must follow the ownership rule of this module, refuse vectors of another
+/// dimension than the stored ones with `IngestError::DimensionMismatch`, and leave the index
+/// unchanged when it fails.
+#[async_trait]
+pub trait IndexWriter: Send + Sync {
+    async fn replace_source(&self, scope: &SourceScope, batch: IngestBatch) -> Result<WriteOutcome, IngestError>;
+}
+
+/// Writes the in-memory backend's snapshot file atomically.
+#[derive(Debug, Clone)]
+pub struct SnapshotWriter {
+    pub path: PathBuf,
+}
+
+#[async_trait]
+impl IndexWriter for SnapshotWriter {
+    async fn replace_source(&self, scope: &SourceScope, batch: IngestBatch) -> Result<WriteOutcome, IngestError> {
+        let path = self.path.clone();
+        let scope = scope.clone();
+        tokio::task::spawn_blocking(move || {
+            let existing = match read_snapshot_file(&path) {
+                Ok(snapshot) => Some(snapshot),
+                Err(error) if error.kind == IndexErrorKind::NotFound => None,
+                Err(error) => {
+                    return Err(IngestError::Snapshot(format!(
+                        "existing snapshot {} cannot be read ({error}); move it away to start a new one",
+                        path.display()
+                    )))
+                }
+            };
+            let (snapshot, removed_docs) = merge_snapshot(existing, &scope, batch)?;
+            write_snapshot_file(&path, &snapshot)
+                .map_err(|error| IngestError::Snapshot(format!("cannot write {}: {error}", path.display())))?;
+            let bytes = std::fs::metadata(&path).ok().map(|m| m.len());
+            Ok(WriteOutcome { location: path.display().to_string(), bytes, removed_docs })
+        })
+        .await
+        .map_err(|error| IngestError::Internal(format!("snapshot writer task failed: {error}")))?
+    }
+}
+
+/// Merges a run into an existing snapshot (or a new one); returns it and the number of docs of
+/// the source that were removed. Mixing dimensions or models with records that stay is refused.
+pub fn merge_snapshot(existing: Option<Snapshot>, scope: &SourceScope, batch: IngestBatch) -> Result<(Snapshot, usize), IngestError> {
+    let mut snapshot = existing.unwrap_or_else(|| Snapshot { format_version: Snapshot::FORMAT_VERSION, ..Snapshot::default() });
+    let new_doc_ids: HashSet<&str> = batch.records.docs.iter().map(|r| r.meta.doc_id.as_str()).collect();
+    let replaced: HashSet<String> = snapshot
+        .docs
+        .iter()
+        .chain(&snapshot.sections)
+        .chain(&snapshot.chunks)
+        .filter(|r| r.meta.tenant_id == scope.tenant_id && (scope.owns(&r.meta) || new_doc_ids.contains(r.meta.doc_id.as_str())))
+        .map(|r| r.meta.doc_id.clone())
+        .collect();
+    let removed_docs = replaced.iter().filter(|id| !new_doc_ids.contains(id.as_str())).count();
+    let keep = |record: &Record| !(record.meta.tenant_id == scope.tenant_id && replaced.contains(&record.meta.doc_id));
+    snapshot.docs.retain(keep);
+    snapshot.sections.retain(keep);
+    snapshot.chunks.retain(keep);
+    if let Some(kept) = snapshot.docs.first().or(snapshot.chunks.first()) {
+        let kept_dimension = kept.embedding.len();
+        if kept_dimension != batch.dimension {
+            return Err(IngestError::DimensionMismatch { existing: kept_dimension, new: batch.dimension });
+        }
+        if !snapshot.embedding_model.is_empty() && snapshot.embedding_model != batch.embedding_model {
+            return Err(IngestError::ModelMismatch { existing: snapshot.embedding_model.clone(), new: batch.embedding_model });
+        }
+    }
+    let records = batch.records;
+    snapshot.docs.extend(records.docs);
+    snapshot.sections.extend(records.sections);
+    snapshot.chunks.extend(records.chunks);
+    for level in [&mut snapshot.docs, &mut snapshot.sections, &mut snapshot.chunks] {
+        level.sort_by(|a, b| (a.meta.tenant_id.as_str(), a.id.as_str()).cmp(&(b.meta.tenant_id.as_str(), b.id.as_str())));
+    }
+    snapshot.format_version = Snapshot::FORMAT_VERSION;
+    snapshot.embedding_model = batch.embedding_model;
+    snapshot.dimension = batch.dimension;
+    snapshot.indexed_at = batch.indexed_at;
+    Ok((snapshot, removed_docs))
+}
