@@ -21,6 +21,8 @@ enum Command {
         #[arg(long)]
         port: Option<u16>,
     },
+    /// Ingest a Markdown/MDX tree or a JSONL file into the snapshot (or Chroma)
+    Ingest(retrieval_service::ingest::cli::IngestArgs),
 }
 
 fn init_telemetry(settings: &Settings) {
@@ -70,6 +72,13 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Serve { port } => serve(settings, port).await,
+            Command::Ingest(args) => {
+                let embedder = retrieval_service::startup::build_embedder(&settings);
+                retrieval_service::ingest::cli::run_ingest(&settings, embedder, &args)
+                    .await
+                    .map(|report| println!("{report}"))
+                    .map_err(|error| error.to_string())
+            }
         }
     });
     match result {

@@ -20,6 +20,16 @@ pub fn build_embedder(settings: &Settings) -> Arc<dyn Embedder> {
     Arc::new(PseudoEmbedder::new(settings.embedding_dimension))
 }
 
+/// The topic mapping rules: `RETR_MAPPING_PATH` when the file exists, else the built-in default.
+pub fn load_mapping(settings: &Settings) -> Result<crate::ingest::mapping::MappingRules, StartupError> {
+    if settings.mapping_path.exists() {
+        crate::ingest::mapping::MappingRules::from_file(&settings.mapping_path)
+            .map_err(|error| StartupError::Backend(format!("RETR_MAPPING_PATH: {error}")))
+    } else {
+        Ok(crate::ingest::mapping::MappingRules::builtin())
+    }
+}
+
 /// Builds the index the settings select. Must run inside a tokio runtime (starts the reloader).
 pub async fn build_index(settings: &Settings, embedder: &dyn Embedder) -> Result<Arc<dyn VectorIndex>, StartupError> {
     match settings.backend() {
@@ -30,8 +40,14 @@ pub async fn build_index(settings: &Settings, embedder: &dyn Embedder) -> Result
                 Ok(index)
             }
             None => {
-                let _ = embedder;
-                Err(StartupError::Backend("no demo corpus yet".into()))
+                let mapping = load_mapping(settings)?;
+                let snapshot = crate::ingest::demo::demo_snapshot(embedder, &mapping)
+                    .await
+                    .map_err(|error| StartupError::Backend(format!("cannot build the demo corpus: {error}")))?;
+                let index = InMemoryIndex::from_snapshot(snapshot)
+                    .map_err(|error| StartupError::Backend(format!("demo corpus: {error}")))?;
+                tracing::info!("mock mode: serving the bundled demo corpus (tenants demo, acme)");
+                Ok(Arc::new(index))
             }
         },
         VectorBackend::Chroma => Err(StartupError::Backend("the chroma backend is not built yet".into())),
