@@ -42,7 +42,8 @@ pub struct FormattedContext {
 
 fn source_head(number: usize, source: &ContextSource) -> String {
     let origin = [&source.source, &source.url, &source.title].into_iter().find(|value| !value.is_empty());
-    let mut head = format!("[{number}] Источник: {} (релевантность: {:.2})", origin.map_or("—", |v| v), source.relevance);
+    let mut head =
+        format!("[{number}] Источник: {} (релевантность: {:.2})", origin.map_or("—", |v| v), source.relevance);
     if !source.title.is_empty() {
         head.push_str(&format!("\nЗаголовок: {}", source.title));
     }
@@ -130,7 +131,12 @@ fn render(sources: &[ContextSource], order: &[usize], grouped: bool, budget_char
 /// boundary (marked `…`) if enough room is left, and the rest are left out. No sources → empty context.
 pub fn format_context(sources: &[ContextSource], budget_chars: usize) -> FormattedContext {
     if sources.is_empty() {
-        return FormattedContext { context: String::new(), system_prompt_rule: None, used_sources: 0, truncated: false };
+        return FormattedContext {
+            context: String::new(),
+            system_prompt_rule: None,
+            used_sources: 0,
+            truncated: false,
+        };
     }
     let natural: Vec<usize> = (0..sources.len()).collect();
     let mut rendered = None;
@@ -200,7 +206,11 @@ mod tests {
         let sources = [source("a", Some("x"), &long), source("b", Some("y"), "short")];
         for budget in [0, 10, 150, 300, 1000, 1500] {
             let formatted = format_context(&sources, budget);
-            assert!(formatted.context.chars().count() <= budget, "budget {budget}: {}", formatted.context.chars().count());
+            assert!(
+                formatted.context.chars().count() <= budget,
+                "budget {budget}: {}",
+                formatted.context.chars().count()
+            );
             assert!(formatted.truncated, "budget {budget}");
         }
         let formatted = format_context(&sources, 300);

@@ -91,7 +91,10 @@ mod tests {
         assert_eq!(clarification.question, CLARIFICATION_QUESTION);
         let options: Vec<(&str, &str)> =
             clarification.options.iter().map(|o| (o.theme_id.as_str(), o.display_name.as_str())).collect();
-        assert_eq!(options, vec![("user_admin", "АРМ администратора"), ("user_agent", "АРМ оператора"), ("blog", "blog")]);
+        assert_eq!(
+            options,
+            vec![("user_admin", "АРМ администратора"), ("user_agent", "АРМ оператора"), ("blog", "blog")]
+        );
     }
 
     #[test]

@@ -53,7 +53,11 @@ fn keyword_rules(themes: &[Theme]) -> Vec<KeywordRule> {
                 continue;
             }
             let stems: Vec<String> = phrase.iter().map(|word| word.stem.clone()).collect();
-            by_stems.entry(stems).or_insert_with(|| KeywordRule { phrase, themes: BTreeSet::new() }).themes.insert(index);
+            by_stems
+                .entry(stems)
+                .or_insert_with(|| KeywordRule { phrase, themes: BTreeSet::new() })
+                .themes
+                .insert(index);
         }
     }
     by_stems.into_values().collect()
@@ -98,6 +102,23 @@ pub(super) fn rank(themes: &[Theme], scores: &[f32]) -> Vec<usize> {
     order
 }
 
+/// Fills `themes`, `scores` and `primary_theme` from ranked indices. The primary theme is `None`
+/// when the two best scores are tied: no theme is then preferred over the other.
+pub(super) fn fill_ranking(
+    result: &mut RoutingResult,
+    order: &[usize],
+    scores: &[f32],
+    themes: &[Theme],
+    max_themes: usize,
+) {
+    result.scores = order.iter().map(|&index| (themes[index].id.clone(), scores[index])).collect();
+    result.themes = order.iter().take(max_themes).map(|&index| themes[index].id.clone()).collect();
+    let tied = order.len() >= 2 && scores[order[0]] - scores[order[1]] < TIE_EPSILON;
+    result.primary_theme = if tied { None } else { result.themes.first().cloned() };
+}
+
+const TIE_EPSILON: f32 = 1e-6;
+
 /// Routes `query` by keyword rules and user metadata (mode `heuristic`).
 ///
 /// - `scores`: shares of the evidence, summing to 1 over the matched themes.
@@ -127,10 +148,8 @@ pub fn route_heuristic(
             named_by_keyword[index] |= rule.themes.len() == 1;
         }
     }
-    let user_evidence: Vec<f32> = themes
-        .iter()
-        .map(|theme| user_metadata.map_or(0.0, |user| user_evidence(theme, user, config)))
-        .collect();
+    let user_evidence: Vec<f32> =
+        themes.iter().map(|theme| user_metadata.map_or(0.0, |user| user_evidence(theme, user, config))).collect();
     let raw: Vec<f32> = themes
         .iter()
         .enumerate()
@@ -145,16 +164,15 @@ pub fn route_heuristic(
     let order = rank(themes, &scores);
     let top = scores[order[0]];
     let second = order.get(1).map_or(0.0, |&index| scores[index]);
-    let close: Vec<usize> = order.iter().copied().filter(|&index| scores[index] >= top - config.ambiguity_gap).collect();
+    let close: Vec<usize> =
+        order.iter().copied().filter(|&index| scores[index] >= top - config.ambiguity_gap).collect();
     result.requires_disambiguation =
         close.len() >= 2 && close.iter().all(|&index| !named_by_keyword[index] && user_evidence[index] <= 0.0);
     if top - second >= config.heuristic_hard_filter_gap && named_by_keyword[order[0]] && !result.requires_disambiguation
     {
         result.hard_filter = Some(themes[order[0]].fields());
     }
-    result.scores = order.iter().map(|&index| (themes[index].id.clone(), scores[index])).collect();
-    result.themes = order.iter().take(config.max_themes).map(|&index| themes[index].id.clone()).collect();
-    result.primary_theme = result.themes.first().cloned();
+    fill_ranking(&mut result, &order, &scores, themes, config.max_themes);
     result
 }
 
@@ -228,6 +246,7 @@ mod tests {
     fn two_named_themes_are_a_multi_theme_question() {
         let result = route("android и ios");
         assert_eq!(result.themes, vec!["android".to_string(), "ios".to_string()]);
+        assert_eq!(result.primary_theme, None, "a tie prefers neither");
         assert!(!result.requires_disambiguation);
         assert!(result.hard_filter.is_none());
     }

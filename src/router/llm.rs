@@ -2,7 +2,7 @@
 //! descriptions and returns `[{"theme_id", "confidence"}]`. Every failure is an `LlmRouterError`;
 //! `route_query` then falls back to the heuristic.
 
-use super::heuristic::rank;
+use super::heuristic::{fill_ranking, rank};
 use super::{RouterConfig, RoutingResult, Theme, UserMetadata};
 use crate::config::{RouterMode, Secret};
 use serde::Deserialize;
@@ -87,7 +87,8 @@ enum ThemeAnswer {
 pub fn parse_theme_answer(content: &str, themes: &[Theme]) -> Result<Vec<(usize, f32)>, LlmRouterError> {
     let invalid = |message: String| LlmRouterError::new(LlmRouterErrorKind::InvalidResponse, message);
     let start = content.find(['[', '{']).ok_or_else(|| invalid("no JSON in the answer".into()))?;
-    let end = content.rfind([']', '}']).filter(|&end| end >= start).ok_or_else(|| invalid("unterminated JSON".into()))?;
+    let end =
+        content.rfind([']', '}']).filter(|&end| end >= start).ok_or_else(|| invalid("unterminated JSON".into()))?;
     let answer: ThemeAnswer =
         serde_json::from_str(&content[start..=end]).map_err(|error| invalid(format!("not a theme list: {error}")))?;
     let entries = match answer {
@@ -131,9 +132,7 @@ pub fn llm_routing_result(picked: &[(usize, f32)], themes: &[Theme], config: &Ro
     if top >= config.llm_hard_filter_min_score && close == 1 {
         result.hard_filter = Some(themes[primary].fields());
     }
-    result.scores = order.iter().map(|&index| (themes[index].id.clone(), scores[index])).collect();
-    result.themes = order.iter().take(config.max_themes).map(|&index| themes[index].id.clone()).collect();
-    result.primary_theme = result.themes.first().cloned();
+    fill_ranking(&mut result, &order, &scores, themes, config.max_themes);
     result
 }
 
@@ -199,9 +198,9 @@ impl LlmRouter {
     ) -> Result<RoutingResult, LlmRouterError> {
         let started = Instant::now();
         let call = self.complete(user_prompt(query, user_metadata, themes));
-        let content = tokio::time::timeout(self.timeout, call)
-            .await
-            .map_err(|_| LlmRouterError::new(LlmRouterErrorKind::Timeout, format!("no answer within {:?}", self.timeout)))??;
+        let content = tokio::time::timeout(self.timeout, call).await.map_err(|_| {
+            LlmRouterError::new(LlmRouterErrorKind::Timeout, format!("no answer within {:?}", self.timeout))
+        })??;
         let picked = parse_theme_answer(&content, themes)?;
         tracing::debug!(latency_ms = started.elapsed().as_millis() as u64, num_picked = picked.len(), "llm routed");
         Ok(llm_routing_result(&picked, themes, config))
@@ -292,7 +291,13 @@ mod tests {
 
     #[test]
     fn nonsense_is_invalid_response() {
-        for content in ["не знаю", "[]", "[{\"theme_id\": \"nope\", \"confidence\": 1}]", "[{\"theme_id\": \"user_admin\", \"confidence\": 7}]", "[{\"id\": 1}]"] {
+        for content in [
+            "не знаю",
+            "[]",
+            "[{\"theme_id\": \"nope\", \"confidence\": 1}]",
+            "[{\"theme_id\": \"user_admin\", \"confidence\": 7}]",
+            "[{\"id\": 1}]",
+        ] {
             let error = parse_theme_answer(content, &themes()).unwrap_err();
             assert_eq!(error.kind, LlmRouterErrorKind::InvalidResponse, "{content}");
         }

@@ -58,7 +58,7 @@ impl ThemeFields {
     /// True when every set field equals the record's value (ASCII case-insensitive).
     pub fn matches(&self, meta: &Metadata) -> bool {
         let equal = |wanted: &Option<String>, actual: &str| {
-            wanted.as_deref().is_none_or(|wanted| wanted.eq_ignore_ascii_case(actual.trim()))
+            wanted.as_deref().map_or(true, |wanted| wanted.eq_ignore_ascii_case(actual.trim()))
         };
         equal(&self.domain, &meta.domain)
             && equal(&self.section, &meta.section)
@@ -84,7 +84,8 @@ impl ThemeFields {
 /// The router's answer (seed 003 §3.3).
 ///
 /// `themes` are ordered by score (best first, ties by priority then id); `primary_theme` is
-/// `themes[0]`. `hard_filter` is set only at very high confidence and then holds the primary theme's
+/// `themes[0]`, or `None` when nothing matched or the two best scores are tied (the soft theme boost
+/// then gives every one of the first themes the secondary amount). `hard_filter` is set only at very high confidence and then holds the primary theme's
 /// fields; otherwise routing is a soft signal. `mode_used` is the mode that produced the answer
 /// (`heuristic` when `llm` failed), and `degradation` says why it differs from the requested mode.
 #[derive(Debug, Clone, PartialEq, Serialize)]
