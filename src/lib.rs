@@ -10,6 +10,7 @@ pub mod index;
 pub mod ingest;
 pub mod model;
 pub mod rerank;
+pub mod router;
 pub mod search;
 pub mod startup;
 pub mod state;
