@@ -5,4 +5,5 @@ pub mod embed;
 pub mod index;
 pub mod model;
 pub mod rerank;
+pub mod search;
 pub mod text;
