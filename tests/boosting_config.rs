@@ -9,10 +9,8 @@ fn keys(warnings: &[ConfigWarning]) -> Vec<&str> {
 
 #[test]
 fn shipped_file_loads_every_section_without_warnings() {
-    let (config, warnings) = BoostingConfig::load(Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/config/boosting.yaml"
-    )));
+    let (config, warnings) =
+        BoostingConfig::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/config/boosting.yaml")));
     assert!(warnings.is_empty(), "{warnings:?}");
     assert_eq!(config.fusion.k, 60.0);
     assert_eq!(config.page_type_boosts["overview"], 1.5);
@@ -22,14 +20,7 @@ fn shipped_file_loads_every_section_without_warnings() {
     assert_eq!(config.theme_boosts.secondary, 0.04);
     assert_eq!(config.theme_boosts.secondary_count, 2);
     assert_eq!(config.url_patterns.len(), 4);
-    assert_eq!(
-        config
-            .title_keywords
-            .iter()
-            .find(|r| r.name == "overview")
-            .map(|r| r.boost),
-        Some(1.5)
-    );
+    assert_eq!(config.title_keywords.iter().find(|r| r.name == "overview").map(|r| r.boost), Some(1.5));
     assert_eq!(config.length.optimal_max, Some(5000));
     assert_eq!(config.structure.example_markers.len(), 4);
     assert_eq!(config.source_boosts["docs-site"], 1.1);
@@ -46,8 +37,7 @@ fn missing_file_is_the_no_op_config_with_a_warning() {
 
 #[test]
 fn partial_file_keeps_defaults_for_the_rest() {
-    let (config, warnings) =
-        BoostingConfig::from_yaml("page_type_boosts:\n  faq: 1.2\nlength:\n  optimal_min: 10\n");
+    let (config, warnings) = BoostingConfig::from_yaml("page_type_boosts:\n  faq: 1.2\nlength:\n  optimal_min: 10\n");
     assert!(warnings.is_empty(), "{warnings:?}");
     assert_eq!(config.page_type_boosts.len(), 1);
     assert_eq!(config.length.optimal_min, Some(10));
@@ -112,10 +102,7 @@ surprise: 1
         "depth_penalty.factor",
         "surprise",
     ] {
-        assert!(
-            keys.contains(&expected),
-            "no warning for {expected}: {keys:?}"
-        );
+        assert!(keys.contains(&expected), "no warning for {expected}: {keys:?}");
     }
     assert_eq!(config.page_type_boosts.len(), 1);
     assert_eq!(config.page_type_boosts["howto"], 1.2);

@@ -20,14 +20,8 @@ impl ThemeFields {
     pub fn matches(&self, meta: &Metadata) -> bool {
         let same = |wanted: &str, actual: &str| wanted.eq_ignore_ascii_case(actual.trim());
         same(&self.domain, &meta.domain)
-            && self
-                .section
-                .as_deref()
-                .is_none_or(|s| same(s, &meta.section))
-            && self
-                .platform
-                .as_deref()
-                .is_none_or(|p| same(p, &meta.platform))
+            && self.section.as_deref().is_none_or(|s| same(s, &meta.section))
+            && self.platform.as_deref().is_none_or(|p| same(p, &meta.platform))
             && self.role.as_deref().is_none_or(|r| same(r, &meta.role))
     }
 }
@@ -123,20 +117,11 @@ fn theme_addend(cfg: &BoostingConfig, ctx: &BoostContext, meta: &Metadata) -> f3
     let Some(routing) = &ctx.routing else {
         return 0.0;
     };
-    if routing
-        .primary
-        .as_ref()
-        .is_some_and(|theme| theme.matches(meta))
-    {
+    if routing.primary.as_ref().is_some_and(|theme| theme.matches(meta)) {
         return cfg.theme_boosts.primary;
     }
     let count = cfg.theme_boosts.secondary_count;
-    if routing
-        .secondary
-        .iter()
-        .take(count)
-        .any(|theme| theme.matches(meta))
-    {
+    if routing.secondary.iter().take(count).any(|theme| theme.matches(meta)) {
         return cfg.theme_boosts.secondary;
     }
     0.0
@@ -144,11 +129,7 @@ fn theme_addend(cfg: &BoostingConfig, ctx: &BoostContext, meta: &Metadata) -> f3
 
 /// Group labels are the record's tags; each distinct label with a factor multiplies once.
 fn group_factor(cfg: &BoostingConfig, ctx: &BoostContext, meta: &Metadata) -> f32 {
-    let mut labels: Vec<String> = meta
-        .tags
-        .iter()
-        .map(|tag| tag.trim().to_lowercase())
-        .collect();
+    let mut labels: Vec<String> = meta.tags.iter().map(|tag| tag.trim().to_lowercase()).collect();
     labels.sort();
     labels.dedup();
     labels
@@ -157,13 +138,7 @@ fn group_factor(cfg: &BoostingConfig, ctx: &BoostContext, meta: &Metadata) -> f3
             ctx.group_boosts
                 .iter()
                 .find(|(name, _)| name.trim().to_lowercase() == *label)
-                .map(|(_, &factor)| {
-                    if factor.is_finite() && factor > 0.0 {
-                        factor
-                    } else {
-                        1.0
-                    }
-                })
+                .map(|(_, &factor)| if factor.is_finite() && factor > 0.0 { factor } else { 1.0 })
                 .unwrap_or_else(|| lookup(&cfg.group_boosts, label))
         })
         .product()
@@ -188,12 +163,10 @@ fn structure_factor(cfg: &BoostingConfig, text: Option<&str>) -> f32 {
     let Some(text) = text else { return 1.0 };
     let structure = &cfg.structure;
     let mut factor = 1.0;
-    let structured = text.lines().map(str::trim_start).any(|line| {
-        structure
-            .well_structured_markers
-            .iter()
-            .any(|marker| line.starts_with(marker.as_str()))
-    });
+    let structured = text
+        .lines()
+        .map(str::trim_start)
+        .any(|line| structure.well_structured_markers.iter().any(|marker| line.starts_with(marker.as_str())));
     if structured {
         factor *= structure.well_structured_boost;
     }
@@ -202,9 +175,7 @@ fn structure_factor(cfg: &BoostingConfig, text: Option<&str>) -> f32 {
         let has_example = structure.example_markers.iter().any(|marker| {
             let marker_words = crate::text::tokenize(marker);
             !marker_words.is_empty()
-                && words
-                    .windows(marker_words.len())
-                    .any(|window| window == marker_words.as_slice())
+                && words.windows(marker_words.len()).any(|window| window == marker_words.as_slice())
         });
         if has_example {
             factor *= structure.example_boost;
@@ -215,21 +186,15 @@ fn structure_factor(cfg: &BoostingConfig, text: Option<&str>) -> f32 {
 
 /// Number of non-empty path segments of `url` (scheme, host, query and fragment excluded).
 pub fn url_depth(url: &str) -> u32 {
-    let without_scheme = url
-        .split_once("://")
-        .map(|(_, rest)| rest.split_once('/').map_or("", |(_, path)| path))
-        .unwrap_or(url);
+    let without_scheme =
+        url.split_once("://").map(|(_, rest)| rest.split_once('/').map_or("", |(_, path)| path)).unwrap_or(url);
     let path = without_scheme.split(['?', '#']).next().unwrap_or("");
-    path.split('/')
-        .filter(|segment| !segment.is_empty())
-        .count() as u32
+    path.split('/').filter(|segment| !segment.is_empty()).count() as u32
 }
 
 fn depth_factor(cfg: &BoostingConfig, url: &str) -> f32 {
     match cfg.depth_penalty.min_depth {
-        Some(min_depth) if !url.is_empty() && url_depth(url) >= min_depth => {
-            cfg.depth_penalty.factor
-        }
+        Some(min_depth) if !url.is_empty() && url_depth(url) >= min_depth => cfg.depth_penalty.factor,
         Some(_) | None => 1.0,
     }
 }
@@ -237,32 +202,20 @@ fn depth_factor(cfg: &BoostingConfig, url: &str) -> f32 {
 /// Applies the ten rules to `base` (the normalised fused score) in `BoostRule::ORDER`:
 /// multiplicative rules multiply the running score, the theme rule adds to it. With
 /// `BoostingConfig::default()` and an empty context the score is returned unchanged.
-pub fn boost_score(
-    base: f32,
-    hit: &BoostInput<'_>,
-    cfg: &BoostingConfig,
-    ctx: &BoostContext,
-) -> BoostOutcome {
+pub fn boost_score(base: f32, hit: &BoostInput<'_>, cfg: &BoostingConfig, ctx: &BoostContext) -> BoostOutcome {
     let meta = hit.meta;
     let mut score = base;
     let mut factors = Vec::with_capacity(BoostRule::ORDER.len());
     for rule in BoostRule::ORDER {
         let effect = match rule {
-            BoostRule::PageType => {
-                BoostEffect::Multiply(lookup(&cfg.page_type_boosts, &meta.page_type))
-            }
+            BoostRule::PageType => BoostEffect::Multiply(lookup(&cfg.page_type_boosts, &meta.page_type)),
             BoostRule::SectionPlatform => BoostEffect::Multiply(
-                lookup(&cfg.section_boosts, &meta.section)
-                    * lookup(&cfg.platform_boosts, &meta.platform),
+                lookup(&cfg.section_boosts, &meta.section) * lookup(&cfg.platform_boosts, &meta.platform),
             ),
             BoostRule::Theme => BoostEffect::Add(theme_addend(cfg, ctx, meta)),
             BoostRule::Group => BoostEffect::Multiply(group_factor(cfg, ctx, meta)),
-            BoostRule::UrlPattern => {
-                BoostEffect::Multiply(match_rules(&cfg.url_patterns, &meta.url))
-            }
-            BoostRule::TitleKeyword => {
-                BoostEffect::Multiply(match_rules(&cfg.title_keywords, &meta.title))
-            }
+            BoostRule::UrlPattern => BoostEffect::Multiply(match_rules(&cfg.url_patterns, &meta.url)),
+            BoostRule::TitleKeyword => BoostEffect::Multiply(match_rules(&cfg.title_keywords, &meta.title)),
             BoostRule::Length => BoostEffect::Multiply(length_factor(cfg, meta.content_length)),
             BoostRule::Structure => BoostEffect::Multiply(structure_factor(cfg, hit.text)),
             BoostRule::Source => BoostEffect::Multiply(lookup(&cfg.source_boosts, &meta.source)),
@@ -295,11 +248,7 @@ pub fn boost_and_sort<T: Boostable>(hits: &mut [T], cfg: &BoostingConfig, ctx: &
         let outcome = boost_score(hit.base_score(), &hit.boost_input(), cfg, ctx);
         hit.set_boost(outcome);
     }
-    hits.sort_by(|a, b| {
-        b.boosted_score()
-            .total_cmp(&a.boosted_score())
-            .then_with(|| a.id().cmp(b.id()))
-    });
+    hits.sort_by(|a, b| b.boosted_score().total_cmp(&a.boosted_score()).then_with(|| a.id().cmp(b.id())));
 }
 
 #[cfg(test)]

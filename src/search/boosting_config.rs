@@ -18,11 +18,7 @@ pub struct FusionConfig {
 
 impl Default for FusionConfig {
     fn default() -> Self {
-        Self {
-            k: crate::search::fusion::ReciprocalRankFusion::DEFAULT_K,
-            dense_weight: 1.0,
-            lexical_weight: 1.0,
-        }
+        Self { k: crate::search::fusion::ReciprocalRankFusion::DEFAULT_K, dense_weight: 1.0, lexical_weight: 1.0 }
     }
 }
 
@@ -45,12 +41,7 @@ pub struct LengthConfig {
 
 impl Default for LengthConfig {
     fn default() -> Self {
-        Self {
-            optimal_min: None,
-            optimal_max: None,
-            optimal_boost: 1.0,
-            long_boost: 1.0,
-        }
+        Self { optimal_min: None, optimal_max: None, optimal_boost: 1.0, long_boost: 1.0 }
     }
 }
 
@@ -82,10 +73,7 @@ pub struct DepthPenaltyConfig {
 
 impl Default for DepthPenaltyConfig {
     fn default() -> Self {
-        Self {
-            min_depth: None,
-            factor: 1.0,
-        }
+        Self { min_depth: None, factor: 1.0 }
     }
 }
 
@@ -149,10 +137,7 @@ struct Parser {
 
 impl Parser {
     fn warn(&mut self, key: &str, message: impl Into<String>) {
-        self.warnings.push(ConfigWarning {
-            key: key.to_string(),
-            message: message.into(),
-        });
+        self.warnings.push(ConfigWarning { key: key.to_string(), message: message.into() });
     }
 
     fn mapping<'v>(&mut self, key: &str, value: &'v Value) -> Option<&'v Mapping> {
@@ -193,13 +178,7 @@ impl Parser {
             Some(n) if n.is_finite() && n > 0.0 => Some(n as f32),
             Some(n) if n == 0.0 && !positive => Some(0.0),
             Some(n) => {
-                self.warn(
-                    key,
-                    format!(
-                        "must be {}, got {n}",
-                        if positive { "positive" } else { "non-negative" }
-                    ),
-                );
+                self.warn(key, format!("must be {}, got {n}", if positive { "positive" } else { "non-negative" }));
                 None
             }
             None => {
@@ -218,10 +197,7 @@ impl Parser {
         match value.as_u64().and_then(|n| u32::try_from(n).ok()) {
             Some(n) => Some(n),
             None => {
-                self.warn(
-                    key,
-                    format!("expected a non-negative integer, got {}", describe(value)),
-                );
+                self.warn(key, format!("expected a non-negative integer, got {}", describe(value)));
                 None
             }
         }
@@ -232,10 +208,7 @@ impl Parser {
             return Vec::new();
         };
         let Value::Sequence(items) = value else {
-            self.warn(
-                key,
-                format!("expected a list of strings, got {}", kind(value)),
-            );
+            self.warn(key, format!("expected a list of strings, got {}", kind(value)));
             return Vec::new();
         };
         let mut strings = Vec::new();
@@ -264,12 +237,7 @@ impl Parser {
         factors
     }
 
-    fn match_rules(
-        &mut self,
-        key: &str,
-        value: Option<&Value>,
-        needles_key: &str,
-    ) -> Vec<MatchRule> {
+    fn match_rules(&mut self, key: &str, value: Option<&Value>, needles_key: &str) -> Vec<MatchRule> {
         let Some(value) = value else {
             return Vec::new();
         };
@@ -280,17 +248,10 @@ impl Parser {
                 continue;
             };
             self.unknown_keys(&rule_key, fields, &[needles_key, "boost"]);
-            let needles = self.strings(
-                &format!("{rule_key}.{needles_key}"),
-                fields.get(needles_key),
-            );
+            let needles = self.strings(&format!("{rule_key}.{needles_key}"), fields.get(needles_key));
             let boost = self.factor(&format!("{rule_key}.boost"), fields.get("boost"));
             if !needles.is_empty() {
-                rules.push(MatchRule {
-                    name,
-                    needles,
-                    boost,
-                });
+                rules.push(MatchRule { name, needles, boost });
             }
         }
         rules
@@ -325,16 +286,10 @@ impl Parser {
         };
         if let Some(fusion) = section("fusion").and_then(|v| self.mapping("fusion", v)) {
             self.unknown_keys("fusion", fusion, &["k", "weights"]);
-            if let Some(k) = fusion
-                .get("k")
-                .and_then(|v| self.number("fusion.k", v, false))
-            {
+            if let Some(k) = fusion.get("k").and_then(|v| self.number("fusion.k", v, false)) {
                 config.fusion.k = k;
             }
-            if let Some(weights) = fusion
-                .get("weights")
-                .and_then(|v| self.mapping("fusion.weights", v))
-            {
+            if let Some(weights) = fusion.get("weights").and_then(|v| self.mapping("fusion.weights", v)) {
                 self.unknown_keys("fusion.weights", weights, &["dense", "lexical"]);
                 let weight = |parser: &mut Self, name: &str| {
                     weights
@@ -347,29 +302,17 @@ impl Parser {
             }
         }
         if let Some(theme) = section("theme_boosts").and_then(|v| self.mapping("theme_boosts", v)) {
-            self.unknown_keys(
-                "theme_boosts",
-                theme,
-                &["primary", "secondary", "secondary_count"],
-            );
+            self.unknown_keys("theme_boosts", theme, &["primary", "secondary", "secondary_count"]);
             let addend = |parser: &mut Self, name: &str| {
-                theme
-                    .get(name)
-                    .and_then(|v| parser.number(&format!("theme_boosts.{name}"), v, false))
-                    .unwrap_or(0.0)
+                theme.get(name).and_then(|v| parser.number(&format!("theme_boosts.{name}"), v, false)).unwrap_or(0.0)
             };
             config.theme_boosts.primary = addend(self, "primary");
             config.theme_boosts.secondary = addend(self, "secondary");
-            config.theme_boosts.secondary_count = self
-                .count("theme_boosts.secondary_count", theme.get("secondary_count"))
-                .unwrap_or(0) as usize;
+            config.theme_boosts.secondary_count =
+                self.count("theme_boosts.secondary_count", theme.get("secondary_count")).unwrap_or(0) as usize;
         }
         if let Some(length) = section("length").and_then(|v| self.mapping("length", v)) {
-            self.unknown_keys(
-                "length",
-                length,
-                &["optimal_min", "optimal_max", "optimal_boost", "long_boost"],
-            );
+            self.unknown_keys("length", length, &["optimal_min", "optimal_max", "optimal_boost", "long_boost"]);
             config.length = LengthConfig {
                 optimal_min: self.count("length.optimal_min", length.get("optimal_min")),
                 optimal_max: self.count("length.optimal_max", length.get("optimal_max")),
@@ -390,32 +333,18 @@ impl Parser {
             self.unknown_keys(
                 "structure",
                 structure,
-                &[
-                    "well_structured_markers",
-                    "example_markers",
-                    "well_structured_boost",
-                    "example_boost",
-                ],
+                &["well_structured_markers", "example_markers", "well_structured_boost", "example_boost"],
             );
             config.structure = StructureConfig {
-                well_structured_markers: self.strings(
-                    "structure.well_structured_markers",
-                    structure.get("well_structured_markers"),
-                ),
-                example_markers: self.strings(
-                    "structure.example_markers",
-                    structure.get("example_markers"),
-                ),
-                well_structured_boost: self.factor(
-                    "structure.well_structured_boost",
-                    structure.get("well_structured_boost"),
-                ),
-                example_boost: self
-                    .factor("structure.example_boost", structure.get("example_boost")),
+                well_structured_markers: self
+                    .strings("structure.well_structured_markers", structure.get("well_structured_markers")),
+                example_markers: self.strings("structure.example_markers", structure.get("example_markers")),
+                well_structured_boost: self
+                    .factor("structure.well_structured_boost", structure.get("well_structured_boost")),
+                example_boost: self.factor("structure.example_boost", structure.get("example_boost")),
             };
         }
-        if let Some(depth) = section("depth_penalty").and_then(|v| self.mapping("depth_penalty", v))
-        {
+        if let Some(depth) = section("depth_penalty").and_then(|v| self.mapping("depth_penalty", v)) {
             self.unknown_keys("depth_penalty", depth, &["min_depth", "factor"]);
             config.depth_penalty = DepthPenaltyConfig {
                 min_depth: self.count("depth_penalty.min_depth", depth.get("min_depth")),
@@ -450,17 +379,12 @@ impl BoostingConfig {
     /// Parses YAML text. Never fails: problems come back as warnings and the affected entries
     /// keep their no-effect defaults; an unparsable document yields `BoostingConfig::default()`.
     pub fn from_yaml(text: &str) -> (Self, Vec<ConfigWarning>) {
-        let mut parser = Parser {
-            warnings: Vec::new(),
-        };
+        let mut parser = Parser { warnings: Vec::new() };
         let config = match serde_yaml::from_str::<Value>(text) {
             Ok(Value::Mapping(root)) => parser.parse(&root),
             Ok(Value::Null) => BoostingConfig::default(),
             Ok(other) => {
-                parser.warn(
-                    "<root>",
-                    format!("expected a mapping of sections, got {}", kind(&other)),
-                );
+                parser.warn("<root>", format!("expected a mapping of sections, got {}", kind(&other)));
                 BoostingConfig::default()
             }
             Err(error) => {

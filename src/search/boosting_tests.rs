@@ -8,20 +8,10 @@ fn config(yaml: &str) -> BoostingConfig {
 }
 
 fn effect_of(outcome: &BoostOutcome, rule: BoostRule) -> BoostEffect {
-    outcome
-        .factors
-        .iter()
-        .find(|(r, _)| *r == rule)
-        .map(|(_, e)| *e)
-        .expect("every rule is reported")
+    outcome.factors.iter().find(|(r, _)| *r == rule).map(|(_, e)| *e).expect("every rule is reported")
 }
 
-fn boosted(
-    meta: &Metadata,
-    text: Option<&str>,
-    cfg: &BoostingConfig,
-    ctx: &BoostContext,
-) -> BoostOutcome {
+fn boosted(meta: &Metadata, text: Option<&str>, cfg: &BoostingConfig, ctx: &BoostContext) -> BoostOutcome {
     boost_score(0.5, &BoostInput { meta, text }, cfg, ctx)
 }
 
@@ -50,20 +40,12 @@ fn no_config_leaves_score_unchanged() {
     let meta = rich_meta();
     let ctx = BoostContext {
         routing: Some(RoutingHint {
-            primary: Some(ThemeFields {
-                domain: "sdk_docs".into(),
-                ..ThemeFields::default()
-            }),
+            primary: Some(ThemeFields { domain: "sdk_docs".into(), ..ThemeFields::default() }),
             secondary: Vec::new(),
         }),
         group_boosts: BTreeMap::new(),
     };
-    let outcome = boosted(
-        &meta,
-        Some("## Шаг 1\nНапример, так"),
-        &BoostingConfig::default(),
-        &ctx,
-    );
+    let outcome = boosted(&meta, Some("## Шаг 1\nНапример, так"), &BoostingConfig::default(), &ctx);
     assert_eq!(outcome.score, 0.5);
     assert_eq!(outcome.factors.len(), 10);
     let rules: Vec<BoostRule> = outcome.factors.iter().map(|(rule, _)| *rule).collect();
@@ -79,43 +61,21 @@ fn no_config_leaves_score_unchanged() {
 #[test]
 fn page_type_rule() {
     let cfg = config("page_type_boosts: {overview: 1.5, changelog: 0.8}");
-    let meta = Metadata {
-        page_type: "Overview".into(),
-        ..Metadata::default()
-    };
+    let meta = Metadata { page_type: "Overview".into(), ..Metadata::default() };
     let outcome = boosted(&meta, None, &cfg, &BoostContext::default());
-    assert_eq!(
-        effect_of(&outcome, BoostRule::PageType),
-        BoostEffect::Multiply(1.5)
-    );
+    assert_eq!(effect_of(&outcome, BoostRule::PageType), BoostEffect::Multiply(1.5));
     assert!(close(outcome.score, 0.75));
-    let other = Metadata {
-        page_type: "howto".into(),
-        ..Metadata::default()
-    };
-    assert_eq!(
-        boosted(&other, None, &cfg, &BoostContext::default()).score,
-        0.5
-    );
+    let other = Metadata { page_type: "howto".into(), ..Metadata::default() };
+    assert_eq!(boosted(&other, None, &cfg, &BoostContext::default()).score, 0.5);
 }
 
 #[test]
 fn section_and_platform_rule_multiplies_both() {
     let cfg = config("section_boosts: {sdk: 1.1}\nplatform_boosts: {android: 1.2}");
     let outcome = boosted(&rich_meta(), None, &cfg, &BoostContext::default());
-    assert_eq!(
-        effect_of(&outcome, BoostRule::SectionPlatform),
-        BoostEffect::Multiply(1.1 * 1.2)
-    );
-    let web = Metadata {
-        section: "sdk".into(),
-        platform: "web".into(),
-        ..Metadata::default()
-    };
-    assert!(close(
-        boosted(&web, None, &cfg, &BoostContext::default()).score,
-        0.55
-    ));
+    assert_eq!(effect_of(&outcome, BoostRule::SectionPlatform), BoostEffect::Multiply(1.1 * 1.2));
+    let web = Metadata { section: "sdk".into(), platform: "web".into(), ..Metadata::default() };
+    assert!(close(boosted(&web, None, &cfg, &BoostContext::default()).score, 0.55));
 }
 
 #[test]
@@ -134,36 +94,17 @@ fn theme_rule_adds_for_primary_and_next_themes_only() {
         }),
         group_boosts: BTreeMap::new(),
     };
-    let meta_on = |platform: &str| Metadata {
-        platform: platform.into(),
-        ..rich_meta()
-    };
-    assert!(close(
-        boosted(&meta_on("ios"), None, &cfg, &ctx).score,
-        0.58
-    ));
-    assert!(close(
-        boosted(&meta_on("web"), None, &cfg, &ctx).score,
-        0.54
-    ));
-    assert!(close(
-        boosted(&meta_on("main"), None, &cfg, &ctx).score,
-        0.54
-    ));
+    let meta_on = |platform: &str| Metadata { platform: platform.into(), ..rich_meta() };
+    assert!(close(boosted(&meta_on("ios"), None, &cfg, &ctx).score, 0.58));
+    assert!(close(boosted(&meta_on("web"), None, &cfg, &ctx).score, 0.54));
+    assert!(close(boosted(&meta_on("main"), None, &cfg, &ctx).score, 0.54));
     assert_eq!(
         boosted(&meta_on("android"), None, &cfg, &ctx).score,
         0.5,
         "third secondary theme is beyond secondary_count"
     );
-    assert_eq!(
-        boosted(&meta_on("ios"), None, &cfg, &BoostContext::default()).score,
-        0.5,
-        "no routing, no boost"
-    );
-    let other_domain = Metadata {
-        domain: "api_docs".into(),
-        ..meta_on("ios")
-    };
+    assert_eq!(boosted(&meta_on("ios"), None, &cfg, &BoostContext::default()).score, 0.5, "no routing, no boost");
+    let other_domain = Metadata { domain: "api_docs".into(), ..meta_on("ios") };
     assert_eq!(boosted(&other_domain, None, &cfg, &ctx).score, 0.5);
 }
 
@@ -171,18 +112,9 @@ fn theme_rule_adds_for_primary_and_next_themes_only() {
 fn group_rule_uses_tags_and_request_overrides_config() {
     let cfg = config("group_boosts: {getting-started: 1.2, legacy: 0.5}");
     let meta = rich_meta();
-    assert!(close(
-        boosted(&meta, None, &cfg, &BoostContext::default()).score,
-        0.6
-    ));
-    let ctx = BoostContext {
-        routing: None,
-        group_boosts: BTreeMap::from([("Getting-Started".to_string(), 1.4)]),
-    };
-    assert_eq!(
-        effect_of(&boosted(&meta, None, &cfg, &ctx), BoostRule::Group),
-        BoostEffect::Multiply(1.4)
-    );
+    assert!(close(boosted(&meta, None, &cfg, &BoostContext::default()).score, 0.6));
+    let ctx = BoostContext { routing: None, group_boosts: BTreeMap::from([("Getting-Started".to_string(), 1.4)]) };
+    assert_eq!(effect_of(&boosted(&meta, None, &cfg, &ctx), BoostRule::Group), BoostEffect::Multiply(1.4));
 }
 
 #[test]
@@ -191,52 +123,24 @@ fn url_pattern_rule_multiplies_each_matching_rule_once() {
         "url_patterns:\n  overview: {paths: ['/start/', '/overview'], boost: 1.5}\n  technical: {paths: ['/sdk/'], boost: 1.2}\n  release: {paths: ['/blog'], boost: 0.8}",
     );
     let outcome = boosted(&rich_meta(), None, &cfg, &BoostContext::default());
-    assert_eq!(
-        effect_of(&outcome, BoostRule::UrlPattern),
-        BoostEffect::Multiply(1.5 * 1.2)
-    );
-    let blog = Metadata {
-        url: "https://x.ru/Blog/post".into(),
-        ..Metadata::default()
-    };
-    assert!(close(
-        boosted(&blog, None, &cfg, &BoostContext::default()).score,
-        0.4
-    ));
+    assert_eq!(effect_of(&outcome, BoostRule::UrlPattern), BoostEffect::Multiply(1.5 * 1.2));
+    let blog = Metadata { url: "https://x.ru/Blog/post".into(), ..Metadata::default() };
+    assert!(close(boosted(&blog, None, &cfg, &BoostContext::default()).score, 0.4));
 }
 
 #[test]
 fn title_keyword_rule_is_case_insensitive() {
     let cfg = config("title_keywords:\n  overview: {words: ['что такое', 'обзор'], boost: 1.5}");
-    assert!(close(
-        boosted(&rich_meta(), None, &cfg, &BoostContext::default()).score,
-        0.75
-    ));
-    let plain = Metadata {
-        title: "Отчёты".into(),
-        ..Metadata::default()
-    };
-    assert_eq!(
-        boosted(&plain, None, &cfg, &BoostContext::default()).score,
-        0.5
-    );
+    assert!(close(boosted(&rich_meta(), None, &cfg, &BoostContext::default()).score, 0.75));
+    let plain = Metadata { title: "Отчёты".into(), ..Metadata::default() };
+    assert_eq!(boosted(&plain, None, &cfg, &BoostContext::default()).score, 0.5);
 }
 
 #[test]
 fn length_rule_distinguishes_short_optimal_and_long() {
-    let cfg = config(
-        "length: {optimal_min: 1000, optimal_max: 5000, optimal_boost: 1.1, long_boost: 1.05}",
-    );
-    let with_length = |content_length| Metadata {
-        content_length,
-        ..Metadata::default()
-    };
-    let factor = |n| {
-        effect_of(
-            &boosted(&with_length(n), None, &cfg, &BoostContext::default()),
-            BoostRule::Length,
-        )
-    };
+    let cfg = config("length: {optimal_min: 1000, optimal_max: 5000, optimal_boost: 1.1, long_boost: 1.05}");
+    let with_length = |content_length| Metadata { content_length, ..Metadata::default() };
+    let factor = |n| effect_of(&boosted(&with_length(n), None, &cfg, &BoostContext::default()), BoostRule::Length);
     assert_eq!(factor(999), BoostEffect::Multiply(1.0));
     assert_eq!(factor(1000), BoostEffect::Multiply(1.1));
     assert_eq!(factor(5000), BoostEffect::Multiply(1.1));
@@ -249,20 +153,10 @@ fn structure_rule_reads_line_markers_and_whole_words() {
         "structure: {well_structured_markers: ['##', '1.'], example_markers: ['например', 'шаг'], well_structured_boost: 1.05, example_boost: 1.1}",
     );
     let meta = Metadata::default();
-    let factor = |text: Option<&str>| {
-        effect_of(
-            &boosted(&meta, text, &cfg, &BoostContext::default()),
-            BoostRule::Structure,
-        )
-    };
-    assert_eq!(
-        factor(Some("## Установка\n1. Откройте меню")),
-        BoostEffect::Multiply(1.05)
-    );
-    assert_eq!(
-        factor(Some("Версия 1.5 вышла, шагнув вперёд")),
-        BoostEffect::Multiply(1.0)
-    );
+    let factor =
+        |text: Option<&str>| effect_of(&boosted(&meta, text, &cfg, &BoostContext::default()), BoostRule::Structure);
+    assert_eq!(factor(Some("## Установка\n1. Откройте меню")), BoostEffect::Multiply(1.05));
+    assert_eq!(factor(Some("Версия 1.5 вышла, шагнув вперёд")), BoostEffect::Multiply(1.0));
     assert_eq!(factor(Some("Например, так")), BoostEffect::Multiply(1.1));
     assert_eq!(factor(Some("## Шаг 2")), BoostEffect::Multiply(1.05 * 1.1));
     assert_eq!(factor(None), BoostEffect::Multiply(1.0));
@@ -271,18 +165,9 @@ fn structure_rule_reads_line_markers_and_whole_words() {
 #[test]
 fn source_rule() {
     let cfg = config("source_boosts: {docs-site: 1.1}");
-    assert!(close(
-        boosted(&rich_meta(), None, &cfg, &BoostContext::default()).score,
-        0.55
-    ));
-    let other = Metadata {
-        source: "forum".into(),
-        ..Metadata::default()
-    };
-    assert_eq!(
-        boosted(&other, None, &cfg, &BoostContext::default()).score,
-        0.5
-    );
+    assert!(close(boosted(&rich_meta(), None, &cfg, &BoostContext::default()).score, 0.55));
+    let other = Metadata { source: "forum".into(), ..Metadata::default() };
+    assert_eq!(boosted(&other, None, &cfg, &BoostContext::default()).score, 0.5);
 }
 
 #[test]
@@ -291,41 +176,18 @@ fn depth_penalty_rule_counts_path_segments() {
     assert_eq!(url_depth("https://docs.example.com"), 0);
     assert_eq!(url_depth("/docs/admin/"), 2);
     let cfg = config("depth_penalty: {min_depth: 4, factor: 0.95}");
-    let at = |url: &str| Metadata {
-        url: url.into(),
-        ..Metadata::default()
-    };
-    assert!(close(
-        boosted(
-            &at("https://x.ru/a/b/c/d"),
-            None,
-            &cfg,
-            &BoostContext::default()
-        )
-        .score,
-        0.475
-    ));
-    assert_eq!(
-        boosted(
-            &at("https://x.ru/a/b/c"),
-            None,
-            &cfg,
-            &BoostContext::default()
-        )
-        .score,
-        0.5
-    );
+    let at = |url: &str| Metadata { url: url.into(), ..Metadata::default() };
+    assert!(close(boosted(&at("https://x.ru/a/b/c/d"), None, &cfg, &BoostContext::default()).score, 0.475));
+    assert_eq!(boosted(&at("https://x.ru/a/b/c"), None, &cfg, &BoostContext::default()).score, 0.5);
 }
 
 #[test]
 fn rules_apply_in_fixed_order() {
-    let cfg = config("page_type_boosts: {overview: 1.5}\ntheme_boosts: {primary: 0.08}\nsource_boosts: {docs-site: 2.0}");
+    let cfg =
+        config("page_type_boosts: {overview: 1.5}\ntheme_boosts: {primary: 0.08}\nsource_boosts: {docs-site: 2.0}");
     let ctx = BoostContext {
         routing: Some(RoutingHint {
-            primary: Some(ThemeFields {
-                domain: "sdk_docs".into(),
-                ..ThemeFields::default()
-            }),
+            primary: Some(ThemeFields { domain: "sdk_docs".into(), ..ThemeFields::default() }),
             secondary: Vec::new(),
         }),
         group_boosts: BTreeMap::new(),
@@ -350,10 +212,7 @@ impl Boostable for Hit {
         self.base
     }
     fn boost_input(&self) -> BoostInput<'_> {
-        BoostInput {
-            meta: &self.meta,
-            text: None,
-        }
+        BoostInput { meta: &self.meta, text: None }
     }
     fn set_boost(&mut self, outcome: BoostOutcome) {
         self.boosted = outcome.score;
@@ -369,10 +228,7 @@ fn boost_and_sort_reorders_by_boosted_score_then_id() {
     let hit = |id: &str, base: f32, page_type: &str| Hit {
         id: id.into(),
         base,
-        meta: Metadata {
-            page_type: page_type.into(),
-            ..Metadata::default()
-        },
+        meta: Metadata { page_type: page_type.into(), ..Metadata::default() },
         boosted: 0.0,
     };
     let mut hits = vec![hit("c", 0.9, ""), hit("b", 0.7, "faq"), hit("a", 0.9, "")];

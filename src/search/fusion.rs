@@ -67,21 +67,13 @@ impl ReciprocalRankFusion {
     {
         let weights: Vec<f64> = lists
             .iter()
-            .map(|list| {
-                if list.weight.is_finite() && list.weight > 0.0 {
-                    list.weight as f64
-                } else {
-                    0.0
-                }
-            })
+            .map(|list| if list.weight.is_finite() && list.weight > 0.0 { list.weight as f64 } else { 0.0 })
             .collect();
         let k = self.k as f64;
         let mut ranks_by_id: HashMap<&Id, Vec<Option<usize>>> = HashMap::new();
         for (list_number, list) in lists.iter().enumerate() {
             for (position, id) in list.ids.iter().enumerate() {
-                let ranks = ranks_by_id
-                    .entry(id)
-                    .or_insert_with(|| vec![None; lists.len()]);
+                let ranks = ranks_by_id.entry(id).or_insert_with(|| vec![None; lists.len()]);
                 if ranks[list_number].is_none() {
                     ranks[list_number] = Some(position + 1);
                 }
@@ -96,25 +88,11 @@ impl ReciprocalRankFusion {
                     .zip(&weights)
                     .filter_map(|(rank, weight)| rank.map(|rank| weight / (k + rank as f64)))
                     .sum();
-                let normalized = if best_possible > 0.0 {
-                    (score / best_possible).clamp(0.0, 1.0)
-                } else {
-                    0.0
-                };
-                (
-                    score,
-                    FusedItem {
-                        id: id.clone(),
-                        ranks,
-                        score: score as f32,
-                        normalized: normalized as f32,
-                    },
-                )
+                let normalized = if best_possible > 0.0 { (score / best_possible).clamp(0.0, 1.0) } else { 0.0 };
+                (score, FusedItem { id: id.clone(), ranks, score: score as f32, normalized: normalized as f32 })
             })
             .collect();
-        fused.sort_by(|(a_score, a), (b_score, b)| {
-            b_score.total_cmp(a_score).then_with(|| a.id.cmp(&b.id))
-        });
+        fused.sort_by(|(a_score, a), (b_score, b)| b_score.total_cmp(a_score).then_with(|| a.id.cmp(&b.id)));
         fused.truncate(limit);
         fused.into_iter().map(|(_, item)| item).collect()
     }
@@ -153,18 +131,12 @@ mod tests {
                 ids
             })
             .collect();
-        let weights = (0..list_count)
-            .map(|_| [0.0, 0.5, 1.0, 2.0][rng.below(4)])
-            .collect();
+        let weights = (0..list_count).map(|_| [0.0, 0.5, 1.0, 2.0][rng.below(4)]).collect();
         (lists, weights)
     }
 
     fn fuse(lists: &[Vec<u32>], weights: &[f32], limit: usize) -> Vec<FusedItem<u32>> {
-        let ranked: Vec<RankedList<'_, u32>> = lists
-            .iter()
-            .zip(weights)
-            .map(|(l, &w)| RankedList::new(l, w))
-            .collect();
+        let ranked: Vec<RankedList<'_, u32>> = lists.iter().zip(weights).map(|(l, &w)| RankedList::new(l, w)).collect();
         ReciprocalRankFusion::default().fuse(&ranked, limit)
     }
 
@@ -172,10 +144,8 @@ mod tests {
     fn scores_follow_the_formula() {
         let dense = ["a", "b", "c"];
         let lexical = ["b", "d"];
-        let fused = ReciprocalRankFusion::new(60.0).fuse(
-            &[RankedList::new(&dense, 1.0), RankedList::new(&lexical, 2.0)],
-            10,
-        );
+        let fused =
+            ReciprocalRankFusion::new(60.0).fuse(&[RankedList::new(&dense, 1.0), RankedList::new(&lexical, 2.0)], 10);
         let ids: Vec<&str> = fused.iter().map(|item| item.id).collect();
         assert_eq!(ids, vec!["b", "d", "a", "c"]);
         let b = &fused[0];
@@ -189,10 +159,8 @@ mod tests {
     fn first_everywhere_normalises_to_one() {
         let dense = ["x", "y"];
         let lexical = ["x"];
-        let fused = ReciprocalRankFusion::new(10.0).fuse(
-            &[RankedList::new(&dense, 0.7), RankedList::new(&lexical, 1.3)],
-            5,
-        );
+        let fused =
+            ReciprocalRankFusion::new(10.0).fuse(&[RankedList::new(&dense, 0.7), RankedList::new(&lexical, 1.3)], 5);
         assert_eq!(fused[0].id, "x");
         assert!((fused[0].normalized - 1.0).abs() < 1e-6);
         assert!(fused[1].normalized < 1.0 && fused[1].normalized > 0.0);
@@ -201,24 +169,15 @@ mod tests {
     #[test]
     fn empty_inputs_give_empty_output() {
         let empty: [&str; 0] = [];
-        assert!(ReciprocalRankFusion::default()
-            .fuse::<&str>(&[], 10)
-            .is_empty());
-        assert!(ReciprocalRankFusion::default()
-            .fuse(&[RankedList::new(&empty, 1.0)], 10)
-            .is_empty());
-        assert!(ReciprocalRankFusion::default()
-            .fuse(&[RankedList::new(&["a"], 1.0)], 0)
-            .is_empty());
+        assert!(ReciprocalRankFusion::default().fuse::<&str>(&[], 10).is_empty());
+        assert!(ReciprocalRankFusion::default().fuse(&[RankedList::new(&empty, 1.0)], 10).is_empty());
+        assert!(ReciprocalRankFusion::default().fuse(&[RankedList::new(&["a"], 1.0)], 0).is_empty());
     }
 
     #[test]
     fn zero_weights_keep_items_but_score_zero() {
         let fused = ReciprocalRankFusion::default().fuse(&[RankedList::new(&["b", "a"], 0.0)], 10);
-        assert_eq!(
-            fused.iter().map(|i| i.id).collect::<Vec<_>>(),
-            vec!["a", "b"]
-        );
+        assert_eq!(fused.iter().map(|i| i.id).collect::<Vec<_>>(), vec!["a", "b"]);
         assert!(fused.iter().all(|i| i.score == 0.0 && i.normalized == 0.0));
     }
 
@@ -243,8 +202,7 @@ mod tests {
             assert_eq!(unique.len(), fused.len(), "duplicate ids in {fused:?}");
             for pair in fused.windows(2) {
                 assert!(
-                    pair[0].score > pair[1].score
-                        || (pair[0].score == pair[1].score && pair[0].id < pair[1].id),
+                    pair[0].score > pair[1].score || (pair[0].score == pair[1].score && pair[0].id < pair[1].id),
                     "not sorted by score then id: {pair:?}"
                 );
             }
@@ -282,10 +240,7 @@ mod tests {
                         (None, Some(_)) => false,
                     });
                     if dominates {
-                        assert!(
-                            a.score >= b.score,
-                            "{a:?} is ranked higher everywhere but scores below {b:?}"
-                        );
+                        assert!(a.score >= b.score, "{a:?} is ranked higher everywhere but scores below {b:?}");
                     }
                 }
             }
@@ -294,8 +249,7 @@ mod tests {
 
     #[test]
     fn repeated_id_counts_once_at_best_rank() {
-        let fused =
-            ReciprocalRankFusion::default().fuse(&[RankedList::new(&["a", "b", "a"], 1.0)], 10);
+        let fused = ReciprocalRankFusion::default().fuse(&[RankedList::new(&["a", "b", "a"], 1.0)], 10);
         assert_eq!(fused.len(), 2);
         assert_eq!(fused[0].ranks, vec![Some(1)]);
         assert!((fused[0].normalized - 1.0).abs() < 1e-6);
