@@ -2,6 +2,7 @@
 
 pub mod config;
 pub mod embed;
+pub mod eval;
 pub mod index;
 pub mod model;
 pub mod rerank;
