@@ -4,6 +4,7 @@ pub mod api;
 pub mod config;
 pub mod embed;
 pub mod error;
+pub mod eval;
 #[doc(hidden)]
 pub mod fixtures;
 pub mod index;

@@ -1,8 +1,11 @@
 //! The search pipeline: request validation, query embedding (with fallback), the cascade,
 //! and the window lookup. Backend-agnostic: everything goes through `VectorIndex`.
 
+pub mod boosting;
+pub mod boosting_config;
 pub mod cascade;
 pub mod error;
+pub mod fusion;
 pub mod types;
 
 pub use error::{Result, SearchError};
