@@ -178,6 +178,7 @@ pub struct Settings {
     pub rerank_timeout_seconds: f64,
 
     pub theme_router_mode: RouterMode,
+    pub theme_router_timeout_seconds: f64,
     pub themes_path: PathBuf,
     pub boosting_path: PathBuf,
     pub mapping_path: PathBuf,
@@ -231,6 +232,7 @@ impl Default for Settings {
             rerank_top_n: 5,
             rerank_timeout_seconds: 10.0,
             theme_router_mode: RouterMode::Heuristic,
+            theme_router_timeout_seconds: 3.0,
             themes_path: "config/themes.yaml".into(),
             boosting_path: "config/boosting.yaml".into(),
             mapping_path: "config/mapping.yaml".into(),
@@ -287,6 +289,7 @@ impl Settings {
         positive("chroma_timeout_seconds", self.chroma_timeout_seconds);
         positive("embedding_timeout_seconds", self.embedding_timeout_seconds);
         positive("rerank_timeout_seconds", self.rerank_timeout_seconds);
+        positive("theme_router_timeout_seconds", self.theme_router_timeout_seconds);
         if !(self.embedding_retry_delay_seconds >= 0.0 && self.embedding_retry_delay_seconds.is_finite()) {
             problems.push((
                 "embedding_retry_delay_seconds".into(),

@@ -14,9 +14,25 @@ struct Page {
     section: &'static str,
     platform: &'static str,
     sections: &'static [(&'static str, &'static [&'static str])],
+    /// Chunks only: the doc's section records are not indexed (a flat page).
+    flat: bool,
 }
 
 const PAGES: &[Page] = &[
+    Page {
+        tenant: "t1",
+        doc: "docs/faq/flat",
+        title: "Вопросы о лицензии",
+        product: "chatcenter",
+        tags: &["faq"],
+        section: "faq",
+        platform: "",
+        sections: &[(
+            "Лицензия",
+            &["Лицензия продлевается автоматически.", "Лицензию можно перенести.", "Лицензия действует год."],
+        )],
+        flat: true,
+    },
     Page {
         tenant: "t1",
         doc: "sdk/android/install",
@@ -35,6 +51,7 @@ const PAGES: &[Page] = &[
             ),
             ("Ошибки сборки", &["Если Gradle сообщает об ошибке сборки, очистите кеш и пересоберите проект."]),
         ],
+        flat: false,
     },
     Page {
         tenant: "t1",
@@ -48,6 +65,7 @@ const PAGES: &[Page] = &[
             "Подключение через CocoaPods",
             &["Добавьте pod в Podfile и выполните pod install в Xcode проекте."],
         )],
+        flat: false,
     },
     Page {
         tenant: "t1",
@@ -64,6 +82,7 @@ const PAGES: &[Page] = &[
             ),
             ("Частые вопросы", &["Если список тегов пуст, обратитесь к администратору."]),
         ],
+        flat: false,
     },
     Page {
         tenant: "t1",
@@ -74,6 +93,7 @@ const PAGES: &[Page] = &[
         section: "admin",
         platform: "",
         sections: &[("Создание тегов", &["Администратор создаёт теги и отмечает обязательные в настройках."])],
+        flat: false,
     },
     Page {
         tenant: "t1",
@@ -87,6 +107,7 @@ const PAGES: &[Page] = &[
             "Время ответа",
             &["Супервизор видит среднее время ответа операторов в отчёте.", "Отчёт выгружается в CSV."],
         )],
+        flat: false,
     },
     Page {
         tenant: "t2",
@@ -100,6 +121,7 @@ const PAGES: &[Page] = &[
             "Gradle",
             &["Добавьте зависимость SDK в build.gradle и синхронизируйте проект Gradle. Пароль acme-secret."],
         )],
+        flat: false,
     },
 ];
 
@@ -147,12 +169,14 @@ pub fn snapshot() -> Snapshot {
                 ..base.clone()
             };
             let section_text = format!("{} / {}\n{}", page.title, heading, chunks.join(" "));
-            snapshot.sections.push(Record {
-                id: section_id.clone(),
-                embedding: embedder.embed_one(&section_text),
-                text: section_text,
-                meta: section_meta.clone(),
-            });
+            if !page.flat {
+                snapshot.sections.push(Record {
+                    id: section_id.clone(),
+                    embedding: embedder.embed_one(&section_text),
+                    text: section_text,
+                    meta: section_meta.clone(),
+                });
+            }
             for (chunk_number, chunk_text) in chunks.iter().enumerate() {
                 let chunk_id = format!("{section_id}-c{}", chunk_number + 1);
                 snapshot.chunks.push(Record {

@@ -54,11 +54,38 @@ pub async fn build_index(settings: &Settings, embedder: &dyn Embedder) -> Result
     }
 }
 
+/// The LLM theme router: chat completions at the rerank endpoint, when one is configured.
+pub fn build_llm_router(settings: &Settings) -> Option<Arc<crate::router::LlmRouter>> {
+    if settings.rerank_api_base.is_empty() || settings.rerank_backend != crate::config::RerankBackend::Chat {
+        return None;
+    }
+    let timeout = Duration::from_secs_f64(settings.theme_router_timeout_seconds);
+    match crate::router::LlmRouter::new(
+        &settings.rerank_api_base,
+        &settings.rerank_model,
+        settings.rerank_api_key.clone(),
+        timeout,
+    ) {
+        Ok(router) => Some(Arc::new(router)),
+        Err(error) => {
+            tracing::warn!(%error, "llm theme router unavailable; llm mode will use the heuristic");
+            None
+        }
+    }
+}
+
 /// Assembles the shared state from settings and ready-made parts (tests inject their own index).
 pub fn state_with(settings: Settings, index: Arc<dyn VectorIndex>, embedder: Arc<dyn Embedder>) -> AppState {
+    let themes = crate::router::YamlThemesProvider::load(&settings.themes_path);
+    let router_config = themes.router_config().clone();
+    let llm_router = build_llm_router(&settings);
     let search = SearchService {
         index,
         embedder,
+        themes: Arc::new(themes),
+        router_config,
+        llm_router,
+        boosting: crate::search::boosting_config::BoostingConfig::load_shared(&settings.boosting_path),
         runtime: Arc::new(RwLock::new(settings.runtime())),
         counters: Arc::new(SearchCounters::default()),
         max_query_chars: settings.max_query_chars,

@@ -203,7 +203,7 @@ async fn health_stats_and_metrics() {
     }
     let (status, body) = send(&state, "GET", "/internal/retrieval/stats?tenant_id=t1", None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(body["counts"]["docs"], 5);
+    assert_eq!(body["counts"]["docs"], 6);
     assert!(!body.to_string().contains("acme"), "stats leak another tenant: {body}");
     let (status, body) = send(&state, "GET", "/internal/retrieval/stats", None).await;
     assert_eq!((status, error_code(&body).as_str()), (StatusCode::UNPROCESSABLE_ENTITY, "invalid_request"));

@@ -1,39 +1,18 @@
 //! The doc → section → chunk cascade of SPEC §3 steps 2–6, written once for every backend.
 
+use super::ranking::{rank_level, Ranked, RankingContext};
 use super::types::{RetrievalHit, Steps};
 use super::Result;
 use crate::config::RuntimeSettings;
-use crate::index::{RecordFilter, ScoredRecord, VectorIndex};
-use crate::model::{Level, Record};
+use crate::index::{RecordFilter, VectorIndex};
+use crate::model::Level;
+use crate::router::{infer_theme_label, Theme};
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
-
-/// A record ranked at one level, with the evidence of how it got its score.
-#[derive(Debug, Clone)]
-pub struct Ranked {
-    pub record: Arc<Record>,
-    pub score: f32,
-    pub dense: Option<(usize, f32)>,
-    pub lexical: Option<(usize, f32)>,
-    pub padded: bool,
-}
-
-impl Ranked {
-    fn from_dense(rank: usize, scored: ScoredRecord) -> Self {
-        Self {
-            score: scored.score,
-            dense: Some((rank + 1, scored.score)),
-            lexical: None,
-            record: scored.record,
-            padded: false,
-        }
-    }
-}
 
 /// Everything one cascade run needs besides the index.
 pub struct CascadeInput<'a> {
     pub filter: RecordFilter,
-    pub vector: &'a [f32],
+    pub ranking: RankingContext<'a>,
     pub settings: &'a RuntimeSettings,
     pub max_results: usize,
     /// Words of the query for the text fallback (original spelling).
@@ -50,25 +29,13 @@ pub struct CascadeOutput {
     pub fallback_used: bool,
 }
 
-/// Ranks one level: the single place where a level's candidates are scored and ordered.
-async fn rank_level(
-    index: &dyn VectorIndex,
-    level: Level,
-    filter: &RecordFilter,
-    vector: &[f32],
-    k: usize,
-) -> Result<Vec<Ranked>> {
-    let dense = index.knn(level, filter, vector, k.max(1)).await?;
-    Ok(dense.into_iter().enumerate().map(|(rank, scored)| Ranked::from_dense(rank, scored)).collect())
-}
-
 /// Runs the cascade. Section hits win when there are any; else chunk hits; else the text fallback.
 pub async fn run(index: &dyn VectorIndex, input: CascadeInput<'_>) -> Result<CascadeOutput> {
     let settings = input.settings;
     let doc_filter = doc_level_filter(index, &input.filter).await?;
 
     let mut docs = match &doc_filter {
-        Some(filter) => rank_level(index, Level::Doc, filter, input.vector, settings.doc_top_k).await?,
+        Some(filter) => rank_level(index, Level::Doc, filter, &input.ranking, settings.doc_top_k).await?,
         None => Vec::new(),
     };
     if let Some(filter) = &doc_filter {
@@ -80,15 +47,15 @@ pub async fn run(index: &dyn VectorIndex, input: CascadeInput<'_>) -> Result<Cas
     let mut chunks = Vec::new();
     if !chosen_docs.is_empty() {
         let section_filter = RecordFilter { doc_ids: Some(chosen_docs.clone()), ..input.filter.clone() };
-        sections = rank_level(index, Level::Section, &section_filter, input.vector, settings.section_top_k).await?;
-        sections.retain(|s| s.score >= settings.min_score);
+        sections = rank_level(index, Level::Section, &section_filter, &input.ranking, settings.section_top_k).await?;
+        sections.retain(|s| s.fused_normalized >= settings.min_score);
 
         let mut chunk_filter = RecordFilter { doc_ids: Some(chosen_docs), ..input.filter.clone() };
         if !sections.is_empty() {
             chunk_filter.section_ids = Some(sections.iter().filter_map(|s| s.record.meta.section_id.clone()).collect());
         }
-        chunks = rank_level(index, Level::Chunk, &chunk_filter, input.vector, settings.chunk_top_k).await?;
-        chunks.retain(|c| c.score >= settings.min_score);
+        chunks = rank_level(index, Level::Chunk, &chunk_filter, &input.ranking, settings.chunk_top_k).await?;
+        chunks.retain(|c| c.fused_normalized >= settings.min_score);
         chunks = cap_per_doc(chunks, settings.topk_per_doc);
         chunks.truncate(input.max_results);
     }
@@ -145,7 +112,7 @@ async fn pad_docs(
             break;
         }
         if !chosen.contains(&record.id) {
-            docs.push(Ranked { record, score: 0.0, dense: None, lexical: None, padded: true });
+            docs.push(Ranked::unscored(record, 0.0, true));
         }
     }
     Ok(())
@@ -200,7 +167,7 @@ async fn text_fallback(
             let text = record.text.to_lowercase();
             let found = words.iter().filter(|w| text.contains(w.as_str())).count();
             let score = found as f32 / words.len().max(1) as f32;
-            Ranked { record, score, dense: None, lexical: None, padded: false }
+            Ranked::unscored(record, score, false)
         })
         .collect();
     ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.record.id.cmp(&b.record.id)));
@@ -209,17 +176,23 @@ async fn text_fallback(
     Ok(ranked)
 }
 
-/// Converts ranked records into API hits (without text) and the optional steps.
-pub fn to_hit(ranked: &Ranked) -> RetrievalHit {
+/// Converts a ranked record into an API hit (never with text), labelled with its theme.
+pub fn to_hit(ranked: &Ranked, explain: bool, themes: &[Theme]) -> RetrievalHit {
     let level = ranked.record.level();
-    RetrievalHit::from_metadata(&ranked.record.id, level, &ranked.record.meta, ranked.score)
+    let mut hit = RetrievalHit::from_metadata(&ranked.record.id, level, &ranked.record.meta, ranked.score);
+    hit.metadata.theme_label = infer_theme_label(&ranked.record.meta, themes);
+    if explain {
+        hit.explain = Some(ranked.explain());
+    }
+    hit
 }
 
-pub fn steps(output: &CascadeOutput) -> Steps {
+pub fn steps(output: &CascadeOutput, explain: bool, themes: &[Theme]) -> Steps {
+    let convert = |list: &[Ranked]| list.iter().map(|r| to_hit(r, explain, themes)).collect();
     Steps {
-        docs: output.docs.iter().map(to_hit).collect(),
-        sections: output.sections.iter().map(to_hit).collect(),
-        chunks: output.chunks.iter().map(to_hit).collect(),
+        docs: convert(&output.docs),
+        sections: convert(&output.sections),
+        chunks: convert(&output.chunks),
         padded_doc_ids: output.docs.iter().filter(|d| d.padded).map(|d| d.record.id.clone()).collect(),
         fallback_used: output.fallback_used,
     }

@@ -6,6 +6,8 @@ pub mod boosting_config;
 pub mod cascade;
 pub mod error;
 pub mod fusion;
+pub mod ranking;
+pub mod routing;
 pub mod types;
 
 pub use error::{Result, SearchError};
@@ -15,6 +17,11 @@ use crate::config::{RuntimeSettings, MAX_RESULTS_CAP};
 use crate::embed::{Embedder, InputKind, PseudoEmbedder};
 use crate::index::{RecordFilter, VectorIndex};
 use crate::model::Record;
+use crate::router::{route_query, LlmRouter, RouterConfig, RoutingResult, ThemesProvider};
+use boosting::BoostContext;
+use boosting_config::BoostingConfig;
+use ranking::{RankingContext, RankingMode};
+use routing::RoutingInfo;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
@@ -37,6 +44,10 @@ pub struct SearchCounters {
 pub struct SearchService {
     pub index: Arc<dyn VectorIndex>,
     pub embedder: Arc<dyn Embedder>,
+    pub themes: Arc<dyn ThemesProvider>,
+    pub router_config: RouterConfig,
+    pub llm_router: Option<Arc<LlmRouter>>,
+    pub boosting: Arc<BoostingConfig>,
     pub runtime: Arc<RwLock<RuntimeSettings>>,
     pub counters: Arc<SearchCounters>,
     pub max_query_chars: usize,
@@ -190,41 +201,110 @@ impl SearchService {
 
     /// Runs one search end to end.
     pub async fn search(&self, request: &SearchRequest) -> Result<SearchResponse> {
+        self.search_with_mode(request, RankingMode::Hybrid).await
+    }
+
+    /// Runs one search with the given ranking mode (`eval` compares the modes).
+    pub async fn search_with_mode(&self, request: &SearchRequest, mode: RankingMode) -> Result<SearchResponse> {
         let started = Instant::now();
         let runtime = self.runtime_settings();
         let max_results = self.validate(request, &runtime)?;
-        let filter = build_filter(request, request.enable_filters.unwrap_or(runtime.enable_filters))?;
+        let mut filter = build_filter(request, request.enable_filters.unwrap_or(runtime.enable_filters))?;
+        let themes = self.themes.list_themes();
+        let chosen_theme = match &request.theme {
+            Some(id) => Some(
+                themes
+                    .iter()
+                    .find(|t| &t.id == id)
+                    .cloned()
+                    .ok_or_else(|| SearchError::invalid("theme", format!("unknown theme {id:?}")))?,
+            ),
+            None => None,
+        };
         if !self.index.tenant_exists(&request.tenant_id).await? {
             return Err(SearchError::UnknownTenant(request.tenant_id.clone()));
         }
         self.counters.searches.fetch_add(1, Ordering::Relaxed);
         let mut degradations = Vec::new();
         let vector = self.query_vector(request, &mut degradations).await?;
+
+        let routing = match &chosen_theme {
+            Some(_) => RoutingResult::empty(runtime.theme_router_mode),
+            None => {
+                route_query(
+                    &request.query,
+                    request.user_metadata.as_ref(),
+                    &themes,
+                    runtime.theme_router_mode,
+                    &self.router_config,
+                    self.llm_router.as_deref(),
+                )
+                .await
+            }
+        };
+        if let Some(message) = &routing.degradation {
+            degradations.push(Degradation::new("router_fallback", message.clone()));
+        }
+        let hard_filter = chosen_theme.as_ref().map(|t| t.fields()).or_else(|| routing.hard_filter.clone());
+        let soft_filter = filter.clone();
+        if let Some(fields) = &hard_filter {
+            fields.apply_to(&mut filter);
+        }
+
+        let terms = crate::text::terms(&request.query);
         let query_words: Vec<String> =
             request.query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_string).collect();
-        let output = cascade::run(
-            self.index.as_ref(),
-            cascade::CascadeInput { filter, vector: &vector, settings: &runtime, max_results, query_words },
-        )
-        .await?;
+        let boost_context =
+            BoostContext { routing: routing::routing_hint(&routing, &themes), ..BoostContext::default() };
+        let run = |filter: crate::index::RecordFilter| {
+            let input = cascade::CascadeInput {
+                filter,
+                ranking: RankingContext {
+                    mode,
+                    vector: &vector,
+                    terms: &terms,
+                    boosting: &self.boosting,
+                    boost_context: boost_context.clone(),
+                },
+                settings: &runtime,
+                max_results,
+                query_words: query_words.clone(),
+            };
+            cascade::run(self.index.as_ref(), input)
+        };
+        let mut output = run(filter).await?;
+        let mut filter_applied = hard_filter.is_some();
+        if output.hits.is_empty() && chosen_theme.is_none() && filter_applied {
+            // The router was sure, but its theme has nothing here: answer unfiltered rather than empty.
+            output = run(soft_filter).await?;
+            filter_applied = false;
+        }
         if output.fallback_used {
             self.counters.text_fallbacks.fetch_add(1, Ordering::Relaxed);
         }
-        let hits: Vec<RetrievalHit> = output.hits.iter().map(cascade::to_hit).collect();
+        let clarification =
+            if chosen_theme.is_none() { routing::clarification(&routing, &output.hits, &themes) } else { None };
+        let hits: Vec<RetrievalHit> =
+            output.hits.iter().map(|r| cascade::to_hit(r, request.explain, &themes)).collect();
         tracing::info!(
             trace_id = request.trace_id.as_deref().unwrap_or(""),
             tenant_id = %request.tenant_id,
             num_hits = hits.len(),
+            primary_theme = routing.primary_theme.as_deref().unwrap_or(""),
+            filter_applied,
+            degradations = degradations.len(),
             latency_ms = started.elapsed().as_secs_f64() * 1000.0,
             "search done"
         );
         Ok(SearchResponse {
             hits,
             hits_level: output.hits_level.map(|l| l.as_str().to_string()).unwrap_or_else(|| "none".to_string()),
-            steps: request.include_steps.then(|| cascade::steps(&output)),
+            steps: request.include_steps.then(|| cascade::steps(&output, request.explain, &themes)),
             trace_id: request.trace_id.clone(),
             took_ms: started.elapsed().as_secs_f64() * 1000.0,
             degradations,
+            routing: RoutingInfo { result: routing, filter_applied, chosen_theme: chosen_theme.map(|t| t.id) },
+            clarification,
         })
     }
 

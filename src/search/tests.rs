@@ -7,17 +7,12 @@ use crate::fixtures;
 use crate::index::InMemoryIndex;
 use crate::model::Level;
 
-fn service(adjust: impl FnOnce(&mut RuntimeSettings)) -> SearchService {
-    let mut runtime = Settings::default().runtime();
-    adjust(&mut runtime);
-    SearchService {
-        index: Arc::new(InMemoryIndex::from_snapshot(fixtures::snapshot()).unwrap()),
-        embedder: Arc::new(PseudoEmbedder::new(fixtures::DIMENSION)),
-        runtime: Arc::new(RwLock::new(runtime)),
-        counters: Default::default(),
-        max_query_chars: 2000,
-        default_dimension: fixtures::DIMENSION,
-    }
+fn service(adjust: impl FnOnce(&mut RuntimeSettings)) -> Arc<SearchService> {
+    let settings = Settings { embedding_dimension: fixtures::DIMENSION, ..Settings::default() };
+    let index = Arc::new(InMemoryIndex::from_snapshot(fixtures::snapshot()).unwrap());
+    let state = crate::startup::state_with(settings, index, Arc::new(PseudoEmbedder::new(fixtures::DIMENSION)));
+    adjust(&mut state.search.runtime.write().unwrap());
+    state.search
 }
 
 fn request(query: &str, tenant: &str) -> SearchRequest {
@@ -94,37 +89,51 @@ async fn section_hits_win_and_are_capped_by_max_results() {
 }
 
 #[tokio::test]
-async fn chunk_hits_respect_topk_per_doc_when_no_section_passes() {
-    // Section texts are longer than chunk texts, so a min_score between them keeps only chunks.
-    let service = service(|r| {
-        r.topk_per_doc = 1;
-        r.min_docs = 0;
-    });
-    let mut req = request("Супервизор видит среднее время ответа операторов в отчёте.", "t1");
-    req.include_steps = true;
-    let all = service.search(&req).await.unwrap();
-    let section_score = all.steps.as_ref().unwrap().sections[0].score;
-    let chunk_score = all.steps.as_ref().unwrap().chunks[0].score;
-    assert!(chunk_score > section_score, "fixture assumption: {chunk_score} > {section_score}");
-    service.runtime.write().unwrap().min_score = (section_score + chunk_score) / 2.0;
-    let response = service.search(&req).await.unwrap();
-    assert_eq!(response.hits_level, "chunk");
-    let mut per_doc = std::collections::HashMap::new();
-    for hit in &response.hits {
-        *per_doc.entry(hit.doc_id.clone()).or_insert(0) += 1;
-        assert!(hit.score >= (section_score + chunk_score) / 2.0);
+async fn chunk_hits_when_no_section_and_topk_per_doc_caps_them() {
+    for per_doc in [1, 2, 3] {
+        let service = service(|r| r.topk_per_doc = per_doc);
+        let mut req = request("лицензия продлевается перенести", "t1");
+        req.doc_ids = Some(vec!["docs/faq/flat".into()]);
+        let response = service.search(&req).await.unwrap();
+        assert_eq!(response.hits_level, "chunk");
+        assert_eq!(response.hits.len(), per_doc);
+        assert!(response.hits.iter().all(|h| h.doc_id == "docs/faq/flat" && h.chunk_id.is_some()));
     }
-    assert!(per_doc.values().all(|&n| n == 1), "{per_doc:?}");
+    let service = service(|r| r.topk_per_doc = 3);
+    let mut req = request("лицензия", "t1");
+    req.doc_ids = Some(vec!["docs/faq/flat".into()]);
+    req.max_results = Some(2);
+    assert_eq!(service.search(&req).await.unwrap().hits.len(), 2, "max_results caps chunk hits");
 }
 
 #[tokio::test]
-async fn text_fallback_when_min_score_leaves_nothing() {
-    let service = service(|r| r.min_score = 1.0);
-    let response = service.search(&request("CSV выгрузка", "t1")).await.unwrap();
+async fn min_score_drops_hits_on_the_normalised_fused_score() {
+    let service = service(|_| {});
+    let response = service.search(&request("Отчёт выгружается в CSV", "t1")).await.unwrap();
+    let steps = response.steps.unwrap();
+    assert!(steps.sections.iter().any(|s| s.score > 0.0));
+    service.runtime.write().unwrap().min_score = 0.99;
+    let response = service.search(&request("Отчёт выгружается в CSV", "t1")).await.unwrap();
+    let steps = response.steps.unwrap();
+    let explained =
+        service.search(&SearchRequest { explain: true, ..request("Отчёт выгружается в CSV", "t1") }).await.unwrap();
+    for hit in explained.steps.unwrap().sections.iter().chain(&steps.sections) {
+        if let Some(explain) = &hit.explain {
+            assert!(explain["fused_normalized"].as_f64().unwrap() >= 0.99, "{explain}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn text_fallback_finds_substrings_when_ranking_finds_nothing() {
+    let service = service(|_| {});
+    // "arget" is no word of the corpus, so no ranker matches it; it is a substring of "targetSdk".
+    let response = service.search_with_mode(&request("arget", "t1"), ranking::RankingMode::Lexical).await.unwrap();
     assert!(response.steps.as_ref().unwrap().fallback_used);
     assert_eq!(response.hits_level, "chunk");
-    assert_eq!(response.hits[0].chunk_id.as_deref(), Some("docs/supervisor/reports#s1-c2"));
-    let response = service.search(&request("несуществующееслово", "t1")).await.unwrap();
+    assert_eq!(response.hits[0].chunk_id.as_deref(), Some("sdk/android/install#s1-c2"));
+    let response =
+        service.search_with_mode(&request("несуществующееслово", "t1"), ranking::RankingMode::Lexical).await.unwrap();
     assert!(response.hits.is_empty());
     assert_eq!(response.hits_level, "none");
 }

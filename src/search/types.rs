@@ -1,6 +1,7 @@
 //! Search requests and responses as the pipeline sees them (also the JSON shapes of the API).
 
 use crate::model::{Level, Metadata};
+use crate::router::{Clarification, UserMetadata};
 use serde::{Deserialize, Serialize};
 
 /// Metadata filters of a search request; every field narrows the result when set.
@@ -13,15 +14,6 @@ pub struct SearchFilters {
     pub tags: Vec<String>,
     pub doc_ids: Option<Vec<String>>,
     pub section_ids: Option<Vec<String>>,
-}
-
-/// What the caller knows about the user (used by the theme router).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct UserMetadata {
-    pub role: Option<String>,
-    pub product: Option<String>,
-    pub platform: Option<String>,
 }
 
 /// `POST /internal/retrieval/search`. Unknown fields are rejected so that a misspelt filter
@@ -152,4 +144,9 @@ pub struct SearchResponse {
     pub trace_id: Option<String>,
     pub took_ms: f64,
     pub degradations: Vec<Degradation>,
+    /// The theme router's result and whether it filtered.
+    pub routing: super::routing::RoutingInfo,
+    /// Present when the query is ambiguous and the top hits span several themes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clarification: Option<Clarification>,
 }

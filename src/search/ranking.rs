@@ -1,0 +1,172 @@
+//! Ranking of one cascade level: dense and lexical candidate lists, reciprocal-rank fusion,
+//! then boosting — the single place where a level's candidates are scored and ordered.
+
+use super::boosting::{boost_and_sort, BoostContext, BoostEffect, BoostInput, BoostOutcome, Boostable};
+use super::boosting_config::BoostingConfig;
+use super::fusion::{RankedList, ReciprocalRankFusion};
+use super::Result;
+use crate::index::{RecordFilter, VectorIndex};
+use crate::model::{Level, Record};
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Candidates taken from each ranker before fusion (the reference RRF fuses each system's top 100).
+pub const FUSION_DEPTH: usize = 100;
+
+/// Which rankers feed the fusion; `Hybrid` is the service's mode, the others exist for `eval`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RankingMode {
+    Dense,
+    Lexical,
+    Hybrid,
+}
+
+/// Per-request ranking inputs shared by the three levels.
+pub struct RankingContext<'a> {
+    pub mode: RankingMode,
+    pub vector: &'a [f32],
+    pub terms: &'a [String],
+    pub boosting: &'a BoostingConfig,
+    pub boost_context: BoostContext,
+}
+
+/// A record ranked at one level, with the evidence of how it got its score.
+#[derive(Debug, Clone)]
+pub struct Ranked {
+    pub record: Arc<Record>,
+    /// The final score: boosted normalised fused score (0 for padded docs).
+    pub score: f32,
+    pub dense: Option<(usize, f32)>,
+    pub lexical: Option<(usize, f32)>,
+    pub fused: f32,
+    pub fused_normalized: f32,
+    pub boost: Option<BoostOutcome>,
+    pub padded: bool,
+    pub rerank_score: Option<f32>,
+}
+
+impl Ranked {
+    pub fn unscored(record: Arc<Record>, score: f32, padded: bool) -> Self {
+        Self {
+            record,
+            score,
+            dense: None,
+            lexical: None,
+            fused: 0.0,
+            fused_normalized: score,
+            boost: None,
+            padded,
+            rerank_score: None,
+        }
+    }
+
+    /// How the score was made (`explain: true`).
+    pub fn explain(&self) -> serde_json::Value {
+        let factors: Vec<serde_json::Value> = self
+            .boost
+            .iter()
+            .flat_map(|outcome| &outcome.factors)
+            .map(|(rule, effect)| match effect {
+                BoostEffect::Multiply(factor) => json!({"rule": rule, "multiply": factor}),
+                BoostEffect::Add(addend) => json!({"rule": rule, "add": addend}),
+            })
+            .collect();
+        json!({
+            "dense_rank": self.dense.map(|d| d.0),
+            "dense_score": self.dense.map(|d| d.1),
+            "lexical_rank": self.lexical.map(|l| l.0),
+            "lexical_score": self.lexical.map(|l| l.1),
+            "fused_score": self.fused,
+            "fused_normalized": self.fused_normalized,
+            "boosts": factors,
+            "rerank_score": self.rerank_score,
+            "padded": self.padded,
+            "final_score": self.score,
+        })
+    }
+}
+
+impl Boostable for Ranked {
+    fn id(&self) -> &str {
+        &self.record.id
+    }
+    fn base_score(&self) -> f32 {
+        self.fused_normalized
+    }
+    fn boost_input(&self) -> BoostInput<'_> {
+        BoostInput { meta: &self.record.meta, text: Some(&self.record.text) }
+    }
+    fn set_boost(&mut self, outcome: BoostOutcome) {
+        self.score = outcome.score;
+        self.boost = Some(outcome);
+    }
+    fn boosted_score(&self) -> f32 {
+        self.score
+    }
+}
+
+/// The top `k` records of `level` matching `filter`, best first.
+pub async fn rank_level(
+    index: &dyn VectorIndex,
+    level: Level,
+    filter: &RecordFilter,
+    context: &RankingContext<'_>,
+    k: usize,
+) -> Result<Vec<Ranked>> {
+    let depth = k.max(FUSION_DEPTH);
+    let dense = match context.mode {
+        RankingMode::Dense | RankingMode::Hybrid => index.knn(level, filter, context.vector, depth).await?,
+        RankingMode::Lexical => Vec::new(),
+    };
+    let lexical = match context.mode {
+        RankingMode::Lexical | RankingMode::Hybrid if !context.terms.is_empty() => {
+            index.lexical(level, filter, context.terms, depth).await?
+        }
+        RankingMode::Lexical | RankingMode::Hybrid | RankingMode::Dense => Vec::new(),
+    };
+    let dense_ids: Vec<String> = dense.iter().map(|s| s.record.id.clone()).collect();
+    let lexical_ids: Vec<String> = lexical.iter().map(|s| s.record.id.clone()).collect();
+    let mut records: HashMap<String, Arc<Record>> = HashMap::new();
+    let mut dense_scores = HashMap::new();
+    let mut lexical_scores = HashMap::new();
+    for scored in &dense {
+        dense_scores.insert(scored.record.id.clone(), scored.score);
+        records.insert(scored.record.id.clone(), Arc::clone(&scored.record));
+    }
+    for scored in &lexical {
+        lexical_scores.insert(scored.record.id.clone(), scored.score);
+        records.entry(scored.record.id.clone()).or_insert_with(|| Arc::clone(&scored.record));
+    }
+    let fusion_config = &context.boosting.fusion;
+    let (dense_weight, lexical_weight) = match context.mode {
+        RankingMode::Dense => (1.0, 0.0),
+        RankingMode::Lexical => (0.0, 1.0),
+        RankingMode::Hybrid => (fusion_config.dense_weight, fusion_config.lexical_weight),
+    };
+    let fused = ReciprocalRankFusion::new(fusion_config.k).fuse(
+        &[RankedList::new(&dense_ids, dense_weight), RankedList::new(&lexical_ids, lexical_weight)],
+        dense_ids.len() + lexical_ids.len(),
+    );
+    let mut ranked: Vec<Ranked> = fused
+        .into_iter()
+        .filter(|item| item.normalized > 0.0)
+        .filter_map(|item| {
+            let record = records.remove(&item.id)?;
+            Some(Ranked {
+                dense: item.ranks[0].map(|rank| (rank, dense_scores[&item.id])),
+                lexical: item.ranks[1].map(|rank| (rank, lexical_scores[&item.id])),
+                score: item.normalized,
+                fused: item.score,
+                fused_normalized: item.normalized,
+                boost: None,
+                padded: false,
+                rerank_score: None,
+                record,
+            })
+        })
+        .collect();
+    boost_and_sort(&mut ranked, context.boosting, &context.boost_context);
+    ranked.truncate(k);
+    Ok(ranked)
+}
