@@ -1,6 +1,7 @@
 //! The HTTP layer: routes, the JSON error fallbacks, request ids, tracing, timeouts, metrics.
 
 pub mod config;
+pub mod context;
 pub mod extract;
 pub mod health;
 pub mod metrics;
@@ -43,6 +44,7 @@ pub fn router(state: AppState) -> Router {
         .route("/search", post(search::search))
         .route("/config", get(config::get_config).post(config::update_config))
         .route("/chunks/window", post(window::window))
+        .route("/context", post(context::context))
         .route("/stats", get(health::stats))
         .route("/health", get(health::health));
     let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();

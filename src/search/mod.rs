@@ -4,6 +4,7 @@
 pub mod boosting;
 pub mod boosting_config;
 pub mod cascade;
+pub mod context;
 pub mod error;
 pub mod fusion;
 pub mod ranking;
