@@ -90,7 +90,8 @@ async fn prefixes_without_input_type_and_no_key() {
 
 #[tokio::test]
 async fn client_errors_are_not_retried() {
-    for (status, kind) in [(400, EmbedErrorKind::BadRequest), (401, EmbedErrorKind::Unauthorized), (404, EmbedErrorKind::NotFound)]
+    for (status, kind) in
+        [(400, EmbedErrorKind::BadRequest), (401, EmbedErrorKind::Unauthorized), (404, EmbedErrorKind::NotFound)]
     {
         let server = FakeServer::start(vec![FakeResponse::new(status, r#"{"error":{"message":"no"}}"#)]).await;
         let error = embedder(&server.url()).embed(&texts(&["q"]), InputKind::Query).await.unwrap_err();

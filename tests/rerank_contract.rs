@@ -58,9 +58,10 @@ fn assert_every_original_once(order: &[String]) {
 
 #[tokio::test]
 async fn chat_request_shape_and_scores() {
-    let server =
-        FakeServer::start(vec![chat_answer(r#"[{"section_id":"sec-c","score":0.9},{"section_id":"sec-a","score":0.2}]"#)])
-            .await;
+    let server = FakeServer::start(vec![chat_answer(
+        r#"[{"section_id":"sec-c","score":0.9},{"section_id":"sec-a","score":0.2}]"#,
+    )])
+    .await;
     let reranker = ChatReranker::new(config(&server.url())).unwrap();
     let scores = reranker.rerank("как установить?", &candidates()).await.unwrap();
     let merged: Vec<String> = merge_rerank(&original_ids(), &scores).into_iter().map(|(id, _)| id).collect();
@@ -85,7 +86,8 @@ async fn chat_base_with_v1_suffix_is_accepted() {
 
 #[tokio::test]
 async fn every_malformed_answer_keeps_each_section_exactly_once() {
-    let cases: Vec<(&str, String, Result<Vec<&str>, RerankErrorKind>)> = vec![
+    type Expected = Result<Vec<&'static str>, RerankErrorKind>;
+    let cases: Vec<(&str, String, Expected)> = vec![
         (
             "fenced",
             "```json\n[{\"section_id\": \"sec-b\", \"score\": 0.8}]\n```".into(),
@@ -152,7 +154,10 @@ async fn chat_http_failures_have_kinds() {
         (FakeResponse::new(503, "busy"), RerankErrorKind::Unavailable),
         (FakeResponse::new(200, "<html>not json</html>"), RerankErrorKind::InvalidResponse),
         (FakeResponse::json(200, &json!({"choices": []})), RerankErrorKind::InvalidResponse),
-        (FakeResponse::json(200, &json!({"choices": [{"message": {"content": null}}]})), RerankErrorKind::InvalidResponse),
+        (
+            FakeResponse::json(200, &json!({"choices": [{"message": {"content": null}}]})),
+            RerankErrorKind::InvalidResponse,
+        ),
     ];
     for (response, kind) in cases {
         let status = response.status;
@@ -219,7 +224,8 @@ async fn rerank_api_failures_have_kinds() {
     ];
     for (response, kind) in cases {
         let server = FakeServer::start(vec![response]).await;
-        let error = RerankApiReranker::new(config(&server.url())).unwrap().rerank("q", &candidates()).await.unwrap_err();
+        let error =
+            RerankApiReranker::new(config(&server.url())).unwrap().rerank("q", &candidates()).await.unwrap_err();
         assert_eq!(error.kind, kind, "{error}");
     }
 }

@@ -357,7 +357,8 @@ mod tests {
         let vectors = validate_embeddings(vec![(1, vec![0.0, 1.0]), (0, vec![1.0, 0.0])], 2, Some(2)).unwrap();
         assert_eq!(vectors, vec![vec![1.0, 0.0], vec![0.0, 1.0]]);
 
-        let cases: Vec<(Vec<(usize, Vec<f32>)>, usize, Option<usize>)> = vec![
+        type Items = Vec<(usize, Vec<f32>)>;
+        let cases: Vec<(Items, usize, Option<usize>)> = vec![
             (vec![(0, vec![1.0])], 2, None),
             (vec![(0, vec![1.0]), (0, vec![1.0])], 2, None),
             (vec![(0, vec![1.0]), (2, vec![1.0])], 2, None),

@@ -107,7 +107,7 @@ pub fn parse_rerank_answer(answer: &str, known_ids: &[String]) -> Result<Vec<Rer
             continue;
         }
         match score_list(&value) {
-            Some(items) if items.is_empty() => saw_empty_array = true,
+            Some([]) => saw_empty_array = true,
             Some(items) => return usable_scores(items, known_ids),
             None => {}
         }
@@ -180,7 +180,7 @@ fn replace_non_json_numbers(text: &str) -> String {
     let mut rest = text;
     while let Some(c) = rest.chars().next() {
         if in_string {
-            in_string = !(c == '"' && !escaped);
+            in_string = c != '"' || escaped;
             escaped = c == '\\' && !escaped;
         } else if c == '"' {
             in_string = true;

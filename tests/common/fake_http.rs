@@ -24,7 +24,12 @@ pub struct FakeResponse {
 
 impl FakeResponse {
     pub fn new(status: u16, body: impl Into<String>) -> Self {
-        Self { status, body: body.into(), headers: vec![("content-type".into(), "application/json".into())], delay: Duration::ZERO }
+        Self {
+            status,
+            body: body.into(),
+            headers: vec![("content-type".into(), "application/json".into())],
+            delay: Duration::ZERO,
+        }
     }
 
     pub fn json(status: u16, value: &serde_json::Value) -> Self {
