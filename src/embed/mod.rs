@@ -1,10 +1,16 @@
-//! Embedders: the `Embedder` trait, the SHA256 pseudo-embedder and (in `http.rs`) the
-//! OpenAI-compatible HTTP client.
+//! Embedders: the `Embedder` trait, the SHA256 pseudo-embedder, the OpenAI-compatible HTTP client
+//! (`http.rs`), the query cache (`cache.rs`) and the query-time fallback (`fallback.rs`).
 
+pub mod cache;
+pub mod fallback;
+pub mod http;
 pub mod pseudo;
 
 use async_trait::async_trait;
 
+pub use cache::CachedEmbedder;
+pub use fallback::{build_embedder, embed_query_with_fallback, embedding_fallback_count};
+pub use http::{HttpEmbedder, HttpEmbedderConfig};
 pub use pseudo::PseudoEmbedder;
 
 /// What a text is embedded as: e5-style models embed questions and passages differently.

@@ -1,7 +1,20 @@
-//! Rerankers: the `Reranker` trait and the no-op reranker; the chat-completions and dedicated
-//! rerank-API clients live beside it.
+//! Rerankers: the `Reranker` trait, the no-op reranker and `build_reranker`; the chat-completions
+//! (`chat.rs`) and dedicated rerank-API (`rerank_api.rs`) clients live beside it, and `merge.rs`
+//! turns any answer into a complete reordering of the original candidates.
 
+pub mod chat;
+pub mod client;
+pub mod merge;
+pub mod rerank_api;
+
+use crate::config::{RerankBackend, Settings};
 use async_trait::async_trait;
+use std::sync::Arc;
+
+pub use chat::ChatReranker;
+pub use client::{classify, RerankClientConfig};
+pub use merge::merge_rerank;
+pub use rerank_api::RerankApiReranker;
 
 /// One section offered to the reranker: its id and a short, size-capped description.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,9 +32,32 @@ pub struct RerankScore {
     pub score: f32,
 }
 
+/// Why a rerank call failed. Nothing is retried: a rerank failure only keeps the original order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RerankErrorKind {
+    NotConfigured,
+    BadRequest,
+    Unauthorized,
+    NotFound,
+    Timeout,
+    RateLimited,
+    Unavailable,
+    InvalidResponse,
+    Internal,
+}
+
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("rerank failed: {0}")]
-pub struct RerankError(pub String);
+#[error("rerank failed ({kind:?}): {message}")]
+pub struct RerankError {
+    pub kind: RerankErrorKind,
+    pub message: String,
+}
+
+impl RerankError {
+    pub fn new(kind: RerankErrorKind, message: impl Into<String>) -> Self {
+        Self { kind, message: message.into() }
+    }
+}
 
 pub type Result<T> = std::result::Result<T, RerankError>;
 
@@ -39,6 +75,22 @@ pub struct NoopReranker;
 #[async_trait]
 impl Reranker for NoopReranker {
     async fn rerank(&self, _query: &str, _candidates: &[RerankCandidate]) -> Result<Vec<RerankScore>> {
-        Err(RerankError("no rerank endpoint configured (RETR_RERANK_API_BASE is empty)".to_string()))
+        Err(RerankError::new(
+            RerankErrorKind::NotConfigured,
+            "no rerank endpoint configured (RETR_RERANK_API_BASE is empty)",
+        ))
     }
+}
+
+/// The reranker the settings select: `NoopReranker` when `rerank_api_base` is empty, otherwise the
+/// `rerank_backend` client (chat completions or a dedicated `/rerank` API).
+pub fn build_reranker(settings: &Settings) -> Result<Arc<dyn Reranker>> {
+    if settings.rerank_api_base.trim().is_empty() {
+        return Ok(Arc::new(NoopReranker));
+    }
+    let config = RerankClientConfig::from_settings(settings);
+    Ok(match settings.rerank_backend {
+        RerankBackend::Chat => Arc::new(ChatReranker::new(config)?),
+        RerankBackend::RerankApi => Arc::new(RerankApiReranker::new(config)?),
+    })
 }

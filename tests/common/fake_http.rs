@@ -1,0 +1,176 @@
+//! A scriptable fake HTTP server on 127.0.0.1:0 for client contract tests: it answers each request
+//! with a given status, body, headers and delay, and records every request it received.
+//!
+//! Include it with `#[path = "common/fake_http.rs"] mod fake_http;`.
+#![allow(dead_code)]
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::response::Response;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+pub struct FakeResponse {
+    pub status: u16,
+    pub body: String,
+    pub headers: Vec<(String, String)>,
+    /// Waited before answering; longer than the client's timeout makes a hang.
+    pub delay: Duration,
+}
+
+impl FakeResponse {
+    pub fn new(status: u16, body: impl Into<String>) -> Self {
+        Self {
+            status,
+            body: body.into(),
+            headers: vec![("content-type".into(), "application/json".into())],
+            delay: Duration::ZERO,
+        }
+    }
+
+    pub fn json(status: u16, value: &serde_json::Value) -> Self {
+        Self::new(status, value.to_string())
+    }
+
+    /// Never answers within any test timeout.
+    pub fn hang() -> Self {
+        Self::new(200, "{}").with_delay(Duration::from_secs(30))
+    }
+
+    pub fn with_header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    pub fn with_delay(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+}
+
+/// A request as the server saw it; header names are lowercase.
+#[derive(Debug, Clone)]
+pub struct RecordedRequest {
+    pub method: String,
+    pub path: String,
+    pub headers: HashMap<String, String>,
+    pub body: Vec<u8>,
+}
+
+impl RecordedRequest {
+    /// The body as JSON (`Null` when it is not JSON).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(&name.to_ascii_lowercase()).map(String::as_str)
+    }
+}
+
+type Responder = dyn Fn(&RecordedRequest, usize) -> FakeResponse + Send + Sync;
+
+#[derive(Clone)]
+struct FakeState {
+    responder: Arc<Responder>,
+    requests: Arc<Mutex<Vec<RecordedRequest>>>,
+}
+
+/// The running server; it stops when dropped.
+pub struct FakeServer {
+    address: std::net::SocketAddr,
+    requests: Arc<Mutex<Vec<RecordedRequest>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl FakeServer {
+    /// Answers the n-th request with `script[n]`, repeating the last entry once the script runs out
+    /// (an empty script answers 404).
+    pub async fn start(script: Vec<FakeResponse>) -> Self {
+        Self::start_with(move |_request, call| match script.get(call).or(script.last()) {
+            Some(response) => response.clone(),
+            None => FakeResponse::new(404, "no scripted response"),
+        })
+        .await
+    }
+
+    /// Answers with `responder(request, call_number)`; call numbers start at 0.
+    pub async fn start_with<F>(responder: F) -> Self
+    where
+        F: Fn(&RecordedRequest, usize) -> FakeResponse + Send + Sync + 'static,
+    {
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let state = FakeState { responder: Arc::new(responder), requests: requests.clone() };
+        let app = axum::Router::new().fallback(answer).with_state(state);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind a local port");
+        let address = listener.local_addr().expect("local address");
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app).await.expect("fake server");
+        });
+        Self { address, requests, task }
+    }
+
+    /// `http://127.0.0.1:<port>`, without a trailing slash.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.requests.lock().unwrap().clone()
+    }
+
+    pub fn request_count(&self) -> usize {
+        self.requests.lock().unwrap().len()
+    }
+}
+
+impl Drop for FakeServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A URL on which nothing listens, so connecting is refused at once.
+pub async fn closed_port_url() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind a local port");
+    let address = listener.local_addr().expect("local address");
+    drop(listener);
+    format!("http://{address}")
+}
+
+async fn answer(State(state): State<FakeState>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, usize::MAX).await.map(|bytes| bytes.to_vec()).unwrap_or_default();
+    let recorded = RecordedRequest {
+        method: parts.method.to_string(),
+        path: parts.uri.path().to_string(),
+        headers: parts
+            .headers
+            .iter()
+            .map(|(name, value)| (name.as_str().to_string(), value.to_str().unwrap_or_default().to_string()))
+            .collect(),
+        body,
+    };
+    let call = {
+        let mut requests = state.requests.lock().unwrap();
+        requests.push(recorded.clone());
+        requests.len() - 1
+    };
+    let scripted = (state.responder)(&recorded, call);
+    if !scripted.delay.is_zero() {
+        tokio::time::sleep(scripted.delay).await;
+    }
+    let mut response = Response::new(Body::from(scripted.body));
+    *response.status_mut() = StatusCode::from_u16(scripted.status).expect("a valid status code");
+    for (name, value) in scripted.headers {
+        response.headers_mut().insert(
+            HeaderName::from_bytes(name.as_bytes()).expect("a valid header name"),
+            HeaderValue::from_str(&value).expect("a valid header value"),
+        );
+    }
+    response
+}
