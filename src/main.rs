@@ -13,6 +13,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once at start-up: the size difference between variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the HTTP service
@@ -73,7 +75,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Serve { port } => serve(settings, port).await,
             Command::Ingest(args) => {
-                let embedder = retrieval_service::startup::build_embedder(&settings);
+                let embedder = retrieval_service::startup::build_embedder(&settings).map_err(|e| e.to_string())?;
                 retrieval_service::ingest::cli::run_ingest(&settings, embedder, &args)
                     .await
                     .map(|report| println!("{report}"))

@@ -2,7 +2,7 @@
 
 use crate::api::metrics::HttpMetrics;
 use crate::config::{Settings, VectorBackend};
-use crate::embed::{Embedder, PseudoEmbedder};
+use crate::embed::Embedder;
 use crate::index::{InMemoryIndex, VectorIndex};
 use crate::search::{SearchCounters, SearchService};
 use crate::state::AppState;
@@ -15,9 +15,9 @@ pub enum StartupError {
     Backend(String),
 }
 
-/// The query/passage embedder the settings select.
-pub fn build_embedder(settings: &Settings) -> Arc<dyn Embedder> {
-    Arc::new(PseudoEmbedder::new(settings.embedding_dimension))
+/// The query/passage embedder the settings select (pseudo-embeddings when no API base is set).
+pub fn build_embedder(settings: &Settings) -> Result<Arc<dyn Embedder>, StartupError> {
+    crate::embed::build_embedder(settings).map_err(|error| StartupError::Backend(format!("embedding client: {error}")))
 }
 
 /// The topic mapping rules: `RETR_MAPPING_PATH` when the file exists, else the built-in default.
@@ -76,6 +76,20 @@ pub fn build_llm_router(settings: &Settings) -> Option<Arc<crate::router::LlmRou
 
 /// Assembles the shared state from settings and ready-made parts (tests inject their own index).
 pub fn state_with(settings: Settings, index: Arc<dyn VectorIndex>, embedder: Arc<dyn Embedder>) -> AppState {
+    let reranker = crate::rerank::build_reranker(&settings).unwrap_or_else(|error| {
+        tracing::warn!(%error, "rerank client unavailable; reranking will report a degradation");
+        Arc::new(crate::rerank::NoopReranker)
+    });
+    state_with_reranker(settings, index, embedder, reranker)
+}
+
+/// `state_with` and an explicit reranker (tests inject fakes).
+pub fn state_with_reranker(
+    settings: Settings,
+    index: Arc<dyn VectorIndex>,
+    embedder: Arc<dyn Embedder>,
+    reranker: Arc<dyn crate::rerank::Reranker>,
+) -> AppState {
     let themes = crate::router::YamlThemesProvider::load(&settings.themes_path);
     let router_config = themes.router_config().clone();
     let llm_router = build_llm_router(&settings);
@@ -86,6 +100,8 @@ pub fn state_with(settings: Settings, index: Arc<dyn VectorIndex>, embedder: Arc
         router_config,
         llm_router,
         boosting: crate::search::boosting_config::BoostingConfig::load_shared(&settings.boosting_path),
+        reranker,
+        rerank_timeout: Duration::from_secs_f64(settings.rerank_timeout_seconds),
         runtime: Arc::new(RwLock::new(settings.runtime())),
         counters: Arc::new(SearchCounters::default()),
         max_query_chars: settings.max_query_chars,
@@ -100,7 +116,7 @@ pub fn state_with(settings: Settings, index: Arc<dyn VectorIndex>, embedder: Arc
 }
 
 pub async fn build_state(settings: Settings) -> Result<AppState, StartupError> {
-    let embedder = build_embedder(&settings);
+    let embedder = build_embedder(&settings)?;
     let index = build_index(&settings, embedder.as_ref()).await?;
     Ok(state_with(settings, index, embedder))
 }

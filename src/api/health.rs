@@ -69,7 +69,7 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     counter(
         "retrieval_embedding_fallbacks_total",
         "Queries embedded with pseudo-embeddings because the provider failed.",
-        counters.embedding_fallbacks.load(Ordering::Relaxed),
+        crate::embed::embedding_fallback_count(),
     );
     counter(
         "retrieval_rerank_failures_total",

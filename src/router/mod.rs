@@ -58,7 +58,7 @@ impl ThemeFields {
     /// True when every set field equals the record's value (ASCII case-insensitive).
     pub fn matches(&self, meta: &Metadata) -> bool {
         let equal = |wanted: &Option<String>, actual: &str| {
-            wanted.as_deref().map_or(true, |wanted| wanted.eq_ignore_ascii_case(actual.trim()))
+            wanted.as_deref().is_none_or(|wanted| wanted.eq_ignore_ascii_case(actual.trim()))
         };
         equal(&self.domain, &meta.domain)
             && equal(&self.section, &meta.section)

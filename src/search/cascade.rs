@@ -1,22 +1,33 @@
 //! The doc → section → chunk cascade of SPEC §3 steps 2–6, written once for every backend.
 
 use super::ranking::{rank_level, Ranked, RankingContext};
+use super::rerank::rerank_sections;
 use super::types::{RetrievalHit, Steps};
-use super::Result;
+use super::{Degradation, Result};
 use crate::config::RuntimeSettings;
 use crate::index::{RecordFilter, VectorIndex};
 use crate::model::Level;
+use crate::rerank::Reranker;
 use crate::router::{infer_theme_label, Theme};
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 /// Everything one cascade run needs besides the index.
 pub struct CascadeInput<'a> {
     pub filter: RecordFilter,
     pub ranking: RankingContext<'a>,
     pub settings: &'a RuntimeSettings,
+    pub rerank: Option<RerankStep<'a>>,
     pub max_results: usize,
     /// Words of the query for the text fallback (original spelling).
     pub query_words: Vec<String>,
+}
+
+/// The reranker call of the section level, when reranking is on for this request.
+pub struct RerankStep<'a> {
+    pub reranker: &'a dyn Reranker,
+    pub query: &'a str,
+    pub timeout: Duration,
 }
 
 /// What the cascade found: final hits plus the stages' intermediate lists.
@@ -27,6 +38,7 @@ pub struct CascadeOutput {
     pub sections: Vec<Ranked>,
     pub chunks: Vec<Ranked>,
     pub fallback_used: bool,
+    pub rerank_degradation: Option<Degradation>,
 }
 
 /// Runs the cascade. Section hits win when there are any; else chunk hits; else the text fallback.
@@ -44,11 +56,18 @@ pub async fn run(index: &dyn VectorIndex, input: CascadeInput<'_>) -> Result<Cas
     let chosen_docs: Vec<String> = docs.iter().map(|d| d.record.meta.doc_id.clone()).collect();
 
     let mut sections = Vec::new();
+    let mut rerank_degradation = None;
     let mut chunks = Vec::new();
     if !chosen_docs.is_empty() {
         let section_filter = RecordFilter { doc_ids: Some(chosen_docs.clone()), ..input.filter.clone() };
         sections = rank_level(index, Level::Section, &section_filter, &input.ranking, settings.section_top_k).await?;
         sections.retain(|s| s.fused_normalized >= settings.min_score);
+        if let Some(step) = &input.rerank {
+            let (reranked, degradation) =
+                rerank_sections(step.reranker, step.query, sections, settings.rerank_top_n, step.timeout).await;
+            sections = reranked;
+            rerank_degradation = degradation;
+        }
 
         let mut chunk_filter = RecordFilter { doc_ids: Some(chosen_docs), ..input.filter.clone() };
         if !sections.is_empty() {
@@ -71,7 +90,7 @@ pub async fn run(index: &dyn VectorIndex, input: CascadeInput<'_>) -> Result<Cas
         let level = if found.is_empty() { None } else { Some(Level::Chunk) };
         (found, level)
     };
-    Ok(CascadeOutput { hits, hits_level, docs, sections, chunks, fallback_used })
+    Ok(CascadeOutput { hits, hits_level, docs, sections, chunks, fallback_used, rerank_degradation })
 }
 
 /// The doc-level filter: the request filter without section ids; when section ids are requested,

@@ -8,6 +8,7 @@ pub mod context;
 pub mod error;
 pub mod fusion;
 pub mod ranking;
+pub mod rerank;
 pub mod routing;
 pub mod types;
 
@@ -15,9 +16,10 @@ pub use error::{Result, SearchError};
 pub use types::*;
 
 use crate::config::{RuntimeSettings, MAX_RESULTS_CAP};
-use crate::embed::{Embedder, InputKind, PseudoEmbedder};
+use crate::embed::{embed_query_with_fallback, Embedder, PseudoEmbedder};
 use crate::index::{RecordFilter, VectorIndex};
 use crate::model::Record;
+use crate::rerank::Reranker;
 use crate::router::{route_query, LlmRouter, RouterConfig, RoutingResult, ThemesProvider};
 use boosting::BoostContext;
 use boosting_config::BoostingConfig;
@@ -36,7 +38,6 @@ pub const MAX_ID_LIST: usize = 1000;
 #[derive(Debug, Default)]
 pub struct SearchCounters {
     pub searches: AtomicU64,
-    pub embedding_fallbacks: AtomicU64,
     pub rerank_failures: AtomicU64,
     pub text_fallbacks: AtomicU64,
 }
@@ -49,6 +50,8 @@ pub struct SearchService {
     pub router_config: RouterConfig,
     pub llm_router: Option<Arc<LlmRouter>>,
     pub boosting: Arc<BoostingConfig>,
+    pub reranker: Arc<dyn Reranker>,
+    pub rerank_timeout: std::time::Duration,
     pub runtime: Arc<RwLock<RuntimeSettings>>,
     pub counters: Arc<SearchCounters>,
     pub max_query_chars: usize,
@@ -167,37 +170,12 @@ impl SearchService {
             }
             return Ok(vector.clone());
         }
-        let texts = [request.query.clone()];
-        let result = self.embedder.embed(&texts, InputKind::Query).await;
-        match result {
-            Ok(mut vectors) if vectors.len() == 1 && vectors[0].len() == dimension => Ok(vectors.remove(0)),
-            Ok(vectors) => {
-                let got = vectors.first().map(Vec::len).unwrap_or(0);
-                Ok(self.fallback_vector(
-                    request,
-                    dimension,
-                    degradations,
-                    format!("embedder returned a {got}-d vector, the index has {dimension}"),
-                ))
-            }
-            Err(error) => Ok(self.fallback_vector(request, dimension, degradations, error.to_string())),
+        let pseudo = PseudoEmbedder::new(dimension);
+        let (vector, degradation) = embed_query_with_fallback(self.embedder.as_ref(), &pseudo, &request.query).await;
+        if let Some(message) = degradation {
+            degradations.push(Degradation::new("embedding_fallback", message));
         }
-    }
-
-    fn fallback_vector(
-        &self,
-        request: &SearchRequest,
-        dimension: usize,
-        degradations: &mut Vec<Degradation>,
-        reason: String,
-    ) -> Vec<f32> {
-        tracing::warn!(trace_id = request.trace_id.as_deref().unwrap_or(""), %reason, "embedding failed; using pseudo-embeddings");
-        self.counters.embedding_fallbacks.fetch_add(1, Ordering::Relaxed);
-        degradations.push(Degradation::new(
-            "embedding_fallback",
-            format!("query embedded with SHA256 pseudo-embeddings (lexical quality only): {reason}"),
-        ));
-        PseudoEmbedder::new(dimension).embed_one(&request.query)
+        Ok(vector)
     }
 
     /// Runs one search end to end.
@@ -257,6 +235,7 @@ impl SearchService {
             request.query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_string).collect();
         let boost_context =
             BoostContext { routing: routing::routing_hint(&routing, &themes), ..BoostContext::default() };
+        let rerank_enabled = request.rerank_enabled.unwrap_or(runtime.rerank_enabled);
         let run = |filter: crate::index::RecordFilter| {
             let input = cascade::CascadeInput {
                 filter,
@@ -268,6 +247,11 @@ impl SearchService {
                     boost_context: boost_context.clone(),
                 },
                 settings: &runtime,
+                rerank: rerank_enabled.then_some(cascade::RerankStep {
+                    reranker: self.reranker.as_ref(),
+                    query: &request.query,
+                    timeout: self.rerank_timeout,
+                }),
                 max_results,
                 query_words: query_words.clone(),
             };
@@ -279,6 +263,10 @@ impl SearchService {
             // The router was sure, but its theme has nothing here: answer unfiltered rather than empty.
             output = run(soft_filter).await?;
             filter_applied = false;
+        }
+        if let Some(degradation) = output.rerank_degradation.take() {
+            self.counters.rerank_failures.fetch_add(1, Ordering::Relaxed);
+            degradations.push(degradation);
         }
         if output.fallback_used {
             self.counters.text_fallbacks.fetch_add(1, Ordering::Relaxed);
