@@ -177,7 +177,7 @@ fn parse_body(body: &str, max_section_level: usize) -> ParsedPage {
             scanner.heading(level, text);
             continue;
         }
-        if let Some(title) = trimmed.strip_prefix(":::") {
+        if let Some(title) = trimmed.trim_start_matches('>').trim_start().strip_prefix(":::") {
             scanner.admonition(title);
             continue;
         }
