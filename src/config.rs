@@ -101,9 +101,15 @@ impl RuntimeSettings {
         at_least_one("max_results", self.max_results);
         at_least_one("rerank_top_n", self.rerank_top_n);
         if self.max_results > MAX_RESULTS_CAP {
-            problems.push(("max_results".into(), format!("must be at most {MAX_RESULTS_CAP}, got {}", self.max_results)));
+            problems
+                .push(("max_results".into(), format!("must be at most {MAX_RESULTS_CAP}, got {}", self.max_results)));
         }
-        for (name, value) in [("doc_top_k", self.doc_top_k), ("section_top_k", self.section_top_k), ("chunk_top_k", self.chunk_top_k), ("rerank_top_n", self.rerank_top_n)] {
+        for (name, value) in [
+            ("doc_top_k", self.doc_top_k),
+            ("section_top_k", self.section_top_k),
+            ("chunk_top_k", self.chunk_top_k),
+            ("rerank_top_n", self.rerank_top_n),
+        ] {
             if value > 1000 {
                 problems.push((name.into(), format!("must be at most 1000, got {value}")));
             }
@@ -258,7 +264,9 @@ impl Settings {
             .filter(|(key, _)| key.starts_with("RETR_"))
             .map(|(key, value)| (key.clone(), value.clone()))
             .collect();
-        builder = builder.add_source(config::Environment::with_prefix("RETR").prefix_separator("_").try_parsing(true).source(Some(retr_env)));
+        builder = builder.add_source(
+            config::Environment::with_prefix("RETR").prefix_separator("_").try_parsing(true).source(Some(retr_env)),
+        );
         let settings: Settings = builder
             .build()
             .and_then(|c| c.try_deserialize())
@@ -280,16 +288,28 @@ impl Settings {
         positive("embedding_timeout_seconds", self.embedding_timeout_seconds);
         positive("rerank_timeout_seconds", self.rerank_timeout_seconds);
         if !(self.embedding_retry_delay_seconds >= 0.0 && self.embedding_retry_delay_seconds.is_finite()) {
-            problems.push(("embedding_retry_delay_seconds".into(), format!("must be ≥ 0, got {}", self.embedding_retry_delay_seconds)));
+            problems.push((
+                "embedding_retry_delay_seconds".into(),
+                format!("must be ≥ 0, got {}", self.embedding_retry_delay_seconds),
+            ));
         }
         if self.embedding_max_attempts < 1 || self.embedding_max_attempts > 10 {
-            problems.push(("embedding_max_attempts".into(), format!("must be within 1..=10, got {}", self.embedding_max_attempts)));
+            problems.push((
+                "embedding_max_attempts".into(),
+                format!("must be within 1..=10, got {}", self.embedding_max_attempts),
+            ));
         }
         if self.embedding_batch_size < 1 || self.embedding_batch_size > 2048 {
-            problems.push(("embedding_batch_size".into(), format!("must be within 1..=2048, got {}", self.embedding_batch_size)));
+            problems.push((
+                "embedding_batch_size".into(),
+                format!("must be within 1..=2048, got {}", self.embedding_batch_size),
+            ));
         }
         if self.embedding_dimension < 1 || self.embedding_dimension > 8192 {
-            problems.push(("embedding_dimension".into(), format!("must be within 1..=8192, got {}", self.embedding_dimension)));
+            problems.push((
+                "embedding_dimension".into(),
+                format!("must be within 1..=8192, got {}", self.embedding_dimension),
+            ));
         }
         if self.max_query_chars < 1 {
             problems.push(("max_query_chars".into(), "must be at least 1".into()));
@@ -298,10 +318,19 @@ impl Settings {
             problems.push(("max_body_bytes".into(), format!("must be at least 1024, got {}", self.max_body_bytes)));
         }
         if self.index_reload_interval_ms < 50 {
-            problems.push(("index_reload_interval_ms".into(), format!("must be at least 50, got {}", self.index_reload_interval_ms)));
+            problems.push((
+                "index_reload_interval_ms".into(),
+                format!("must be at least 50, got {}", self.index_reload_interval_ms),
+            ));
         }
-        for (name, url) in [("embedding_api_base", &self.embedding_api_base), ("rerank_api_base", &self.rerank_api_base), ("chroma_host", &self.chroma_host)] {
-            if !url.is_empty() && reqwest::Url::parse(url).map(|u| !matches!(u.scheme(), "http" | "https")).unwrap_or(true) {
+        for (name, url) in [
+            ("embedding_api_base", &self.embedding_api_base),
+            ("rerank_api_base", &self.rerank_api_base),
+            ("chroma_host", &self.chroma_host),
+        ] {
+            if !url.is_empty()
+                && reqwest::Url::parse(url).map(|u| !matches!(u.scheme(), "http" | "https")).unwrap_or(true)
+            {
                 problems.push((name.to_string(), format!("must be an http(s) URL, got {url:?}")));
             }
         }
@@ -309,7 +338,8 @@ impl Settings {
             problems.push(("rerank_enabled".into(), "is true but RETR_RERANK_API_BASE is empty".into()));
         }
         if !self.mock_mode && self.vector_backend == VectorBackend::Memory && self.index_path.is_none() {
-            problems.push(("index_path".into(), "is required when mock_mode is false and vector_backend is memory".into()));
+            problems
+                .push(("index_path".into(), "is required when mock_mode is false and vector_backend is memory".into()));
         }
         if problems.is_empty() {
             Ok(())
@@ -361,14 +391,18 @@ mod tests {
 
     #[test]
     fn env_overrides_and_is_typed() {
-        let settings = Settings::load(None, &env(&[("RETR_MAX_RESULTS", "7"), ("RETR_ENABLE_FILTERS", "false"), ("PATH", "x")])).unwrap();
+        let settings =
+            Settings::load(None, &env(&[("RETR_MAX_RESULTS", "7"), ("RETR_ENABLE_FILTERS", "false"), ("PATH", "x")]))
+                .unwrap();
         assert_eq!(settings.max_results, 7);
         assert!(!settings.enable_filters);
     }
 
     #[test]
     fn out_of_range_names_the_setting_and_value() {
-        let error = Settings::load(None, &env(&[("RETR_MAX_RESULTS", "51"), ("RETR_MIN_SCORE", "1.5")])).unwrap_err().to_string();
+        let error = Settings::load(None, &env(&[("RETR_MAX_RESULTS", "51"), ("RETR_MIN_SCORE", "1.5")]))
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("RETR_MAX_RESULTS") && error.contains("51"), "{error}");
         assert!(error.contains("RETR_MIN_SCORE") && error.contains("1.5"), "{error}");
     }
@@ -398,5 +432,25 @@ mod tests {
         assert!(!format!("{settings:?}").contains("sk-123"));
         assert!(!serde_json::to_string(&settings).unwrap().contains("sk-123"));
         assert_eq!(settings.embedding_api_key.expose(), "sk-123");
+    }
+}
+
+#[cfg(test)]
+mod documentation_tests {
+    use super::*;
+
+    /// `.env.example` and the README's table must list every setting (keeps the docs true).
+    #[test]
+    fn every_setting_is_documented() {
+        let keys: Vec<String> = match serde_json::to_value(Settings::default()).unwrap() {
+            serde_json::Value::Object(map) => map.keys().map(|k| format!("RETR_{}", k.to_uppercase())).collect(),
+            other => panic!("settings serialize as {other}"),
+        };
+        let env_example = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/.env.example")).unwrap();
+        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        for key in keys {
+            assert!(env_example.contains(&format!("{key}=")), ".env.example lacks {key}");
+            assert!(readme.contains(&format!("`{key}`")), "README's configuration table lacks {key}");
+        }
     }
 }

@@ -1,1 +1,91 @@
-fn main() {}
+use clap::{Parser, Subcommand};
+use retrieval_service::config::{LogFormat, Settings};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, Parser)]
+#[command(name = "retrieval-service", version, about = "Hybrid doc→section→chunk retrieval over product docs")]
+struct Cli {
+    /// TOML settings file (defaults ← file ← RETR_* environment)
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the HTTP service
+    Serve {
+        /// Listen port (overrides RETR_PORT)
+        #[arg(long)]
+        port: Option<u16>,
+    },
+    /// Ingest a Markdown/MDX tree or a JSONL file into the snapshot (or Chroma)
+    Ingest(retrieval_service::ingest::cli::IngestArgs),
+}
+
+fn init_telemetry(settings: &Settings) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match settings.log_format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+async fn serve(mut settings: Settings, port: Option<u16>) -> Result<(), String> {
+    if let Some(port) = port {
+        settings.port = port;
+    }
+    let address = format!("{}:{}", settings.host, settings.port);
+    let state = retrieval_service::startup::build_state(settings).await.map_err(|e| e.to_string())?;
+    let listener =
+        tokio::net::TcpListener::bind(&address).await.map_err(|e| format!("cannot listen on {address}: {e}"))?;
+    tracing::info!(%address, backend = state.search.index.backend_name(), "retrieval service listening");
+    axum::serve(listener, retrieval_service::app(state))
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+        .map_err(|e| e.to_string())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let env: std::collections::HashMap<String, String> = std::env::vars().collect();
+    let settings = match Settings::load(cli.config.as_deref(), &env) {
+        Ok(settings) => settings,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    init_telemetry(&settings);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Serve { port } => serve(settings, port).await,
+            Command::Ingest(args) => {
+                let embedder = retrieval_service::startup::build_embedder(&settings);
+                retrieval_service::ingest::cli::run_ingest(&settings, embedder, &args)
+                    .await
+                    .map(|report| println!("{report}"))
+                    .map_err(|error| error.to_string())
+            }
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}

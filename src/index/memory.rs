@@ -91,7 +91,11 @@ impl LoadedIndex {
         }
     }
 
-    fn matching<'a>(&'a self, level: Level, filter: &'a RecordFilter) -> impl Iterator<Item = (usize, &'a Arc<Record>)> + 'a {
+    fn matching<'a>(
+        &'a self,
+        level: Level,
+        filter: &'a RecordFilter,
+    ) -> impl Iterator<Item = (usize, &'a Arc<Record>)> + 'a {
         let data = self.level(level);
         data.tenants
             .get(&filter.tenant_id)
@@ -151,7 +155,13 @@ impl LoadedIndex {
         records
     }
 
-    pub fn text_search(&self, level: Level, filter: &RecordFilter, needles: &[String], limit: usize) -> Vec<Arc<Record>> {
+    pub fn text_search(
+        &self,
+        level: Level,
+        filter: &RecordFilter,
+        needles: &[String],
+        limit: usize,
+    ) -> Vec<Arc<Record>> {
         let mut records: Vec<Arc<Record>> = self
             .matching(level, filter)
             .filter(|(_, record)| needles.iter().any(|needle| record.text.contains(needle.as_str())))
@@ -175,7 +185,10 @@ impl LoadedIndex {
                             entry.indexed_at = record.meta.indexed_at.clone();
                         }
                         if !record.meta.source.is_empty() {
-                            sources.entry(record.meta.tenant_id.clone()).or_default().insert(record.meta.source.clone());
+                            sources
+                                .entry(record.meta.tenant_id.clone())
+                                .or_default()
+                                .insert(record.meta.source.clone());
                         }
                     }
                     Level::Section => entry.sections += 1,
@@ -227,7 +240,11 @@ fn validate_snapshot(snapshot: &Snapshot) -> Result<()> {
                 return Err(corrupt(format!("a {} record lacks id, tenant_id or doc_id", level.as_str())));
             }
             if record.level() != level {
-                return Err(corrupt(format!("record {} is listed as a {} but its ids say otherwise", record.id, level.as_str())));
+                return Err(corrupt(format!(
+                    "record {} is listed as a {} but its ids say otherwise",
+                    record.id,
+                    level.as_str()
+                )));
             }
             if record.embedding.len() != dimension || record.embedding.iter().any(|v| !v.is_finite()) {
                 return Err(corrupt(format!("record {} has a bad embedding", record.id)));
@@ -295,7 +312,10 @@ impl InMemoryIndex {
     /// An index over a fixed snapshot (the bundled demo corpus, tests); never reloads.
     pub fn from_snapshot(snapshot: Snapshot) -> Result<Self> {
         let loaded = LoadedIndex::build(snapshot)?;
-        Ok(Self { path: None, state: RwLock::new(IndexState { loaded: Some(Arc::new(loaded)), ..IndexState::default() }) })
+        Ok(Self {
+            path: None,
+            state: RwLock::new(IndexState { loaded: Some(Arc::new(loaded)), ..IndexState::default() }),
+        })
     }
 
     /// An index backed by a snapshot file. A missing or corrupt file is not fatal: the error is
@@ -387,7 +407,13 @@ impl VectorIndex for InMemoryIndex {
         self.current()?.knn(level, filter, query, k)
     }
 
-    async fn lexical(&self, level: Level, filter: &RecordFilter, terms: &[String], k: usize) -> Result<Vec<ScoredRecord>> {
+    async fn lexical(
+        &self,
+        level: Level,
+        filter: &RecordFilter,
+        terms: &[String],
+        k: usize,
+    ) -> Result<Vec<ScoredRecord>> {
         Ok(self.current()?.lexical(level, filter, terms, k))
     }
 
@@ -395,7 +421,13 @@ impl VectorIndex for InMemoryIndex {
         Ok(self.current()?.get(level, filter, limit))
     }
 
-    async fn text_search(&self, level: Level, filter: &RecordFilter, needles: &[String], limit: usize) -> Result<Vec<Arc<Record>>> {
+    async fn text_search(
+        &self,
+        level: Level,
+        filter: &RecordFilter,
+        needles: &[String],
+        limit: usize,
+    ) -> Result<Vec<Arc<Record>>> {
         Ok(self.current()?.text_search(level, filter, needles, limit))
     }
 

@@ -81,14 +81,26 @@ pub trait VectorIndex: Send + Sync {
     async fn knn(&self, level: Level, filter: &RecordFilter, query: &[f32], k: usize) -> Result<Vec<ScoredRecord>>;
 
     /// BM25 top-`k` of `level` records matching `filter` for the stemmed query `terms`.
-    async fn lexical(&self, level: Level, filter: &RecordFilter, terms: &[String], k: usize) -> Result<Vec<ScoredRecord>>;
+    async fn lexical(
+        &self,
+        level: Level,
+        filter: &RecordFilter,
+        terms: &[String],
+        k: usize,
+    ) -> Result<Vec<ScoredRecord>>;
 
     /// Up to `limit` records matching `filter` in a stable order (by id); used for padding.
     async fn get(&self, level: Level, filter: &RecordFilter, limit: usize) -> Result<Vec<Arc<Record>>>;
 
     /// Up to `limit` records whose text contains any of `needles` (case-sensitive substring, as
     /// Chroma's `$contains`), in a stable order; the last-resort fallback of the cascade.
-    async fn text_search(&self, level: Level, filter: &RecordFilter, needles: &[String], limit: usize) -> Result<Vec<Arc<Record>>>;
+    async fn text_search(
+        &self,
+        level: Level,
+        filter: &RecordFilter,
+        needles: &[String],
+        limit: usize,
+    ) -> Result<Vec<Arc<Record>>>;
 
     /// Every chunk of one doc of one tenant, in any order (the window endpoint sorts them).
     async fn doc_chunks(&self, tenant_id: &str, doc_id: &str) -> Result<Vec<Arc<Record>>>;

@@ -119,7 +119,11 @@ pub struct IngestReport {
 impl fmt::Display for IngestReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "ingested tenant {:?} source {:?} into {}", self.tenant_id, self.source_name, self.location)?;
-        writeln!(f, "  docs {}, sections {}, chunks {}; removed docs {}", self.docs, self.sections, self.chunks, self.removed_docs)?;
+        writeln!(
+            f,
+            "  docs {}, sections {}, chunks {}; removed docs {}",
+            self.docs, self.sections, self.chunks, self.removed_docs
+        )?;
         writeln!(
             f,
             "  embeddings: model {} (dim {}), {} calls, {} texts embedded, {} cache hits",
@@ -140,7 +144,11 @@ impl fmt::Display for IngestReport {
 
 /// Runs `ingest` with the snapshot writer; `--backend chroma` fails with `NoWriter` (use
 /// `run_ingest_with_writer` and pass the Chroma writer).
-pub async fn run_ingest(settings: &Settings, embedder: Arc<dyn Embedder>, args: &IngestArgs) -> Result<IngestReport, IngestError> {
+pub async fn run_ingest(
+    settings: &Settings,
+    embedder: Arc<dyn Embedder>,
+    args: &IngestArgs,
+) -> Result<IngestReport, IngestError> {
     run_ingest_with_writer(settings, embedder, args, None).await
 }
 
@@ -172,7 +180,11 @@ pub async fn run_ingest_with_writer(
     };
     let mapping = load_mapping(settings, args)?;
     let source_name = source_name(args)?;
-    let chunking = ChunkingConfig { max_tokens: args.chunk_tokens.max(1), overlap_tokens: args.chunk_overlap, ..ChunkingConfig::default() };
+    let chunking = ChunkingConfig {
+        max_tokens: args.chunk_tokens.max(1),
+        overlap_tokens: args.chunk_overlap,
+        ..ChunkingConfig::default()
+    };
     let loaded = load_input(&args.path, &source_name, args, mapping, chunking).await?;
     for note in &loaded.skipped {
         tracing::warn!(path = %note.path, reason = %note.reason, "file skipped");
@@ -187,7 +199,8 @@ pub async fn run_ingest_with_writer(
     let mut records = build_record_set(&args.tenant, &loaded.docs, &chunking, &indexed_at);
     let mut cache = open_cache(settings, args, embedder.as_ref());
     let progress = if args.quiet { Progress::Silent } else { Progress::Auto };
-    let stats = embed_records(embedder.as_ref(), &mut records, settings.embedding_batch_size, &mut cache, progress).await?;
+    let stats =
+        embed_records(embedder.as_ref(), &mut records, settings.embedding_batch_size, &mut cache, progress).await?;
     let dimension = records.docs.first().map(|r| r.embedding.len()).unwrap_or(0);
     let (docs, sections, chunks) = (records.docs.len(), records.sections.len(), records.chunks.len());
     let scope = SourceScope { tenant_id: args.tenant.clone(), source_name: source_name.clone() };
@@ -228,7 +241,9 @@ pub async fn run_ingest_with_writer(
 fn load_mapping(settings: &Settings, args: &IngestArgs) -> Result<MappingRules, IngestError> {
     match &args.mapping {
         Some(path) => MappingRules::from_file(path).map_err(IngestError::Mapping),
-        None if settings.mapping_path.exists() => MappingRules::from_file(&settings.mapping_path).map_err(IngestError::Mapping),
+        None if settings.mapping_path.exists() => {
+            MappingRules::from_file(&settings.mapping_path).map_err(IngestError::Mapping)
+        }
         None => Ok(MappingRules::builtin()),
     }
 }
@@ -244,23 +259,44 @@ fn source_name(args: &IngestArgs) -> Result<String, IngestError> {
             .unwrap_or_default(),
     };
     if name.is_empty() {
-        return Err(IngestError::InvalidArgument(format!("cannot derive a source name from {}; pass --source-name", args.path.display())));
+        return Err(IngestError::InvalidArgument(format!(
+            "cannot derive a source name from {}; pass --source-name",
+            args.path.display()
+        )));
     }
     Ok(name)
 }
 
-async fn load_input(path: &Path, source_name: &str, args: &IngestArgs, mapping: MappingRules, chunking: ChunkingConfig) -> Result<Loaded, IngestError> {
+async fn load_input(
+    path: &Path,
+    source_name: &str,
+    args: &IngestArgs,
+    mapping: MappingRules,
+    chunking: ChunkingConfig,
+) -> Result<Loaded, IngestError> {
     let path = path.to_path_buf();
-    let (source_name, base_url, product, version) = (source_name.to_string(), args.base_url.clone(), args.product.clone(), args.version.clone());
+    let (source_name, base_url, product, version) =
+        (source_name.to_string(), args.base_url.clone(), args.product.clone(), args.version.clone());
     let tags: Vec<String> = args.tags.iter().map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect();
     tokio::task::spawn_blocking(move || {
-        let options = LoadOptions { source_name: &source_name, base_url: &base_url, product: &product, version: &version, tags: &tags, mapping: &mapping, chunking };
+        let options = LoadOptions {
+            source_name: &source_name,
+            base_url: &base_url,
+            product: &product,
+            version: &version,
+            tags: &tags,
+            mapping: &mapping,
+            chunking,
+        };
         let result = if path.is_dir() {
             load_tree(&path, &options)
         } else if path.extension().is_some_and(|e| e == "jsonl") {
             jsonl::load_jsonl(&path, &options)
         } else {
-            return Err(IngestError::InvalidArgument(format!("{} is neither a directory nor a .jsonl file", path.display())));
+            return Err(IngestError::InvalidArgument(format!(
+                "{} is neither a directory nor a .jsonl file",
+                path.display()
+            )));
         };
         result.map_err(|error| IngestError::Input { path: path.display().to_string(), message: error.to_string() })
     })

@@ -67,7 +67,8 @@ pub async fn demo_snapshot(embedder: &dyn Embedder, mapping: &MappingRules) -> R
     tenants.dedup();
     let mut snapshot = None;
     for tenant in tenants {
-        let options = LoadOptions { source_name: tenant, base_url: "", product: "", version: "", tags: &[], mapping, chunking };
+        let options =
+            LoadOptions { source_name: tenant, base_url: "", product: "", version: "", tags: &[], mapping, chunking };
         let mut docs = Vec::new();
         for (_, path, content) in DEMO_PAGES.iter().filter(|(t, _, _)| *t == tenant) {
             let (doc, warnings) = page_to_doc(path, content, &options)
@@ -81,7 +82,12 @@ pub async fn demo_snapshot(embedder: &dyn Embedder, mapping: &MappingRules) -> R
         let mut cache = EmbeddingCache::in_memory();
         embed_records(embedder, &mut records, 64, &mut cache, Progress::Silent).await?;
         let dimension = records.docs.first().map(|r| r.embedding.len()).unwrap_or(0);
-        let batch = IngestBatch { records, embedding_model: embedder.model_name().to_string(), dimension, indexed_at: indexed_at.clone() };
+        let batch = IngestBatch {
+            records,
+            embedding_model: embedder.model_name().to_string(),
+            dimension,
+            indexed_at: indexed_at.clone(),
+        };
         let scope = SourceScope { tenant_id: tenant.to_string(), source_name: tenant.to_string() };
         snapshot = Some(merge_snapshot(snapshot, &scope, batch)?.0);
     }

@@ -50,7 +50,13 @@ impl Reporter {
         if terminal {
             const WIDTH: usize = 30;
             let filled = done * WIDTH / total;
-            let _ = write!(stderr, "\rembedding [{}{}] {done}/{} ", "#".repeat(filled), ".".repeat(WIDTH - filled), self.total);
+            let _ = write!(
+                stderr,
+                "\rembedding [{}{}] {done}/{} ",
+                "#".repeat(filled),
+                ".".repeat(WIDTH - filled),
+                self.total
+            );
             if done >= self.total {
                 let _ = writeln!(stderr);
             }
@@ -105,7 +111,8 @@ pub async fn embed_records(
     let mut dimension = None;
     for record in records.all_mut() {
         let key = cache_key(&model, InputKind::Passage, &record.text);
-        let vector = cache.get(&key).ok_or_else(|| IngestError::BadEmbedding(format!("no vector for {}", record.id)))?;
+        let vector =
+            cache.get(&key).ok_or_else(|| IngestError::BadEmbedding(format!("no vector for {}", record.id)))?;
         let expected = *dimension.get_or_insert(vector.len());
         if vector.is_empty() || vector.len() != expected || vector.iter().any(|v| !v.is_finite()) {
             return Err(IngestError::BadEmbedding(format!(

@@ -102,7 +102,9 @@ fn remove_mdx_comments(chars: &[char]) -> Vec<char> {
     let mut i = 0;
     while i < chars.len() {
         if chars[i..].starts_with(&['{', '/', '*']) {
-            if let Some(end) = (i + 3..chars.len().saturating_sub(2)).find(|&j| chars[j..].starts_with(&['*', '/', '}'])) {
+            if let Some(end) =
+                (i + 3..chars.len().saturating_sub(2)).find(|&j| chars[j..].starts_with(&['*', '/', '}']))
+            {
                 i = end + 3;
                 continue;
             }
@@ -172,7 +174,8 @@ fn replace_links(chars: &[char], in_code: &[bool]) -> Vec<char> {
     out
 }
 
-const INLINE_TAGS: &[&str] = &["a", "b", "i", "u", "em", "strong", "code", "span", "kbd", "sup", "sub", "mark", "abbr", "s"];
+const INLINE_TAGS: &[&str] =
+    &["a", "b", "i", "u", "em", "strong", "code", "span", "kbd", "sup", "sub", "mark", "abbr", "s"];
 
 fn remove_tags(chars: &[char]) -> Vec<char> {
     let mut out = Vec::with_capacity(chars.len());

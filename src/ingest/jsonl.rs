@@ -51,7 +51,10 @@ pub fn record_to_doc(value: &Value, options: &LoadOptions<'_>) -> Result<SourceD
     if page.sections.is_empty() {
         return Err(format!("record {id:?} has no text"));
     }
-    let title = [field("title"), page.h1.clone().unwrap_or_default()].into_iter().find(|t| !t.is_empty()).unwrap_or_else(|| id.clone());
+    let title = [field("title"), page.h1.clone().unwrap_or_default()]
+        .into_iter()
+        .find(|t| !t.is_empty())
+        .unwrap_or_else(|| id.clone());
     let summary = [field("summary"), field("description")].into_iter().find(|s| !s.is_empty()).unwrap_or_else(|| {
         let paragraph = if page.first_paragraph.is_empty() { &page.sections[0].text } else { &page.first_paragraph };
         truncate_words(paragraph, SUMMARY_MAX_CHARS)
@@ -75,7 +78,9 @@ pub fn record_to_doc(value: &Value, options: &LoadOptions<'_>) -> Result<SourceD
         topic.product = options.product.to_string();
     }
     let mut tags: Vec<String> = match object.get("tags") {
-        Some(Value::Array(items)) => items.iter().filter_map(|t| t.as_str()).map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect(),
+        Some(Value::Array(items)) => {
+            items.iter().filter_map(|t| t.as_str()).map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect()
+        }
         Some(Value::String(list)) => list.split(',').map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect(),
         Some(_) | None => Vec::new(),
     };

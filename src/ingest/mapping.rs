@@ -275,7 +275,10 @@ mod tests {
     fn seed_chatcenter_examples() {
         let rules = MappingRules::builtin();
         let admin = rules.resolve("/docs/admin/settings/tags.md", "Обязательные теги");
-        assert_eq!((admin.domain.as_str(), admin.section.as_str(), admin.role.as_str()), ("chatcenter_user_docs", "admin", "administrator"));
+        assert_eq!(
+            (admin.domain.as_str(), admin.section.as_str(), admin.role.as_str()),
+            ("chatcenter_user_docs", "admin", "administrator")
+        );
         assert_eq!(admin.platform, "");
         let cases = [
             ("docs/agent/chats.md", "agent", "operator"),

@@ -199,7 +199,11 @@ fn parse_body(body: &str, max_section_level: usize) -> ParsedPage {
             let row: Vec<&str> = content.trim_matches('|').split('|').map(str::trim).collect();
             scanner.push(row.join(" | "), LineKind::Other);
         } else {
-            let indent = if raw.trim_start().starts_with('>') { "" } else { &cleaned[..cleaned.len() - cleaned.trim_start().len()] };
+            let indent = if raw.trim_start().starts_with('>') {
+                ""
+            } else {
+                &cleaned[..cleaned.len() - cleaned.trim_start().len()]
+            };
             scanner.push(format!("{indent}{content}"), LineKind::Prose);
         }
     }
@@ -331,17 +335,19 @@ fn heading(trimmed: &str) -> Option<(usize, String)> {
 
 fn is_module_line(trimmed: &str) -> bool {
     let Some(rest) = trimmed.strip_prefix("import ").or_else(|| trimmed.strip_prefix("export ")) else { return false };
-    trimmed.starts_with("import ") && (rest.contains(" from ") || rest.starts_with('\'') || rest.starts_with('"') || rest.starts_with('{'))
+    trimmed.starts_with("import ")
+        && (rest.contains(" from ") || rest.starts_with('\'') || rest.starts_with('"') || rest.starts_with('{'))
         || ["const ", "default ", "function ", "let ", "{"].iter().any(|p| rest.starts_with(p))
 }
 
 fn brace_balance(text: &str) -> i32 {
-    text.chars().map(|c| match c {
-        '{' | '(' | '[' => 1,
-        '}' | ')' | ']' => -1,
-        _ => 0,
-    })
-    .sum()
+    text.chars()
+        .map(|c| match c {
+            '{' | '(' | '[' => 1,
+            '}' | ')' | ']' => -1,
+            _ => 0,
+        })
+        .sum()
 }
 
 fn is_table_separator(trimmed: &str) -> bool {
@@ -349,7 +355,9 @@ fn is_table_separator(trimmed: &str) -> bool {
 }
 
 fn is_reference_definition(trimmed: &str) -> bool {
-    trimmed.starts_with('[') && !trimmed.starts_with("[!") && trimmed.find("]:").is_some_and(|i| !trimmed[1..i].contains(']'))
+    trimmed.starts_with('[')
+        && !trimmed.starts_with("[!")
+        && trimmed.find("]:").is_some_and(|i| !trimmed[1..i].contains(']'))
 }
 
 fn is_rule(trimmed: &str) -> bool {

@@ -197,10 +197,17 @@ mod tests {
             source: "docs/admin/tags.md".into(),
             title: "Обязательные теги".into(),
             summary: "Как настроить".into(),
-            topic: Topic { domain: "d".into(), section: "admin".into(), role: "administrator".into(), ..Topic::default() },
+            topic: Topic {
+                domain: "d".into(),
+                section: "admin".into(),
+                role: "administrator".into(),
+                ..Topic::default()
+            },
             sections: vec![
                 RawSection { headings: vec![], text: "Вступление.".into() },
-                RawSection { headings: vec!["Настройка".into()], text: "раз два три четыре пять шесть".into() },
+                RawSection {
+                    headings: vec!["Настройка".into()], text: "раз два три четыре пять шесть".into()
+                },
             ],
             ..SourceDoc::default()
         };
@@ -210,7 +217,8 @@ mod tests {
         assert_eq!(set.sections[1].id, "demo/docs/admin/tags.md#s1");
         assert_eq!(set.sections[1].text, "Обязательные теги > Настройка\nраз два три четыре пять шесть");
         assert_eq!(set.sections[1].meta.heading, "Настройка");
-        let ids: Vec<(u32, u32, &str)> = set.chunks.iter().map(|c| (c.meta.page, c.meta.chunk_index, c.id.as_str())).collect();
+        let ids: Vec<(u32, u32, &str)> =
+            set.chunks.iter().map(|c| (c.meta.page, c.meta.chunk_index, c.id.as_str())).collect();
         assert_eq!(ids[0], (0, 0, "demo/docs/admin/tags.md#s0-c0"));
         assert_eq!(ids[1], (1, 0, "demo/docs/admin/tags.md#s1-c0"));
         assert_eq!(ids[2], (1, 1, "demo/docs/admin/tags.md#s1-c1"));

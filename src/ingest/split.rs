@@ -98,7 +98,10 @@ mod tests {
     }
 
     fn sample(count: usize) -> String {
-        (0..count).map(|i| if i % 17 == 16 { format!("слово{i}.") } else { format!("слово{i}") }).collect::<Vec<_>>().join(" ")
+        (0..count)
+            .map(|i| if i % 17 == 16 { format!("слово{i}.") } else { format!("слово{i}") })
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     #[test]
@@ -121,7 +124,11 @@ mod tests {
             let chunk_words = words(chunk);
             assert!(chunk_words.iter().map(|w| estimate_tokens(w)).sum::<usize>() <= 40);
             let first = all.iter().position(|w| *w == chunk_words[0]).unwrap();
-            assert_eq!(&all[first..first + chunk_words.len()], chunk_words.as_slice(), "chunk {n} is not a run of whole words");
+            assert_eq!(
+                &all[first..first + chunk_words.len()],
+                chunk_words.as_slice(),
+                "chunk {n} is not a run of whole words"
+            );
             if n > 0 {
                 assert!(first < position, "chunk {n} does not overlap the previous one");
                 assert!(first > previous_first, "chunk {n} goes backwards");

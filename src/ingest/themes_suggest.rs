@@ -54,7 +54,10 @@ pub fn suggest_themes(snapshot: &Snapshot, tenant: Option<&str>, min_docs: usize
         }
         out.push_str(&format!(
             "    description: {}\n",
-            quote(&format!("Auto-generated from {} docs: domain={domain}, section={section}, platform={platform}, role={role}", combination.doc_count))
+            quote(&format!(
+                "Auto-generated from {} docs: domain={domain}, section={section}, platform={platform}, role={role}",
+                combination.doc_count
+            ))
         ));
         out.push_str("    keywords: []\n    priority: 1\n");
         out.push_str(&format!("    # doc_count: {}\n", combination.doc_count));

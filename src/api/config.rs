@@ -1,0 +1,79 @@
+//! `GET` / `POST /internal/retrieval/config`: the runtime subset of the settings, changed
+//! without a restart. A rejected update changes nothing.
+
+use super::extract::ApiJson;
+use crate::config::{RouterMode, RuntimeSettings};
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::extract::State;
+use axum::Json;
+use serde::Deserialize;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimePatch {
+    max_results: Option<usize>,
+    doc_top_k: Option<usize>,
+    section_top_k: Option<usize>,
+    chunk_top_k: Option<usize>,
+    topk_per_doc: Option<usize>,
+    min_docs: Option<usize>,
+    min_score: Option<f32>,
+    enable_filters: Option<bool>,
+    rerank_enabled: Option<bool>,
+    rerank_top_n: Option<usize>,
+    theme_router_mode: Option<RouterMode>,
+}
+
+impl RuntimePatch {
+    fn apply(self, mut settings: RuntimeSettings) -> RuntimeSettings {
+        let RuntimePatch {
+            max_results,
+            doc_top_k,
+            section_top_k,
+            chunk_top_k,
+            topk_per_doc,
+            min_docs,
+            min_score,
+            enable_filters,
+            rerank_enabled,
+            rerank_top_n,
+            theme_router_mode,
+        } = self;
+        settings.max_results = max_results.unwrap_or(settings.max_results);
+        settings.doc_top_k = doc_top_k.unwrap_or(settings.doc_top_k);
+        settings.section_top_k = section_top_k.unwrap_or(settings.section_top_k);
+        settings.chunk_top_k = chunk_top_k.unwrap_or(settings.chunk_top_k);
+        settings.topk_per_doc = topk_per_doc.unwrap_or(settings.topk_per_doc);
+        settings.min_docs = min_docs.unwrap_or(settings.min_docs);
+        settings.min_score = min_score.unwrap_or(settings.min_score);
+        settings.enable_filters = enable_filters.unwrap_or(settings.enable_filters);
+        settings.rerank_enabled = rerank_enabled.unwrap_or(settings.rerank_enabled);
+        settings.rerank_top_n = rerank_top_n.unwrap_or(settings.rerank_top_n);
+        settings.theme_router_mode = theme_router_mode.unwrap_or(settings.theme_router_mode);
+        settings
+    }
+}
+
+pub async fn get_config(State(state): State<AppState>) -> Json<RuntimeSettings> {
+    Json(state.search.runtime_settings())
+}
+
+pub async fn update_config(
+    State(state): State<AppState>,
+    ApiJson(patch): ApiJson<RuntimePatch>,
+) -> Result<Json<RuntimeSettings>, ApiError> {
+    let mut current = state.search.runtime.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let wants_rerank = patch.rerank_enabled == Some(true);
+    let updated = patch.apply(current.clone());
+    let mut problems: Vec<String> = updated.problems().into_iter().map(|(k, v)| format!("{k}: {v}")).collect();
+    if wants_rerank && !state.rerank_configured {
+        problems.push("rerank_enabled: no rerank endpoint is configured (RETR_RERANK_API_BASE)".to_string());
+    }
+    if !problems.is_empty() {
+        return Err(ApiError::invalid(problems.join("; ")));
+    }
+    *current = updated.clone();
+    tracing::info!(?updated, "runtime settings updated");
+    Ok(Json(updated))
+}

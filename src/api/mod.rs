@@ -1,0 +1,94 @@
+//! The HTTP layer: routes, the JSON error fallbacks, request ids, tracing, timeouts, metrics.
+
+pub mod config;
+pub mod extract;
+pub mod health;
+pub mod metrics;
+pub mod search;
+pub mod window;
+
+use crate::error::{ApiError, ErrorCode};
+use crate::state::AppState;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::HeaderName;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+pub const PREFIX: &str = "/internal/retrieval";
+const REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// Request ids `<process-start-hex>-<counter>`: unique per process, cheap, no RNG needed.
+#[derive(Clone)]
+struct CounterRequestId {
+    prefix: String,
+    next: std::sync::Arc<AtomicU64>,
+}
+
+impl MakeRequestId for CounterRequestId {
+    fn make_request_id<B>(&mut self, _request: &axum::http::Request<B>) -> Option<RequestId> {
+        let number = self.next.fetch_add(1, Ordering::Relaxed);
+        format!("{}-{number}", self.prefix).parse().ok().map(RequestId::new)
+    }
+}
+
+/// Builds the service's router over `state`; tests drive it with `oneshot` without a socket.
+pub fn router(state: AppState) -> Router {
+    let api = Router::new()
+        .route("/search", post(search::search))
+        .route("/config", get(config::get_config).post(config::update_config))
+        .route("/chunks/window", post(window::window))
+        .route("/stats", get(health::stats))
+        .route("/health", get(health::health));
+    let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let request_ids = CounterRequestId { prefix: format!("{:x}", started.as_millis()), next: Default::default() };
+    let header = HeaderName::from_static(REQUEST_ID_HEADER);
+    Router::new()
+        .nest(PREFIX, api)
+        .route("/health", get(health::health))
+        .route("/metrics", get(health::metrics))
+        .fallback(route_not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
+        .layer(PropagateRequestIdLayer::new(header.clone()))
+        .layer(TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {
+            let request_id = request.headers().get(REQUEST_ID_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("");
+            tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id)
+        }))
+        .layer(SetRequestIdLayer::new(header, request_ids))
+        .with_state(state)
+}
+
+async fn route_not_found() -> ApiError {
+    ApiError::new(ErrorCode::RouteNotFound, "no such route")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(ErrorCode::MethodNotAllowed, "method not allowed on this route")
+}
+
+/// Bounds every request by `request_timeout_seconds`, catches handler panics as a JSON 500 and
+/// records metrics.
+async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let path = request.uri().path().to_string();
+    let timeout = Duration::from_secs_f64(state.settings.request_timeout_seconds);
+    let run = tokio::spawn(tokio::time::timeout(timeout, next.run(request)));
+    let response = match run.await {
+        Ok(Ok(response)) => response,
+        Ok(Err(_elapsed)) => {
+            ApiError::new(ErrorCode::Timeout, format!("request exceeded {} s", timeout.as_secs_f64())).into_response()
+        }
+        Err(join_error) => {
+            ApiError::new(ErrorCode::Internal, format!("handler panicked: {join_error}")).into_response()
+        }
+    };
+    state.http_metrics.observe(&path, response.status().as_u16(), started.elapsed());
+    response
+}

@@ -1,0 +1,76 @@
+//! `POST /internal/retrieval/chunks/window`: the only endpoint that returns raw chunk text.
+
+use super::extract::ApiJson;
+use crate::error::ApiError;
+use crate::search::WindowQuery;
+use crate::state::AppState;
+use axum::extract::State;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+
+/// Largest accepted `window_before` / `window_after`.
+const MAX_WINDOW: i64 = 50;
+const DEFAULT_WINDOW: i64 = 1;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WindowRequest {
+    tenant_id: String,
+    doc_id: String,
+    anchor_chunk_id: String,
+    window_before: Option<i64>,
+    window_after: Option<i64>,
+}
+
+#[derive(Debug, Serialize)]
+struct WindowChunk {
+    chunk_id: String,
+    page: u32,
+    chunk_index: u32,
+    text: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct WindowResponse {
+    doc_id: String,
+    chunks: Vec<WindowChunk>,
+}
+
+fn window_size(field: &str, value: Option<i64>) -> Result<usize, ApiError> {
+    let value = value.unwrap_or(DEFAULT_WINDOW);
+    if !(0..=MAX_WINDOW).contains(&value) {
+        return Err(ApiError::invalid(format!("{field}: must be within 0..={MAX_WINDOW}, got {value}")));
+    }
+    Ok(value as usize)
+}
+
+pub async fn window(
+    State(state): State<AppState>,
+    ApiJson(request): ApiJson<WindowRequest>,
+) -> Result<Json<WindowResponse>, ApiError> {
+    for (field, value) in [("doc_id", &request.doc_id), ("anchor_chunk_id", &request.anchor_chunk_id)] {
+        if value.trim().is_empty() {
+            return Err(ApiError::invalid(format!("{field}: must not be empty")));
+        }
+    }
+    let query = WindowQuery {
+        before: window_size("window_before", request.window_before)?,
+        after: window_size("window_after", request.window_after)?,
+        tenant_id: request.tenant_id,
+        doc_id: request.doc_id,
+        anchor_chunk_id: request.anchor_chunk_id,
+    };
+    let chunks = state.search.window(&query).await?;
+    Ok(Json(WindowResponse {
+        doc_id: query.doc_id,
+        chunks: chunks
+            .iter()
+            .map(|chunk| WindowChunk {
+                chunk_id: chunk.id.clone(),
+                page: chunk.meta.page,
+                chunk_index: chunk.meta.chunk_index,
+                text: chunk.text.clone(),
+            })
+            .collect(),
+    }))
+}

@@ -1,0 +1,116 @@
+//! The only HTTP-aware error file: stable error codes, their statuses, and the one JSON error
+//! body `{"error":{"code","message"}}` every failure is rendered as.
+
+use crate::index::IndexErrorKind;
+use crate::search::SearchError;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+
+/// Stable, snake_case error codes (part of the API contract).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    InvalidJson,
+    InvalidRequest,
+    UnsupportedMediaType,
+    PayloadTooLarge,
+    RouteNotFound,
+    MethodNotAllowed,
+    TenantNotFound,
+    NotFound,
+    IndexNotFound,
+    IndexCorrupted,
+    BackendUnavailable,
+    Timeout,
+    Internal,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidJson => "invalid_json",
+            ErrorCode::InvalidRequest => "invalid_request",
+            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::RouteNotFound => "route_not_found",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::TenantNotFound => "tenant_not_found",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::IndexNotFound => "index_not_found",
+            ErrorCode::IndexCorrupted => "index_corrupted",
+            ErrorCode::BackendUnavailable => "backend_unavailable",
+            ErrorCode::Timeout => "timeout",
+            ErrorCode::Internal => "internal",
+        }
+    }
+
+    pub fn status(self) -> StatusCode {
+        match self {
+            ErrorCode::InvalidJson => StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidRequest => StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::RouteNotFound | ErrorCode::TenantNotFound | ErrorCode::NotFound => StatusCode::NOT_FOUND,
+            ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ErrorCode::IndexNotFound | ErrorCode::IndexCorrupted | ErrorCode::BackendUnavailable => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            ErrorCode::Timeout => StatusCode::GATEWAY_TIMEOUT,
+            ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+/// An error on its way out as an HTTP response.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self { code, message: message.into() }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidRequest, message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.code.status();
+        let message = if status.is_server_error() && self.code == ErrorCode::Internal {
+            tracing::error!(error = %self.message, "internal error");
+            "internal error".to_string()
+        } else {
+            if status.is_server_error() {
+                tracing::warn!(code = self.code.as_str(), error = %self.message, "request failed");
+            }
+            self.message
+        };
+        (status, Json(json!({"error": {"code": self.code.as_str(), "message": message}}))).into_response()
+    }
+}
+
+impl From<SearchError> for ApiError {
+    fn from(error: SearchError) -> Self {
+        match error {
+            SearchError::InvalidRequest { .. } => ApiError::new(ErrorCode::InvalidRequest, error.to_string()),
+            SearchError::UnknownTenant(_) => ApiError::new(ErrorCode::TenantNotFound, error.to_string()),
+            SearchError::NotFound(message) => ApiError::new(ErrorCode::NotFound, message),
+            SearchError::Index(index_error) => {
+                let code = match index_error.kind {
+                    IndexErrorKind::NotFound => ErrorCode::IndexNotFound,
+                    IndexErrorKind::Corrupt => ErrorCode::IndexCorrupted,
+                    IndexErrorKind::Unavailable => ErrorCode::BackendUnavailable,
+                    IndexErrorKind::BadRequest => ErrorCode::InvalidRequest,
+                    IndexErrorKind::Internal => ErrorCode::Internal,
+                };
+                ApiError::new(code, index_error.message)
+            }
+        }
+    }
+}

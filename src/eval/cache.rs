@@ -1,0 +1,189 @@
+//! A persistent embedding cache for the eval command: vectors keyed by
+//! `sha256(model, kind, text)` in an append-only JSONL file, so a second run embeds nothing.
+//! To be replaced by the ingest layer's embedding cache once that is merged.
+
+use crate::embed::{EmbedError, EmbedErrorKind, Embedder, InputKind, Result};
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+#[derive(Serialize, Deserialize)]
+struct CacheLine {
+    key: String,
+    embedding: Vec<f32>,
+}
+
+/// Wraps an embedder; texts already in the cache file are not sent to it again.
+pub struct CachedEmbedder {
+    inner: Arc<dyn Embedder>,
+    path: PathBuf,
+    batch_size: usize,
+    entries: Mutex<HashMap<String, Vec<f32>>>,
+    misses: AtomicUsize,
+}
+
+/// The cache key: the model, the input kind and the text, hashed so the file holds no text.
+pub fn cache_key(model: &str, kind: InputKind, text: &str) -> String {
+    let mut hasher = Sha256::new();
+    for part in [model, kind.as_str(), text] {
+        hasher.update(part.as_bytes());
+        hasher.update([0u8]);
+    }
+    hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl CachedEmbedder {
+    /// Opens (or starts) the cache at `path`; unreadable lines are skipped, not fatal.
+    pub fn open(inner: Arc<dyn Embedder>, path: &Path, batch_size: usize) -> Self {
+        let mut entries = HashMap::new();
+        if let Ok(text) = std::fs::read_to_string(path) {
+            for line in text.lines() {
+                if let Ok(entry) = serde_json::from_str::<CacheLine>(line) {
+                    entries.insert(entry.key, entry.embedding);
+                }
+            }
+        }
+        tracing::info!(path = %path.display(), entries = entries.len(), "embedding cache opened");
+        Self {
+            inner,
+            path: path.to_path_buf(),
+            batch_size: batch_size.max(1),
+            entries: Mutex::new(entries),
+            misses: AtomicUsize::new(0),
+        }
+    }
+
+    /// How many texts were sent to the wrapped embedder since opening.
+    pub fn misses(&self) -> usize {
+        self.misses.load(Ordering::Relaxed)
+    }
+
+    fn append(&self, lines: &[CacheLine]) -> std::io::Result<()> {
+        if let Some(directory) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(directory)?;
+        }
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&self.path)?;
+        let mut buffer = Vec::new();
+        for line in lines {
+            serde_json::to_writer(&mut buffer, line).map_err(std::io::Error::other)?;
+            buffer.push(b'\n');
+        }
+        file.write_all(&buffer)
+    }
+}
+
+#[async_trait]
+impl Embedder for CachedEmbedder {
+    async fn embed(&self, texts: &[String], kind: InputKind) -> Result<Vec<Vec<f32>>> {
+        let model = self.inner.model_name().to_string();
+        let keys: Vec<String> = texts.iter().map(|text| cache_key(&model, kind, text)).collect();
+        let missing: Vec<usize> = {
+            let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+            let mut seen = std::collections::HashSet::new();
+            (0..texts.len()).filter(|&i| !entries.contains_key(&keys[i]) && seen.insert(&keys[i])).collect()
+        };
+        for batch in missing.chunks(self.batch_size) {
+            let batch_texts: Vec<String> = batch.iter().map(|&i| texts[i].clone()).collect();
+            let vectors = self.inner.embed(&batch_texts, kind).await?;
+            if vectors.len() != batch.len() {
+                return Err(EmbedError::new(
+                    EmbedErrorKind::InvalidResponse,
+                    format!("asked for {} embeddings, got {}", batch.len(), vectors.len()),
+                ));
+            }
+            self.misses.fetch_add(batch.len(), Ordering::Relaxed);
+            let lines: Vec<CacheLine> = batch
+                .iter()
+                .zip(vectors)
+                .map(|(&i, embedding)| CacheLine { key: keys[i].clone(), embedding })
+                .collect();
+            if let Err(error) = self.append(&lines) {
+                tracing::warn!(path = %self.path.display(), %error, "embedding cache not written");
+            }
+            let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+            for line in lines {
+                entries.insert(line.key, line.embedding);
+            }
+        }
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        keys.iter()
+            .map(|key| {
+                entries
+                    .get(key)
+                    .cloned()
+                    .ok_or_else(|| EmbedError::new(EmbedErrorKind::Internal, "cache entry vanished"))
+            })
+            .collect()
+    }
+
+    fn model_name(&self) -> &str {
+        self.inner.model_name()
+    }
+
+    fn is_pseudo(&self) -> bool {
+        self.inner.is_pseudo()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::PseudoEmbedder;
+
+    struct Counting {
+        inner: PseudoEmbedder,
+        calls: AtomicUsize,
+        texts: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl Embedder for Counting {
+        async fn embed(&self, texts: &[String], kind: InputKind) -> Result<Vec<Vec<f32>>> {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            self.texts.fetch_add(texts.len(), Ordering::Relaxed);
+            self.inner.embed(texts, kind).await
+        }
+        fn model_name(&self) -> &str {
+            "counting"
+        }
+    }
+
+    #[tokio::test]
+    async fn second_run_makes_no_embedding_calls() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("cache/embeddings.jsonl");
+        let counting = Arc::new(Counting {
+            inner: PseudoEmbedder::new(16),
+            calls: AtomicUsize::new(0),
+            texts: AtomicUsize::new(0),
+        });
+        let texts: Vec<String> = ["один", "два", "три", "один"].iter().map(|s| s.to_string()).collect();
+        let first = CachedEmbedder::open(counting.clone(), &path, 2).embed(&texts, InputKind::Passage).await.unwrap();
+        assert_eq!(counting.texts.load(Ordering::Relaxed), 3, "the repeated text is embedded once");
+        assert_eq!(counting.calls.load(Ordering::Relaxed), 2, "batches of two");
+        assert_eq!(first[0], first[3]);
+
+        let reopened = CachedEmbedder::open(counting.clone(), &path, 2);
+        let second = reopened.embed(&texts, InputKind::Passage).await.unwrap();
+        assert_eq!(second, first);
+        assert_eq!(counting.calls.load(Ordering::Relaxed), 2, "nothing re-embedded after reopening");
+        assert_eq!(reopened.misses(), 0);
+
+        reopened.embed(&texts[..1], InputKind::Query).await.unwrap();
+        assert_eq!(reopened.misses(), 1, "a query is cached apart from the same text as a passage");
+    }
+
+    #[test]
+    fn keys_separate_model_kind_and_text() {
+        let key = cache_key("m", InputKind::Query, "a");
+        assert_ne!(key, cache_key("m", InputKind::Passage, "a"));
+        assert_ne!(key, cache_key("n", InputKind::Query, "a"));
+        assert_ne!(cache_key("m", InputKind::Query, "ab"), cache_key("m", InputKind::Query, "a\0b"));
+        assert_eq!(key.len(), 64);
+    }
+}

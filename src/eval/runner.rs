@@ -1,0 +1,340 @@
+//! The evaluation runner: a flat in-memory index over the corpus (one doc = one section = one
+//! chunk per passage), pluggable `Ranker`s, and the metrics table.
+
+use super::data::{EvalQuery, Passage, Qrels};
+use super::metrics::{mrr_at_k, ndcg_at_k, recall_at_k};
+use super::EvalError;
+use crate::embed::{Embedder, InputKind};
+use crate::index::{InMemoryIndex, RecordFilter, VectorIndex};
+use crate::model::{Level, Metadata, Record, Snapshot};
+use crate::search::boosting::{boost_score, BoostContext, BoostInput};
+use crate::search::boosting_config::{BoostingConfig, FusionConfig};
+use crate::search::fusion::{RankedList, ReciprocalRankFusion};
+use async_trait::async_trait;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The tenant every eval record belongs to.
+pub const EVAL_TENANT: &str = "eval";
+
+#[derive(Debug, Clone)]
+pub struct EvalOptions {
+    /// The k of nDCG@k, Recall@k and MRR@k.
+    pub cutoff: usize,
+    /// How many candidates of each list the hybrid ranker fuses.
+    pub depth: usize,
+    pub fusion: FusionConfig,
+    /// Whether BM25 sees the passage title besides its text.
+    pub title_in_lexical: bool,
+    /// Whether the passage embedding is computed from "title\ntext" instead of the text alone.
+    pub title_in_dense: bool,
+    /// When set, an extra "hybrid+boosting" row applies this config after fusion.
+    pub boosting: Option<Arc<BoostingConfig>>,
+}
+
+impl Default for EvalOptions {
+    fn default() -> Self {
+        Self {
+            cutoff: 10,
+            depth: 100,
+            fusion: FusionConfig::default(),
+            title_in_lexical: false,
+            title_in_dense: false,
+            boosting: None,
+        }
+    }
+}
+
+/// Ranks passages for one query; returns passage ids, best first. Implement it over the real
+/// search pipeline to evaluate the service end to end.
+#[async_trait]
+pub trait Ranker: Send + Sync {
+    fn name(&self) -> String;
+    async fn rank(&self, query: &EvalQuery, query_embedding: &[f32], limit: usize) -> Result<Vec<String>, EvalError>;
+}
+
+/// The text a passage is embedded from.
+pub fn passage_embedding_text(passage: &Passage, options: &EvalOptions) -> String {
+    if options.title_in_dense && !passage.title.is_empty() {
+        format!("{}\n{}", passage.title, passage.text)
+    } else {
+        passage.text.clone()
+    }
+}
+
+/// A flat snapshot: per passage a doc, a section and a chunk record sharing its id (`doc_id`),
+/// its text and its embedding. Without `title_in_lexical` the title is left out of the records,
+/// because `lexical_text` adds a record's title to what BM25 sees.
+pub fn build_snapshot(corpus: &[Passage], embeddings: Vec<Vec<f32>>, options: &EvalOptions) -> Snapshot {
+    let dimension = embeddings.first().map_or(0, Vec::len);
+    let mut snapshot = Snapshot {
+        format_version: Snapshot::FORMAT_VERSION,
+        embedding_model: String::new(),
+        dimension,
+        ..Snapshot::default()
+    };
+    for (passage, embedding) in corpus.iter().zip(embeddings) {
+        let meta = Metadata {
+            tenant_id: EVAL_TENANT.to_string(),
+            doc_id: passage.id.clone(),
+            title: if options.title_in_lexical { passage.title.clone() } else { String::new() },
+            content_length: passage.text.chars().count() as u32,
+            ..Metadata::default()
+        };
+        let section_id = format!("{}#s0", passage.id);
+        let chunk_id = format!("{section_id}#c0");
+        let record = |id: &str, meta: Metadata| Record {
+            id: id.to_string(),
+            meta,
+            text: passage.text.clone(),
+            embedding: embedding.clone(),
+        };
+        snapshot.docs.push(record(&passage.id, meta.clone()));
+        let section_meta = Metadata { section_id: Some(section_id.clone()), ..meta.clone() };
+        snapshot.sections.push(record(&section_id, section_meta.clone()));
+        let chunk_meta = Metadata { chunk_id: Some(chunk_id.clone()), ..section_meta };
+        snapshot.chunks.push(record(&chunk_id, chunk_meta));
+    }
+    snapshot
+}
+
+/// Cosine kNN over chunks.
+pub struct DenseRanker {
+    pub index: Arc<InMemoryIndex>,
+}
+
+/// BM25 over chunks with the service's Russian/English analysis.
+pub struct LexicalRanker {
+    pub index: Arc<InMemoryIndex>,
+}
+
+/// RRF of the top `depth` of dense and lexical, optionally followed by boosting.
+pub struct HybridRanker {
+    pub index: Arc<InMemoryIndex>,
+    pub fusion: FusionConfig,
+    pub depth: usize,
+    pub boosting: Option<Arc<BoostingConfig>>,
+}
+
+fn index_error(error: crate::index::IndexError) -> EvalError {
+    EvalError::Index(error.to_string())
+}
+
+#[async_trait]
+impl Ranker for DenseRanker {
+    fn name(&self) -> String {
+        "dense".into()
+    }
+    async fn rank(&self, _query: &EvalQuery, embedding: &[f32], limit: usize) -> Result<Vec<String>, EvalError> {
+        let filter = RecordFilter::tenant(EVAL_TENANT);
+        let hits = self.index.knn(Level::Chunk, &filter, embedding, limit.max(1)).await.map_err(index_error)?;
+        Ok(hits.into_iter().map(|hit| hit.record.meta.doc_id.clone()).collect())
+    }
+}
+
+#[async_trait]
+impl Ranker for LexicalRanker {
+    fn name(&self) -> String {
+        "lexical".into()
+    }
+    async fn rank(&self, query: &EvalQuery, _embedding: &[f32], limit: usize) -> Result<Vec<String>, EvalError> {
+        let filter = RecordFilter::tenant(EVAL_TENANT);
+        let terms = crate::text::terms(&query.text);
+        let hits = self.index.lexical(Level::Chunk, &filter, &terms, limit.max(1)).await.map_err(index_error)?;
+        Ok(hits.into_iter().map(|hit| hit.record.meta.doc_id.clone()).collect())
+    }
+}
+
+#[async_trait]
+impl Ranker for HybridRanker {
+    fn name(&self) -> String {
+        if self.boosting.is_some() {
+            "hybrid+boosting".into()
+        } else {
+            "hybrid".into()
+        }
+    }
+    async fn rank(&self, query: &EvalQuery, embedding: &[f32], limit: usize) -> Result<Vec<String>, EvalError> {
+        let filter = RecordFilter::tenant(EVAL_TENANT);
+        let depth = self.depth.max(limit).max(1);
+        let dense = self.index.knn(Level::Chunk, &filter, embedding, depth).await.map_err(index_error)?;
+        let terms = crate::text::terms(&query.text);
+        let lexical = self.index.lexical(Level::Chunk, &filter, &terms, depth).await.map_err(index_error)?;
+        let dense_ids: Vec<&str> = dense.iter().map(|hit| hit.record.id.as_str()).collect();
+        let lexical_ids: Vec<&str> = lexical.iter().map(|hit| hit.record.id.as_str()).collect();
+        let fused = ReciprocalRankFusion::new(self.fusion.k).fuse(
+            &[
+                RankedList::new(&dense_ids, self.fusion.dense_weight),
+                RankedList::new(&lexical_ids, self.fusion.lexical_weight),
+            ],
+            usize::MAX,
+        );
+        let records: std::collections::HashMap<&str, &crate::model::Record> =
+            dense.iter().chain(&lexical).map(|hit| (hit.record.id.as_str(), hit.record.as_ref())).collect();
+        let mut scored: Vec<(f32, &str, &str)> = fused
+            .iter()
+            .filter_map(|item| records.get(item.id).map(|record| (item, *record)))
+            .map(|(item, record)| {
+                let score = match &self.boosting {
+                    Some(config) => {
+                        let input = BoostInput { meta: &record.meta, text: Some(&record.text) };
+                        boost_score(item.normalized, &input, config, &BoostContext::default()).score
+                    }
+                    None => item.normalized,
+                };
+                (score, item.id, record.meta.doc_id.as_str())
+            })
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+        Ok(scored.into_iter().take(limit).map(|(_, _, doc_id)| doc_id.to_string()).collect())
+    }
+}
+
+/// Metrics and latency of one ranker over every judged query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SystemScores {
+    pub name: String,
+    pub ndcg: f64,
+    pub recall: f64,
+    pub mrr: f64,
+    pub latency_mean_ms: f64,
+    pub latency_p50_ms: f64,
+    pub latency_p99_ms: f64,
+}
+
+fn percentile(sorted: &[f64], fraction: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let position = ((sorted.len() as f64 * fraction).ceil() as usize).clamp(1, sorted.len());
+    sorted[position - 1]
+}
+
+/// Runs every ranker on every query that has judgments; query vectors are given in query order.
+pub async fn evaluate(
+    rankers: &[Arc<dyn Ranker>],
+    queries: &[EvalQuery],
+    query_embeddings: &[Vec<f32>],
+    qrels: &Qrels,
+    cutoff: usize,
+) -> Result<Vec<SystemScores>, EvalError> {
+    let judged: Vec<(&EvalQuery, &Vec<f32>)> =
+        queries.iter().zip(query_embeddings).filter(|(query, _)| qrels.contains_key(&query.id)).collect();
+    let mut systems = Vec::new();
+    for ranker in rankers {
+        let (mut ndcg, mut recall, mut mrr) = (0.0, 0.0, 0.0);
+        let mut latencies = Vec::with_capacity(judged.len());
+        for (query, embedding) in &judged {
+            let started = Instant::now();
+            let ranking = ranker.rank(query, embedding, cutoff).await?;
+            latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+            let judgments = &qrels[&query.id];
+            ndcg += ndcg_at_k(&ranking, judgments, cutoff);
+            recall += recall_at_k(&ranking, judgments, cutoff);
+            mrr += mrr_at_k(&ranking, judgments, cutoff);
+        }
+        let count = judged.len().max(1) as f64;
+        let mean = latencies.iter().sum::<f64>() / count;
+        latencies.sort_by(f64::total_cmp);
+        systems.push(SystemScores {
+            name: ranker.name(),
+            ndcg: ndcg / count,
+            recall: recall / count,
+            mrr: mrr / count,
+            latency_mean_ms: mean,
+            latency_p50_ms: percentile(&latencies, 0.5),
+            latency_p99_ms: percentile(&latencies, 0.99),
+        });
+    }
+    Ok(systems)
+}
+
+/// The outcome of one eval run; `Display` prints the table.
+#[derive(Debug, Clone)]
+pub struct EvalReport {
+    pub passages: usize,
+    pub queries: usize,
+    pub judged_queries: usize,
+    pub cutoff: usize,
+    pub embedding_model: String,
+    pub embedding_ms: f64,
+    pub systems: Vec<SystemScores>,
+}
+
+impl std::fmt::Display for EvalReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let k = self.cutoff;
+        writeln!(
+            f,
+            "{} passages, {} queries ({} judged), embeddings: {} ({:.0} ms incl. cache)",
+            self.passages, self.queries, self.judged_queries, self.embedding_model, self.embedding_ms
+        )?;
+        writeln!(
+            f,
+            "{:<16} {:>9} {:>10} {:>8} {:>9} {:>8} {:>8}",
+            "system",
+            format!("nDCG@{k}"),
+            format!("Recall@{k}"),
+            format!("MRR@{k}"),
+            "mean ms",
+            "p50 ms",
+            "p99 ms"
+        )?;
+        for system in &self.systems {
+            writeln!(
+                f,
+                "{:<16} {:>9.4} {:>10.4} {:>8.4} {:>9.3} {:>8.3} {:>8.3}",
+                system.name,
+                system.ndcg,
+                system.recall,
+                system.mrr,
+                system.latency_mean_ms,
+                system.latency_p50_ms,
+                system.latency_p99_ms
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Embeds the corpus and the queries, builds the flat index and evaluates dense, lexical and
+/// hybrid (and hybrid+boosting when `options.boosting` is set). Query latency excludes the
+/// query embedding, which is precomputed (and cached) for every system alike.
+pub async fn run_eval(
+    corpus: &[Passage],
+    queries: &[EvalQuery],
+    qrels: &Qrels,
+    embedder: Arc<dyn Embedder>,
+    options: &EvalOptions,
+) -> Result<EvalReport, EvalError> {
+    let started = Instant::now();
+    let passage_texts: Vec<String> = corpus.iter().map(|p| passage_embedding_text(p, options)).collect();
+    let passage_vectors = embedder.embed(&passage_texts, InputKind::Passage).await?;
+    let query_texts: Vec<String> = queries.iter().map(|q| q.text.clone()).collect();
+    let query_vectors = embedder.embed(&query_texts, InputKind::Query).await?;
+    let embedding_ms = started.elapsed().as_secs_f64() * 1000.0;
+
+    let snapshot = build_snapshot(corpus, passage_vectors, options);
+    let index = Arc::new(InMemoryIndex::from_snapshot(snapshot).map_err(index_error)?);
+    let hybrid = |boosting| -> Arc<dyn Ranker> {
+        Arc::new(HybridRanker { index: index.clone(), fusion: options.fusion.clone(), depth: options.depth, boosting })
+    };
+    let mut rankers: Vec<Arc<dyn Ranker>> = vec![
+        Arc::new(DenseRanker { index: index.clone() }),
+        Arc::new(LexicalRanker { index: index.clone() }),
+        hybrid(None),
+    ];
+    if let Some(config) = &options.boosting {
+        rankers.push(hybrid(Some(config.clone())));
+    }
+    let systems = evaluate(&rankers, queries, &query_vectors, qrels, options.cutoff).await?;
+    Ok(EvalReport {
+        passages: corpus.len(),
+        queries: queries.len(),
+        judged_queries: queries.iter().filter(|q| qrels.contains_key(&q.id)).count(),
+        cutoff: options.cutoff,
+        embedding_model: embedder.model_name().to_string(),
+        embedding_ms,
+        systems,
+    })
+}

@@ -1,0 +1,192 @@
+//! A small deterministic two-tenant corpus for tests of every backend (pseudo-embedded).
+
+use crate::embed::PseudoEmbedder;
+use crate::model::{Metadata, Record, Snapshot};
+
+pub const DIMENSION: usize = 64;
+
+struct Page {
+    tenant: &'static str,
+    doc: &'static str,
+    title: &'static str,
+    product: &'static str,
+    tags: &'static [&'static str],
+    section: &'static str,
+    platform: &'static str,
+    sections: &'static [(&'static str, &'static [&'static str])],
+}
+
+const PAGES: &[Page] = &[
+    Page {
+        tenant: "t1",
+        doc: "sdk/android/install",
+        title: "Установка Android SDK",
+        product: "sdk",
+        tags: &["android", "install"],
+        section: "sdk",
+        platform: "android",
+        sections: &[
+            (
+                "Подключение через Gradle",
+                &[
+                    "Добавьте зависимость SDK в build.gradle и синхронизируйте проект Gradle.",
+                    "Минимальная версия Android 7.0, targetSdk 34.",
+                ],
+            ),
+            ("Ошибки сборки", &["Если Gradle сообщает об ошибке сборки, очистите кеш и пересоберите проект."]),
+        ],
+    },
+    Page {
+        tenant: "t1",
+        doc: "sdk/ios/install",
+        title: "Установка iOS SDK",
+        product: "sdk",
+        tags: &["ios", "install"],
+        section: "sdk",
+        platform: "ios",
+        sections: &[(
+            "Подключение через CocoaPods",
+            &["Добавьте pod в Podfile и выполните pod install в Xcode проекте."],
+        )],
+    },
+    Page {
+        tenant: "t1",
+        doc: "docs/agent/tags",
+        title: "Обязательные теги при закрытии чата",
+        product: "chatcenter",
+        tags: &["agent"],
+        section: "agent",
+        platform: "",
+        sections: &[
+            (
+                "Как поставить теги",
+                &["Оператор выбирает обязательные теги перед закрытием чата.", "Без тегов чат закрыть нельзя."],
+            ),
+            ("Частые вопросы", &["Если список тегов пуст, обратитесь к администратору."]),
+        ],
+    },
+    Page {
+        tenant: "t1",
+        doc: "docs/admin/tags",
+        title: "Настройка обязательных тегов",
+        product: "chatcenter",
+        tags: &["admin"],
+        section: "admin",
+        platform: "",
+        sections: &[("Создание тегов", &["Администратор создаёт теги и отмечает обязательные в настройках."])],
+    },
+    Page {
+        tenant: "t1",
+        doc: "docs/supervisor/reports",
+        title: "Отчёты супервизора",
+        product: "chatcenter",
+        tags: &["supervisor"],
+        section: "supervisor",
+        platform: "",
+        sections: &[(
+            "Время ответа",
+            &["Супервизор видит среднее время ответа операторов в отчёте.", "Отчёт выгружается в CSV."],
+        )],
+    },
+    Page {
+        tenant: "t2",
+        doc: "acme/secret-install",
+        title: "Установка Android SDK секретного продукта Acme",
+        product: "sdk",
+        tags: &["android"],
+        section: "sdk",
+        platform: "android",
+        sections: &[(
+            "Gradle",
+            &["Добавьте зависимость SDK в build.gradle и синхронизируйте проект Gradle. Пароль acme-secret."],
+        )],
+    },
+];
+
+/// Builds the fixture snapshot; every level is pseudo-embedded with `DIMENSION` dimensions.
+pub fn snapshot() -> Snapshot {
+    let embedder = PseudoEmbedder::new(DIMENSION);
+    let mut snapshot = Snapshot {
+        format_version: Snapshot::FORMAT_VERSION,
+        indexed_at: "2026-11-22T00:00:00Z".into(),
+        embedding_model: PseudoEmbedder::MODEL_NAME.into(),
+        dimension: DIMENSION,
+        ..Snapshot::default()
+    };
+    for page in PAGES {
+        let base = Metadata {
+            tenant_id: page.tenant.into(),
+            doc_id: page.doc.into(),
+            title: page.title.into(),
+            summary: format!("{}: {}", page.title, page.sections[0].0),
+            url: format!("https://docs.example.com/{}", page.doc),
+            source: format!("{}.md", page.doc),
+            product: page.product.into(),
+            version: "1".into(),
+            tags: page.tags.iter().map(|t| t.to_string()).collect(),
+            domain: if page.product == "sdk" { "sdk_docs".into() } else { "chatcenter_user_docs".into() },
+            section: page.section.into(),
+            platform: page.platform.into(),
+            indexed_at: "2026-11-22T00:00:00Z".into(),
+            ..Metadata::default()
+        };
+        let doc_text = format!("{}\n{}", base.title, base.summary);
+        snapshot.docs.push(Record {
+            id: page.doc.into(),
+            embedding: embedder.embed_one(&doc_text),
+            text: doc_text,
+            meta: base.clone(),
+        });
+        for (section_number, (heading, chunks)) in page.sections.iter().enumerate() {
+            let section_id = format!("{}#s{}", page.doc, section_number + 1);
+            let section_meta = Metadata {
+                section_id: Some(section_id.clone()),
+                heading: heading.to_string(),
+                heading_path: vec![page.title.to_string(), heading.to_string()],
+                page: section_number as u32,
+                ..base.clone()
+            };
+            let section_text = format!("{} / {}\n{}", page.title, heading, chunks.join(" "));
+            snapshot.sections.push(Record {
+                id: section_id.clone(),
+                embedding: embedder.embed_one(&section_text),
+                text: section_text,
+                meta: section_meta.clone(),
+            });
+            for (chunk_number, chunk_text) in chunks.iter().enumerate() {
+                let chunk_id = format!("{section_id}-c{}", chunk_number + 1);
+                snapshot.chunks.push(Record {
+                    id: chunk_id.clone(),
+                    embedding: embedder.embed_one(chunk_text),
+                    text: chunk_text.to_string(),
+                    meta: Metadata {
+                        chunk_id: Some(chunk_id),
+                        chunk_index: chunk_number as u32,
+                        content_length: chunk_text.chars().count() as u32,
+                        ..section_meta.clone()
+                    },
+                });
+            }
+        }
+    }
+    snapshot
+}
+
+/// Which tenant owns each fixture doc, for isolation assertions.
+pub struct Tenants(std::collections::HashMap<String, String>);
+
+impl Tenants {
+    pub fn new() -> Self {
+        Self(PAGES.iter().map(|p| (p.doc.to_string(), p.tenant.to_string())).collect())
+    }
+
+    pub fn tenant_of(&self, doc_id: &str) -> String {
+        self.0.get(doc_id).cloned().unwrap_or_else(|| "unknown".into())
+    }
+}
+
+impl Default for Tenants {
+    fn default() -> Self {
+        Self::new()
+    }
+}

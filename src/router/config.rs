@@ -1,0 +1,77 @@
+//! Router thresholds and weights: the optional `router:` section of the themes file.
+
+use serde::{Deserialize, Serialize};
+
+/// Thresholds of the theme router. Every field has a default, so the `router:` section of the themes
+/// file may be absent or partial.
+///
+/// Heuristic scores are shares of the total evidence (they sum to 1 over the matched themes), so
+/// `heuristic_hard_filter_gap = 0.35` means the winner holds at least 35 points more of the evidence
+/// than the runner-up: with two candidates roughly 2:1, with one candidate always.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RouterConfig {
+    /// Heuristic: minimal top1 − top2 gap for a hard metadata filter on the primary theme.
+    pub heuristic_hard_filter_gap: f32,
+    /// LLM: minimal confidence of the primary theme for a hard metadata filter.
+    pub llm_hard_filter_min_score: f32,
+    /// Themes whose score is within this gap of the top score are "close" (candidates for clarification).
+    pub ambiguity_gap: f32,
+    /// Extra weight per additional word of a multi-word keyword (a phrase is stronger evidence).
+    pub phrase_bonus: f32,
+    /// Evidence added to themes whose role (or section) equals `user_metadata.role`.
+    pub user_role_weight: f32,
+    /// Evidence added to themes whose platform equals `user_metadata.platform`.
+    pub user_platform_weight: f32,
+    /// Evidence added to themes whose id, domain or section equals `user_metadata.product`.
+    pub user_product_weight: f32,
+    /// At most this many themes are returned in `RoutingResult::themes`.
+    pub max_themes: usize,
+}
+
+impl Default for RouterConfig {
+    fn default() -> Self {
+        Self {
+            heuristic_hard_filter_gap: 0.35,
+            llm_hard_filter_min_score: 0.9,
+            ambiguity_gap: 0.15,
+            phrase_bonus: 0.5,
+            user_role_weight: 0.5,
+            user_platform_weight: 0.5,
+            user_product_weight: 0.5,
+            max_themes: 5,
+        }
+    }
+}
+
+impl RouterConfig {
+    /// Every out-of-range value as a readable problem; empty when valid.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let unit = [
+            ("heuristic_hard_filter_gap", self.heuristic_hard_filter_gap),
+            ("llm_hard_filter_min_score", self.llm_hard_filter_min_score),
+            ("ambiguity_gap", self.ambiguity_gap),
+        ];
+        for (name, value) in unit {
+            if !(0.0..=1.0).contains(&value) {
+                problems.push(format!("router.{name} must be within [0, 1], got {value}"));
+            }
+        }
+        let weights = [
+            ("phrase_bonus", self.phrase_bonus),
+            ("user_role_weight", self.user_role_weight),
+            ("user_platform_weight", self.user_platform_weight),
+            ("user_product_weight", self.user_product_weight),
+        ];
+        for (name, value) in weights {
+            if !(value.is_finite() && value >= 0.0) {
+                problems.push(format!("router.{name} must be a finite number ≥ 0, got {value}"));
+            }
+        }
+        if self.max_themes < 1 {
+            problems.push("router.max_themes must be at least 1".to_string());
+        }
+        problems
+    }
+}

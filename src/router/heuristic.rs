@@ -1,0 +1,273 @@
+//! The heuristic router: keyword and phrase rules per theme over stemmed terms (Russian and
+//! English), plus the user's role, platform and product.
+//!
+//! A keyword that belongs to one theme only is *discriminating*; a keyword several themes share is a
+//! *topic* and its weight is split between them. Raw evidence is multiplied by the theme's priority
+//! and normalised to shares that sum to 1, so `top1 − top2` is comparable across queries.
+
+use super::{RouterConfig, RoutingResult, Theme, UserMetadata};
+use crate::config::RouterMode;
+use crate::text;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One query or keyword word: its lower-cased form and its stem.
+#[derive(Debug, Clone)]
+struct Word {
+    raw: String,
+    stem: String,
+}
+
+fn words(text: &str) -> Vec<Word> {
+    text::tokenize(text).into_iter().map(|raw| Word { stem: text::stem(&raw), raw }).collect()
+}
+
+/// Same stem, or a Latin keyword followed only by digits ("ios17", "android14", "windows11").
+fn word_matches(query: &Word, keyword: &Word) -> bool {
+    if query.stem == keyword.stem {
+        return true;
+    }
+    keyword.raw.chars().all(|c| c.is_ascii_alphabetic())
+        && query.raw.len() > keyword.raw.len()
+        && query.raw.starts_with(&keyword.raw)
+        && query.raw[keyword.raw.len()..].chars().all(|c| c.is_ascii_digit())
+}
+
+fn phrase_occurs(query: &[Word], phrase: &[Word]) -> bool {
+    !phrase.is_empty()
+        && query.len() >= phrase.len()
+        && query.windows(phrase.len()).any(|window| window.iter().zip(phrase).all(|(q, k)| word_matches(q, k)))
+}
+
+/// A keyword (by its stem sequence) and the themes that list it.
+struct KeywordRule {
+    phrase: Vec<Word>,
+    themes: BTreeSet<usize>,
+}
+
+fn keyword_rules(themes: &[Theme]) -> Vec<KeywordRule> {
+    let mut by_stems: BTreeMap<Vec<String>, KeywordRule> = BTreeMap::new();
+    for (index, theme) in themes.iter().enumerate() {
+        for keyword in &theme.keywords {
+            let phrase = words(keyword);
+            if phrase.is_empty() {
+                continue;
+            }
+            let stems: Vec<String> = phrase.iter().map(|word| word.stem.clone()).collect();
+            by_stems
+                .entry(stems)
+                .or_insert_with(|| KeywordRule { phrase, themes: BTreeSet::new() })
+                .themes
+                .insert(index);
+        }
+    }
+    by_stems.into_values().collect()
+}
+
+fn same(wanted: Option<&str>, actual: Option<&str>) -> bool {
+    match (wanted, actual) {
+        (Some(wanted), Some(actual)) => !wanted.trim().is_empty() && wanted.trim().eq_ignore_ascii_case(actual),
+        _ => false,
+    }
+}
+
+/// Evidence the user's metadata gives `theme` (0 when nothing matches).
+fn user_evidence(theme: &Theme, user: &UserMetadata, config: &RouterConfig) -> f32 {
+    let mut evidence = 0.0;
+    let role = user.role.as_deref();
+    if same(role, theme.role.as_deref()) || same(role, theme.section.as_deref()) {
+        evidence += config.user_role_weight;
+    }
+    if same(user.platform.as_deref(), theme.platform.as_deref()) {
+        evidence += config.user_platform_weight;
+    }
+    let product = user.product.as_deref();
+    if same(product, Some(theme.id.as_str()))
+        || same(product, Some(theme.domain.as_str()))
+        || same(product, theme.section.as_deref())
+    {
+        evidence += config.user_product_weight;
+    }
+    evidence
+}
+
+/// Theme indices with a positive score, best first; ties by priority (higher first) then id.
+pub(super) fn rank(themes: &[Theme], scores: &[f32]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..themes.len()).filter(|&index| scores[index] > 0.0).collect();
+    order.sort_by(|&a, &b| {
+        scores[b]
+            .total_cmp(&scores[a])
+            .then(themes[b].priority.total_cmp(&themes[a].priority))
+            .then_with(|| themes[a].id.cmp(&themes[b].id))
+    });
+    order
+}
+
+/// Fills `themes`, `scores` and `primary_theme` from ranked indices. The primary theme is `None`
+/// when the two best scores are tied: no theme is then preferred over the other.
+pub(super) fn fill_ranking(
+    result: &mut RoutingResult,
+    order: &[usize],
+    scores: &[f32],
+    themes: &[Theme],
+    max_themes: usize,
+) {
+    result.scores = order.iter().map(|&index| (themes[index].id.clone(), scores[index])).collect();
+    result.themes = order.iter().take(max_themes).map(|&index| themes[index].id.clone()).collect();
+    let tied = order.len() >= 2 && scores[order[0]] - scores[order[1]] < TIE_EPSILON;
+    result.primary_theme = if tied { None } else { result.themes.first().cloned() };
+}
+
+const TIE_EPSILON: f32 = 1e-6;
+
+/// Routes `query` by keyword rules and user metadata (mode `heuristic`).
+///
+/// - `scores`: shares of the evidence, summing to 1 over the matched themes.
+/// - `requires_disambiguation`: at least two themes are within `ambiguity_gap` of the top and none of
+///   them was named by a discriminating keyword or by the user's metadata (the query hits a topic
+///   several themes share). Two themes the query names explicitly are a multi-theme question, not
+///   an ambiguity.
+/// - `hard_filter`: only when `top1 − top2 ≥ heuristic_hard_filter_gap`, the primary theme was named
+///   by a discriminating keyword (user metadata alone never filters) and no clarification is needed.
+pub fn route_heuristic(
+    query: &str,
+    user_metadata: Option<&UserMetadata>,
+    themes: &[Theme],
+    config: &RouterConfig,
+) -> RoutingResult {
+    let query_words = words(query);
+    let mut keyword_evidence = vec![0.0_f32; themes.len()];
+    let mut named_by_keyword = vec![false; themes.len()];
+    for rule in keyword_rules(themes) {
+        if !phrase_occurs(&query_words, &rule.phrase) {
+            continue;
+        }
+        let weight = 1.0 + config.phrase_bonus * (rule.phrase.len() - 1) as f32;
+        let share = weight / rule.themes.len() as f32;
+        for &index in &rule.themes {
+            keyword_evidence[index] += share;
+            named_by_keyword[index] |= rule.themes.len() == 1;
+        }
+    }
+    let user_evidence: Vec<f32> =
+        themes.iter().map(|theme| user_metadata.map_or(0.0, |user| user_evidence(theme, user, config))).collect();
+    let raw: Vec<f32> = themes
+        .iter()
+        .enumerate()
+        .map(|(index, theme)| (keyword_evidence[index] + user_evidence[index]) * theme.priority)
+        .collect();
+    let total: f32 = raw.iter().sum();
+    let mut result = RoutingResult::empty(RouterMode::Heuristic);
+    if total <= 0.0 {
+        return result;
+    }
+    let scores: Vec<f32> = raw.iter().map(|value| value / total).collect();
+    let order = rank(themes, &scores);
+    let top = scores[order[0]];
+    let second = order.get(1).map_or(0.0, |&index| scores[index]);
+    let close: Vec<usize> =
+        order.iter().copied().filter(|&index| scores[index] >= top - config.ambiguity_gap).collect();
+    result.requires_disambiguation =
+        close.len() >= 2 && close.iter().all(|&index| !named_by_keyword[index] && user_evidence[index] <= 0.0);
+    if top - second >= config.heuristic_hard_filter_gap && named_by_keyword[order[0]] && !result.requires_disambiguation
+    {
+        result.hard_filter = Some(themes[order[0]].fields());
+    }
+    fill_ranking(&mut result, &order, &scores, themes, config.max_themes);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn theme(id: &str, platform: &str, keywords: &[&str]) -> Theme {
+        Theme {
+            id: id.into(),
+            display_name: id.into(),
+            domain: "docs".into(),
+            section: None,
+            platform: Some(platform.into()),
+            role: None,
+            description: String::new(),
+            keywords: keywords.iter().map(|k| k.to_string()).collect(),
+            priority: 1.0,
+        }
+    }
+
+    fn themes() -> Vec<Theme> {
+        vec![
+            theme("android", "android", &["android", "андроид", "gradle", "сертификат"]),
+            theme("ios", "ios", &["ios", "айфон", "сертификат"]),
+            theme("windows", "windows", &["windows", "сертификат", "установщик windows"]),
+        ]
+    }
+
+    fn route(query: &str) -> RoutingResult {
+        route_heuristic(query, None, &themes(), &RouterConfig::default())
+    }
+
+    #[test]
+    fn inflected_russian_and_english_hit_the_same_theme() {
+        for query in ["на андроиде", "Android", "андроид", "android14 gradle"] {
+            let result = route(query);
+            assert_eq!(result.primary_theme.as_deref(), Some("android"), "{query}");
+            assert!(result.hard_filter.is_some(), "{query}");
+        }
+    }
+
+    #[test]
+    fn shared_topic_without_platform_needs_clarification() {
+        let result = route("как установить сертификат?");
+        assert_eq!(result.themes.len(), 3);
+        assert!(result.requires_disambiguation);
+        assert!(result.hard_filter.is_none());
+        let sum: f32 = result.scores.values().sum();
+        assert!((sum - 1.0).abs() < 1e-5);
+    }
+
+    #[test]
+    fn platform_word_resolves_a_shared_topic() {
+        let result = route("сертификат на айфоне");
+        assert_eq!(result.primary_theme.as_deref(), Some("ios"));
+        assert!(!result.requires_disambiguation);
+        assert!(result.hard_filter.is_some());
+    }
+
+    #[test]
+    fn phrase_must_be_contiguous_and_outweighs_a_word() {
+        let result = route("установщик windows");
+        assert_eq!(result.scores["windows"], 1.0);
+        assert_eq!(route("windows").scores["windows"], 1.0);
+        let split = route("установщик для сертификат windows");
+        assert!(split.scores["windows"] < 1.0);
+    }
+
+    #[test]
+    fn two_named_themes_are_a_multi_theme_question() {
+        let result = route("android и ios");
+        assert_eq!(result.themes, vec!["android".to_string(), "ios".to_string()]);
+        assert_eq!(result.primary_theme, None, "a tie prefers neither");
+        assert!(!result.requires_disambiguation);
+        assert!(result.hard_filter.is_none());
+    }
+
+    #[test]
+    fn user_platform_tips_the_balance_but_never_filters_alone() {
+        let user = UserMetadata { platform: Some("ios".into()), ..UserMetadata::default() };
+        let config = RouterConfig::default();
+        let tipped = route_heuristic("как установить сертификат", Some(&user), &themes(), &config);
+        assert_eq!(tipped.primary_theme.as_deref(), Some("ios"));
+        assert!(!tipped.requires_disambiguation);
+        assert!(tipped.hard_filter.is_none());
+        let alone = route_heuristic("что нового", Some(&user), &themes(), &config);
+        assert_eq!(alone.primary_theme.as_deref(), Some("ios"));
+        assert!(alone.hard_filter.is_none());
+    }
+
+    #[test]
+    fn nothing_matched_gives_an_empty_result() {
+        let result = route("расскажи анекдот");
+        assert!(result.themes.is_empty() && result.primary_theme.is_none() && !result.requires_disambiguation);
+        assert_eq!(result.mode_used, RouterMode::Heuristic);
+    }
+}

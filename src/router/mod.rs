@@ -1,0 +1,157 @@
+//! Theme router (seed 003 §3–4): decides which themes a query is about before the cascade runs,
+//! whether the search may be hard-filtered to one theme, and whether the user should be asked to
+//! choose; plus the theme-aware pieces after the search (hit labels, clarification, LLM context).
+//!
+//! Everything here is pure except `LlmRouter`, whose call is bounded by a timeout and falls back to
+//! the heuristic, so routing never blocks or fails a search.
+
+mod config;
+pub mod context;
+pub mod disambiguation;
+pub mod heuristic;
+pub mod label;
+pub mod llm;
+pub mod themes;
+
+pub use config::RouterConfig;
+pub use context::{format_context, ContextSource, FormattedContext, MULTI_THEME_RULE};
+pub use disambiguation::{build_clarification, Clarification, ClarificationOption};
+pub use heuristic::route_heuristic;
+pub use label::infer_theme_label;
+pub use llm::{LlmRouter, LlmRouterError, LlmRouterErrorKind};
+pub use themes::{parse_themes_yaml, Theme, ThemesError, ThemesFile, ThemesProvider, YamlThemesProvider};
+
+use crate::config::RouterMode;
+use crate::index::RecordFilter;
+use crate::model::Metadata;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What the caller knows about the user (request field `user_metadata`); every field optional.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct UserMetadata {
+    pub role: Option<String>,
+    pub product: Option<String>,
+    pub platform: Option<String>,
+}
+
+/// The topic metadata fields of a theme; `None` means "any value".
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThemeFields {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub section: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub platform: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+}
+
+impl ThemeFields {
+    /// How many fields are set: the more, the more specific the theme.
+    pub fn specificity(&self) -> usize {
+        [&self.domain, &self.section, &self.platform, &self.role].iter().filter(|field| field.is_some()).count()
+    }
+
+    /// True when every set field equals the record's value (ASCII case-insensitive).
+    pub fn matches(&self, meta: &Metadata) -> bool {
+        let equal = |wanted: &Option<String>, actual: &str| {
+            wanted.as_deref().map_or(true, |wanted| wanted.eq_ignore_ascii_case(actual.trim()))
+        };
+        equal(&self.domain, &meta.domain)
+            && equal(&self.section, &meta.section)
+            && equal(&self.platform, &meta.platform)
+            && equal(&self.role, &meta.role)
+    }
+
+    /// Narrows `filter` to this theme: every set field overwrites the filter's condition.
+    pub fn apply_to(&self, filter: &mut RecordFilter) {
+        for (wanted, condition) in [
+            (&self.domain, &mut filter.domain),
+            (&self.section, &mut filter.section),
+            (&self.platform, &mut filter.platform),
+            (&self.role, &mut filter.role),
+        ] {
+            if let Some(value) = wanted {
+                *condition = Some(value.clone());
+            }
+        }
+    }
+}
+
+/// The router's answer (seed 003 §3.3).
+///
+/// `themes` are ordered by score (best first, ties by priority then id); `primary_theme` is
+/// `themes[0]`, or `None` when nothing matched or the two best scores are tied (the soft theme boost
+/// then gives every one of the first themes the secondary amount). `hard_filter` is set only at very high confidence and then holds the primary theme's
+/// fields; otherwise routing is a soft signal. `mode_used` is the mode that produced the answer
+/// (`heuristic` when `llm` failed), and `degradation` says why it differs from the requested mode.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RoutingResult {
+    pub themes: Vec<String>,
+    pub primary_theme: Option<String>,
+    pub scores: BTreeMap<String, f32>,
+    pub requires_disambiguation: bool,
+    pub mode_used: RouterMode,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hard_filter: Option<ThemeFields>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub degradation: Option<String>,
+}
+
+impl RoutingResult {
+    /// No themes, no filter: what mode `none` (or an empty themes list) produces.
+    pub fn empty(mode_used: RouterMode) -> Self {
+        Self {
+            themes: Vec::new(),
+            primary_theme: None,
+            scores: BTreeMap::new(),
+            requires_disambiguation: false,
+            mode_used,
+            hard_filter: None,
+            degradation: None,
+        }
+    }
+}
+
+/// Routes `query` in `mode` over `themes`. Never fails: with no themes the result is empty (mode
+/// `none`); in mode `llm` a missing `llm` client or any LLM failure falls back to the heuristic and
+/// says so in `degradation`. The LLM call is bounded by the client's timeout.
+pub async fn route_query(
+    query: &str,
+    user_metadata: Option<&UserMetadata>,
+    themes: &[Theme],
+    mode: RouterMode,
+    config: &RouterConfig,
+    llm: Option<&LlmRouter>,
+) -> RoutingResult {
+    if themes.is_empty() {
+        let mut result = RoutingResult::empty(RouterMode::None);
+        if mode != RouterMode::None {
+            result.degradation = Some("no themes configured: theme routing skipped".to_string());
+        }
+        return result;
+    }
+    match mode {
+        RouterMode::None => RoutingResult::empty(RouterMode::None),
+        RouterMode::Heuristic => route_heuristic(query, user_metadata, themes, config),
+        RouterMode::Llm => {
+            let Some(llm) = llm else {
+                let mut result = route_heuristic(query, user_metadata, themes, config);
+                result.degradation = Some("llm router not configured: heuristic routing used".to_string());
+                return result;
+            };
+            match llm.route(query, user_metadata, themes, config).await {
+                Ok(result) => result,
+                Err(error) => {
+                    tracing::warn!(kind = ?error.kind, error = %error, "llm theme routing failed, using heuristic");
+                    let mut result = route_heuristic(query, user_metadata, themes, config);
+                    result.degradation = Some(format!("llm router failed ({error}): heuristic routing used"));
+                    result
+                }
+            }
+        }
+    }
+}

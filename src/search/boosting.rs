@@ -1,0 +1,256 @@
+//! Boosting of fused scores (seed 003 §2.4–2.5): ten rules in a fixed order, every coefficient
+//! from `BoostingConfig`. `boost_and_sort` is the one place where boosted hits are sorted.
+
+use crate::model::Metadata;
+use crate::search::boosting_config::{BoostingConfig, MatchRule};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The topic fields of one theme chosen by the router (seed 003 §3.1).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ThemeFields {
+    pub domain: String,
+    pub section: Option<String>,
+    pub platform: Option<String>,
+    pub role: Option<String>,
+}
+
+impl ThemeFields {
+    /// True when `meta` has this theme's domain and every field the theme sets (case-insensitive).
+    pub fn matches(&self, meta: &Metadata) -> bool {
+        let same = |wanted: &str, actual: &str| wanted.eq_ignore_ascii_case(actual.trim());
+        same(&self.domain, &meta.domain)
+            && self.section.as_deref().is_none_or(|s| same(s, &meta.section))
+            && self.platform.as_deref().is_none_or(|p| same(p, &meta.platform))
+            && self.role.as_deref().is_none_or(|r| same(r, &meta.role))
+    }
+}
+
+/// What the router suggests: the primary theme and the following ones, best first.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RoutingHint {
+    pub primary: Option<ThemeFields>,
+    pub secondary: Vec<ThemeFields>,
+}
+
+/// Per-request context of boosting: the router's hint and request-level group boosts (label →
+/// factor), which override `group_boosts` of the config for the same label.
+#[derive(Debug, Clone, Default)]
+pub struct BoostContext {
+    pub routing: Option<RoutingHint>,
+    pub group_boosts: BTreeMap<String, f32>,
+}
+
+/// What boosting reads of a hit. `text` is optional: without it the structure rule has no effect.
+#[derive(Debug, Clone, Copy)]
+pub struct BoostInput<'a> {
+    pub meta: &'a Metadata,
+    pub text: Option<&'a str>,
+}
+
+/// The ten rules of seed 003 §2.5, in application order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BoostRule {
+    PageType,
+    SectionPlatform,
+    Theme,
+    Group,
+    UrlPattern,
+    TitleKeyword,
+    Length,
+    Structure,
+    Source,
+    DepthPenalty,
+}
+
+impl BoostRule {
+    pub const ORDER: [BoostRule; 10] = [
+        BoostRule::PageType,
+        BoostRule::SectionPlatform,
+        BoostRule::Theme,
+        BoostRule::Group,
+        BoostRule::UrlPattern,
+        BoostRule::TitleKeyword,
+        BoostRule::Length,
+        BoostRule::Structure,
+        BoostRule::Source,
+        BoostRule::DepthPenalty,
+    ];
+}
+
+/// How one rule changed the score: `Multiply(1.0)` and `Add(0.0)` mean it had no effect.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BoostEffect {
+    Multiply(f32),
+    Add(f32),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BoostOutcome {
+    pub score: f32,
+    /// One entry per rule, in `BoostRule::ORDER`.
+    pub factors: Vec<(BoostRule, BoostEffect)>,
+}
+
+fn lookup(map: &BTreeMap<String, f32>, key: &str) -> f32 {
+    if key.is_empty() {
+        return 1.0;
+    }
+    map.get(&key.trim().to_lowercase()).copied().unwrap_or(1.0)
+}
+
+fn match_rules(rules: &[MatchRule], haystack: &str) -> f32 {
+    if haystack.is_empty() {
+        return 1.0;
+    }
+    let haystack = haystack.to_lowercase();
+    rules
+        .iter()
+        .filter(|rule| rule.needles.iter().any(|n| haystack.contains(n.as_str())))
+        .map(|rule| rule.boost)
+        .product()
+}
+
+fn theme_addend(cfg: &BoostingConfig, ctx: &BoostContext, meta: &Metadata) -> f32 {
+    let Some(routing) = &ctx.routing else {
+        return 0.0;
+    };
+    if routing.primary.as_ref().is_some_and(|theme| theme.matches(meta)) {
+        return cfg.theme_boosts.primary;
+    }
+    let count = cfg.theme_boosts.secondary_count;
+    if routing.secondary.iter().take(count).any(|theme| theme.matches(meta)) {
+        return cfg.theme_boosts.secondary;
+    }
+    0.0
+}
+
+/// Group labels are the record's tags; each distinct label with a factor multiplies once.
+fn group_factor(cfg: &BoostingConfig, ctx: &BoostContext, meta: &Metadata) -> f32 {
+    let mut labels: Vec<String> = meta.tags.iter().map(|tag| tag.trim().to_lowercase()).collect();
+    labels.sort();
+    labels.dedup();
+    labels
+        .iter()
+        .map(|label| {
+            ctx.group_boosts
+                .iter()
+                .find(|(name, _)| name.trim().to_lowercase() == *label)
+                .map(|(_, &factor)| if factor.is_finite() && factor > 0.0 { factor } else { 1.0 })
+                .unwrap_or_else(|| lookup(&cfg.group_boosts, label))
+        })
+        .product()
+}
+
+fn length_factor(cfg: &BoostingConfig, content_length: u32) -> f32 {
+    let (Some(min), Some(max)) = (cfg.length.optimal_min, cfg.length.optimal_max) else {
+        return 1.0;
+    };
+    if content_length > max {
+        cfg.length.long_boost
+    } else if content_length >= min {
+        cfg.length.optimal_boost
+    } else {
+        1.0
+    }
+}
+
+/// Well-structured markers count at the start of a line (a Markdown heading or list item);
+/// example markers count as whole words, so "как" does not fire on "какой".
+fn structure_factor(cfg: &BoostingConfig, text: Option<&str>) -> f32 {
+    let Some(text) = text else { return 1.0 };
+    let structure = &cfg.structure;
+    let mut factor = 1.0;
+    let structured = text
+        .lines()
+        .map(str::trim_start)
+        .any(|line| structure.well_structured_markers.iter().any(|marker| line.starts_with(marker.as_str())));
+    if structured {
+        factor *= structure.well_structured_boost;
+    }
+    if !structure.example_markers.is_empty() {
+        let words: Vec<String> = crate::text::tokenize(text);
+        let has_example = structure.example_markers.iter().any(|marker| {
+            let marker_words = crate::text::tokenize(marker);
+            !marker_words.is_empty()
+                && words.windows(marker_words.len()).any(|window| window == marker_words.as_slice())
+        });
+        if has_example {
+            factor *= structure.example_boost;
+        }
+    }
+    factor
+}
+
+/// Number of non-empty path segments of `url` (scheme, host, query and fragment excluded).
+pub fn url_depth(url: &str) -> u32 {
+    let without_scheme =
+        url.split_once("://").map(|(_, rest)| rest.split_once('/').map_or("", |(_, path)| path)).unwrap_or(url);
+    let path = without_scheme.split(['?', '#']).next().unwrap_or("");
+    path.split('/').filter(|segment| !segment.is_empty()).count() as u32
+}
+
+fn depth_factor(cfg: &BoostingConfig, url: &str) -> f32 {
+    match cfg.depth_penalty.min_depth {
+        Some(min_depth) if !url.is_empty() && url_depth(url) >= min_depth => cfg.depth_penalty.factor,
+        Some(_) | None => 1.0,
+    }
+}
+
+/// Applies the ten rules to `base` (the normalised fused score) in `BoostRule::ORDER`:
+/// multiplicative rules multiply the running score, the theme rule adds to it. With
+/// `BoostingConfig::default()` and an empty context the score is returned unchanged.
+pub fn boost_score(base: f32, hit: &BoostInput<'_>, cfg: &BoostingConfig, ctx: &BoostContext) -> BoostOutcome {
+    let meta = hit.meta;
+    let mut score = base;
+    let mut factors = Vec::with_capacity(BoostRule::ORDER.len());
+    for rule in BoostRule::ORDER {
+        let effect = match rule {
+            BoostRule::PageType => BoostEffect::Multiply(lookup(&cfg.page_type_boosts, &meta.page_type)),
+            BoostRule::SectionPlatform => BoostEffect::Multiply(
+                lookup(&cfg.section_boosts, &meta.section) * lookup(&cfg.platform_boosts, &meta.platform),
+            ),
+            BoostRule::Theme => BoostEffect::Add(theme_addend(cfg, ctx, meta)),
+            BoostRule::Group => BoostEffect::Multiply(group_factor(cfg, ctx, meta)),
+            BoostRule::UrlPattern => BoostEffect::Multiply(match_rules(&cfg.url_patterns, &meta.url)),
+            BoostRule::TitleKeyword => BoostEffect::Multiply(match_rules(&cfg.title_keywords, &meta.title)),
+            BoostRule::Length => BoostEffect::Multiply(length_factor(cfg, meta.content_length)),
+            BoostRule::Structure => BoostEffect::Multiply(structure_factor(cfg, hit.text)),
+            BoostRule::Source => BoostEffect::Multiply(lookup(&cfg.source_boosts, &meta.source)),
+            BoostRule::DepthPenalty => BoostEffect::Multiply(depth_factor(cfg, &meta.url)),
+        };
+        score = match effect {
+            BoostEffect::Multiply(factor) => score * factor,
+            BoostEffect::Add(addend) => score + addend,
+        };
+        factors.push((rule, effect));
+    }
+    BoostOutcome { score, factors }
+}
+
+/// A hit the cascade can boost: it exposes its id, base score and metadata, and stores the outcome.
+pub trait Boostable {
+    fn id(&self) -> &str;
+    /// The normalised fused score boosting starts from.
+    fn base_score(&self) -> f32;
+    fn boost_input(&self) -> BoostInput<'_>;
+    fn set_boost(&mut self, outcome: BoostOutcome);
+    /// The score after boosting, as stored by `set_boost`.
+    fn boosted_score(&self) -> f32;
+}
+
+/// Boosts every hit and sorts by descending boosted score, ties by ascending id. The cascade
+/// calls this once per level; no other code sorts boosted hits.
+pub fn boost_and_sort<T: Boostable>(hits: &mut [T], cfg: &BoostingConfig, ctx: &BoostContext) {
+    for hit in hits.iter_mut() {
+        let outcome = boost_score(hit.base_score(), &hit.boost_input(), cfg, ctx);
+        hit.set_boost(outcome);
+    }
+    hits.sort_by(|a, b| b.boosted_score().total_cmp(&a.boosted_score()).then_with(|| a.id().cmp(b.id())));
+}
+
+#[cfg(test)]
+#[path = "boosting_tests.rs"]
+mod tests;

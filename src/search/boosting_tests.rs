@@ -1,0 +1,239 @@
+use super::*;
+use crate::search::boosting_config::BoostingConfig;
+
+fn config(yaml: &str) -> BoostingConfig {
+    let (config, warnings) = BoostingConfig::from_yaml(yaml);
+    assert!(warnings.is_empty(), "unexpected warnings: {warnings:?}");
+    config
+}
+
+fn effect_of(outcome: &BoostOutcome, rule: BoostRule) -> BoostEffect {
+    outcome.factors.iter().find(|(r, _)| *r == rule).map(|(_, e)| *e).expect("every rule is reported")
+}
+
+fn boosted(meta: &Metadata, text: Option<&str>, cfg: &BoostingConfig, ctx: &BoostContext) -> BoostOutcome {
+    boost_score(0.5, &BoostInput { meta, text }, cfg, ctx)
+}
+
+fn close(a: f32, b: f32) -> bool {
+    (a - b).abs() < 1e-6
+}
+
+fn rich_meta() -> Metadata {
+    Metadata {
+        page_type: "overview".into(),
+        section: "sdk".into(),
+        platform: "android".into(),
+        domain: "sdk_docs".into(),
+        role: "integrator".into(),
+        tags: vec!["getting-started".into()],
+        url: "https://docs.example.com/sdk/android/start/install/step".into(),
+        title: "Что такое SDK".into(),
+        content_length: 2000,
+        source: "docs-site".into(),
+        ..Metadata::default()
+    }
+}
+
+#[test]
+fn no_config_leaves_score_unchanged() {
+    let meta = rich_meta();
+    let ctx = BoostContext {
+        routing: Some(RoutingHint {
+            primary: Some(ThemeFields { domain: "sdk_docs".into(), ..ThemeFields::default() }),
+            secondary: Vec::new(),
+        }),
+        group_boosts: BTreeMap::new(),
+    };
+    let outcome = boosted(&meta, Some("## Шаг 1\nНапример, так"), &BoostingConfig::default(), &ctx);
+    assert_eq!(outcome.score, 0.5);
+    assert_eq!(outcome.factors.len(), 10);
+    let rules: Vec<BoostRule> = outcome.factors.iter().map(|(rule, _)| *rule).collect();
+    assert_eq!(rules, BoostRule::ORDER.to_vec());
+    for (rule, effect) in &outcome.factors {
+        match effect {
+            BoostEffect::Multiply(factor) => assert_eq!(*factor, 1.0, "{rule:?}"),
+            BoostEffect::Add(addend) => assert_eq!(*addend, 0.0, "{rule:?}"),
+        }
+    }
+}
+
+#[test]
+fn page_type_rule() {
+    let cfg = config("page_type_boosts: {overview: 1.5, changelog: 0.8}");
+    let meta = Metadata { page_type: "Overview".into(), ..Metadata::default() };
+    let outcome = boosted(&meta, None, &cfg, &BoostContext::default());
+    assert_eq!(effect_of(&outcome, BoostRule::PageType), BoostEffect::Multiply(1.5));
+    assert!(close(outcome.score, 0.75));
+    let other = Metadata { page_type: "howto".into(), ..Metadata::default() };
+    assert_eq!(boosted(&other, None, &cfg, &BoostContext::default()).score, 0.5);
+}
+
+#[test]
+fn section_and_platform_rule_multiplies_both() {
+    let cfg = config("section_boosts: {sdk: 1.1}\nplatform_boosts: {android: 1.2}");
+    let outcome = boosted(&rich_meta(), None, &cfg, &BoostContext::default());
+    assert_eq!(effect_of(&outcome, BoostRule::SectionPlatform), BoostEffect::Multiply(1.1 * 1.2));
+    let web = Metadata { section: "sdk".into(), platform: "web".into(), ..Metadata::default() };
+    assert!(close(boosted(&web, None, &cfg, &BoostContext::default()).score, 0.55));
+}
+
+#[test]
+fn theme_rule_adds_for_primary_and_next_themes_only() {
+    let cfg = config("theme_boosts: {primary: 0.08, secondary: 0.04, secondary_count: 2}");
+    let theme = |platform: &str| ThemeFields {
+        domain: "sdk_docs".into(),
+        section: Some("sdk".into()),
+        platform: Some(platform.into()),
+        role: None,
+    };
+    let ctx = BoostContext {
+        routing: Some(RoutingHint {
+            primary: Some(theme("ios")),
+            secondary: vec![theme("web"), theme("main"), theme("android")],
+        }),
+        group_boosts: BTreeMap::new(),
+    };
+    let meta_on = |platform: &str| Metadata { platform: platform.into(), ..rich_meta() };
+    assert!(close(boosted(&meta_on("ios"), None, &cfg, &ctx).score, 0.58));
+    assert!(close(boosted(&meta_on("web"), None, &cfg, &ctx).score, 0.54));
+    assert!(close(boosted(&meta_on("main"), None, &cfg, &ctx).score, 0.54));
+    assert_eq!(
+        boosted(&meta_on("android"), None, &cfg, &ctx).score,
+        0.5,
+        "third secondary theme is beyond secondary_count"
+    );
+    assert_eq!(boosted(&meta_on("ios"), None, &cfg, &BoostContext::default()).score, 0.5, "no routing, no boost");
+    let other_domain = Metadata { domain: "api_docs".into(), ..meta_on("ios") };
+    assert_eq!(boosted(&other_domain, None, &cfg, &ctx).score, 0.5);
+}
+
+#[test]
+fn group_rule_uses_tags_and_request_overrides_config() {
+    let cfg = config("group_boosts: {getting-started: 1.2, legacy: 0.5}");
+    let meta = rich_meta();
+    assert!(close(boosted(&meta, None, &cfg, &BoostContext::default()).score, 0.6));
+    let ctx = BoostContext { routing: None, group_boosts: BTreeMap::from([("Getting-Started".to_string(), 1.4)]) };
+    assert_eq!(effect_of(&boosted(&meta, None, &cfg, &ctx), BoostRule::Group), BoostEffect::Multiply(1.4));
+}
+
+#[test]
+fn url_pattern_rule_multiplies_each_matching_rule_once() {
+    let cfg = config(
+        "url_patterns:\n  overview: {paths: ['/start/', '/overview'], boost: 1.5}\n  technical: {paths: ['/sdk/'], boost: 1.2}\n  release: {paths: ['/blog'], boost: 0.8}",
+    );
+    let outcome = boosted(&rich_meta(), None, &cfg, &BoostContext::default());
+    assert_eq!(effect_of(&outcome, BoostRule::UrlPattern), BoostEffect::Multiply(1.5 * 1.2));
+    let blog = Metadata { url: "https://x.ru/Blog/post".into(), ..Metadata::default() };
+    assert!(close(boosted(&blog, None, &cfg, &BoostContext::default()).score, 0.4));
+}
+
+#[test]
+fn title_keyword_rule_is_case_insensitive() {
+    let cfg = config("title_keywords:\n  overview: {words: ['что такое', 'обзор'], boost: 1.5}");
+    assert!(close(boosted(&rich_meta(), None, &cfg, &BoostContext::default()).score, 0.75));
+    let plain = Metadata { title: "Отчёты".into(), ..Metadata::default() };
+    assert_eq!(boosted(&plain, None, &cfg, &BoostContext::default()).score, 0.5);
+}
+
+#[test]
+fn length_rule_distinguishes_short_optimal_and_long() {
+    let cfg = config("length: {optimal_min: 1000, optimal_max: 5000, optimal_boost: 1.1, long_boost: 1.05}");
+    let with_length = |content_length| Metadata { content_length, ..Metadata::default() };
+    let factor = |n| effect_of(&boosted(&with_length(n), None, &cfg, &BoostContext::default()), BoostRule::Length);
+    assert_eq!(factor(999), BoostEffect::Multiply(1.0));
+    assert_eq!(factor(1000), BoostEffect::Multiply(1.1));
+    assert_eq!(factor(5000), BoostEffect::Multiply(1.1));
+    assert_eq!(factor(5001), BoostEffect::Multiply(1.05));
+}
+
+#[test]
+fn structure_rule_reads_line_markers_and_whole_words() {
+    let cfg = config(
+        "structure: {well_structured_markers: ['##', '1.'], example_markers: ['например', 'шаг'], well_structured_boost: 1.05, example_boost: 1.1}",
+    );
+    let meta = Metadata::default();
+    let factor =
+        |text: Option<&str>| effect_of(&boosted(&meta, text, &cfg, &BoostContext::default()), BoostRule::Structure);
+    assert_eq!(factor(Some("## Установка\n1. Откройте меню")), BoostEffect::Multiply(1.05));
+    assert_eq!(factor(Some("Версия 1.5 вышла, шагнув вперёд")), BoostEffect::Multiply(1.0));
+    assert_eq!(factor(Some("Например, так")), BoostEffect::Multiply(1.1));
+    assert_eq!(factor(Some("## Шаг 2")), BoostEffect::Multiply(1.05 * 1.1));
+    assert_eq!(factor(None), BoostEffect::Multiply(1.0));
+}
+
+#[test]
+fn source_rule() {
+    let cfg = config("source_boosts: {docs-site: 1.1}");
+    assert!(close(boosted(&rich_meta(), None, &cfg, &BoostContext::default()).score, 0.55));
+    let other = Metadata { source: "forum".into(), ..Metadata::default() };
+    assert_eq!(boosted(&other, None, &cfg, &BoostContext::default()).score, 0.5);
+}
+
+#[test]
+fn depth_penalty_rule_counts_path_segments() {
+    assert_eq!(url_depth("https://docs.example.com/a/b/c/d?x=1#y"), 4);
+    assert_eq!(url_depth("https://docs.example.com"), 0);
+    assert_eq!(url_depth("/docs/admin/"), 2);
+    let cfg = config("depth_penalty: {min_depth: 4, factor: 0.95}");
+    let at = |url: &str| Metadata { url: url.into(), ..Metadata::default() };
+    assert!(close(boosted(&at("https://x.ru/a/b/c/d"), None, &cfg, &BoostContext::default()).score, 0.475));
+    assert_eq!(boosted(&at("https://x.ru/a/b/c"), None, &cfg, &BoostContext::default()).score, 0.5);
+}
+
+#[test]
+fn rules_apply_in_fixed_order() {
+    let cfg =
+        config("page_type_boosts: {overview: 1.5}\ntheme_boosts: {primary: 0.08}\nsource_boosts: {docs-site: 2.0}");
+    let ctx = BoostContext {
+        routing: Some(RoutingHint {
+            primary: Some(ThemeFields { domain: "sdk_docs".into(), ..ThemeFields::default() }),
+            secondary: Vec::new(),
+        }),
+        group_boosts: BTreeMap::new(),
+    };
+    // ((0.5 × 1.5) + 0.08) × 2.0: the addend comes after page type and before source.
+    let outcome = boosted(&rich_meta(), None, &cfg, &ctx);
+    assert!(close(outcome.score, 1.66), "got {}", outcome.score);
+}
+
+struct Hit {
+    id: String,
+    base: f32,
+    meta: Metadata,
+    boosted: f32,
+}
+
+impl Boostable for Hit {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn base_score(&self) -> f32 {
+        self.base
+    }
+    fn boost_input(&self) -> BoostInput<'_> {
+        BoostInput { meta: &self.meta, text: None }
+    }
+    fn set_boost(&mut self, outcome: BoostOutcome) {
+        self.boosted = outcome.score;
+    }
+    fn boosted_score(&self) -> f32 {
+        self.boosted
+    }
+}
+
+#[test]
+fn boost_and_sort_reorders_by_boosted_score_then_id() {
+    let cfg = config("page_type_boosts: {faq: 1.5}");
+    let hit = |id: &str, base: f32, page_type: &str| Hit {
+        id: id.into(),
+        base,
+        meta: Metadata { page_type: page_type.into(), ..Metadata::default() },
+        boosted: 0.0,
+    };
+    let mut hits = vec![hit("c", 0.9, ""), hit("b", 0.7, "faq"), hit("a", 0.9, "")];
+    boost_and_sort(&mut hits, &cfg, &BoostContext::default());
+    let ids: Vec<&str> = hits.iter().map(|h| h.id.as_str()).collect();
+    assert_eq!(ids, vec!["b", "a", "c"]);
+    assert!(close(hits[0].boosted, 1.05));
+}

@@ -1,0 +1,24 @@
+//! Errors of the search layer, by kind; `error.rs` maps them to HTTP statuses.
+
+use crate::index::IndexError;
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SearchError {
+    /// The request is well-formed JSON but a value is not acceptable.
+    #[error("{field}: {message}")]
+    InvalidRequest { field: String, message: String },
+    #[error("unknown tenant {0:?}")]
+    UnknownTenant(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error(transparent)]
+    Index(#[from] IndexError),
+}
+
+impl SearchError {
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        SearchError::InvalidRequest { field: field.into(), message: message.into() }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, SearchError>;

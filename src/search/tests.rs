@@ -1,0 +1,185 @@
+//! Cascade rules on the fixture corpus through `SearchService`.
+
+use super::*;
+use crate::config::Settings;
+use crate::embed::PseudoEmbedder;
+use crate::fixtures;
+use crate::index::InMemoryIndex;
+use crate::model::Level;
+
+fn service(adjust: impl FnOnce(&mut RuntimeSettings)) -> SearchService {
+    let mut runtime = Settings::default().runtime();
+    adjust(&mut runtime);
+    SearchService {
+        index: Arc::new(InMemoryIndex::from_snapshot(fixtures::snapshot()).unwrap()),
+        embedder: Arc::new(PseudoEmbedder::new(fixtures::DIMENSION)),
+        runtime: Arc::new(RwLock::new(runtime)),
+        counters: Default::default(),
+        max_query_chars: 2000,
+        default_dimension: fixtures::DIMENSION,
+    }
+}
+
+fn request(query: &str, tenant: &str) -> SearchRequest {
+    SearchRequest { query: query.into(), tenant_id: tenant.into(), include_steps: true, ..SearchRequest::default() }
+}
+
+fn all_tenants(response: &SearchResponse, index: &fixtures::Tenants) -> Vec<String> {
+    let steps = response.steps.as_ref().unwrap();
+    response
+        .hits
+        .iter()
+        .chain(&steps.docs)
+        .chain(&steps.sections)
+        .chain(&steps.chunks)
+        .map(|hit| index.tenant_of(&hit.doc_id))
+        .collect()
+}
+
+#[tokio::test]
+async fn tenant_isolation_holds_with_filters_disabled() {
+    let service = service(|r| r.enable_filters = false);
+    let tenants = fixtures::Tenants::new();
+    for query in ["Установка Android SDK секретного продукта Acme", "acme-secret пароль", "Gradle"]
+    {
+        let mut req = request(query, "t1");
+        req.enable_filters = Some(false);
+        req.doc_ids = Some(vec!["acme/secret-install".into()]);
+        let response = service.search(&req).await.unwrap();
+        assert!(all_tenants(&response, &tenants).iter().all(|t| t == "t1"), "{query}: {:?}", response.hits);
+        assert!(!response.hits.is_empty());
+    }
+}
+
+#[tokio::test]
+async fn request_filters_apply_when_enabled() {
+    let service = service(|_| {});
+    let mut req = request("установка", "t1");
+    req.filters.tags = vec!["ios".into()];
+    let response = service.search(&req).await.unwrap();
+    assert!(!response.hits.is_empty());
+    assert!(response.hits.iter().all(|h| h.doc_id == "sdk/ios/install"), "{:?}", response.hits);
+    let mut req = request("теги", "t1");
+    req.filters.section_ids = Some(vec!["docs/admin/tags#s1".into()]);
+    let response = service.search(&req).await.unwrap();
+    assert_eq!(response.hits.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(), vec!["docs/admin/tags#s1"]);
+}
+
+#[tokio::test]
+async fn docs_are_padded_to_min_docs() {
+    let service = service(|r| {
+        r.doc_top_k = 1;
+        r.min_docs = 3;
+    });
+    let response = service.search(&request("Подключение Android SDK через Gradle", "t1")).await.unwrap();
+    let steps = response.steps.unwrap();
+    assert_eq!(steps.docs.len(), 3);
+    assert_eq!(steps.padded_doc_ids.len(), 2);
+    assert_eq!(steps.docs[0].doc_id, "sdk/android/install");
+    assert!(!steps.padded_doc_ids.contains(&"sdk/android/install".to_string()));
+}
+
+#[tokio::test]
+async fn section_hits_win_and_are_capped_by_max_results() {
+    let service = service(|r| r.min_docs = 0);
+    let mut req = request("теги операторов и администратора", "t1");
+    req.max_results = Some(1);
+    let response = service.search(&req).await.unwrap();
+    assert_eq!(response.hits.len(), 1);
+    assert_eq!(response.hits[0].level, Level::Section);
+    assert_eq!(response.hits_level, "section");
+    req.max_results = Some(500);
+    let response = service.search(&req).await.unwrap();
+    assert!(response.hits.len() <= 50);
+}
+
+#[tokio::test]
+async fn chunk_hits_respect_topk_per_doc_when_no_section_passes() {
+    // Section texts are longer than chunk texts, so a min_score between them keeps only chunks.
+    let service = service(|r| {
+        r.topk_per_doc = 1;
+        r.min_docs = 0;
+    });
+    let mut req = request("Супервизор видит среднее время ответа операторов в отчёте.", "t1");
+    req.include_steps = true;
+    let all = service.search(&req).await.unwrap();
+    let section_score = all.steps.as_ref().unwrap().sections[0].score;
+    let chunk_score = all.steps.as_ref().unwrap().chunks[0].score;
+    assert!(chunk_score > section_score, "fixture assumption: {chunk_score} > {section_score}");
+    service.runtime.write().unwrap().min_score = (section_score + chunk_score) / 2.0;
+    let response = service.search(&req).await.unwrap();
+    assert_eq!(response.hits_level, "chunk");
+    let mut per_doc = std::collections::HashMap::new();
+    for hit in &response.hits {
+        *per_doc.entry(hit.doc_id.clone()).or_insert(0) += 1;
+        assert!(hit.score >= (section_score + chunk_score) / 2.0);
+    }
+    assert!(per_doc.values().all(|&n| n == 1), "{per_doc:?}");
+}
+
+#[tokio::test]
+async fn text_fallback_when_min_score_leaves_nothing() {
+    let service = service(|r| r.min_score = 1.0);
+    let response = service.search(&request("CSV выгрузка", "t1")).await.unwrap();
+    assert!(response.steps.as_ref().unwrap().fallback_used);
+    assert_eq!(response.hits_level, "chunk");
+    assert_eq!(response.hits[0].chunk_id.as_deref(), Some("docs/supervisor/reports#s1-c2"));
+    let response = service.search(&request("несуществующееслово", "t1")).await.unwrap();
+    assert!(response.hits.is_empty());
+    assert_eq!(response.hits_level, "none");
+}
+
+#[tokio::test]
+async fn bad_requests_are_rejected_with_the_field() {
+    let service = service(|_| {});
+    let cases: Vec<(SearchRequest, &str)> = vec![
+        (request("   ", "t1"), "query"),
+        (request(&"я".repeat(2001), "t1"), "query"),
+        (request("x", ""), "tenant_id"),
+        (request("x", "t1/../t2"), "tenant_id"),
+        (SearchRequest { max_results: Some(0), ..request("x", "t1") }, "max_results"),
+        (SearchRequest { query_embedding: Some(vec![0.1; 3]), ..request("x", "t1") }, "query_embedding"),
+    ];
+    for (req, field) in cases {
+        match service.search(&req).await {
+            Err(SearchError::InvalidRequest { field: got, .. }) => assert_eq!(got, field),
+            other => panic!("{field}: expected InvalidRequest, got {other:?}"),
+        }
+    }
+    assert!(matches!(service.search(&request("x", "nobody")).await, Err(SearchError::UnknownTenant(_))));
+}
+
+#[tokio::test]
+async fn precomputed_query_embedding_skips_the_embedder() {
+    let service = service(|_| {});
+    let vector = PseudoEmbedder::new(fixtures::DIMENSION).embed_one("CocoaPods Podfile Xcode");
+    let mut req = request("совсем другой текст", "t1");
+    req.query_embedding = Some(vector);
+    let response = service.search(&req).await.unwrap();
+    assert_eq!(response.hits[0].doc_id, "sdk/ios/install");
+}
+
+#[tokio::test]
+async fn window_returns_ordered_neighbours_for_the_tenant_only() {
+    let service = service(|_| {});
+    let query = |tenant: &str, doc: &str, anchor: &str, before, after| WindowQuery {
+        tenant_id: tenant.into(),
+        doc_id: doc.into(),
+        anchor_chunk_id: anchor.into(),
+        before,
+        after,
+    };
+    let chunks = service.window(&query("t1", "sdk/android/install", "sdk/android/install#s1-c2", 1, 1)).await.unwrap();
+    let ids: Vec<&str> = chunks.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, vec!["sdk/android/install#s1-c1", "sdk/android/install#s1-c2", "sdk/android/install#s2-c1"]);
+    let chunks = service.window(&query("t1", "sdk/android/install", "sdk/android/install#s1-c1", 5, 0)).await.unwrap();
+    assert_eq!(chunks.len(), 1);
+    assert!(matches!(
+        service.window(&query("t1", "acme/secret-install", "acme/secret-install#s1-c1", 1, 1)).await,
+        Err(SearchError::NotFound(_))
+    ));
+    assert!(matches!(
+        service.window(&query("t1", "sdk/android/install", "nope", 1, 1)).await,
+        Err(SearchError::NotFound(_))
+    ));
+}

@@ -1,0 +1,155 @@
+//! Search requests and responses as the pipeline sees them (also the JSON shapes of the API).
+
+use crate::model::{Level, Metadata};
+use serde::{Deserialize, Serialize};
+
+/// Metadata filters of a search request; every field narrows the result when set.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchFilters {
+    pub product: Option<String>,
+    pub version: Option<String>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    pub doc_ids: Option<Vec<String>>,
+    pub section_ids: Option<Vec<String>>,
+}
+
+/// What the caller knows about the user (used by the theme router).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserMetadata {
+    pub role: Option<String>,
+    pub product: Option<String>,
+    pub platform: Option<String>,
+}
+
+/// `POST /internal/retrieval/search`. Unknown fields are rejected so that a misspelt filter
+/// never silently widens a search.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchRequest {
+    pub query: String,
+    pub tenant_id: String,
+    pub max_results: Option<i64>,
+    #[serde(default)]
+    pub filters: SearchFilters,
+    pub doc_ids: Option<Vec<String>>,
+    pub section_ids: Option<Vec<String>>,
+    pub enable_filters: Option<bool>,
+    pub rerank_enabled: Option<bool>,
+    pub trace_id: Option<String>,
+    pub user_metadata: Option<UserMetadata>,
+    #[serde(default)]
+    pub include_steps: bool,
+    #[serde(default)]
+    pub explain: bool,
+    pub query_embedding: Option<Vec<f32>>,
+    /// A theme chosen by the user after a clarification: the search is filtered to it.
+    pub theme: Option<String>,
+}
+
+/// Topic and location fields of a hit (never the raw text).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct HitMetadata {
+    pub url: String,
+    pub source: String,
+    pub product: String,
+    pub version: String,
+    pub tags: Vec<String>,
+    pub domain: String,
+    pub section: String,
+    pub platform: String,
+    pub role: String,
+    pub page_type: String,
+    pub heading: String,
+    pub heading_path: Vec<String>,
+    pub page: u32,
+    pub chunk_index: u32,
+    pub theme_label: Option<String>,
+}
+
+/// One result. By contract it never carries the record's text.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RetrievalHit {
+    pub id: String,
+    pub level: Level,
+    pub doc_id: String,
+    pub section_id: Option<String>,
+    pub chunk_id: Option<String>,
+    pub title: String,
+    pub summary: String,
+    pub score: f32,
+    pub metadata: HitMetadata,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explain: Option<serde_json::Value>,
+}
+
+impl RetrievalHit {
+    pub fn from_metadata(id: &str, level: Level, meta: &Metadata, score: f32) -> Self {
+        Self {
+            id: id.to_string(),
+            level,
+            doc_id: meta.doc_id.clone(),
+            section_id: meta.section_id.clone(),
+            chunk_id: meta.chunk_id.clone(),
+            title: meta.title.clone(),
+            summary: meta.summary.clone(),
+            score,
+            metadata: HitMetadata {
+                url: meta.url.clone(),
+                source: meta.source.clone(),
+                product: meta.product.clone(),
+                version: meta.version.clone(),
+                tags: meta.tags.clone(),
+                domain: meta.domain.clone(),
+                section: meta.section.clone(),
+                platform: meta.platform.clone(),
+                role: meta.role.clone(),
+                page_type: meta.page_type.clone(),
+                heading: meta.heading.clone(),
+                heading_path: meta.heading_path.clone(),
+                page: meta.page,
+                chunk_index: meta.chunk_index,
+                theme_label: None,
+            },
+            explain: None,
+        }
+    }
+}
+
+/// The intermediate hits of each cascade stage (`include_steps: true`).
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Steps {
+    pub docs: Vec<RetrievalHit>,
+    pub sections: Vec<RetrievalHit>,
+    pub chunks: Vec<RetrievalHit>,
+    /// Doc ids added by `min_docs` padding rather than by similarity.
+    pub padded_doc_ids: Vec<String>,
+    pub fallback_used: bool,
+}
+
+/// Something that went wrong but did not fail the search, so callers can judge the result.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Degradation {
+    pub code: String,
+    pub message: String,
+}
+
+impl Degradation {
+    pub fn new(code: &str, message: impl Into<String>) -> Self {
+        Self { code: code.to_string(), message: message.into() }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchResponse {
+    pub hits: Vec<RetrievalHit>,
+    /// `section` or `chunk`: which level the hits come from (`none` when there are no hits).
+    pub hits_level: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steps: Option<Steps>,
+    pub trace_id: Option<String>,
+    pub took_ms: f64,
+    pub degradations: Vec<Degradation>,
+}

@@ -1,0 +1,15 @@
+//! `AppState`: everything handlers share, built once at start-up (no globals).
+
+use crate::api::metrics::HttpMetrics;
+use crate::config::Settings;
+use crate::search::SearchService;
+use std::sync::Arc;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub settings: Arc<Settings>,
+    pub search: Arc<SearchService>,
+    pub http_metrics: Arc<HttpMetrics>,
+    /// Whether a rerank endpoint exists, so `/config` can refuse to enable reranking without one.
+    pub rerank_configured: bool,
+}

@@ -1,0 +1,93 @@
+//! The snapshot is rewritten while searches run: they see the new data and none fails.
+
+mod common;
+
+use axum::http::StatusCode;
+use common::send;
+use retrieval_service::config::Settings;
+use retrieval_service::embed::PseudoEmbedder;
+use retrieval_service::index::memory::write_snapshot_file;
+use retrieval_service::index::InMemoryIndex;
+use retrieval_service::model::Record;
+use retrieval_service::{fixtures, startup};
+use serde_json::json;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn snapshot_with_extra_doc(generation: usize) -> retrieval_service::model::Snapshot {
+    let mut snapshot = fixtures::snapshot();
+    let embedder = PseudoEmbedder::new(fixtures::DIMENSION);
+    let template = snapshot.chunks[0].clone();
+    let doc_id = format!("docs/new/generation-{generation}");
+    let text = format!("Новая страница поколения {generation}: квантовый телепорт");
+    let mut doc = snapshot.docs[0].clone();
+    doc.id = doc_id.clone();
+    doc.meta.doc_id = doc_id.clone();
+    doc.text = text.clone();
+    doc.embedding = embedder.embed_one(&text);
+    let mut chunk: Record = template;
+    chunk.id = format!("{doc_id}#s1-c1");
+    chunk.meta.doc_id = doc_id.clone();
+    chunk.meta.section_id = Some(format!("{doc_id}#s1"));
+    chunk.meta.chunk_id = Some(chunk.id.clone());
+    chunk.text = text.clone();
+    chunk.embedding = embedder.embed_one(&text);
+    snapshot.docs.push(doc);
+    snapshot.chunks.push(chunk);
+    snapshot
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rewriting_the_snapshot_under_load_drops_no_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index.json");
+    write_snapshot_file(&path, &fixtures::snapshot()).unwrap();
+    let index = Arc::new(InMemoryIndex::from_file(&path));
+    index.spawn_reloader(Duration::from_millis(50));
+    let settings = Settings { embedding_dimension: fixtures::DIMENSION, min_score: -1.0, ..Settings::default() };
+    let state = startup::state_with(settings, index, Arc::new(PseudoEmbedder::new(fixtures::DIMENSION)));
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let completed = Arc::new(AtomicUsize::new(0));
+    let mut workers = Vec::new();
+    for _ in 0..4 {
+        let (state, stop, completed) = (state.clone(), stop.clone(), completed.clone());
+        workers.push(tokio::spawn(async move {
+            let body = json!({"query": "квантовый телепорт", "tenant_id": "t1", "include_steps": true}).to_string();
+            while !stop.load(Ordering::Relaxed) {
+                let (status, response) = send(&state, "POST", "/internal/retrieval/search", Some(&body)).await;
+                assert_eq!(status, StatusCode::OK, "a request failed during reload: {response}");
+                completed.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+
+    for generation in 1..=3 {
+        write_snapshot_file(&path, &snapshot_with_extra_doc(generation)).unwrap();
+        let wanted = format!("docs/new/generation-{generation}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let body = json!({"query": "квантовый телепорт", "tenant_id": "t1", "include_steps": true}).to_string();
+            let (status, response) = send(&state, "POST", "/internal/retrieval/search", Some(&body)).await;
+            assert_eq!(status, StatusCode::OK);
+            if response["steps"]["docs"].to_string().contains(&wanted) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "generation {generation} never became visible");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    // A broken write keeps the last good index serving.
+    std::fs::write(&path, "{ broken").unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    stop.store(true, Ordering::Relaxed);
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    let body = json!({"query": "квантовый телепорт", "tenant_id": "t1", "include_steps": true}).to_string();
+    let (status, response) = send(&state, "POST", "/internal/retrieval/search", Some(&body)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(response["steps"]["docs"].to_string().contains("generation-3"));
+    assert!(completed.load(Ordering::Relaxed) > 10);
+}
