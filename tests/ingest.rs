@@ -8,7 +8,9 @@ use retrieval_service::index::memory::{read_snapshot_file, LoadedIndex};
 use retrieval_service::index::RecordFilter;
 use retrieval_service::ingest::demo::DEMO_PAGES;
 use retrieval_service::ingest::markdown::parse_markdown;
-use retrieval_service::ingest::{demo_snapshot, run_ingest, suggest_themes, IngestArgs, IngestBackend, IngestError, MappingRules};
+use retrieval_service::ingest::{
+    demo_snapshot, run_ingest, suggest_themes, IngestArgs, IngestBackend, IngestError, MappingRules,
+};
 use retrieval_service::model::{Level, Record, Snapshot};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -25,10 +27,22 @@ struct CountingEmbedder {
 
 impl CountingEmbedder {
     fn new(dimension: usize) -> Arc<Self> {
-        Arc::new(Self { inner: PseudoEmbedder::new(dimension), model: format!("counting-{dimension}"), calls: AtomicUsize::new(0), texts: AtomicUsize::new(0), fail: false })
+        Arc::new(Self {
+            inner: PseudoEmbedder::new(dimension),
+            model: format!("counting-{dimension}"),
+            calls: AtomicUsize::new(0),
+            texts: AtomicUsize::new(0),
+            fail: false,
+        })
     }
     fn failing() -> Arc<Self> {
-        Arc::new(Self { inner: PseudoEmbedder::new(16), model: "counting-16".into(), calls: AtomicUsize::new(0), texts: AtomicUsize::new(0), fail: true })
+        Arc::new(Self {
+            inner: PseudoEmbedder::new(16),
+            model: "counting-16".into(),
+            calls: AtomicUsize::new(0),
+            texts: AtomicUsize::new(0),
+            fail: true,
+        })
     }
 }
 
@@ -84,7 +98,8 @@ impl Fixture {
 }
 
 const ADMIN_TAGS: &str = "---\ntitle: Настройка обязательных тегов\ndescription: Администратор включает обязательные теги.\ntags: [теги]\n---\n\nВступление про теги.\n\n## Группы тегов\n\nГруппа тегов бывает обязательной.\n\n### Параметры\n\nПараметр «Обязательная» запрещает закрыть чат без тега.\n";
-const AGENT_CHATS: &str = "---\ntitle: Работа с чатами\n---\n\nОператор ведёт чаты.\n\n## Закрытие\n\nПеред закрытием поставьте тег.\n";
+const AGENT_CHATS: &str =
+    "---\ntitle: Работа с чатами\n---\n\nОператор ведёт чаты.\n\n## Закрытие\n\nПеред закрытием поставьте тег.\n";
 const SDK_INSTALL: &str = "# Установка SDK\n\nДобавьте зависимость в gradle.\n";
 
 fn all_records(snapshot: &Snapshot) -> impl Iterator<Item = &Record> {
@@ -92,7 +107,8 @@ fn all_records(snapshot: &Snapshot) -> impl Iterator<Item = &Record> {
 }
 
 fn ids(snapshot: &Snapshot, tenant: &str) -> Vec<String> {
-    let mut ids: Vec<String> = all_records(snapshot).filter(|r| r.meta.tenant_id == tenant).map(|r| r.id.clone()).collect();
+    let mut ids: Vec<String> =
+        all_records(snapshot).filter(|r| r.meta.tenant_id == tenant).map(|r| r.id.clone()).collect();
     ids.sort();
     ids
 }
@@ -106,7 +122,9 @@ fn markdown_noise_is_stripped_and_structure_kept() {
     assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
     let texts: Vec<&str> = parsed.sections.iter().map(|s| s.text.as_str()).collect();
     let all = texts.join("\n");
-    for gone in ["import", "export", "скрытый", "комментарий", ":::", "<b>", "Tabs", "TabItem", "https://x.ru", "a.png", "|---"] {
+    for gone in
+        ["import", "export", "скрытый", "комментарий", ":::", "<b>", "Tabs", "TabItem", "https://x.ru", "a.png", "|---"]
+    {
         assert!(!all.contains(gone), "{gone:?} left in {all}");
     }
     assert!(texts[0].contains("Важно:") && texts[0].contains("Текст внутри замечания."), "{}", texts[0]);
@@ -137,7 +155,13 @@ async fn ingest_maps_topics_onto_all_three_levels() {
     let fixture = Fixture::new();
     fixture.write("docs/admin/required-tags.md", ADMIN_TAGS);
     fixture.write("android/getting-started/installation.md", SDK_INSTALL);
-    let args = IngestArgs { product: "ЧатЦентр".into(), version: "5.2".into(), tags: vec!["demo".into()], base_url: "https://docs.example".into(), ..fixture.args("t1") };
+    let args = IngestArgs {
+        product: "ЧатЦентр".into(),
+        version: "5.2".into(),
+        tags: vec!["demo".into()],
+        base_url: "https://docs.example".into(),
+        ..fixture.args("t1")
+    };
     let embedder = CountingEmbedder::new(24);
     let report = run_ingest(&fixture.settings, embedder.clone(), &args).await.unwrap();
     assert_eq!((report.docs, report.sections), (2, 4));
@@ -145,11 +169,17 @@ async fn ingest_maps_topics_onto_all_three_levels() {
     let snapshot = fixture.snapshot();
     assert_eq!((snapshot.embedding_model.as_str(), snapshot.dimension), ("counting-24", 24));
     LoadedIndex::build(snapshot.clone()).expect("the written snapshot loads");
-    let admin: Vec<&Record> = all_records(&snapshot).filter(|r| r.meta.source == "docs/admin/required-tags.md").collect();
+    let admin: Vec<&Record> =
+        all_records(&snapshot).filter(|r| r.meta.source == "docs/admin/required-tags.md").collect();
     assert_eq!(admin.iter().map(|r| r.level()).collect::<std::collections::HashSet<_>>().len(), 3);
     for record in &admin {
         let m = &record.meta;
-        assert_eq!((m.domain.as_str(), m.section.as_str(), m.role.as_str(), m.platform.as_str()), ("chatcenter_user_docs", "admin", "administrator", ""), "{}", record.id);
+        assert_eq!(
+            (m.domain.as_str(), m.section.as_str(), m.role.as_str(), m.platform.as_str()),
+            ("chatcenter_user_docs", "admin", "administrator", ""),
+            "{}",
+            record.id
+        );
         assert_eq!((m.tenant_id.as_str(), m.doc_id.as_str()), ("t1", "site/docs/admin/required-tags.md"));
         assert_eq!((m.product.as_str(), m.version.as_str()), ("ЧатЦентр", "5.2"));
         assert_eq!(m.tags, vec!["теги".to_string(), "demo".to_string()]);
@@ -167,7 +197,10 @@ async fn ingest_maps_topics_onto_all_three_levels() {
     let sdk = all_records(&snapshot).filter(|r| r.meta.source == "android/getting-started/installation.md");
     for record in sdk {
         let m = &record.meta;
-        assert_eq!((m.domain.as_str(), m.section.as_str(), m.platform.as_str(), m.role.as_str()), ("sdk_docs", "sdk", "android", "integrator"));
+        assert_eq!(
+            (m.domain.as_str(), m.section.as_str(), m.platform.as_str(), m.role.as_str()),
+            ("sdk_docs", "sdk", "android", "integrator")
+        );
         assert_eq!((m.title.as_str(), m.page_type.as_str()), ("Установка SDK", "install"));
     }
 }
@@ -228,7 +261,9 @@ async fn cache_avoids_re_embedding_unchanged_text() {
     // the doc text (title + first paragraph) equals the intro section's text (title + paragraph)
     assert_eq!(third.texts.load(Ordering::SeqCst), 2, "only the changed doc/section text and its chunk");
     let no_cache = CountingEmbedder::new(16);
-    run_ingest(&fixture.settings, no_cache.clone(), &IngestArgs { no_cache: true, ..fixture.args("t1") }).await.unwrap();
+    run_ingest(&fixture.settings, no_cache.clone(), &IngestArgs { no_cache: true, ..fixture.args("t1") })
+        .await
+        .unwrap();
     assert!(no_cache.texts.load(Ordering::SeqCst) > 3);
 }
 
@@ -255,7 +290,8 @@ async fn bad_files_are_skipped_with_their_path() {
 async fn missing_path_empty_tree_and_chroma_without_writer_are_errors() {
     let fixture = Fixture::new();
     let embedder = CountingEmbedder::new(8);
-    let missing = IngestArgs { quiet: true, out: Some(fixture.snapshot_path()), ..IngestArgs::new("/no/such/dir", "t1") };
+    let missing =
+        IngestArgs { quiet: true, out: Some(fixture.snapshot_path()), ..IngestArgs::new("/no/such/dir", "t1") };
     let error = run_ingest(&fixture.settings, embedder.clone(), &missing).await.unwrap_err();
     assert!(matches!(error, IngestError::PathNotFound(_)) && error.to_string().contains("/no/such/dir"), "{error}");
     std::fs::create_dir_all(fixture.tree()).unwrap();
@@ -277,15 +313,24 @@ async fn failed_runs_leave_the_snapshot_intact_and_dimensions_never_mix() {
     run_ingest(&fixture.settings, CountingEmbedder::new(16), &fixture.args("t1")).await.unwrap();
     let before = std::fs::read(fixture.snapshot_path()).unwrap();
     fixture.write("docs/admin/required-tags.md", ADMIN_TAGS);
-    let error = run_ingest(&fixture.settings, CountingEmbedder::failing(), &IngestArgs { no_cache: true, ..fixture.args("t1") }).await.unwrap_err();
+    let error = run_ingest(
+        &fixture.settings,
+        CountingEmbedder::failing(),
+        &IngestArgs { no_cache: true, ..fixture.args("t1") },
+    )
+    .await
+    .unwrap_err();
     assert!(error.to_string().contains("embedding server down"), "{error}");
     assert_eq!(std::fs::read(fixture.snapshot_path()).unwrap(), before);
     let error = run_ingest(&fixture.settings, CountingEmbedder::new(32), &fixture.args("t2")).await.unwrap_err();
     assert!(matches!(error, IngestError::DimensionMismatch { existing: 16, new: 32 }), "{error}");
     assert_eq!(std::fs::read(fixture.snapshot_path()).unwrap(), before);
-    let error = run_ingest(&fixture.settings, Arc::new(PseudoEmbedder::new(16)), &fixture.args("t2")).await.unwrap_err();
+    let error =
+        run_ingest(&fixture.settings, Arc::new(PseudoEmbedder::new(16)), &fixture.args("t2")).await.unwrap_err();
     assert!(matches!(error, IngestError::ModelMismatch { .. }), "{error}");
-    run_ingest(&fixture.settings, CountingEmbedder::new(32), &fixture.args("t1")).await.expect("replacing everything may change the model");
+    run_ingest(&fixture.settings, CountingEmbedder::new(32), &fixture.args("t1"))
+        .await
+        .expect("replacing everything may change the model");
     assert_eq!(fixture.snapshot().dimension, 32);
 }
 
@@ -307,7 +352,10 @@ async fn jsonl_records_become_docs_with_their_metadata() {
     assert!(report.skipped.iter().any(|n| n.path.ends_with("kb.jsonl:4")), "{:?}", report.skipped);
     let snapshot = fixture.snapshot();
     let p1 = snapshot.docs.iter().find(|d| d.id == "p1").unwrap();
-    assert_eq!((p1.meta.product.as_str(), p1.meta.platform.as_str(), p1.meta.url.as_str()), ("wiki", "web", "https://w/p1"));
+    assert_eq!(
+        (p1.meta.product.as_str(), p1.meta.platform.as_str(), p1.meta.url.as_str()),
+        ("wiki", "web", "https://w/p1")
+    );
     assert_eq!((p1.meta.source.as_str(), p1.meta.tags.clone()), ("kb.jsonl", vec!["история".to_string()]));
     assert_eq!(snapshot.sections.iter().filter(|s| s.meta.doc_id == "p1").count(), 2);
     assert_eq!(snapshot.docs.iter().find(|d| d.id == "p2").unwrap().meta.title, "p2");
@@ -343,7 +391,11 @@ async fn demo_snapshot_matches_ingest_and_covers_ambiguous_tags() {
     assert_eq!(snapshot.docs.len(), DEMO_PAGES.len());
 
     let fixture = Fixture::new();
-    let args = IngestArgs { out: Some(fixture.snapshot_path()), quiet: true, ..IngestArgs::new(demo_root.join("demo"), "demo") };
+    let args = IngestArgs {
+        out: Some(fixture.snapshot_path()),
+        quiet: true,
+        ..IngestArgs::new(demo_root.join("demo"), "demo")
+    };
     run_ingest(&fixture.settings, Arc::new(PseudoEmbedder::new(64)), &args).await.unwrap();
     assert_eq!(ids(&fixture.snapshot(), "demo"), ids(&snapshot, "demo"), "same ids through `ingest`");
 
@@ -354,7 +406,11 @@ async fn demo_snapshot_matches_ingest_and_covers_ambiguous_tags() {
     for expected in ["agent", "admin", "faq"] {
         assert!(sections.contains(expected), "\"обязательные теги\" should hit {expected}: {sections:?}");
     }
-    assert!(index.lexical(Level::Doc, &RecordFilter::tenant("acme"), &terms, 10).iter().all(|h| h.record.meta.tenant_id == "acme"));
+    assert!(index.lexical(Level::Doc, &RecordFilter::tenant("acme"), &terms, 10).iter().all(|h| h
+        .record
+        .meta
+        .tenant_id
+        == "acme"));
     for doc in &snapshot.docs {
         assert!(!doc.meta.tags.is_empty() && !doc.meta.summary.is_empty(), "{} lacks front matter", doc.id);
         let sections = snapshot.sections.iter().filter(|s| s.meta.doc_id == doc.id).count();
@@ -368,9 +424,13 @@ async fn themes_suggest_drafts_the_router_format() {
     let yaml = suggest_themes(&snapshot, Some("demo"), 2);
     let parsed: serde_yaml::Value = serde_yaml::from_str(&yaml).unwrap();
     let themes = parsed["themes"].as_sequence().unwrap();
-    let find = |id: &str| themes.iter().find(|t| t["id"].as_str() == Some(id)).unwrap_or_else(|| panic!("no {id} in\n{yaml}"));
+    let find =
+        |id: &str| themes.iter().find(|t| t["id"].as_str() == Some(id)).unwrap_or_else(|| panic!("no {id} in\n{yaml}"));
     let sdk = find("sdk_android");
-    assert_eq!((sdk["domain"].as_str(), sdk["platform"].as_str(), sdk["role"].as_str()), (Some("sdk_docs"), Some("android"), Some("integrator")));
+    assert_eq!(
+        (sdk["domain"].as_str(), sdk["platform"].as_str(), sdk["role"].as_str()),
+        (Some("sdk_docs"), Some("android"), Some("integrator"))
+    );
     let admin = find("user_admin");
     assert_eq!((admin["section"].as_str(), admin["role"].as_str()), (Some("admin"), Some("administrator")));
     for theme in themes {

@@ -243,7 +243,7 @@ fn strip_extension(segment: &str) -> &str {
 
 fn segment_words(segment: &str) -> Vec<String> {
     segment
-        .split(|c: char| c == '-' || c == '_' || c == '.' || c == ' ')
+        .split(['-', '_', '.', ' '])
         .filter(|word| !word.is_empty())
         .map(|word| word.to_lowercase())
         .collect()
