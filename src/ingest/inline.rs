@@ -229,6 +229,7 @@ fn remove_emphasis(chars: &[char]) -> Vec<char> {
         let left = !space(after) && (!punct(after) || space(before) || punct(before));
         let right = !space(before) && (!punct(before) || space(after) || punct(after));
         let strip = match c {
+            '*' if run == 4 => true,
             '_' => (left && (!right || punct(before))) || (right && (!left || punct(after))),
             '~' => run >= 2 && (left || right),
             _ => left || right,
@@ -308,6 +309,7 @@ mod tests {
             ("адрес <https://example.com/a> тут", "адрес https://example.com/a тут"),
             ("_Блокировка рекламы_ и **жирный** и ~~старое~~", "Блокировка рекламы и жирный и старое"),
             ("snake_case_name и 2 * 3 и ~5 минут", "snake_case_name и 2 * 3 и ~5 минут"),
+            ("кабеля USB **![](usb.png)** к компьютеру", "кабеля USB к компьютеру"),
             (
                 "**Запускать на сайтах**выберите и Общие →**Дополнительные**",
                 "Запускать на сайтахвыберите и Общие →Дополнительные",
