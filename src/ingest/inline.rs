@@ -6,7 +6,8 @@ const ESCAPE_BASE: u32 = 0xE000;
 
 /// Cleans one line of inline Markdown; leading indentation is kept, inner runs of spaces collapse.
 pub fn clean_inline(line: &str) -> String {
-    let chars: Vec<char> = line.chars().collect();
+    let raw: Vec<char> = line.chars().collect();
+    let chars = replace_links(&raw, &code_mask(&raw));
     let mut out = String::new();
     let mut prose_start = 0;
     let mut i = 0;
@@ -28,6 +29,27 @@ pub fn clean_inline(line: &str) -> String {
     }
     out.push_str(&clean_prose(&chars[prose_start..]));
     collapse_spaces(&out)
+}
+
+/// `true` for the characters inside (and including the backticks of) code spans.
+fn code_mask(chars: &[char]) -> Vec<bool> {
+    let mut mask = vec![false; chars.len()];
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i] != '`' || (i > 0 && chars[i - 1] == '\\') {
+            i += 1;
+            continue;
+        }
+        let run = chars[i..].iter().take_while(|&&c| c == '`').count();
+        match find_backtick_run(chars, i + run, run) {
+            Some(close) => {
+                mask[i..close + run].iter_mut().for_each(|m| *m = true);
+                i = close + run;
+            }
+            None => i += run,
+        }
+    }
+    mask
 }
 
 fn find_backtick_run(chars: &[char], from: usize, run: usize) -> Option<usize> {
@@ -59,8 +81,7 @@ fn clean_prose(chars: &[char]) -> String {
         }
     }
     let without_comments = remove_mdx_comments(&escaped);
-    let without_links = replace_links(&without_comments);
-    let without_tags = remove_tags(&without_links);
+    let without_tags = remove_tags(&without_comments);
     let without_emphasis = remove_emphasis(&without_tags);
     let text: String = without_emphasis
         .into_iter()
@@ -94,9 +115,12 @@ fn remove_mdx_comments(chars: &[char]) -> Vec<char> {
     out
 }
 
-fn matching(chars: &[char], open_at: usize, open: char, close: char) -> Option<usize> {
+fn matching(chars: &[char], in_code: &[bool], open_at: usize, open: char, close: char) -> Option<usize> {
     let mut depth = 0usize;
     for (offset, &c) in chars[open_at..].iter().enumerate() {
+        if in_code[open_at + offset] {
+            continue;
+        }
         if c == open {
             depth += 1;
         } else if c == close {
@@ -109,22 +133,36 @@ fn matching(chars: &[char], open_at: usize, open: char, close: char) -> Option<u
     None
 }
 
-/// `![alt](src)` → alt, `[text](url)` and `[text][ref]` → text (recursively, for linked images).
-fn replace_links(chars: &[char]) -> Vec<char> {
+/// `![alt](src)` → alt, `[text](url)` and `[text][ref]` → text (recursively, for linked images);
+/// a stray `](target)` left by a link broken across lines is dropped. Code spans are opaque.
+fn replace_links(chars: &[char], in_code: &[bool]) -> Vec<char> {
     let mut out = Vec::with_capacity(chars.len());
     let mut i = 0;
     while i < chars.len() {
+        if in_code[i] {
+            out.push(chars[i]);
+            i += 1;
+            continue;
+        }
         let image = chars[i] == '!' && chars.get(i + 1) == Some(&'[');
         let bracket = if image { i + 1 } else { i };
         if chars[bracket] == '[' {
-            if let Some(close) = matching(chars, bracket, '[', ']') {
+            if let Some(close) = matching(chars, in_code, bracket, '[', ']') {
                 let target_end = match chars.get(close + 1) {
-                    Some('(') => matching(chars, close + 1, '(', ')'),
-                    Some('[') => matching(chars, close + 1, '[', ']'),
+                    Some('(') => matching(chars, in_code, close + 1, '(', ')'),
+                    Some('[') => matching(chars, in_code, close + 1, '[', ']'),
                     _ => None,
                 };
                 if let Some(end) = target_end {
-                    out.extend(replace_links(&chars[bracket + 1..close]));
+                    out.extend(replace_links(&chars[bracket + 1..close], &in_code[bracket + 1..close]));
+                    i = end + 1;
+                    continue;
+                }
+            }
+        }
+        if chars[i] == ']' && chars.get(i + 1) == Some(&'(') {
+            if let Some(end) = matching(chars, in_code, i + 1, '(', ')') {
+                if !chars[i + 2..end].iter().any(|c| c.is_whitespace()) {
                     i = end + 1;
                     continue;
                 }
@@ -185,11 +223,17 @@ fn remove_emphasis(chars: &[char]) -> Vec<char> {
         let run = chars[i..].iter().take_while(|&&x| x == c).count();
         let before = if i == 0 { None } else { Some(chars[i - 1]) };
         let after = chars.get(i + run).copied();
-        let open_side = |x: Option<char>| x.is_none_or(|x| x.is_whitespace() || x.is_ascii_punctuation());
-        let left = after.is_some_and(|a| !a.is_whitespace()) && open_side(before);
-        let right = before.is_some_and(|b| !b.is_whitespace()) && open_side(after);
-        let intraword = before.is_some_and(char::is_alphanumeric) && after.is_some_and(char::is_alphanumeric);
-        let strip = (left || right) && !(intraword && c == '_') && !(c == '~' && run < 2);
+        // CommonMark flanking rules: `*` may open/close inside words, `_` may not.
+        let space = |x: Option<char>| x.is_none_or(char::is_whitespace);
+        let punct = |x: Option<char>| x.is_some_and(|x| x.is_ascii_punctuation() || "«»—–→…“”„".contains(x));
+        let left = !space(after) && (!punct(after) || space(before) || punct(before));
+        let right = !space(before) && (!punct(before) || space(after) || punct(after));
+        let strip = match c {
+            '*' if run == 4 => true,
+            '_' => (left && (!right || punct(before))) || (right && (!left || punct(after))),
+            '~' => run >= 2 && (left || right),
+            _ => left || right,
+        };
         if !strip {
             out.extend(std::iter::repeat_n(c, run));
         }
@@ -248,6 +292,9 @@ mod tests {
             ("команда `npm install <pkg>` и `a_b_c`", "команда npm install <pkg> и a_b_c"),
             ("``код с ` внутри``", "код с ` внутри"),
             ("[x] без ссылки", "[x] без ссылки"),
+            ("[опция `$stealth` модификатора](/general/x#stealth) тут", "опция $stealth модификатора тут"),
+            ("`[a](b)` в коде", "[a](b) в коде"),
+            ("битая ссылка](/general/ad-filtering/x). Дальше", "битая ссылка. Дальше"),
         ];
         for (input, expected) in cases {
             assert_eq!(clean_inline(input), expected, "{input}");
@@ -262,6 +309,11 @@ mod tests {
             ("адрес <https://example.com/a> тут", "адрес https://example.com/a тут"),
             ("_Блокировка рекламы_ и **жирный** и ~~старое~~", "Блокировка рекламы и жирный и старое"),
             ("snake_case_name и 2 * 3 и ~5 минут", "snake_case_name и 2 * 3 и ~5 минут"),
+            ("кабеля USB **![](usb.png)** к компьютеру", "кабеля USB к компьютеру"),
+            (
+                "**Запускать на сайтах**выберите и Общие →**Дополнительные**",
+                "Запускать на сайтахвыберите и Общие →Дополнительные",
+            ),
             ("a &lt; b &amp;&nbsp;c", "a < b & c"),
             ("экранированный \\_символ\\_ и \\*", "экранированный _символ_ и *"),
             ("текст {/* комментарий MDX */} дальше", "текст дальше"),

@@ -242,11 +242,7 @@ fn strip_extension(segment: &str) -> &str {
 }
 
 fn segment_words(segment: &str) -> Vec<String> {
-    segment
-        .split(['-', '_', '.', ' '])
-        .filter(|word| !word.is_empty())
-        .map(|word| word.to_lowercase())
-        .collect()
+    segment.split(['-', '_', '.', ' ']).filter(|word| !word.is_empty()).map(|word| word.to_lowercase()).collect()
 }
 
 fn contains_sequence(words: &[String], wanted: &[String]) -> bool {

@@ -4,20 +4,13 @@
 //! admonition fences (`:::info Title`) are reduced to their title, tables become `a | b` rows,
 //! images become their alt text and links their text (see `inline.rs`).
 
+use super::frontmatter::split_front_matter;
 use super::inline::clean_inline;
+
+pub use super::frontmatter::FrontMatter;
 
 /// Headings of this level or shallower start a new section; deeper ones stay inside as text lines.
 pub const DEFAULT_MAX_SECTION_LEVEL: usize = 3;
-
-/// What the front matter said; fields are empty when absent.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct FrontMatter {
-    pub title: String,
-    pub description: String,
-    pub tags: Vec<String>,
-    pub slug: String,
-    pub sidebar_label: String,
-}
 
 /// A heading-delimited part of a page: `headings` are the enclosing headings below the page
 /// title (empty for the text before the first heading), `text` the cleaned body.
@@ -49,63 +42,6 @@ pub fn parse_markdown(source: &str, max_section_level: usize) -> ParsedPage {
     page.front = front;
     page.warnings = warnings;
     page
-}
-
-fn split_front_matter(source: &str) -> (FrontMatter, &str, Vec<String>) {
-    let Some(rest) = source.strip_prefix("---\n") else { return (FrontMatter::default(), source, Vec::new()) };
-    let mut offset = 0;
-    for line in rest.split_inclusive('\n') {
-        if line.trim_end() == "---" {
-            let yaml = &rest[..offset];
-            let body = &rest[offset + line.len()..];
-            return match parse_front_matter(yaml) {
-                Ok(front) => (front, body, Vec::new()),
-                Err(message) => (FrontMatter::default(), body, vec![format!("broken front matter ignored: {message}")]),
-            };
-        }
-        offset += line.len();
-    }
-    (FrontMatter::default(), rest, vec!["front matter is not closed by '---'; treated as text".to_string()])
-}
-
-fn parse_front_matter(yaml: &str) -> Result<FrontMatter, String> {
-    if yaml.trim().is_empty() {
-        return Ok(FrontMatter::default());
-    }
-    let value: serde_yaml::Value = serde_yaml::from_str(yaml).map_err(|error| error.to_string())?;
-    let serde_yaml::Value::Mapping(map) = value else { return Err("front matter is not a mapping".to_string()) };
-    let text = |key: &str| map.get(key).map(scalar_text).unwrap_or_default();
-    let tags = match map.get("tags") {
-        Some(serde_yaml::Value::Sequence(items)) => items
-            .iter()
-            .map(|item| match item {
-                serde_yaml::Value::Mapping(tag) => tag.get("label").map(scalar_text).unwrap_or_default(),
-                other => scalar_text(other),
-            })
-            .filter(|tag| !tag.is_empty())
-            .collect(),
-        Some(other) => scalar_text(other).split(',').map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect(),
-        None => Vec::new(),
-    };
-    Ok(FrontMatter {
-        title: clean_inline(&text("title")).trim().to_string(),
-        description: clean_inline(&text("description")).trim().to_string(),
-        tags,
-        slug: text("slug"),
-        sidebar_label: text("sidebar_label"),
-    })
-}
-
-fn scalar_text(value: &serde_yaml::Value) -> String {
-    match value {
-        serde_yaml::Value::String(text) => text.clone(),
-        serde_yaml::Value::Number(number) => number.to_string(),
-        serde_yaml::Value::Bool(flag) => flag.to_string(),
-        serde_yaml::Value::Null
-        | serde_yaml::Value::Sequence(_)
-        | serde_yaml::Value::Mapping(_)
-        | serde_yaml::Value::Tagged(_) => String::new(),
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -177,7 +113,7 @@ fn parse_body(body: &str, max_section_level: usize) -> ParsedPage {
             scanner.heading(level, text);
             continue;
         }
-        if let Some(title) = trimmed.strip_prefix(":::") {
+        if let Some(title) = trimmed.trim_start_matches('>').trim_start().strip_prefix(":::") {
             scanner.admonition(title);
             continue;
         }

@@ -10,6 +10,7 @@ pub mod cache;
 pub mod cli;
 pub mod demo;
 pub mod embedding;
+mod frontmatter;
 mod inline;
 pub mod jsonl;
 pub mod mapping;
