@@ -25,6 +25,40 @@ enum Command {
     },
     /// Ingest a Markdown/MDX tree or a JSONL file into the snapshot (or Chroma)
     Ingest(retrieval_service::ingest::cli::IngestArgs),
+    /// Theme tooling
+    Themes {
+        #[command(subcommand)]
+        command: ThemesCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ThemesCommand {
+    /// Print a draft themes.yaml from the topic metadata of an index snapshot (seed 003 §3.5)
+    Suggest {
+        /// Snapshot to read; default RETR_INDEX_PATH
+        #[arg(long)]
+        index: Option<PathBuf>,
+        /// Only this tenant's docs
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Skip combinations with fewer docs
+        #[arg(long, default_value_t = 2)]
+        min_docs: usize,
+    },
+}
+
+fn suggest_themes(
+    settings: &Settings,
+    index: Option<PathBuf>,
+    tenant: Option<String>,
+    min_docs: usize,
+) -> Result<(), String> {
+    let path =
+        index.or_else(|| settings.index_path.clone()).ok_or("no snapshot: pass --index or set RETR_INDEX_PATH")?;
+    let snapshot = retrieval_service::index::memory::read_snapshot_file(&path).map_err(|e| e.to_string())?;
+    print!("{}", retrieval_service::ingest::themes_suggest::suggest_themes(&snapshot, tenant.as_deref(), min_docs));
+    Ok(())
 }
 
 fn init_telemetry(settings: &Settings) {
@@ -74,6 +108,9 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Serve { port } => serve(settings, port).await,
+            Command::Themes { command: ThemesCommand::Suggest { index, tenant, min_docs } } => {
+                suggest_themes(&settings, index, tenant, min_docs)
+            }
             Command::Ingest(args) => {
                 let embedder = retrieval_service::startup::build_embedder(&settings).map_err(|e| e.to_string())?;
                 retrieval_service::ingest::cli::run_ingest(&settings, embedder, &args)

@@ -39,7 +39,7 @@ pub async fn context(State(state): State<AppState>, ApiJson(body): ApiJson<Value
                 "title": hit.title,
                 "url": hit.metadata.url,
                 "source": hit.metadata.source,
-                "relevance": hit.score,
+                "relevance": hit.relevance,
                 "theme_label": hit.metadata.theme_label,
             })
         })

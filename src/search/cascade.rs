@@ -81,7 +81,10 @@ pub async fn run(index: &dyn VectorIndex, input: CascadeInput<'_>) -> Result<Cas
 
     let mut fallback_used = false;
     let (hits, hits_level) = if !sections.is_empty() {
-        (sections.iter().take(input.max_results).cloned().collect(), Some(Level::Section))
+        // Section hits get the same per-doc cap as chunks, so one long page cannot fill the answer.
+        let mut section_hits = cap_per_doc(sections.clone(), settings.topk_per_doc);
+        section_hits.truncate(input.max_results);
+        (section_hits, Some(Level::Section))
     } else if !chunks.is_empty() {
         (chunks.clone(), Some(Level::Chunk))
     } else {
@@ -199,6 +202,7 @@ async fn text_fallback(
 pub fn to_hit(ranked: &Ranked, explain: bool, themes: &[Theme]) -> RetrievalHit {
     let level = ranked.record.level();
     let mut hit = RetrievalHit::from_metadata(&ranked.record.id, level, &ranked.record.meta, ranked.score);
+    hit.relevance = ranked.fused_normalized;
     hit.metadata.theme_label = infer_theme_label(&ranked.record.meta, themes);
     if explain {
         hit.explain = Some(ranked.explain());

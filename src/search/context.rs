@@ -53,7 +53,7 @@ impl SearchService {
                     title: hit.title.clone(),
                     url: hit.metadata.url.clone(),
                     source: hit.metadata.source.clone(),
-                    relevance: hit.score.clamp(0.0, 1.0),
+                    relevance: hit.relevance.clamp(0.0, 1.0),
                     theme_label: hit.metadata.theme_label.clone(),
                     text: text.clone(),
                 })

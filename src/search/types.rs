@@ -71,7 +71,10 @@ pub struct RetrievalHit {
     pub chunk_id: Option<String>,
     pub title: String,
     pub summary: String,
+    /// The final ranking score: the fused relevance after boosts (may exceed 1).
     pub score: f32,
+    /// The fused dense+lexical relevance normalised to [0, 1], before boosts; `min_score` applies to it.
+    pub relevance: f32,
     pub metadata: HitMetadata,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub explain: Option<serde_json::Value>,
@@ -88,6 +91,7 @@ impl RetrievalHit {
             title: meta.title.clone(),
             summary: meta.summary.clone(),
             score,
+            relevance: score,
             metadata: HitMetadata {
                 url: meta.url.clone(),
                 source: meta.source.clone(),
