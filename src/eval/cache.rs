@@ -97,8 +97,11 @@ impl Embedder for CachedEmbedder {
                 ));
             }
             self.misses.fetch_add(batch.len(), Ordering::Relaxed);
-            let lines: Vec<CacheLine> =
-                batch.iter().zip(vectors).map(|(&i, embedding)| CacheLine { key: keys[i].clone(), embedding }).collect();
+            let lines: Vec<CacheLine> = batch
+                .iter()
+                .zip(vectors)
+                .map(|(&i, embedding)| CacheLine { key: keys[i].clone(), embedding })
+                .collect();
             if let Err(error) = self.append(&lines) {
                 tracing::warn!(path = %self.path.display(), %error, "embedding cache not written");
             }
@@ -110,7 +113,10 @@ impl Embedder for CachedEmbedder {
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         keys.iter()
             .map(|key| {
-                entries.get(key).cloned().ok_or_else(|| EmbedError::new(EmbedErrorKind::Internal, "cache entry vanished"))
+                entries
+                    .get(key)
+                    .cloned()
+                    .ok_or_else(|| EmbedError::new(EmbedErrorKind::Internal, "cache entry vanished"))
             })
             .collect()
     }
@@ -151,8 +157,11 @@ mod tests {
     async fn second_run_makes_no_embedding_calls() {
         let directory = tempfile::tempdir().unwrap();
         let path = directory.path().join("cache/embeddings.jsonl");
-        let counting =
-            Arc::new(Counting { inner: PseudoEmbedder::new(16), calls: AtomicUsize::new(0), texts: AtomicUsize::new(0) });
+        let counting = Arc::new(Counting {
+            inner: PseudoEmbedder::new(16),
+            calls: AtomicUsize::new(0),
+            texts: AtomicUsize::new(0),
+        });
         let texts: Vec<String> = ["один", "два", "три", "один"].iter().map(|s| s.to_string()).collect();
         let first = CachedEmbedder::open(counting.clone(), &path, 2).embed(&texts, InputKind::Passage).await.unwrap();
         assert_eq!(counting.texts.load(Ordering::Relaxed), 3, "the repeated text is embedded once");

@@ -101,9 +101,11 @@ mod tests {
     #[test]
     fn jsonl_reads_and_reports_bad_lines() {
         let path = Path::new("c.jsonl");
-        let passages: Vec<Passage> =
-            parse_jsonl(path, "{\"id\":\"p1\",\"title\":\"T\",\"text\":\"один\"}\n\n{\"id\":\"p2\",\"text\":\"два\"}\n")
-                .unwrap();
+        let passages: Vec<Passage> = parse_jsonl(
+            path,
+            "{\"id\":\"p1\",\"title\":\"T\",\"text\":\"один\"}\n\n{\"id\":\"p2\",\"text\":\"два\"}\n",
+        )
+        .unwrap();
         assert_eq!(passages.len(), 2);
         assert_eq!(passages[1].title, "");
         let error = parse_jsonl::<EvalQuery>(path, "{\"id\":\"q\",\"text\":\"a\"}\n{oops}\n").unwrap_err();

@@ -60,7 +60,10 @@ impl Embedder for EvalHttpEmbedder {
         let status = response.status().as_u16();
         if !(200..300).contains(&status) {
             let text = response.text().await.unwrap_or_default();
-            return Err(EmbedError::new(classify(status), format!("HTTP {status}: {}", text.chars().take(200).collect::<String>())));
+            return Err(EmbedError::new(
+                classify(status),
+                format!("HTTP {status}: {}", text.chars().take(200).collect::<String>()),
+            ));
         }
         let mut parsed: EmbeddingResponse = response
             .json()
