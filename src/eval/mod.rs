@@ -57,9 +57,10 @@ pub struct EvalArgs {
     /// Weight of the lexical list; defaults to boosting.yaml.
     #[arg(long)]
     pub lexical_weight: Option<f32>,
-    /// Let BM25 see the passage title too.
+    /// Keep the passage title out of BM25 (by default BM25 sees it, as `lexical_text` does in
+    /// the service).
     #[arg(long)]
-    pub title_in_lexical: bool,
+    pub lexical_without_title: bool,
     /// Embed "title\ntext" instead of the text alone.
     #[arg(long)]
     pub title_in_dense: bool,
@@ -82,7 +83,7 @@ pub async fn run(settings: &Settings, embedder: Arc<dyn Embedder>, args: &EvalAr
         cutoff: args.cutoff.max(1),
         depth: args.depth.max(1),
         fusion,
-        title_in_lexical: args.title_in_lexical,
+        title_in_lexical: !args.lexical_without_title,
         title_in_dense: args.title_in_dense,
         boosting: args.boosting.then_some(boosting),
     };

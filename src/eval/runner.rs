@@ -38,7 +38,7 @@ impl Default for EvalOptions {
             cutoff: 10,
             depth: 100,
             fusion: FusionConfig::default(),
-            title_in_lexical: false,
+            title_in_lexical: true,
             title_in_dense: false,
             boosting: None,
         }
@@ -337,4 +337,40 @@ pub async fn run_eval(
         embedding_ms,
         systems,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::PseudoEmbedder;
+
+    #[tokio::test]
+    async fn every_system_finds_distinct_passages_on_a_tiny_corpus() {
+        let passage = |id: &str, text: &str| Passage { id: id.into(), title: String::new(), text: text.into() };
+        let corpus = vec![
+            passage("p1", "Сертификат устанавливается на Android через настройки безопасности"),
+            passage("p2", "Отчёты супервизора показывают нагрузку операторов"),
+            passage("p3", "Токен API выдаёт администратор в личном кабинете"),
+        ];
+        let query = |id: &str, text: &str| EvalQuery { id: id.into(), text: text.into() };
+        let queries = vec![
+            query("q1", "установка сертификата android"),
+            query("q2", "отчёты супервизора"),
+            query("q3", "unjudged"),
+        ];
+        let qrels: Qrels = [("q1", "p1"), ("q2", "p2")]
+            .iter()
+            .map(|(q, p)| (q.to_string(), [(p.to_string(), 1)].into_iter().collect()))
+            .collect();
+        let report = run_eval(&corpus, &queries, &qrels, Arc::new(PseudoEmbedder::new(64)), &EvalOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(report.judged_queries, 2);
+        let names: Vec<&str> = report.systems.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, vec!["dense", "lexical", "hybrid"]);
+        for system in &report.systems {
+            assert_eq!((system.ndcg, system.recall, system.mrr), (1.0, 1.0, 1.0), "{system:?}");
+        }
+        assert!(report.to_string().contains("nDCG@10"));
+    }
 }
