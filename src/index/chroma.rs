@@ -26,8 +26,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-pub use client::classify;
-
 /// Records fetched per `get` page when the replica is loaded.
 const LOAD_PAGE_SIZE: usize = 1000;
 
@@ -76,7 +74,8 @@ impl ChromaIndex {
     /// A client for `settings.chroma_*`; makes no call yet (Chroma may be down at start-up).
     pub fn new(settings: &Settings) -> Result<Arc<Self>> {
         let timeout = Duration::from_secs_f64(settings.chroma_timeout_seconds);
-        let client = ChromaClient::new(&settings.chroma_host, &settings.chroma_tenant, &settings.chroma_database, timeout)?;
+        let client =
+            ChromaClient::new(&settings.chroma_host, &settings.chroma_tenant, &settings.chroma_database, timeout)?;
         let prefix = &settings.chroma_collection;
         Ok(Arc::new(Self {
             client,
@@ -148,11 +147,18 @@ impl ChromaIndex {
             }
         }
         let started = Instant::now();
-        let snapshot = self.load_snapshot(&signature).await?;
-        let dimension = snapshot.docs.first().map(|record| record.embedding.len()).unwrap_or(0);
-        let loaded = tokio::task::spawn_blocking(move || LoadedIndex::build(snapshot))
-            .await
-            .map_err(|error| IndexError::new(IndexErrorKind::Internal, format!("replica build panicked: {error}")))??;
+        let (loaded, dimension) = match self.load_replica(&signature).await {
+            Ok(replica) => replica,
+            Err(error) if self.current_loaded().is_some() => {
+                // Chroma answers, so the replica we have keeps serving; the next poll retries.
+                tracing::warn!(%error, "chroma replica reload failed; keeping the previous replica");
+                if force {
+                    self.dirty.store(true, Ordering::Release);
+                }
+                return Ok(false);
+            }
+            Err(error) => return Err(error),
+        };
         tracing::info!(
             docs = signature.counts[0],
             sections = signature.counts[1],
@@ -166,6 +172,19 @@ impl ChromaIndex {
         // A write that raced the load changes the signature again, so the next poll reloads.
         state.signature = Some(signature);
         Ok(true)
+    }
+
+    fn current_loaded(&self) -> Option<Arc<LoadedIndex>> {
+        self.replica.read().unwrap_or_else(|poisoned| poisoned.into_inner()).loaded.clone()
+    }
+
+    async fn load_replica(&self, signature: &Signature) -> Result<(LoadedIndex, usize)> {
+        let snapshot = self.load_snapshot(signature).await?;
+        let dimension = snapshot.docs.first().map(|record| record.embedding.len()).unwrap_or(0);
+        let loaded = tokio::task::spawn_blocking(move || LoadedIndex::build(snapshot))
+            .await
+            .map_err(|error| IndexError::new(IndexErrorKind::Internal, format!("replica build panicked: {error}")))??;
+        Ok((loaded, dimension))
     }
 
     async fn poll_signature(&self) -> Result<Signature> {
@@ -254,12 +273,11 @@ impl ChromaIndex {
             let (never_tried, retry_due) = {
                 let state = self.replica.read().unwrap_or_else(|poisoned| poisoned.into_inner());
                 let retry_due = state.error.is_some()
-                    && state.attempted_at.is_none_or(|attempted| attempted.elapsed() >= self.refresh_interval);
+                    && state.attempted_at.map_or(true, |attempted| attempted.elapsed() >= self.refresh_interval);
                 (state.attempted_at.is_none(), retry_due)
             };
-            if never_tried {
-                let _ = self.refresh().await;
-            } else if retry_due && self.reload.try_lock().is_ok() {
+            // The first load is awaited; a retry is skipped when another task is already refreshing.
+            if never_tried || (retry_due && self.reload.try_lock().is_ok()) {
                 let _ = self.refresh().await;
             }
         }
@@ -279,8 +297,16 @@ impl ChromaIndex {
     /// The naive plan: one filtered kNN query answered by Chroma's HNSW index. Kept for the
     /// benchmark's comparison and the contract test of the `where` translation; searches use
     /// the replica.
-    pub async fn knn_remote(&self, level: Level, filter: &RecordFilter, query: &[f32], k: usize) -> Result<Vec<ScoredRecord>> {
-        let Some(where_clause) = wire::where_clause(filter) else { return Ok(Vec::new()) };
+    pub async fn knn_remote(
+        &self,
+        level: Level,
+        filter: &RecordFilter,
+        query: &[f32],
+        k: usize,
+    ) -> Result<Vec<ScoredRecord>> {
+        let Some(where_clause) = wire::where_clause(filter) else {
+            return Ok(Vec::new());
+        };
         if k == 0 {
             return Ok(Vec::new());
         }
@@ -308,7 +334,13 @@ impl VectorIndex for ChromaIndex {
         self.replica().await?.knn(level, filter, query, k)
     }
 
-    async fn lexical(&self, level: Level, filter: &RecordFilter, terms: &[String], k: usize) -> Result<Vec<ScoredRecord>> {
+    async fn lexical(
+        &self,
+        level: Level,
+        filter: &RecordFilter,
+        terms: &[String],
+        k: usize,
+    ) -> Result<Vec<ScoredRecord>> {
         Ok(self.replica().await?.lexical(level, filter, terms, k))
     }
 
@@ -316,7 +348,13 @@ impl VectorIndex for ChromaIndex {
         Ok(self.replica().await?.get(level, filter, limit))
     }
 
-    async fn text_search(&self, level: Level, filter: &RecordFilter, needles: &[String], limit: usize) -> Result<Vec<Arc<Record>>> {
+    async fn text_search(
+        &self,
+        level: Level,
+        filter: &RecordFilter,
+        needles: &[String],
+        limit: usize,
+    ) -> Result<Vec<Arc<Record>>> {
         Ok(self.replica().await?.text_search(level, filter, needles, limit))
     }
 

@@ -7,6 +7,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
 use std::time::{Duration, Instant};
 
+const RETRIES_ON_SERVER_ERROR: u32 = 2;
+const RETRY_DELAY: Duration = Duration::from_millis(50);
+
 /// The kind of a Chroma error response: pure, so it is tested without a server.
 pub fn classify(status: u16, body: &str) -> IndexErrorKind {
     match status {
@@ -20,7 +23,9 @@ pub fn classify(status: u16, body: &str) -> IndexErrorKind {
 
 fn error_message(status: u16, body: &str) -> String {
     match serde_json::from_str::<ErrorBody>(body) {
-        Ok(parsed) if !parsed.message.is_empty() => format!("chroma answered {status} {}: {}", parsed.error, parsed.message),
+        Ok(parsed) if !parsed.message.is_empty() => {
+            format!("chroma answered {status} {}: {}", parsed.error, parsed.message)
+        }
         _ => format!("chroma answered {status}: {}", body.chars().take(300).collect::<String>()),
     }
 }
@@ -116,8 +121,23 @@ impl ChromaClient {
         Err(IndexError::new(classify(status, &body), error_message(status, &body)))
     }
 
+    /// Sends `request`; a 5xx answer is retried up to `RETRIES_ON_SERVER_ERROR` times, since a
+    /// local Chroma sometimes fails a read racing a write ("Error finding id"). Every call here
+    /// is idempotent (reads, upserts by id, deletes by condition, metadata replacement).
     async fn send<T: DeserializeOwned>(&self, request: reqwest::RequestBuilder, operation: &'static str) -> Result<T> {
-        let (status, body) = self.execute(request, operation).await?;
+        let mut attempt = 0;
+        let (status, body) = loop {
+            let Some(this_try) = request.try_clone() else {
+                break self.execute(request, operation).await?;
+            };
+            let (status, body) = self.execute(this_try, operation).await?;
+            if status < 500 || attempt >= RETRIES_ON_SERVER_ERROR {
+                break (status, body);
+            }
+            attempt += 1;
+            tracing::debug!(operation, status, attempt, "chroma server error; retrying");
+            tokio::time::sleep(RETRY_DELAY * attempt).await;
+        };
         if !(200..300).contains(&status) {
             let body = String::from_utf8_lossy(&body);
             return Err(IndexError::new(classify(status, &body), error_message(status, &body)));

@@ -100,6 +100,9 @@ pub fn where_clause(filter: &RecordFilter) -> Option<Value> {
     Some(json!({ "$and": conditions }))
 }
 
+/// One record's flat metadata as Chroma stores it.
+pub type ChromaMetadata = Map<String, Value>;
+
 /// `GET /collections/{name}` and the create call.
 #[derive(Debug, Clone, Deserialize)]
 pub struct CollectionInfo {
@@ -123,7 +126,7 @@ pub struct GetResponse {
     #[serde(default)]
     pub documents: Option<Vec<Option<String>>>,
     #[serde(default)]
-    pub metadatas: Option<Vec<Option<Map<String, Value>>>>,
+    pub metadatas: Option<Vec<Option<ChromaMetadata>>>,
 }
 
 impl GetResponse {
@@ -160,7 +163,7 @@ pub struct QueryResponse {
     #[serde(default)]
     pub documents: Option<Vec<Vec<Option<String>>>>,
     #[serde(default)]
-    pub metadatas: Option<Vec<Vec<Option<Map<String, Value>>>>>,
+    pub metadatas: Option<Vec<Vec<Option<ChromaMetadata>>>>,
 }
 
 /// The hits of a one-vector query as scored records (similarity = 1 − cosine distance), without
@@ -168,8 +171,10 @@ pub struct QueryResponse {
 pub fn scored_records(response: QueryResponse) -> Result<Vec<ScoredRecord>> {
     let corrupt = |what: &str| IndexError::new(IndexErrorKind::Corrupt, format!("chroma query returned {what}"));
     let ids = response.ids.into_iter().next().unwrap_or_default();
-    let distances = response.distances.and_then(|lists| lists.into_iter().next()).ok_or_else(|| corrupt("no distances"))?;
-    let metadatas = response.metadatas.and_then(|lists| lists.into_iter().next()).ok_or_else(|| corrupt("no metadatas"))?;
+    let distances =
+        response.distances.and_then(|lists| lists.into_iter().next()).ok_or_else(|| corrupt("no distances"))?;
+    let metadatas =
+        response.metadatas.and_then(|lists| lists.into_iter().next()).ok_or_else(|| corrupt("no metadatas"))?;
     let documents = response.documents.and_then(|lists| lists.into_iter().next()).unwrap_or_default();
     if distances.len() != ids.len() || metadatas.len() != ids.len() {
         return Err(corrupt("lists of different lengths"));

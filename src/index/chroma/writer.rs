@@ -97,7 +97,9 @@ impl ChromaIndex {
 
     /// Deletes the `level` records matching `filter`; returns how many Chroma deleted.
     pub async fn delete_matching(&self, level: Level, filter: &RecordFilter) -> Result<usize> {
-        let Some(where_clause) = wire::where_clause(filter) else { return Ok(0) };
+        let Some(where_clause) = wire::where_clause(filter) else {
+            return Ok(0);
+        };
         self.delete_where(level, json!({ "where": where_clause })).await
     }
 
