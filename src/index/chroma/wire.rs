@@ -27,7 +27,8 @@ pub fn record_id(chroma_id: &str, tenant_id: &str) -> String {
 }
 
 /// Flat Chroma metadata of a record. Chroma rejects `null` and drops empty arrays, so absent
-/// optional ids and empty lists are omitted; `metadata_from_chroma` restores them as empty.
+/// optional ids and empty lists are omitted, and so are empty strings (every metadata key costs
+/// Chroma an inverted-index entry on write); `metadata_from_chroma` restores them as empty.
 pub fn metadata_to_chroma(meta: &Metadata) -> Result<Map<String, Value>> {
     let value = serde_json::to_value(meta)
         .map_err(|error| IndexError::new(IndexErrorKind::Internal, format!("metadata not serializable: {error}")))?;
@@ -37,7 +38,8 @@ pub fn metadata_to_chroma(meta: &Metadata) -> Result<Map<String, Value>> {
     map.retain(|_, value| match value {
         Value::Null => false,
         Value::Array(items) => !items.is_empty(),
-        Value::Bool(_) | Value::Number(_) | Value::String(_) | Value::Object(_) => true,
+        Value::String(text) => !text.is_empty(),
+        Value::Bool(_) | Value::Number(_) | Value::Object(_) => true,
     });
     Ok(map)
 }
@@ -224,6 +226,7 @@ mod tests {
         let map = metadata_to_chroma(&meta).unwrap();
         assert!(!map.contains_key("chunk_id"));
         assert!(!map.contains_key("heading_path"));
+        assert!(!map.contains_key("summary"), "empty strings are omitted");
         assert_eq!(map["tags"], json!(["a"]));
         assert_eq!(map["page"], json!(3));
         assert_eq!(metadata_from_chroma(map).unwrap(), meta);
