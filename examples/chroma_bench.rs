@@ -143,7 +143,8 @@ async fn cascade(index: &ChromaIndex, plan: Plan, tenant: &str, query: &[f32]) -
     let filter = RecordFilter { doc_ids: Some(doc_ids.clone()), ..RecordFilter::tenant(tenant) };
     let sections = knn(index, plan, Level::Section, &filter, query, 10).await;
     let section_ids: Vec<String> = sections.iter().filter_map(|hit| hit.record.meta.section_id.clone()).collect();
-    let filter = RecordFilter { doc_ids: Some(doc_ids), section_ids: Some(section_ids), ..RecordFilter::tenant(tenant) };
+    let filter =
+        RecordFilter { doc_ids: Some(doc_ids), section_ids: Some(section_ids), ..RecordFilter::tenant(tenant) };
     knn(index, plan, Level::Chunk, &filter, query, 20).await.into_iter().map(|hit| hit.record.id.clone()).collect()
 }
 
@@ -211,7 +212,8 @@ async fn main() {
     let started = Instant::now();
     index.refresh().await.expect("replica load");
     let stats = index.stats().await.expect("stats");
-    let counts = stats.tenants.values().fold((0, 0, 0), |acc, t| (acc.0 + t.docs, acc.1 + t.sections, acc.2 + t.chunks));
+    let counts =
+        stats.tenants.values().fold((0, 0, 0), |acc, t| (acc.0 + t.docs, acc.1 + t.sections, acc.2 + t.chunks));
     println!("replica of {counts:?} docs/sections/chunks loaded in {:.2} s", started.elapsed().as_secs_f64());
 
     let agreement_queries = queries(&args, 50);
