@@ -3,6 +3,7 @@
 
 pub mod filter;
 pub mod lexical;
+pub mod chroma;
 pub mod memory;
 
 use crate::model::{Level, Record};
@@ -12,6 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub use filter::RecordFilter;
+pub use chroma::ChromaIndex;
 pub use memory::InMemoryIndex;
 
 /// A record with the score one ranker gave it (cosine similarity or BM25).

@@ -1,0 +1,195 @@
+//! A thin client of Chroma's v2 HTTP API: one `reqwest::Client` with the configured timeout on
+//! every call, collection calls by name or UUID, errors classified by status.
+
+use super::wire::{CollectionInfo, ErrorBody, GetResponse, QueryResponse};
+use crate::index::{IndexError, IndexErrorKind, Result};
+use serde::de::DeserializeOwned;
+use serde_json::{json, Map, Value};
+use std::time::{Duration, Instant};
+
+const RETRIES_ON_SERVER_ERROR: u32 = 2;
+const RETRY_DELAY: Duration = Duration::from_millis(50);
+
+/// The kind of a Chroma error response: pure, so it is tested without a server.
+pub fn classify(status: u16, body: &str) -> IndexErrorKind {
+    match status {
+        404 => IndexErrorKind::NotFound,
+        400 | 409 | 413 | 415 | 422 => IndexErrorKind::BadRequest,
+        408 | 429 | 500..=599 => IndexErrorKind::Unavailable,
+        _ if body.contains("InvalidArgument") => IndexErrorKind::BadRequest,
+        _ => IndexErrorKind::Internal,
+    }
+}
+
+fn error_message(status: u16, body: &str) -> String {
+    match serde_json::from_str::<ErrorBody>(body) {
+        Ok(parsed) if !parsed.message.is_empty() => {
+            format!("chroma answered {status} {}: {}", parsed.error, parsed.message)
+        }
+        _ => format!("chroma answered {status}: {}", body.chars().take(300).collect::<String>()),
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ChromaClient {
+    http: reqwest::Client,
+    api_url: String,
+    database_url: String,
+}
+
+impl ChromaClient {
+    pub fn new(host: &str, tenant: &str, database: &str, timeout: Duration) -> Result<Self> {
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout)
+            .pool_max_idle_per_host(32)
+            .build()
+            .map_err(|error| IndexError::new(IndexErrorKind::Internal, format!("http client: {error}")))?;
+        let api_url = format!("{}/api/v2", host.trim_end_matches('/'));
+        let database_url = format!("{api_url}/tenants/{tenant}/databases/{database}");
+        Ok(Self { http, api_url, database_url })
+    }
+
+    pub async fn heartbeat(&self) -> Result<()> {
+        self.send::<Value>(self.http.get(format!("{}/heartbeat", self.api_url)), "heartbeat").await.map(|_| ())
+    }
+
+    /// Creates the tenant and the database when they are missing (409 means they exist).
+    pub async fn ensure_database(&self, tenant: &str, database: &str) -> Result<()> {
+        let tenants = self.http.post(format!("{}/tenants", self.api_url)).json(&json!({"name": tenant}));
+        self.send_allowing_conflict(tenants, "create tenant").await?;
+        let databases =
+            self.http.post(format!("{}/tenants/{tenant}/databases", self.api_url)).json(&json!({"name": database}));
+        self.send_allowing_conflict(databases, "create database").await
+    }
+
+    pub async fn collection(&self, name: &str) -> Result<CollectionInfo> {
+        self.send(self.http.get(format!("{}/collections/{name}", self.database_url)), "get collection").await
+    }
+
+    /// Creates the collection with cosine space, or returns the existing one unchanged.
+    pub async fn get_or_create(&self, name: &str, metadata: &Map<String, Value>) -> Result<CollectionInfo> {
+        let body = json!({
+            "name": name,
+            "configuration": {"hnsw": {"space": "cosine"}},
+            "metadata": metadata,
+            "get_or_create": true,
+        });
+        self.send(self.http.post(format!("{}/collections", self.database_url)).json(&body), "create collection").await
+    }
+
+    /// Replaces the collection metadata (Chroma does not merge it).
+    pub async fn set_metadata(&self, id: &str, metadata: &Map<String, Value>) -> Result<()> {
+        let request =
+            self.http.put(format!("{}/collections/{id}", self.database_url)).json(&json!({"new_metadata": metadata}));
+        self.send::<Value>(request, "update collection").await.map(|_| ())
+    }
+
+    pub async fn count(&self, id: &str) -> Result<usize> {
+        self.send(self.http.get(format!("{}/collections/{id}/count", self.database_url)), "count").await
+    }
+
+    pub async fn get(&self, id: &str, body: &Value) -> Result<GetResponse> {
+        self.post(id, "get", body).await
+    }
+
+    pub async fn query(&self, id: &str, body: &Value) -> Result<QueryResponse> {
+        self.post(id, "query", body).await
+    }
+
+    pub async fn upsert(&self, id: &str, body: &Value) -> Result<()> {
+        self.post::<Value>(id, "upsert", body).await.map(|_| ())
+    }
+
+    /// Deletes the records matching `body` (`ids` and/or `where`); returns Chroma's count.
+    pub async fn delete(&self, id: &str, body: &Value) -> Result<usize> {
+        let answer: Value = self.post(id, "delete", body).await?;
+        Ok(answer.get("deleted").and_then(Value::as_u64).unwrap_or(0) as usize)
+    }
+
+    async fn post<T: DeserializeOwned>(&self, id: &str, operation: &'static str, body: &Value) -> Result<T> {
+        let request = self.http.post(format!("{}/collections/{id}/{operation}", self.database_url)).json(body);
+        self.send(request, operation).await
+    }
+
+    async fn send_allowing_conflict(&self, request: reqwest::RequestBuilder, operation: &'static str) -> Result<()> {
+        let (status, body) = self.execute(request, operation).await?;
+        if (200..300).contains(&status) || status == 409 {
+            return Ok(());
+        }
+        let body = String::from_utf8_lossy(&body);
+        Err(IndexError::new(classify(status, &body), error_message(status, &body)))
+    }
+
+    /// Sends `request`; a 5xx answer is retried up to `RETRIES_ON_SERVER_ERROR` times, since a
+    /// local Chroma sometimes fails a read racing a write ("Error finding id"). Every call here
+    /// is idempotent (reads, upserts by id, deletes by condition, metadata replacement).
+    async fn send<T: DeserializeOwned>(&self, request: reqwest::RequestBuilder, operation: &'static str) -> Result<T> {
+        let mut attempt = 0;
+        let (status, body) = loop {
+            let Some(this_try) = request.try_clone() else {
+                break self.execute(request, operation).await?;
+            };
+            let (status, body) = self.execute(this_try, operation).await?;
+            if status < 500 || attempt >= RETRIES_ON_SERVER_ERROR {
+                break (status, body);
+            }
+            attempt += 1;
+            tracing::debug!(operation, status, attempt, "chroma server error; retrying");
+            tokio::time::sleep(RETRY_DELAY * attempt).await;
+        };
+        if !(200..300).contains(&status) {
+            let body = String::from_utf8_lossy(&body);
+            return Err(IndexError::new(classify(status, &body), error_message(status, &body)));
+        }
+        serde_json::from_slice(&body).map_err(|error| {
+            IndexError::new(IndexErrorKind::Internal, format!("chroma {operation} answered unreadable JSON: {error}"))
+        })
+    }
+
+    #[tracing::instrument(level = "debug", skip(self, request), fields(status, latency_ms))]
+    async fn execute(&self, request: reqwest::RequestBuilder, operation: &'static str) -> Result<(u16, Vec<u8>)> {
+        let started = Instant::now();
+        let unavailable = |error: reqwest::Error| {
+            let what = if error.is_timeout() { "timed out" } else { "failed" };
+            IndexError::new(IndexErrorKind::Unavailable, format!("chroma {operation} {what}: {error}"))
+        };
+        let response = request.send().await.map_err(unavailable)?;
+        let status = response.status().as_u16();
+        let body = response.bytes().await.map_err(unavailable)?.to_vec();
+        let span = tracing::Span::current();
+        span.record("status", status);
+        span.record("latency_ms", started.elapsed().as_millis() as u64);
+        Ok((status, body))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classify_maps_statuses_to_kinds() {
+        let cases = [
+            (404, IndexErrorKind::NotFound),
+            (400, IndexErrorKind::BadRequest),
+            (409, IndexErrorKind::BadRequest),
+            (413, IndexErrorKind::BadRequest),
+            (422, IndexErrorKind::BadRequest),
+            (429, IndexErrorKind::Unavailable),
+            (500, IndexErrorKind::Unavailable),
+            (503, IndexErrorKind::Unavailable),
+            (301, IndexErrorKind::Internal),
+        ];
+        for (status, kind) in cases {
+            assert_eq!(classify(status, ""), kind, "status {status}");
+        }
+    }
+
+    #[test]
+    fn error_message_uses_chroma_body_or_raw_text() {
+        let json = r#"{"error":"NotFoundError","message":"Collection [x] does not exist"}"#;
+        assert_eq!(error_message(404, json), "chroma answered 404 NotFoundError: Collection [x] does not exist");
+        assert_eq!(error_message(413, "Payload too large"), "chroma answered 413: Payload too large");
+    }
+}

@@ -1,0 +1,286 @@
+//! Chroma's wire format: record ids, flat metadata, base64 embeddings, `where` clauses and the
+//! response bodies of the v2 API. Private to the Chroma backend.
+
+use crate::index::{IndexError, IndexErrorKind, RecordFilter, Result, ScoredRecord};
+use crate::model::{Metadata, Record};
+use base64::Engine;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+
+/// Separates the tenant from the record id in a Chroma id: record ids are unique per tenant only,
+/// Chroma ids per collection.
+const TENANT_SEPARATOR: &str = "::";
+
+/// The Chroma id of a record: `{tenant_id}::{id}`.
+pub fn chroma_id(tenant_id: &str, record_id: &str) -> String {
+    format!("{tenant_id}{TENANT_SEPARATOR}{record_id}")
+}
+
+/// The record id behind a Chroma id; ids written by other tools (no tenant prefix) are kept as is.
+pub fn record_id(chroma_id: &str, tenant_id: &str) -> String {
+    chroma_id
+        .strip_prefix(tenant_id)
+        .and_then(|rest| rest.strip_prefix(TENANT_SEPARATOR))
+        .unwrap_or(chroma_id)
+        .to_string()
+}
+
+/// Flat Chroma metadata of a record. Chroma rejects `null` and drops empty arrays, so absent
+/// optional ids and empty lists are omitted, and so are empty strings (every metadata key costs
+/// Chroma an inverted-index entry on write); `metadata_from_chroma` restores them as empty.
+pub fn metadata_to_chroma(meta: &Metadata) -> Result<Map<String, Value>> {
+    let value = serde_json::to_value(meta)
+        .map_err(|error| IndexError::new(IndexErrorKind::Internal, format!("metadata not serializable: {error}")))?;
+    let Value::Object(mut map) = value else {
+        return Err(IndexError::new(IndexErrorKind::Internal, "metadata did not serialize to an object"));
+    };
+    map.retain(|_, value| match value {
+        Value::Null => false,
+        Value::Array(items) => !items.is_empty(),
+        Value::String(text) => !text.is_empty(),
+        Value::Bool(_) | Value::Number(_) | Value::Object(_) => true,
+    });
+    Ok(map)
+}
+
+pub fn metadata_from_chroma(map: Map<String, Value>) -> Result<Metadata> {
+    serde_json::from_value(Value::Object(map))
+        .map_err(|error| IndexError::new(IndexErrorKind::Corrupt, format!("unreadable chroma metadata: {error}")))
+}
+
+/// Little-endian f32 bytes in base64, the compact embedding form Chroma accepts on add/upsert.
+pub fn encode_embedding(embedding: &[f32]) -> String {
+    let bytes: Vec<u8> = embedding.iter().flat_map(|value| value.to_le_bytes()).collect();
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The `upsert` body of a batch of records.
+pub fn upsert_body(records: &[Record]) -> Result<Value> {
+    let mut ids = Vec::with_capacity(records.len());
+    let mut embeddings = Vec::with_capacity(records.len());
+    let mut documents = Vec::with_capacity(records.len());
+    let mut metadatas = Vec::with_capacity(records.len());
+    for record in records {
+        ids.push(chroma_id(&record.meta.tenant_id, &record.id));
+        embeddings.push(encode_embedding(&record.embedding));
+        documents.push(record.text.as_str());
+        metadatas.push(metadata_to_chroma(&record.meta)?);
+    }
+    Ok(json!({"ids": ids, "embeddings": embeddings, "documents": documents, "metadatas": metadatas}))
+}
+
+/// The `where` clause equivalent to `RecordFilter::matches`, always wrapped in `$and` (Chroma
+/// rejects two keys at the top level). `None` when the filter can match nothing (an empty id
+/// list), which Chroma cannot express (`$in: []` is a 400).
+pub fn where_clause(filter: &RecordFilter) -> Option<Value> {
+    let mut conditions = vec![json!({"tenant_id": {"$eq": filter.tenant_id}})];
+    let equalities = [
+        ("product", &filter.product),
+        ("version", &filter.version),
+        ("domain", &filter.domain),
+        ("section", &filter.section),
+        ("platform", &filter.platform),
+        ("role", &filter.role),
+    ];
+    for (key, wanted) in equalities {
+        if let Some(wanted) = wanted {
+            conditions.push(json!({ key: {"$eq": wanted} }));
+        }
+    }
+    for tag in &filter.tags {
+        conditions.push(json!({"tags": {"$contains": tag}}));
+    }
+    for (key, ids) in [("doc_id", &filter.doc_ids), ("section_id", &filter.section_ids)] {
+        if let Some(ids) = ids {
+            if ids.is_empty() {
+                return None;
+            }
+            conditions.push(json!({ key: {"$in": ids} }));
+        }
+    }
+    Some(json!({ "$and": conditions }))
+}
+
+/// One record's flat metadata as Chroma stores it.
+pub type ChromaMetadata = Map<String, Value>;
+
+/// `GET /collections/{name}` and the create call.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CollectionInfo {
+    pub id: String,
+    #[serde(default)]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+impl CollectionInfo {
+    pub fn metadata_string(&self, key: &str) -> Option<&str> {
+        self.metadata.as_ref()?.get(key)?.as_str()
+    }
+}
+
+/// `POST …/get` with `include: [embeddings, metadatas, documents]`.
+#[derive(Debug, Deserialize)]
+pub struct GetResponse {
+    pub ids: Vec<String>,
+    #[serde(default)]
+    pub embeddings: Option<Vec<Vec<f32>>>,
+    #[serde(default)]
+    pub documents: Option<Vec<Option<String>>>,
+    #[serde(default)]
+    pub metadatas: Option<Vec<Option<ChromaMetadata>>>,
+}
+
+impl GetResponse {
+    /// The records of the page; every entry must carry metadata with a tenant and an embedding.
+    pub fn into_records(self) -> Result<Vec<Record>> {
+        let count = self.ids.len();
+        let corrupt = |what: &str| IndexError::new(IndexErrorKind::Corrupt, format!("chroma get returned {what}"));
+        let embeddings = self.embeddings.ok_or_else(|| corrupt("no embeddings"))?;
+        let metadatas = self.metadatas.ok_or_else(|| corrupt("no metadatas"))?;
+        let documents = self.documents.unwrap_or_default();
+        if embeddings.len() != count || metadatas.len() != count {
+            return Err(corrupt("lists of different lengths"));
+        }
+        let mut documents = documents.into_iter();
+        self.ids
+            .into_iter()
+            .zip(embeddings)
+            .zip(metadatas)
+            .map(|((id, embedding), metadata)| {
+                let meta = metadata_from_chroma(metadata.unwrap_or_default())?;
+                let text = documents.next().flatten().unwrap_or_default();
+                Ok(Record { id: record_id(&id, &meta.tenant_id), meta, text, embedding })
+            })
+            .collect()
+    }
+}
+
+/// `POST …/query` for one query vector.
+#[derive(Debug, Deserialize)]
+pub struct QueryResponse {
+    pub ids: Vec<Vec<String>>,
+    #[serde(default)]
+    pub distances: Option<Vec<Vec<Option<f32>>>>,
+    #[serde(default)]
+    pub documents: Option<Vec<Vec<Option<String>>>>,
+    #[serde(default)]
+    pub metadatas: Option<Vec<Vec<Option<ChromaMetadata>>>>,
+}
+
+/// The hits of a one-vector query as scored records (similarity = 1 − cosine distance), without
+/// embeddings.
+pub fn scored_records(response: QueryResponse) -> Result<Vec<ScoredRecord>> {
+    let corrupt = |what: &str| IndexError::new(IndexErrorKind::Corrupt, format!("chroma query returned {what}"));
+    let ids = response.ids.into_iter().next().unwrap_or_default();
+    let distances =
+        response.distances.and_then(|lists| lists.into_iter().next()).ok_or_else(|| corrupt("no distances"))?;
+    let metadatas =
+        response.metadatas.and_then(|lists| lists.into_iter().next()).ok_or_else(|| corrupt("no metadatas"))?;
+    let documents = response.documents.and_then(|lists| lists.into_iter().next()).unwrap_or_default();
+    if distances.len() != ids.len() || metadatas.len() != ids.len() {
+        return Err(corrupt("lists of different lengths"));
+    }
+    let mut documents = documents.into_iter();
+    ids.into_iter()
+        .zip(distances)
+        .zip(metadatas)
+        .map(|((id, distance), metadata)| {
+            let meta = metadata_from_chroma(metadata.unwrap_or_default())?;
+            let text = documents.next().flatten().unwrap_or_default();
+            let record = Record { id: record_id(&id, &meta.tenant_id), meta, text, embedding: Vec::new() };
+            let score = distance.map(|distance| 1.0 - distance).filter(|score| score.is_finite()).unwrap_or(0.0);
+            Ok(ScoredRecord { record: Arc::new(record), score })
+        })
+        .collect()
+}
+
+/// `{"error": kind, "message": text}`, the body of Chroma's JSON errors.
+#[derive(Debug, Deserialize)]
+pub struct ErrorBody {
+    #[serde(default)]
+    pub error: String,
+    #[serde(default)]
+    pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample_meta() -> Metadata {
+        Metadata {
+            tenant_id: "acme".into(),
+            doc_id: "d1".into(),
+            section_id: Some("s1".into()),
+            title: "Заголовок".into(),
+            tags: vec!["a".into()],
+            page: 3,
+            ..Metadata::default()
+        }
+    }
+
+    #[test]
+    fn metadata_round_trips_without_nulls_or_empty_arrays() {
+        let meta = sample_meta();
+        let map = metadata_to_chroma(&meta).unwrap();
+        assert!(!map.contains_key("chunk_id"));
+        assert!(!map.contains_key("heading_path"));
+        assert!(!map.contains_key("summary"), "empty strings are omitted");
+        assert_eq!(map["tags"], json!(["a"]));
+        assert_eq!(map["page"], json!(3));
+        assert_eq!(metadata_from_chroma(map).unwrap(), meta);
+    }
+
+    #[test]
+    fn ids_are_namespaced_by_tenant() {
+        assert_eq!(chroma_id("acme", "d1::x"), "acme::d1::x");
+        assert_eq!(record_id("acme::d1::x", "acme"), "d1::x");
+        assert_eq!(record_id("d1", "acme"), "d1");
+        assert_eq!(record_id("acmed1", "acme"), "acmed1");
+    }
+
+    #[test]
+    fn embeddings_are_little_endian_f32() {
+        assert_eq!(encode_embedding(&[0.0, 0.0, 0.0, 1.0]), "AAAAAAAAAAAAAAAAAACAPw==");
+    }
+
+    #[test]
+    fn where_clause_wraps_every_condition_in_and() {
+        let mut filter = RecordFilter::tenant("acme");
+        assert_eq!(where_clause(&filter).unwrap(), json!({"$and": [{"tenant_id": {"$eq": "acme"}}]}));
+        filter.product = Some("chat".into());
+        filter.tags = vec!["x".into(), "y".into()];
+        filter.doc_ids = Some(vec!["d1".into(), "d2".into()]);
+        assert_eq!(
+            where_clause(&filter).unwrap(),
+            json!({"$and": [
+                {"tenant_id": {"$eq": "acme"}},
+                {"product": {"$eq": "chat"}},
+                {"tags": {"$contains": "x"}},
+                {"tags": {"$contains": "y"}},
+                {"doc_id": {"$in": ["d1", "d2"]}},
+            ]})
+        );
+        filter.section_ids = Some(Vec::new());
+        assert_eq!(where_clause(&filter), None);
+    }
+
+    #[test]
+    fn get_response_restores_records() {
+        let body = json!({
+            "ids": ["acme::s1"],
+            "embeddings": [[0.5, 1.0]],
+            "documents": ["text"],
+            "metadatas": [metadata_to_chroma(&sample_meta()).unwrap()],
+        });
+        let records = serde_json::from_value::<GetResponse>(body).unwrap().into_records().unwrap();
+        assert_eq!(records.len(), 1);
+        assert_eq!(records[0].id, "s1");
+        assert_eq!(records[0].text, "text");
+        assert_eq!(records[0].embedding, vec![0.5, 1.0]);
+        assert_eq!(records[0].meta, sample_meta());
+        let missing = json!({"ids": ["x"], "embeddings": null, "metadatas": [null]});
+        assert!(serde_json::from_value::<GetResponse>(missing).unwrap().into_records().is_err());
+    }
+}

@@ -1,0 +1,395 @@
+//! The Chroma backend against a real Chroma server (`RETR_TEST_CHROMA_URL`, started by
+//! `scripts/chroma.sh start <dir> <port>`): it must return exactly what the in-memory backend
+//! returns for the same snapshot, never leak another tenant's records, and fail fast with
+//! `Unavailable` (then recover) when Chroma is unreachable. The unreachable cases need no server.
+
+use retrieval_service::config::Settings;
+use retrieval_service::embed::PseudoEmbedder;
+use retrieval_service::index::{ChromaIndex, InMemoryIndex, IndexErrorKind, RecordFilter, ScoredRecord, VectorIndex};
+use retrieval_service::model::{Level, Metadata, Record, Snapshot};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+
+const DIMENSION: usize = 48;
+const TENANTS: [&str; 2] = ["acme", "beta"];
+const PRODUCTS: [&str; 2] = ["chatcenter", "sdk"];
+const TOPICS: [&str; 4] = ["оператор чат", "установка android", "api токен", "бот сценарий"];
+
+fn chroma_url() -> Option<String> {
+    let url = std::env::var("RETR_TEST_CHROMA_URL").ok().filter(|url| !url.is_empty());
+    if url.is_none() {
+        println!("skipped: set RETR_TEST_CHROMA_URL (scripts/chroma.sh start <dir> <port>) to run the Chroma tests");
+    }
+    url
+}
+
+/// A collection prefix no other test (or earlier run on the same server) uses.
+fn unique_prefix() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() % 1_000_000_000_000;
+    format!("t{nanos}_{}_{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+fn settings(url: &str, prefix: &str) -> Settings {
+    Settings {
+        chroma_host: url.to_string(),
+        chroma_collection: prefix.to_string(),
+        chroma_timeout_seconds: 2.0,
+        index_reload_interval_ms: 50,
+        ..Settings::default()
+    }
+}
+
+fn record(id: String, meta: Metadata, text: String, embedder: &PseudoEmbedder) -> Record {
+    let embedding = embedder.embed_one(&text);
+    Record { id, meta, text, embedding }
+}
+
+/// Two tenants with the same ids but different texts, 4 docs × 2 sections × 2 chunks each.
+fn snapshot() -> Snapshot {
+    let embedder = PseudoEmbedder::new(DIMENSION);
+    let mut snapshot = Snapshot {
+        format_version: 1,
+        indexed_at: "2026-01-02T03:04:05Z".into(),
+        embedding_model: "pseudo".into(),
+        ..Snapshot::default()
+    };
+    for (tenant_number, tenant) in TENANTS.iter().enumerate() {
+        for doc_number in 0..4 {
+            let topic = TOPICS[(doc_number + tenant_number) % TOPICS.len()];
+            let doc_id = format!("doc{doc_number}");
+            let tags: Vec<String> = match doc_number {
+                0 => vec![],
+                1 => vec!["faq".into()],
+                _ => vec!["faq".into(), format!("t{doc_number}")],
+            };
+            let base = Metadata {
+                tenant_id: tenant.to_string(),
+                doc_id: doc_id.clone(),
+                title: format!("Страница {doc_number}: {topic}"),
+                summary: format!("Кратко про {topic}"),
+                url: format!("https://docs.example/{tenant}/{doc_id}"),
+                source: format!("docs/{doc_id}.md"),
+                product: PRODUCTS[doc_number % 2].into(),
+                version: "1.0".into(),
+                tags,
+                domain: "chatcenter_user_docs".into(),
+                section: if doc_number % 2 == 0 { "agent".into() } else { "admin".into() },
+                platform: if doc_number == 3 { String::new() } else { "web".into() },
+                role: "operator".into(),
+                page_type: "howto".into(),
+                indexed_at: format!("2026-01-0{}T00:00:00Z", doc_number + 1),
+                ..Metadata::default()
+            };
+            let doc_text = format!("{} {} {tenant}", base.title, base.summary);
+            snapshot.docs.push(record(doc_id.clone(), base.clone(), doc_text, &embedder));
+            for section_number in 0..2 {
+                let section_id = format!("{doc_id}#s{section_number}");
+                let heading = format!("Раздел {section_number} {topic}");
+                let section_meta = Metadata {
+                    section_id: Some(section_id.clone()),
+                    heading: heading.clone(),
+                    heading_path: if section_number == 0 { vec![] } else { vec![base.title.clone(), heading.clone()] },
+                    ..base.clone()
+                };
+                let section_text = format!("{heading}\nКак {topic} шаг {section_number} для {tenant}. Пример Quick.");
+                snapshot.sections.push(record(section_id.clone(), section_meta.clone(), section_text, &embedder));
+                for chunk_number in 0..2 {
+                    let chunk_id = format!("{section_id}#c{chunk_number}");
+                    let text = format!("Фрагмент {chunk_number}: {topic} настройка {section_number} {tenant} quick");
+                    let chunk_meta = Metadata {
+                        chunk_id: Some(chunk_id.clone()),
+                        page: doc_number as u32 + 1,
+                        chunk_index: (section_number * 2 + chunk_number) as u32,
+                        content_length: text.chars().count() as u32,
+                        ..section_meta.clone()
+                    };
+                    snapshot.chunks.push(record(chunk_id, chunk_meta, text, &embedder));
+                }
+            }
+        }
+    }
+    snapshot
+}
+
+/// Every filter shape the cascade sends, for one tenant.
+fn filters(tenant: &str) -> Vec<RecordFilter> {
+    let base = RecordFilter::tenant(tenant);
+    vec![
+        base.clone(),
+        RecordFilter { product: Some("sdk".into()), ..base.clone() },
+        RecordFilter { product: Some("missing".into()), ..base.clone() },
+        RecordFilter { tags: vec!["faq".into()], ..base.clone() },
+        RecordFilter { tags: vec!["faq".into(), "t2".into()], ..base.clone() },
+        RecordFilter { doc_ids: Some(vec!["doc1".into(), "doc3".into()]), ..base.clone() },
+        RecordFilter { doc_ids: Some(vec![]), ..base.clone() },
+        RecordFilter { section_ids: Some(vec!["doc0#s1".into(), "doc2#s0".into()]), ..base.clone() },
+        RecordFilter { platform: Some("web".into()), section: Some("agent".into()), ..base.clone() },
+        RecordFilter {
+            doc_ids: Some(vec!["doc2".into()]),
+            version: Some("1.0".into()),
+            role: Some("operator".into()),
+            ..base
+        },
+        RecordFilter::tenant("nobody"),
+    ]
+}
+
+fn queries() -> Vec<Vec<f32>> {
+    let embedder = PseudoEmbedder::new(DIMENSION);
+    ["оператор чат настройка", "api токен", "установка android шаг", "quick бот"]
+        .iter()
+        .map(|text| embedder.embed_one(text))
+        .collect()
+}
+
+fn assert_same_scored(context: &str, chroma: &[ScoredRecord], memory: &[ScoredRecord]) {
+    let chroma_ids: Vec<&str> = chroma.iter().map(|hit| hit.record.id.as_str()).collect();
+    let memory_ids: Vec<&str> = memory.iter().map(|hit| hit.record.id.as_str()).collect();
+    assert_eq!(chroma_ids, memory_ids, "{context}");
+    for (left, right) in chroma.iter().zip(memory) {
+        assert!((left.score - right.score).abs() < 1e-4, "{context}: {} vs {}", left.score, right.score);
+        assert_eq!(left.record.meta.tenant_id, right.record.meta.tenant_id, "{context}");
+    }
+}
+
+/// Same records in the same order. Chroma re-normalises vectors in cosine space, which may move a
+/// component by one ulp, so embeddings compare within a tolerance.
+fn assert_same_records(context: &str, chroma: &[Arc<Record>], memory: &[Arc<Record>]) {
+    assert_eq!(ids(chroma), ids(memory), "{context}");
+    for (left, right) in chroma.iter().zip(memory) {
+        assert_eq!((&left.meta, &left.text), (&right.meta, &right.text), "{context}");
+        assert_eq!(left.embedding.len(), right.embedding.len(), "{context}");
+        let close = left.embedding.iter().zip(&right.embedding).all(|(a, b)| (a - b).abs() < 1e-6);
+        assert!(close, "{context}: embeddings of {} differ", left.id);
+    }
+}
+
+fn ids(records: &[Arc<Record>]) -> Vec<&str> {
+    records.iter().map(|record| record.id.as_str()).collect()
+}
+
+async fn loaded_chroma(url: &str) -> Arc<ChromaIndex> {
+    let index = ChromaIndex::new(&settings(url, &unique_prefix())).unwrap();
+    index.replace_tenants(&snapshot()).await.unwrap();
+    index
+}
+
+#[tokio::test]
+async fn chroma_returns_what_the_in_memory_backend_returns() {
+    let Some(url) = chroma_url() else { return };
+    let chroma = loaded_chroma(&url).await;
+    let memory = InMemoryIndex::from_snapshot(snapshot()).unwrap();
+    let chroma: &dyn VectorIndex = chroma.as_ref();
+    let needles = vec!["Quick".to_string(), "beta".to_string(), "шаг 1".to_string()];
+    let terms = vec!["оператор".to_string(), "api".to_string(), "настройк".to_string()];
+    for tenant in TENANTS {
+        for filter in filters(tenant) {
+            for level in Level::ALL {
+                let context = format!("{level:?} {filter:?}");
+                for (number, query) in queries().iter().enumerate() {
+                    for k in [1, 3, 100] {
+                        let left = chroma.knn(level, &filter, query, k).await.unwrap();
+                        let right = memory.knn(level, &filter, query, k).await.unwrap();
+                        assert!(left.len() <= k);
+                        assert_same_scored(&format!("knn q{number} k{k} {context}"), &left, &right);
+                        assert!(left.iter().all(|hit| hit.record.meta.tenant_id == tenant), "tenant leak: {context}");
+                    }
+                }
+                let left = chroma.lexical(level, &filter, &terms, 5).await.unwrap();
+                assert_same_scored(
+                    &format!("lexical {context}"),
+                    &left,
+                    &memory.lexical(level, &filter, &terms, 5).await.unwrap(),
+                );
+                for limit in [1, 1000] {
+                    let left = chroma.get(level, &filter, limit).await.unwrap();
+                    let right = memory.get(level, &filter, limit).await.unwrap();
+                    assert_same_records(&format!("get {limit} {context}"), &left, &right);
+                    let left = chroma.text_search(level, &filter, &needles, limit).await.unwrap();
+                    let right = memory.text_search(level, &filter, &needles, limit).await.unwrap();
+                    assert_eq!(ids(&left), ids(&right), "text_search {limit} {context}");
+                }
+            }
+        }
+        let left = chroma.doc_chunks(tenant, "doc2").await.unwrap();
+        assert_eq!(left.len(), 4);
+        assert_same_records("doc_chunks", &left, &memory.doc_chunks(tenant, "doc2").await.unwrap());
+        assert!(chroma.tenant_exists(tenant).await.unwrap());
+    }
+    assert!(!chroma.tenant_exists("nobody").await.unwrap());
+    assert_eq!(chroma.dimension().await.unwrap(), Some(DIMENSION));
+    let (left, right) = (chroma.stats().await.unwrap(), memory.stats().await.unwrap());
+    assert_eq!(left.backend, "chroma");
+    assert_eq!((left.embedding_model.as_str(), left.indexed_at.as_str()), ("pseudo", "2026-01-02T03:04:05Z"));
+    for tenant in TENANTS {
+        let (l, r) = (&left.tenants[tenant], &right.tenants[tenant]);
+        assert_eq!((l.docs, l.sections, l.chunks, &l.source_files), (r.docs, r.sections, r.chunks, &r.source_files));
+        assert_eq!((l.docs, l.sections, l.chunks), (4, 8, 16));
+    }
+    assert!(chroma.health().await.is_ok());
+}
+
+#[tokio::test]
+async fn chroma_filtered_queries_agree_with_the_record_filter() {
+    let Some(url) = chroma_url() else { return };
+    let chroma = loaded_chroma(&url).await;
+    let memory = InMemoryIndex::from_snapshot(snapshot()).unwrap();
+    for tenant in TENANTS {
+        for filter in filters(tenant) {
+            for level in Level::ALL {
+                let query = &queries()[0];
+                let remote = chroma.knn_remote(level, &filter, query, 100).await.unwrap();
+                let local = memory.knn(level, &filter, query, 100).await.unwrap();
+                assert_same_scored(&format!("knn_remote {level:?} {filter:?}"), &remote, &local);
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn writes_reach_this_instance_at_once_and_other_instances_by_polling() {
+    let Some(url) = chroma_url() else { return };
+    let prefix = unique_prefix();
+    let writer = ChromaIndex::new(&settings(&url, &prefix)).unwrap();
+    writer.replace_tenants(&snapshot()).await.unwrap();
+    let reader = ChromaIndex::new(&settings(&url, &prefix)).unwrap();
+    reader.spawn_refresher();
+    let acme = RecordFilter::tenant("acme");
+    assert_eq!(reader.get(Level::Doc, &acme, 100).await.unwrap().len(), 4);
+
+    assert_eq!(writer.delete_source("acme", "docs/doc1.md").await.unwrap(), 1 + 2 + 4);
+    assert_eq!(ids(&writer.get(Level::Doc, &acme, 100).await.unwrap()), ["doc0", "doc2", "doc3"]);
+    assert_eq!(writer.get(Level::Chunk, &acme, 100).await.unwrap().len(), 12);
+    let beta = RecordFilter::tenant("beta");
+    assert_eq!(writer.get(Level::Doc, &beta, 100).await.unwrap().len(), 4, "other tenants untouched");
+    wait_for(|| async { reader.get(Level::Doc, &acme, 100).await.unwrap().len() == 3 }).await;
+
+    let mut changed = snapshot().docs.into_iter().find(|doc| doc.meta.tenant_id == "beta").unwrap();
+    changed.meta.title = "Новый заголовок".into();
+    writer.upsert(Level::Doc, std::slice::from_ref(&changed)).await.unwrap();
+    wait_for(|| async {
+        let docs = reader.get(Level::Doc, &beta, 1).await.unwrap();
+        docs[0].meta.title == "Новый заголовок"
+    })
+    .await;
+}
+
+async fn wait_for<F, Fut>(condition: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !condition().await {
+        assert!(Instant::now() < deadline, "condition not reached within 10 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A port nothing listens on.
+async fn closed_port_url() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    format!("http://127.0.0.1:{port}")
+}
+
+#[tokio::test]
+async fn unreachable_chroma_fails_fast_with_unavailable() {
+    let url = closed_port_url().await;
+    let index = ChromaIndex::new(&settings(&url, "ingestion")).unwrap();
+    let started = Instant::now();
+    let error = index.health().await.unwrap_err();
+    assert_eq!(error.kind, IndexErrorKind::Unavailable, "{error}");
+    let error = index.knn(Level::Doc, &RecordFilter::tenant("acme"), &[1.0; DIMENSION], 5).await.unwrap_err();
+    assert_eq!(error.kind, IndexErrorKind::Unavailable, "{error}");
+    assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn silent_chroma_times_out_with_unavailable() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let accepted = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    let index = ChromaIndex::new(&Settings { chroma_timeout_seconds: 0.3, ..settings(&url, "ingestion") }).unwrap();
+    let started = Instant::now();
+    let error = index.health().await.unwrap_err();
+    assert_eq!(error.kind, IndexErrorKind::Unavailable, "{error}");
+    assert!(error.message.contains("timed out"), "{error}");
+    let error = index.get(Level::Doc, &RecordFilter::tenant("acme"), 5).await.unwrap_err();
+    assert_eq!(error.kind, IndexErrorKind::Unavailable, "{error}");
+    assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
+    accepted.abort();
+}
+
+/// A TCP proxy to Chroma that can be switched off (connections then close at once).
+async fn switchable_proxy(target: &str) -> (String, Arc<AtomicBool>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let target = target.trim_start_matches("http://").trim_end_matches('/').to_string();
+    let enabled = Arc::new(AtomicBool::new(false));
+    let switch = Arc::clone(&enabled);
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            if !switch.load(Ordering::Acquire) {
+                let _ = inbound.shutdown().await;
+                continue;
+            }
+            let target = target.clone();
+            let switch = Arc::clone(&switch);
+            tokio::spawn(async move {
+                let Ok(mut outbound) = TcpStream::connect(&target).await else {
+                    return;
+                };
+                // Switching off also cuts pooled keep-alive connections, as a dead server would.
+                let switched_off = async {
+                    while switch.load(Ordering::Acquire) {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                };
+                tokio::select! {
+                    _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                    _ = switched_off => {}
+                }
+            });
+        }
+    });
+    (url, enabled)
+}
+
+#[tokio::test]
+async fn service_recovers_when_chroma_comes_back() {
+    let Some(url) = chroma_url() else { return };
+    let prefix = unique_prefix();
+    ChromaIndex::new(&settings(&url, &prefix)).unwrap().replace_tenants(&snapshot()).await.unwrap();
+    let (proxy_url, enabled) = switchable_proxy(&url).await;
+    let index = ChromaIndex::new(&Settings { chroma_timeout_seconds: 1.0, ..settings(&proxy_url, &prefix) }).unwrap();
+    index.spawn_refresher();
+    let acme = RecordFilter::tenant("acme");
+    let error = index.get(Level::Doc, &acme, 10).await.unwrap_err();
+    assert_eq!(error.kind, IndexErrorKind::Unavailable, "{error}");
+
+    enabled.store(true, Ordering::Release);
+    wait_for(|| async { index.get(Level::Doc, &acme, 10).await.is_ok_and(|docs| docs.len() == 4) }).await;
+    assert!(index.health().await.is_ok());
+
+    enabled.store(false, Ordering::Release);
+    wait_for(|| async { index.health().await.is_err() }).await;
+    wait_for(|| async {
+        matches!(index.get(Level::Doc, &acme, 10).await, Err(error) if error.kind == IndexErrorKind::Unavailable)
+    })
+    .await;
+
+    enabled.store(true, Ordering::Release);
+    wait_for(|| async { index.get(Level::Doc, &acme, 10).await.is_ok() }).await;
+    assert!(index.health().await.is_ok());
+}
