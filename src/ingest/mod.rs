@@ -7,6 +7,7 @@
 //! (`cache`) → `writer` replaces the tenant's source in the index. `cli` drives a run.
 
 pub mod cache;
+pub mod chroma_writer;
 pub mod cli;
 pub mod demo;
 pub mod embedding;
