@@ -311,7 +311,7 @@ impl ChromaIndex {
             let (never_tried, retry_due) = {
                 let state = self.replica.read().unwrap_or_else(|poisoned| poisoned.into_inner());
                 let retry_due = state.error.is_some()
-                    && state.attempted_at.map_or(true, |attempted| attempted.elapsed() >= self.refresh_interval);
+                    && state.attempted_at.is_none_or(|attempted| attempted.elapsed() >= self.refresh_interval);
                 (state.attempted_at.is_none(), retry_due)
             };
             // The first load is awaited; a retry is skipped when another task is already refreshing.

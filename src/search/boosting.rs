@@ -20,9 +20,9 @@ impl ThemeFields {
     pub fn matches(&self, meta: &Metadata) -> bool {
         let same = |wanted: &str, actual: &str| wanted.eq_ignore_ascii_case(actual.trim());
         same(&self.domain, &meta.domain)
-            && self.section.as_deref().map_or(true, |s| same(s, &meta.section))
-            && self.platform.as_deref().map_or(true, |p| same(p, &meta.platform))
-            && self.role.as_deref().map_or(true, |r| same(r, &meta.role))
+            && self.section.as_deref().is_none_or(|s| same(s, &meta.section))
+            && self.platform.as_deref().is_none_or(|p| same(p, &meta.platform))
+            && self.role.as_deref().is_none_or(|r| same(r, &meta.role))
     }
 }
 
