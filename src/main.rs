@@ -25,6 +25,8 @@ enum Command {
     },
     /// Ingest a Markdown/MDX tree or a JSONL file into the snapshot (or Chroma)
     Ingest(retrieval_service::ingest::cli::IngestArgs),
+    /// Measure retrieval quality (nDCG@10, Recall@10, MRR@10) of dense, lexical and hybrid search
+    Eval(retrieval_service::eval::EvalArgs),
     /// Theme tooling
     Themes {
         #[command(subcommand)]
@@ -110,6 +112,13 @@ fn main() -> ExitCode {
             Command::Serve { port } => serve(settings, port).await,
             Command::Themes { command: ThemesCommand::Suggest { index, tenant, min_docs } } => {
                 suggest_themes(&settings, index, tenant, min_docs)
+            }
+            Command::Eval(args) => {
+                let embedder = retrieval_service::startup::build_embedder(&settings).map_err(|e| e.to_string())?;
+                retrieval_service::eval::run(&settings, embedder, &args)
+                    .await
+                    .map(|report| print!("{report}"))
+                    .map_err(|error| error.to_string())
             }
             Command::Ingest(args) => {
                 let embedder = retrieval_service::startup::build_embedder(&settings).map_err(|e| e.to_string())?;

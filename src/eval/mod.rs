@@ -3,7 +3,6 @@
 
 pub mod cache;
 pub mod data;
-pub mod http_embed;
 pub mod metrics;
 pub mod runner;
 
@@ -64,9 +63,6 @@ pub struct EvalArgs {
     /// Embed "title\ntext" instead of the text alone.
     #[arg(long)]
     pub title_in_dense: bool,
-    /// Add a "hybrid+boosting" row that applies boosting.yaml after fusion.
-    #[arg(long)]
-    pub boosting: bool,
 }
 
 /// Reads the files, wraps `embedder` in the persistent cache and runs `run_eval`.
@@ -85,7 +81,7 @@ pub async fn run(settings: &Settings, embedder: Arc<dyn Embedder>, args: &EvalAr
         fusion,
         title_in_lexical: !args.lexical_without_title,
         title_in_dense: args.title_in_dense,
-        boosting: args.boosting.then_some(boosting),
+        boosting: Some(boosting),
     };
     let cached = Arc::new(cache::CachedEmbedder::open(embedder, &args.embedding_cache, settings.embedding_batch_size));
     let report = run_eval(&corpus, &queries, &qrels, cached.clone(), &options).await?;

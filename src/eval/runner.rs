@@ -4,12 +4,15 @@
 use super::data::{EvalQuery, Passage, Qrels};
 use super::metrics::{mrr_at_k, ndcg_at_k, recall_at_k};
 use super::EvalError;
+use crate::config::{RouterMode, RuntimeSettings, MAX_RESULTS_CAP};
 use crate::embed::{Embedder, InputKind};
-use crate::index::{InMemoryIndex, RecordFilter, VectorIndex};
-use crate::model::{Level, Metadata, Record, Snapshot};
-use crate::search::boosting::{boost_score, BoostContext, BoostInput};
+use crate::index::InMemoryIndex;
+use crate::model::{Metadata, Record, Snapshot};
+use crate::rerank::NoopReranker;
+use crate::router::{RouterConfig, YamlThemesProvider};
 use crate::search::boosting_config::{BoostingConfig, FusionConfig};
-use crate::search::fusion::{RankedList, ReciprocalRankFusion};
+use crate::search::ranking::RankingMode;
+use crate::search::{SearchRequest, SearchService};
 use async_trait::async_trait;
 use std::sync::Arc;
 use std::time::Instant;
@@ -98,96 +101,66 @@ pub fn build_snapshot(corpus: &[Passage], embeddings: Vec<Vec<f32>>, options: &E
     snapshot
 }
 
-/// Cosine kNN over chunks.
-pub struct DenseRanker {
-    pub index: Arc<InMemoryIndex>,
-}
-
-/// BM25 over chunks with the service's Russian/English analysis.
-pub struct LexicalRanker {
-    pub index: Arc<InMemoryIndex>,
-}
-
-/// RRF of the top `depth` of dense and lexical, optionally followed by boosting.
-pub struct HybridRanker {
-    pub index: Arc<InMemoryIndex>,
-    pub fusion: FusionConfig,
-    pub depth: usize,
-    pub boosting: Option<Arc<BoostingConfig>>,
-}
-
-fn index_error(error: crate::index::IndexError) -> EvalError {
-    EvalError::Index(error.to_string())
+/// Ranks through the service's own search pipeline (`SearchService`, the cascade, fusion and
+/// boosting the API uses) in one ranking mode; hits map back to passage ids by `doc_id`.
+pub struct PipelineRanker {
+    pub service: Arc<SearchService>,
+    pub mode: RankingMode,
+    pub label: &'static str,
 }
 
 #[async_trait]
-impl Ranker for DenseRanker {
+impl Ranker for PipelineRanker {
     fn name(&self) -> String {
-        "dense".into()
-    }
-    async fn rank(&self, _query: &EvalQuery, embedding: &[f32], limit: usize) -> Result<Vec<String>, EvalError> {
-        let filter = RecordFilter::tenant(EVAL_TENANT);
-        let hits = self.index.knn(Level::Chunk, &filter, embedding, limit.max(1)).await.map_err(index_error)?;
-        Ok(hits.into_iter().map(|hit| hit.record.meta.doc_id.clone()).collect())
-    }
-}
-
-#[async_trait]
-impl Ranker for LexicalRanker {
-    fn name(&self) -> String {
-        "lexical".into()
-    }
-    async fn rank(&self, query: &EvalQuery, _embedding: &[f32], limit: usize) -> Result<Vec<String>, EvalError> {
-        let filter = RecordFilter::tenant(EVAL_TENANT);
-        let terms = crate::text::terms(&query.text);
-        let hits = self.index.lexical(Level::Chunk, &filter, &terms, limit.max(1)).await.map_err(index_error)?;
-        Ok(hits.into_iter().map(|hit| hit.record.meta.doc_id.clone()).collect())
-    }
-}
-
-#[async_trait]
-impl Ranker for HybridRanker {
-    fn name(&self) -> String {
-        if self.boosting.is_some() {
-            "hybrid+boosting".into()
-        } else {
-            "hybrid".into()
-        }
+        self.label.to_string()
     }
     async fn rank(&self, query: &EvalQuery, embedding: &[f32], limit: usize) -> Result<Vec<String>, EvalError> {
-        let filter = RecordFilter::tenant(EVAL_TENANT);
-        let depth = self.depth.max(limit).max(1);
-        let dense = self.index.knn(Level::Chunk, &filter, embedding, depth).await.map_err(index_error)?;
-        let terms = crate::text::terms(&query.text);
-        let lexical = self.index.lexical(Level::Chunk, &filter, &terms, depth).await.map_err(index_error)?;
-        let dense_ids: Vec<&str> = dense.iter().map(|hit| hit.record.id.as_str()).collect();
-        let lexical_ids: Vec<&str> = lexical.iter().map(|hit| hit.record.id.as_str()).collect();
-        let fused = ReciprocalRankFusion::new(self.fusion.k).fuse(
-            &[
-                RankedList::new(&dense_ids, self.fusion.dense_weight),
-                RankedList::new(&lexical_ids, self.fusion.lexical_weight),
-            ],
-            usize::MAX,
-        );
-        let records: std::collections::HashMap<&str, &crate::model::Record> =
-            dense.iter().chain(&lexical).map(|hit| (hit.record.id.as_str(), hit.record.as_ref())).collect();
-        let mut scored: Vec<(f32, &str, &str)> = fused
-            .iter()
-            .filter_map(|item| records.get(item.id).map(|record| (item, *record)))
-            .map(|(item, record)| {
-                let score = match &self.boosting {
-                    Some(config) => {
-                        let input = BoostInput { meta: &record.meta, text: Some(&record.text) };
-                        boost_score(item.normalized, &input, config, &BoostContext::default()).score
-                    }
-                    None => item.normalized,
-                };
-                (score, item.id, record.meta.doc_id.as_str())
-            })
-            .collect();
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-        Ok(scored.into_iter().take(limit).map(|(_, _, doc_id)| doc_id.to_string()).collect())
+        let request = SearchRequest {
+            query: query.text.clone(),
+            tenant_id: EVAL_TENANT.to_string(),
+            max_results: Some(limit as i64),
+            query_embedding: Some(embedding.to_vec()),
+            ..SearchRequest::default()
+        };
+        let response =
+            self.service.search_with_mode(&request, self.mode).await.map_err(|e| EvalError::Index(e.to_string()))?;
+        Ok(response.hits.into_iter().map(|hit| hit.doc_id).collect())
     }
+}
+
+/// A search service over the flat eval index: no themes, no rerank, the doc level wide enough
+/// (`depth` docs) that the cascade does not cut a flat corpus, and `cutoff` hits.
+pub fn pipeline_service(index: Arc<InMemoryIndex>, options: &EvalOptions) -> Arc<SearchService> {
+    let mut boosting = options.boosting.as_deref().cloned().unwrap_or_default();
+    boosting.fusion = options.fusion.clone();
+    let cutoff = options.cutoff.clamp(1, MAX_RESULTS_CAP);
+    let runtime = RuntimeSettings {
+        max_results: cutoff,
+        doc_top_k: options.depth.max(cutoff),
+        section_top_k: cutoff,
+        chunk_top_k: cutoff,
+        topk_per_doc: 1,
+        min_docs: 0,
+        min_score: 0.0,
+        enable_filters: true,
+        rerank_enabled: false,
+        rerank_top_n: 1,
+        theme_router_mode: RouterMode::None,
+    };
+    Arc::new(SearchService {
+        index,
+        embedder: Arc::new(crate::embed::PseudoEmbedder::new(1)),
+        themes: Arc::new(YamlThemesProvider::from_themes(Vec::new(), RouterConfig::default())),
+        router_config: RouterConfig::default(),
+        llm_router: None,
+        boosting: Arc::new(boosting),
+        reranker: Arc::new(NoopReranker),
+        rerank_timeout: std::time::Duration::from_secs(1),
+        runtime: Arc::new(std::sync::RwLock::new(runtime)),
+        counters: Default::default(),
+        max_query_chars: usize::MAX,
+        default_dimension: 0,
+    })
 }
 
 /// Metrics and latency of one ranker over every judged query.
@@ -315,18 +288,15 @@ pub async fn run_eval(
     let embedding_ms = started.elapsed().as_secs_f64() * 1000.0;
 
     let snapshot = build_snapshot(corpus, passage_vectors, options);
-    let index = Arc::new(InMemoryIndex::from_snapshot(snapshot).map_err(index_error)?);
-    let hybrid = |boosting| -> Arc<dyn Ranker> {
-        Arc::new(HybridRanker { index: index.clone(), fusion: options.fusion.clone(), depth: options.depth, boosting })
-    };
-    let mut rankers: Vec<Arc<dyn Ranker>> = vec![
-        Arc::new(DenseRanker { index: index.clone() }),
-        Arc::new(LexicalRanker { index: index.clone() }),
-        hybrid(None),
+    let index = Arc::new(InMemoryIndex::from_snapshot(snapshot).map_err(|e| EvalError::Index(e.to_string()))?);
+    let service = pipeline_service(index, options);
+    let pipeline =
+        |mode, label| -> Arc<dyn Ranker> { Arc::new(PipelineRanker { service: service.clone(), mode, label }) };
+    let rankers: Vec<Arc<dyn Ranker>> = vec![
+        pipeline(RankingMode::Dense, "dense"),
+        pipeline(RankingMode::Lexical, "lexical"),
+        pipeline(RankingMode::Hybrid, "hybrid"),
     ];
-    if let Some(config) = &options.boosting {
-        rankers.push(hybrid(Some(config.clone())));
-    }
     let systems = evaluate(&rankers, queries, &query_vectors, qrels, options.cutoff).await?;
     Ok(EvalReport {
         passages: corpus.len(),
