@@ -125,7 +125,10 @@ impl LoadedIndex {
                     let dot: f32 = query.iter().zip(&record.embedding).map(|(a, b)| a * b).sum();
                     (dot / (query_norm * norm)).clamp(-1.0, 1.0)
                 };
-                ScoredRecord { record: Arc::clone(record), score: if score.is_finite() { score } else { 0.0 } }
+                // Rounded to 1e-6 so that float noise (Chroma re-normalises stored vectors) cannot
+                // reorder equal scores: ties are then broken by id on every backend alike.
+                let score = if score.is_finite() { (score * 1e6).round() / 1e6 } else { 0.0 };
+                ScoredRecord { record: Arc::clone(record), score }
             })
             .collect();
         sort_scored(&mut results);
