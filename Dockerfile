@@ -5,7 +5,6 @@ COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY demo ./demo
 COPY config ./config
-COPY benches ./benches
 RUN cargo build --release --locked --bin retrieval-service
 
 FROM debian:bookworm-slim
