@@ -1,0 +1,107 @@
+//! Seed 003 §4.6 scenarios on the bundled demo corpus, through the HTTP router with the shipped
+//! config (themes.yaml, boosting.yaml, mapping.yaml) — what `serve` does in mock mode.
+
+mod common;
+
+use axum::http::StatusCode;
+use common::send;
+use retrieval_service::config::Settings;
+use retrieval_service::{startup, AppState};
+use serde_json::{json, Value};
+
+async fn demo() -> AppState {
+    startup::build_state(Settings::default()).await.unwrap()
+}
+
+async fn search(state: &AppState, body: Value) -> Value {
+    let (status, response) = send(state, "POST", "/internal/retrieval/search", Some(&body.to_string())).await;
+    assert_eq!(status, StatusCode::OK, "{response}");
+    response
+}
+
+fn labels(body: &Value) -> Vec<String> {
+    body["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["metadata"]["theme_label"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_clear_android_sdk_query_stays_in_the_android_sdk() {
+    let state = demo().await;
+    let body = search(&state, json!({"query": "как подключить Android SDK через gradle", "tenant_id": "demo"})).await;
+    assert_eq!(body["routing"]["primary_theme"], "sdk_android");
+    assert!(!body["hits"].as_array().unwrap().is_empty());
+    for hit in body["hits"].as_array().unwrap() {
+        let section = hit["metadata"]["section"].as_str().unwrap();
+        assert!(!["agent", "admin", "supervisor"].contains(&section), "workplace doc in an SDK answer: {hit}");
+        assert_eq!(hit["metadata"]["platform"], "android", "{hit}");
+    }
+    assert!(body.get("clarification").is_none());
+}
+
+#[tokio::test]
+async fn an_ambiguous_query_asks_and_the_choice_filters() {
+    let state = demo().await;
+    let body = search(&state, json!({"query": "обязательные теги", "tenant_id": "demo"})).await;
+    assert!(body["routing"]["themes"].as_array().unwrap().len() >= 2, "{}", body["routing"]);
+    assert_eq!(body["routing"]["requires_disambiguation"], true);
+    assert_eq!(body["routing"]["filter_applied"], false);
+    let options: Vec<&str> =
+        body["clarification"]["options"].as_array().unwrap().iter().map(|o| o["theme_id"].as_str().unwrap()).collect();
+    assert!(options.contains(&"user_agent") && options.contains(&"user_admin"), "{options:?}");
+    assert!(!body["clarification"]["question"].as_str().unwrap().is_empty());
+    for choice in ["user_admin", "user_agent"] {
+        let chosen = search(&state, json!({"query": "обязательные теги", "tenant_id": "demo", "theme": choice})).await;
+        assert!(!chosen["hits"].as_array().unwrap().is_empty());
+        assert!(labels(&chosen).iter().all(|label| label == choice), "{choice}: {:?}", labels(&chosen));
+        assert!(chosen.get("clarification").is_none());
+    }
+    let (status, body) = send(
+        &state,
+        "POST",
+        "/internal/retrieval/search",
+        Some(&json!({"query": "теги", "tenant_id": "demo", "theme": "no_such_theme"}).to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+}
+
+#[tokio::test]
+async fn a_query_naming_two_roles_gets_both_and_a_grouped_context() {
+    let state = demo().await;
+    let query = json!({"query": "как оператору и администратору настроить быстрые ответы", "tenant_id": "demo", "max_results": 6});
+    let body = search(&state, query.clone()).await;
+    let themes: Vec<&str> = body["routing"]["themes"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    assert!(themes.contains(&"user_agent") && themes.contains(&"user_admin"), "{themes:?}");
+    let hit_labels = labels(&body);
+    assert!(
+        hit_labels.iter().any(|l| l == "user_agent") && hit_labels.iter().any(|l| l == "user_admin"),
+        "{hit_labels:?}"
+    );
+
+    let mut context_request = query;
+    context_request["max_context_chars"] = json!(4000);
+    let (status, context) =
+        send(&state, "POST", "/internal/retrieval/context", Some(&context_request.to_string())).await;
+    assert_eq!(status, StatusCode::OK, "{context}");
+    let text = context["context"].as_str().unwrap();
+    assert!(text.contains("[THEME: user_agent]") && text.contains("[THEME: user_admin]"), "{text}");
+    assert!(text.starts_with("Найденные документы:"));
+    assert!(context["system_prompt_rule"].as_str().is_some_and(|rule| rule.contains("THEME")));
+    assert!(text.chars().count() <= 4000);
+}
+
+#[tokio::test]
+async fn router_mode_none_at_run_time_turns_routing_off() {
+    let state = demo().await;
+    let (status, _) =
+        send(&state, "POST", "/internal/retrieval/config", Some(r#"{"theme_router_mode": "none"}"#)).await;
+    assert_eq!(status, StatusCode::OK);
+    let body = search(&state, json!({"query": "как подключить Android SDK через gradle", "tenant_id": "demo"})).await;
+    assert_eq!(body["routing"]["mode_used"], "none");
+    assert_eq!(body["routing"]["filter_applied"], false);
+    assert!(body["routing"]["primary_theme"].is_null());
+}
