@@ -259,3 +259,21 @@ fn bundled_config_file_loads() {
     let settings = retrieval_service::config::Settings::load(Some(&path), &Default::default()).unwrap();
     assert_eq!(settings.runtime(), retrieval_service::config::Settings::default().runtime());
 }
+
+#[tokio::test]
+async fn openapi_document_lists_every_route() {
+    let state = fixture_state(|_| {});
+    let (status, body) = send(&state, "GET", "/internal/retrieval/openapi.json", None).await;
+    assert_eq!(status, StatusCode::OK);
+    for path in [
+        "/internal/retrieval/search",
+        "/internal/retrieval/context",
+        "/internal/retrieval/chunks/window",
+        "/internal/retrieval/config",
+        "/internal/retrieval/stats",
+        "/health",
+        "/metrics",
+    ] {
+        assert!(body["paths"].get(path).is_some(), "{path} missing");
+    }
+}

@@ -46,7 +46,8 @@ pub fn router(state: AppState) -> Router {
         .route("/chunks/window", post(window::window))
         .route("/context", post(context::context))
         .route("/stats", get(health::stats))
-        .route("/health", get(health::health));
+        .route("/health", get(health::health))
+        .route("/openapi.json", get(openapi));
     let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let request_ids = CounterRequestId { prefix: format!("{:x}", started.as_millis()), next: Default::default() };
     let header = HeaderName::from_static(REQUEST_ID_HEADER);
@@ -65,6 +66,11 @@ pub fn router(state: AppState) -> Router {
         }))
         .layer(SetRequestIdLayer::new(header, request_ids))
         .with_state(state)
+}
+
+/// The OpenAPI 3 document of the whole API.
+async fn openapi() -> impl IntoResponse {
+    ([(axum::http::header::CONTENT_TYPE, "application/json")], include_str!("openapi.json"))
 }
 
 async fn route_not_found() -> ApiError {
