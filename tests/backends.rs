@@ -179,3 +179,29 @@ async fn chroma_backend_gives_the_same_answers() {
         }
     }
 }
+
+#[tokio::test]
+async fn chroma_down_is_a_quick_503_not_a_hang() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let settings = Settings {
+        mock_mode: false,
+        vector_backend: VectorBackend::Chroma,
+        chroma_host: format!("http://127.0.0.1:{port}"),
+        chroma_timeout_seconds: 1.0,
+        ..base_settings()
+    };
+    let index = ChromaIndex::new(&settings).unwrap();
+    assert!(index.refresh().await.is_err());
+    let state = startup::state_with(settings, index, Arc::new(PseudoEmbedder::new(fixtures::DIMENSION)));
+    let started = std::time::Instant::now();
+    let (status, body) =
+        send(&state, "POST", "/internal/retrieval/search", Some(&json!({"query": "x", "tenant_id": "t1"}).to_string()))
+            .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["error"]["code"], "backend_unavailable");
+    let (status, health) = send(&state, "GET", "/health", None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(health["backend"], "chroma");
+    assert!(health["error"].as_str().is_some_and(|e| !e.is_empty()));
+    assert!(started.elapsed() < std::time::Duration::from_secs(3), "{:?}", started.elapsed());
+}
