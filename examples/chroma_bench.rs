@@ -4,6 +4,10 @@
 //! filtered kNN queries answered by Chroma). Prints load time, p50/p99 latency and throughput.
 //!
 //! cargo run --release --example chroma_bench -- --chroma http://127.0.0.1:18000 [--skip-load]
+//!
+//! `--load-only` stops after loading (bench/http_bench.sh uses it); `--snapshot-out <file>` writes
+//! the same deterministic corpus as an in-memory snapshot file and exits without touching Chroma
+//! (bench/compare_backends.sh serves it with the in-memory backend).
 
 use clap::Parser;
 use retrieval_service::config::Settings;
@@ -24,6 +28,12 @@ struct Args {
     /// Reuse a corpus loaded by an earlier run.
     #[arg(long)]
     skip_load: bool,
+    /// Load the corpus into Chroma, then exit (no measurement).
+    #[arg(long, conflicts_with = "skip_load")]
+    load_only: bool,
+    /// Write the corpus to this in-memory snapshot file and exit (Chroma is not contacted).
+    #[arg(long)]
+    snapshot_out: Option<std::path::PathBuf>,
     #[arg(long, default_value_t = 2000)]
     docs: usize,
     #[arg(long, default_value_t = 5)]
@@ -193,6 +203,18 @@ async fn measure(index: &Arc<ChromaIndex>, plan: Plan, concurrency: usize, queri
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
+    if let Some(path) = &args.snapshot_out {
+        let snapshot = Snapshot { dimension: args.dimension, ..corpus(&args) };
+        retrieval_service::index::memory::write_snapshot_file(path, &snapshot).expect("write snapshot");
+        println!(
+            "wrote {} docs / {} sections / {} chunks to {}",
+            snapshot.docs.len(),
+            snapshot.sections.len(),
+            snapshot.chunks.len(),
+            path.display()
+        );
+        return;
+    }
     let settings = Settings {
         chroma_host: args.chroma.clone(),
         chroma_collection: args.prefix.clone(),
@@ -207,6 +229,9 @@ async fn main() {
         let records = snapshot.docs.len() + snapshot.sections.len() + snapshot.chunks.len();
         let seconds = started.elapsed().as_secs_f64();
         println!("loaded {records} records into chroma in {seconds:.1} s ({:.0} records/s)", records as f64 / seconds);
+        if args.load_only {
+            return;
+        }
     }
     let index = ChromaIndex::new(&settings).expect("client");
     let started = Instant::now();
