@@ -107,6 +107,7 @@ pub fn state_with_reranker(
         index,
         embedder,
         themes: Arc::new(themes),
+        theme_cache: Default::default(),
         router_config,
         llm_router,
         boosting: crate::search::boosting_config::BoostingConfig::load_shared(&settings.boosting_path),

@@ -151,6 +151,7 @@ pub fn pipeline_service(index: Arc<InMemoryIndex>, options: &EvalOptions) -> Arc
         index,
         embedder: Arc::new(crate::embed::PseudoEmbedder::new(1)),
         themes: Arc::new(YamlThemesProvider::from_themes(Vec::new(), RouterConfig::default())),
+        theme_cache: Default::default(),
         router_config: RouterConfig::default(),
         llm_router: None,
         boosting: Arc::new(boosting),

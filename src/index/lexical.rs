@@ -61,27 +61,38 @@ impl Bm25Index {
         let mut unique_terms: Vec<&String> = query_terms.iter().collect();
         unique_terms.sort();
         unique_terms.dedup();
-        let mut scores: HashMap<u32, f32> = HashMap::new();
-        let mut accepted: HashMap<u32, bool> = HashMap::new();
+        // Dense per-document arrays: postings of common words are long, and a hash map per
+        // posting was the hot spot of a search.
+        let mut scores: Vec<f32> = Vec::new();
+        let mut verdicts: Vec<u8> = Vec::new();
+        const UNKNOWN: u8 = 0;
+        const ACCEPTED: u8 = 1;
+        const REJECTED: u8 = 2;
         for term in unique_terms {
             let Some(posting) = self.postings.get(term.as_str()) else { continue };
+            if scores.is_empty() {
+                scores = vec![0.0; self.lengths.len()];
+                verdicts = vec![UNKNOWN; self.lengths.len()];
+            }
             let document_frequency = posting.len() as f32;
             // The "plus one" IDF of Lucene keeps weights positive for very common terms.
             let idf = (1.0 + (total_documents - document_frequency + 0.5) / (document_frequency + 0.5)).ln();
             for &(number, frequency) in posting {
-                let passes = *accepted.entry(number).or_insert_with(|| accept(number as usize));
-                if !passes {
+                let number = number as usize;
+                if verdicts[number] == UNKNOWN {
+                    verdicts[number] = if accept(number) { ACCEPTED } else { REJECTED };
+                }
+                if verdicts[number] == REJECTED {
                     continue;
                 }
-                let length = self.lengths[number as usize] as f32;
+                let length = self.lengths[number] as f32;
                 let norm = if self.average_length > 0.0 { length / self.average_length } else { 1.0 };
                 let tf = frequency as f32;
-                let weight = idf * tf * (self.params.k1 + 1.0)
+                scores[number] += idf * tf * (self.params.k1 + 1.0)
                     / (tf + self.params.k1 * (1.0 - self.params.b + self.params.b * norm));
-                *scores.entry(number).or_default() += weight;
             }
         }
-        scores.into_iter().map(|(number, score)| (number as usize, score)).filter(|(_, s)| *s > 0.0).collect()
+        scores.into_iter().enumerate().filter(|(_, score)| *score > 0.0).collect()
     }
 }
 

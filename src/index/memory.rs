@@ -17,6 +17,25 @@ use std::time::{Duration, SystemTime};
 struct TenantLevel {
     positions: Vec<usize>,
     lexical: Bm25Index,
+    /// doc_id → numbers (indices into `positions`) of the doc's records, so a query restricted to
+    /// a few docs visits only their records.
+    by_doc: HashMap<String, Vec<usize>>,
+}
+
+impl TenantLevel {
+    /// The numbers of the records a filter can match: those of its docs when it names docs.
+    fn candidates(&self, filter: &RecordFilter) -> Vec<usize> {
+        match &filter.doc_ids {
+            Some(doc_ids) => {
+                let mut numbers: Vec<usize> =
+                    doc_ids.iter().filter_map(|doc_id| self.by_doc.get(doc_id)).flatten().copied().collect();
+                numbers.sort_unstable();
+                numbers.dedup();
+                numbers
+            }
+            None => (0..self.positions.len()).collect(),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -41,7 +60,11 @@ impl LevelData {
                     positions.iter().map(|&p| crate::text::terms(&lexical_text(&records[p]))),
                     Bm25Params::default(),
                 );
-                (tenant, TenantLevel { positions, lexical })
+                let mut by_doc: HashMap<String, Vec<usize>> = HashMap::new();
+                for (number, &position) in positions.iter().enumerate() {
+                    by_doc.entry(records[position].meta.doc_id.clone()).or_default().push(number);
+                }
+                (tenant, TenantLevel { positions, lexical, by_doc })
             })
             .collect();
         Self { records, norms, tenants }
@@ -97,12 +120,12 @@ impl LoadedIndex {
         filter: &'a RecordFilter,
     ) -> impl Iterator<Item = (usize, &'a Arc<Record>)> + 'a {
         let data = self.level(level);
-        data.tenants
-            .get(&filter.tenant_id)
-            .map(|tenant| tenant.positions.as_slice())
-            .unwrap_or(&[])
-            .iter()
-            .map(move |&position| (position, &data.records[position]))
+        let tenant = data.tenants.get(&filter.tenant_id);
+        let candidates = tenant.map(|tenant| tenant.candidates(filter)).unwrap_or_default();
+        candidates
+            .into_iter()
+            .filter_map(move |number| tenant.map(|tenant| tenant.positions[number]))
+            .map(move |position| (position, &data.records[position]))
             .filter(move |(_, record)| filter.matches(&record.meta))
     }
 
@@ -139,7 +162,15 @@ impl LoadedIndex {
     pub fn lexical(&self, level: Level, filter: &RecordFilter, terms: &[String], k: usize) -> Vec<ScoredRecord> {
         let data = self.level(level);
         let Some(tenant) = data.tenants.get(&filter.tenant_id) else { return Vec::new() };
-        let accept = |number: usize| filter.matches(&data.records[tenant.positions[number]].meta);
+        let allowed: Option<Vec<bool>> = filter.doc_ids.as_ref().map(|_| {
+            let mut allowed = vec![false; tenant.positions.len()];
+            tenant.candidates(filter).into_iter().for_each(|number| allowed[number] = true);
+            allowed
+        });
+        let accept = |number: usize| {
+            allowed.as_ref().is_none_or(|allowed| allowed[number])
+                && filter.matches(&data.records[tenant.positions[number]].meta)
+        };
         let mut results: Vec<ScoredRecord> = tenant
             .lexical
             .score(terms, accept)

@@ -44,6 +44,33 @@ struct KeywordRule {
     themes: BTreeSet<usize>,
 }
 
+/// `keyword_rules` memoised per thread for the last themes seen (keyed by a hash of their ids and
+/// keywords): stemming every keyword of every theme was the largest cost of a search.
+fn cached_keyword_rules(themes: &[Theme]) -> std::rc::Rc<Vec<KeywordRule>> {
+    use std::hash::{Hash, Hasher};
+    thread_local! {
+        static CACHE: std::cell::RefCell<Option<(u64, std::rc::Rc<Vec<KeywordRule>>)>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for theme in themes {
+        theme.id.hash(&mut hasher);
+        theme.keywords.hash(&mut hasher);
+    }
+    let fingerprint = hasher.finish();
+    CACHE.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        match cache.as_ref() {
+            Some((cached, rules)) if *cached == fingerprint => std::rc::Rc::clone(rules),
+            Some(_) | None => {
+                let rules = std::rc::Rc::new(keyword_rules(themes));
+                *cache = Some((fingerprint, std::rc::Rc::clone(&rules)));
+                rules
+            }
+        }
+    })
+}
+
 fn keyword_rules(themes: &[Theme]) -> Vec<KeywordRule> {
     let mut by_stems: BTreeMap<Vec<String>, KeywordRule> = BTreeMap::new();
     for (index, theme) in themes.iter().enumerate() {
@@ -137,7 +164,8 @@ pub fn route_heuristic(
     let query_words = words(query);
     let mut keyword_evidence = vec![0.0_f32; themes.len()];
     let mut named_by_keyword = vec![false; themes.len()];
-    for rule in keyword_rules(themes) {
+    let rules = cached_keyword_rules(themes);
+    for rule in rules.iter() {
         if !phrase_occurs(&query_words, &rule.phrase) {
             continue;
         }

@@ -98,6 +98,10 @@ fn lookup(map: &BTreeMap<String, f32>, key: &str) -> f32 {
     if key.is_empty() {
         return 1.0;
     }
+    // Metadata values are normally already trimmed lower-case: look them up without allocating.
+    if let Some(&factor) = map.get(key) {
+        return factor;
+    }
     map.get(&key.trim().to_lowercase()).copied().unwrap_or(1.0)
 }
 
@@ -163,14 +167,16 @@ fn structure_factor(cfg: &BoostingConfig, text: Option<&str>) -> f32 {
     let Some(text) = text else { return 1.0 };
     let structure = &cfg.structure;
     let mut factor = 1.0;
-    let structured = text
-        .lines()
-        .map(str::trim_start)
-        .any(|line| structure.well_structured_markers.iter().any(|marker| line.starts_with(marker.as_str())));
+    // A factor of 1.0 has no effect: skip the scan (the text of every candidate, every query).
+    let structured = structure.well_structured_boost != 1.0
+        && text
+            .lines()
+            .map(str::trim_start)
+            .any(|line| structure.well_structured_markers.iter().any(|marker| line.starts_with(marker.as_str())));
     if structured {
         factor *= structure.well_structured_boost;
     }
-    if !structure.example_markers.is_empty() {
+    if !structure.example_markers.is_empty() && structure.example_boost != 1.0 {
         let words: Vec<String> = crate::text::tokenize(text);
         let has_example = structure.example_markers.iter().any(|marker| {
             let marker_words = crate::text::tokenize(marker);

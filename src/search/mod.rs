@@ -47,6 +47,7 @@ pub struct SearchService {
     pub index: Arc<dyn VectorIndex>,
     pub embedder: Arc<dyn Embedder>,
     pub themes: Arc<dyn ThemesProvider>,
+    pub theme_cache: std::sync::OnceLock<Arc<Vec<crate::router::Theme>>>,
     pub router_config: RouterConfig,
     pub llm_router: Option<Arc<LlmRouter>>,
     pub boosting: Arc<BoostingConfig>,
@@ -120,6 +121,12 @@ pub fn build_filter(request: &SearchRequest, enable_filters: bool) -> Result<Rec
 }
 
 impl SearchService {
+    /// The themes, read from the provider once and shared (a provider is not asked per request).
+    pub fn theme_list(&self) -> Arc<Vec<crate::router::Theme>> {
+        let cached = self.theme_cache.get_or_init(|| Arc::new(self.themes.list_themes()));
+        Arc::clone(cached)
+    }
+
     pub fn runtime_settings(&self) -> RuntimeSettings {
         self.runtime.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
     }
@@ -189,7 +196,7 @@ impl SearchService {
         let runtime = self.runtime_settings();
         let max_results = self.validate(request, &runtime)?;
         let mut filter = build_filter(request, request.enable_filters.unwrap_or(runtime.enable_filters))?;
-        let themes = self.themes.list_themes();
+        let themes = self.theme_list();
         let chosen_theme = match &request.theme {
             Some(id) => Some(
                 themes

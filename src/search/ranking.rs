@@ -8,7 +8,6 @@ use super::Result;
 use crate::index::{RecordFilter, VectorIndex};
 use crate::model::{Level, Record};
 use serde_json::json;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Candidates taken from each ranker before fusion (the reference RRF fuses each system's top 100).
@@ -125,19 +124,29 @@ pub async fn rank_level(
         }
         RankingMode::Lexical | RankingMode::Hybrid | RankingMode::Dense => Vec::new(),
     };
-    let dense_ids: Vec<String> = dense.iter().map(|s| s.record.id.clone()).collect();
-    let lexical_ids: Vec<String> = lexical.iter().map(|s| s.record.id.clone()).collect();
-    let mut records: HashMap<String, Arc<Record>> = HashMap::new();
-    let mut dense_scores = HashMap::new();
-    let mut lexical_scores = HashMap::new();
-    for scored in &dense {
-        dense_scores.insert(scored.record.id.clone(), scored.score);
-        records.insert(scored.record.id.clone(), Arc::clone(&scored.record));
-    }
-    for scored in &lexical {
-        lexical_scores.insert(scored.record.id.clone(), scored.score);
-        records.entry(scored.record.id.clone()).or_insert_with(|| Arc::clone(&scored.record));
-    }
+    // Records are numbered in id order, so fusing numbers breaks ties by id without cloning ids.
+    let mut records: Vec<Arc<Record>> = dense.iter().chain(&lexical).map(|scored| Arc::clone(&scored.record)).collect();
+    records.sort_by(|a, b| a.id.cmp(&b.id));
+    records.dedup_by(|a, b| a.id == b.id);
+    let number_of = |record: &Record| records.binary_search_by(|r| r.id.as_str().cmp(&record.id)).unwrap_or(0);
+    let mut dense_scores = vec![0.0; records.len()];
+    let mut lexical_scores = vec![0.0; records.len()];
+    let dense_numbers: Vec<usize> = dense
+        .iter()
+        .map(|scored| {
+            let number = number_of(&scored.record);
+            dense_scores[number] = scored.score;
+            number
+        })
+        .collect();
+    let lexical_numbers: Vec<usize> = lexical
+        .iter()
+        .map(|scored| {
+            let number = number_of(&scored.record);
+            lexical_scores[number] = scored.score;
+            number
+        })
+        .collect();
     let fusion_config = &context.boosting.fusion;
     let (dense_weight, lexical_weight) = match context.mode {
         RankingMode::Dense => (1.0, 0.0),
@@ -145,25 +154,22 @@ pub async fn rank_level(
         RankingMode::Hybrid => (fusion_config.dense_weight, fusion_config.lexical_weight),
     };
     let fused = ReciprocalRankFusion::new(fusion_config.k).fuse(
-        &[RankedList::new(&dense_ids, dense_weight), RankedList::new(&lexical_ids, lexical_weight)],
-        dense_ids.len() + lexical_ids.len(),
+        &[RankedList::new(&dense_numbers, dense_weight), RankedList::new(&lexical_numbers, lexical_weight)],
+        records.len(),
     );
     let mut ranked: Vec<Ranked> = fused
         .into_iter()
         .filter(|item| item.normalized > 0.0)
-        .filter_map(|item| {
-            let record = records.remove(&item.id)?;
-            Some(Ranked {
-                dense: item.ranks[0].map(|rank| (rank, dense_scores[&item.id])),
-                lexical: item.ranks[1].map(|rank| (rank, lexical_scores[&item.id])),
-                score: item.normalized,
-                fused: item.score,
-                fused_normalized: item.normalized,
-                boost: None,
-                padded: false,
-                rerank_score: None,
-                record,
-            })
+        .map(|item| Ranked {
+            dense: item.ranks[0].map(|rank| (rank, dense_scores[item.id])),
+            lexical: item.ranks[1].map(|rank| (rank, lexical_scores[item.id])),
+            score: item.normalized,
+            fused: item.score,
+            fused_normalized: item.normalized,
+            boost: None,
+            padded: false,
+            rerank_score: None,
+            record: Arc::clone(&records[item.id]),
         })
         .collect();
     boost_and_sort(&mut ranked, context.boosting, &context.boost_context);
