@@ -98,6 +98,9 @@ def main():
         if a[0] != 200 or not a[1]["hits"]:
             print(f"request {n}: status {a[0]}, no hits on either side (still counted as equal)")
     print(f"identical on {same}/{args.requests} requests ({hits} hits compared, max score delta {max_delta:.2e})")
+    if hits == 0:
+        print("no hit was compared: the services did not serve the corpus", file=sys.stderr)
+        sys.exit(1)
     sys.exit(1 if failed else 0)
 
 
