@@ -270,6 +270,10 @@ impl SearchService {
             // The router was sure, but its theme has nothing here: answer unfiltered rather than empty.
             output = run(soft_filter).await?;
             filter_applied = false;
+            degradations.push(Degradation::new(
+                "router_filter_empty",
+                "the router's theme filter matched no record of this tenant; answered without it",
+            ));
         }
         if let Some(degradation) = output.rerank_degradation.take() {
             self.counters.rerank_failures.fetch_add(1, Ordering::Relaxed);
