@@ -149,6 +149,14 @@ pub fn snapshot() -> Snapshot {
             domain: if page.product == "sdk" { "sdk_docs".into() } else { "chatcenter_user_docs".into() },
             section: page.section.into(),
             platform: page.platform.into(),
+            role: match page.section {
+                "sdk" => "integrator",
+                "agent" => "operator",
+                "admin" => "administrator",
+                "supervisor" => "supervisor",
+                _ => "",
+            }
+            .into(),
             indexed_at: "2026-11-22T00:00:00Z".into(),
             ..Metadata::default()
         };

@@ -144,3 +144,22 @@ async fn rerank_requested_without_an_endpoint_is_reported() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(codes(&body), vec!["rerank_unavailable"]);
 }
+
+#[tokio::test]
+async fn a_sure_theme_that_matches_nothing_is_answered_unfiltered_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let themes = dir.path().join("themes.yaml");
+    std::fs::write(
+        &themes,
+        "themes:\n  - id: ghost\n    display_name: Ghost\n    domain: nowhere\n    keywords: [gradle]\n",
+    )
+    .unwrap();
+    let state = state(|s| s.themes_path = themes.clone());
+    let (status, body, _) = timed_search(&state, json!({"query": "Подключение через Gradle", "tenant_id": "t1"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["routing"]["primary_theme"], "ghost");
+    assert!(body["routing"]["hard_filter"].is_object(), "{}", body["routing"]);
+    assert_eq!(body["routing"]["filter_applied"], false);
+    assert_eq!(codes(&body), vec!["router_filter_empty"]);
+    assert!(!body["hits"].as_array().unwrap().is_empty());
+}

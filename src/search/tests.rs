@@ -65,6 +65,8 @@ async fn docs_are_padded_to_min_docs() {
     let service = service(|r| {
         r.doc_top_k = 1;
         r.min_docs = 3;
+        // Routing would hard-filter this Android SDK query to the one Android doc.
+        r.theme_router_mode = crate::config::RouterMode::None;
     });
     let response = service.search(&request("Подключение Android SDK через Gradle", "t1")).await.unwrap();
     let steps = response.steps.unwrap();
