@@ -441,4 +441,8 @@ async fn themes_suggest_drafts_the_router_format() {
     assert!(yaml.contains("# doc_count: 5") && yaml.contains("# sample: Работа оператора с чатами"), "{yaml}");
     assert!(themes.iter().all(|t| t["section"].as_str() != Some("chat-bot")), "one chat-bot page is below min_docs");
     assert!(!yaml.contains("acme") && !yaml.contains("Acme"));
+    // Loadable as-is by the router's themes provider.
+    let loaded = retrieval_service::router::parse_themes_yaml(&yaml).unwrap();
+    assert_eq!(loaded.themes.len(), themes.len());
+    assert!(loaded.themes.iter().any(|t| t.id == "sdk_android"));
 }
