@@ -21,7 +21,7 @@ fn shipped_file_loads_every_section_without_warnings() {
     assert_eq!(config.theme_boosts.secondary, 0.04);
     assert_eq!(config.theme_boosts.secondary_count, 2);
     assert_eq!(config.url_patterns.len(), 4);
-    assert_eq!(config.title_keywords.iter().find(|r| r.name == "overview").map(|r| r.boost), Some(1.06));
+    assert_eq!(config.title_keywords.iter().find(|r| r.name == "overview").map(|r| r.boost), Some(1.0));
     assert_eq!(config.length.optimal_max, Some(5000));
     assert_eq!(config.structure.example_markers.len(), 3);
     assert_eq!(config.source_boosts["docs-site"], 1.02);

@@ -92,6 +92,11 @@ async fn a_query_naming_two_roles_gets_both_and_a_grouped_context() {
     assert!(text.starts_with("Найденные документы:"));
     assert!(context["system_prompt_rule"].as_str().is_some_and(|rule| rule.contains("THEME")));
     assert!(text.chars().count() <= 4000);
+    // The sources list is numbered exactly as the context text.
+    for source in context["sources"].as_array().unwrap() {
+        let line = format!("[{}] Источник: {}", source["number"], source["source"].as_str().unwrap());
+        assert!(text.contains(&line), "{line} not in\n{text}");
+    }
 }
 
 #[tokio::test]

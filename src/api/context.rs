@@ -25,13 +25,14 @@ pub async fn context(State(state): State<AppState>, ApiJson(body): ApiJson<Value
     let request: SearchRequest =
         serde_json::from_value(Value::Object(fields)).map_err(|error| ApiError::invalid(error.to_string()))?;
     let answer = state.search.context(&request, budget).await?;
+    // Numbered as in the context text (grouped by theme when it is).
     let sources: Vec<Value> = answer
-        .search
-        .hits
+        .formatted
+        .order
         .iter()
-        .take(answer.formatted.used_sources)
         .enumerate()
-        .map(|(number, hit)| {
+        .map(|(number, &source_index)| {
+            let hit = &answer.search.hits[answer.source_hits[source_index]];
             json!({
                 "number": number + 1,
                 "id": hit.id,

@@ -38,6 +38,8 @@ pub struct FormattedContext {
     pub used_sources: usize,
     /// True when a source was cut or left out to respect the budget.
     pub truncated: bool,
+    /// Indices into the input sources in the order they are numbered [1], [2], … in `context`.
+    pub order: Vec<usize>,
 }
 
 fn source_head(number: usize, source: &ContextSource) -> String {
@@ -136,6 +138,7 @@ pub fn format_context(sources: &[ContextSource], budget_chars: usize) -> Formatt
             system_prompt_rule: None,
             used_sources: 0,
             truncated: false,
+            order: Vec::new(),
         };
     }
     let natural: Vec<usize> = (0..sources.len()).collect();
@@ -152,6 +155,7 @@ pub fn format_context(sources: &[ContextSource], budget_chars: usize) -> Formatt
         system_prompt_rule: grouped.then(|| MULTI_THEME_RULE.to_string()),
         used_sources: rendered.used.len(),
         truncated: rendered.truncated,
+        order: rendered.used,
     }
 }
 

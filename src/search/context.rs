@@ -15,6 +15,8 @@ pub const MAX_CONTEXT_CHARS: usize = 100_000;
 pub struct ContextAnswer {
     pub formatted: FormattedContext,
     pub search: SearchResponse,
+    /// For each source given to the formatter, the index of its hit in `search.hits`.
+    pub source_hits: Vec<usize>,
 }
 
 impl SearchService {
@@ -25,7 +27,7 @@ impl SearchService {
             Some(level) => level,
             None => {
                 let formatted = format_context(&[], budget_chars);
-                return Ok(ContextAnswer { formatted, search });
+                return Ok(ContextAnswer { formatted, search, source_hits: Vec::new() });
             }
         };
         let mut filter = RecordFilter::tenant(request.tenant_id.clone());
@@ -44,11 +46,14 @@ impl SearchService {
             .filter(|record| ids.contains(&record.id))
             .map(|record| (record.id.clone(), record.text.clone()))
             .collect();
+        let mut source_hits = Vec::new();
         let sources: Vec<ContextSource> = search
             .hits
             .iter()
-            .filter_map(|hit| {
+            .enumerate()
+            .filter_map(|(hit_index, hit)| {
                 let text = texts.get(&hit.id)?;
+                source_hits.push(hit_index);
                 Some(ContextSource {
                     title: hit.title.clone(),
                     url: hit.metadata.url.clone(),
@@ -59,6 +64,6 @@ impl SearchService {
                 })
             })
             .collect();
-        Ok(ContextAnswer { formatted: format_context(&sources, budget_chars), search })
+        Ok(ContextAnswer { formatted: format_context(&sources, budget_chars), search, source_hits })
     }
 }
