@@ -1,59 +1,38 @@
-//! A persistent embedding cache for the eval command: vectors keyed by
-//! `sha256(model, kind, text)` in an append-only JSONL file, so a second run embeds nothing.
-//! To be replaced by the ingest layer's embedding cache once that is merged.
+//! A persistent embedding cache for the eval command: an `Embedder` wrapper over the ingest
+//! layer's `EmbeddingCache` (same file format and keys), so a second run embeds nothing.
 
 use crate::embed::{EmbedError, EmbedErrorKind, Embedder, InputKind, Result};
+use crate::ingest::cache::{cache_key, EmbeddingCache};
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
-use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-
-#[derive(Serialize, Deserialize)]
-struct CacheLine {
-    key: String,
-    embedding: Vec<f32>,
-}
 
 /// Wraps an embedder; texts already in the cache file are not sent to it again.
 pub struct CachedEmbedder {
     inner: Arc<dyn Embedder>,
     path: PathBuf,
     batch_size: usize,
-    entries: Mutex<HashMap<String, Vec<f32>>>,
+    cache: Mutex<EmbeddingCache>,
     misses: AtomicUsize,
 }
 
-/// The cache key: the model, the input kind and the text, hashed so the file holds no text.
-pub fn cache_key(model: &str, kind: InputKind, text: &str) -> String {
-    let mut hasher = Sha256::new();
-    for part in [model, kind.as_str(), text] {
-        hasher.update(part.as_bytes());
-        hasher.update([0u8]);
-    }
-    hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
-}
-
 impl CachedEmbedder {
-    /// Opens (or starts) the cache at `path`; unreadable lines are skipped, not fatal.
+    /// Opens (or starts) the cache at `path`; an unreadable file or lines are not fatal.
     pub fn open(inner: Arc<dyn Embedder>, path: &Path, batch_size: usize) -> Self {
-        let mut entries = HashMap::new();
-        if let Ok(text) = std::fs::read_to_string(path) {
-            for line in text.lines() {
-                if let Ok(entry) = serde_json::from_str::<CacheLine>(line) {
-                    entries.insert(entry.key, entry.embedding);
-                }
+        let cache = match EmbeddingCache::open(path, inner.model_name()) {
+            Ok((cache, _bad_lines)) => cache,
+            Err(error) => {
+                tracing::warn!(path = %path.display(), %error, "embedding cache unreadable; starting empty");
+                EmbeddingCache::in_memory()
             }
-        }
-        tracing::info!(path = %path.display(), entries = entries.len(), "embedding cache opened");
+        };
+        tracing::info!(path = %path.display(), entries = cache.len(), "embedding cache opened");
         Self {
             inner,
             path: path.to_path_buf(),
             batch_size: batch_size.max(1),
-            entries: Mutex::new(entries),
+            cache: Mutex::new(cache),
             misses: AtomicUsize::new(0),
         }
     }
@@ -61,19 +40,6 @@ impl CachedEmbedder {
     /// How many texts were sent to the wrapped embedder since opening.
     pub fn misses(&self) -> usize {
         self.misses.load(Ordering::Relaxed)
-    }
-
-    fn append(&self, lines: &[CacheLine]) -> std::io::Result<()> {
-        if let Some(directory) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(directory)?;
-        }
-        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&self.path)?;
-        let mut buffer = Vec::new();
-        for line in lines {
-            serde_json::to_writer(&mut buffer, line).map_err(std::io::Error::other)?;
-            buffer.push(b'\n');
-        }
-        file.write_all(&buffer)
     }
 }
 
@@ -83,9 +49,9 @@ impl Embedder for CachedEmbedder {
         let model = self.inner.model_name().to_string();
         let keys: Vec<String> = texts.iter().map(|text| cache_key(&model, kind, text)).collect();
         let missing: Vec<usize> = {
-            let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+            let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
             let mut seen = std::collections::HashSet::new();
-            (0..texts.len()).filter(|&i| !entries.contains_key(&keys[i]) && seen.insert(&keys[i])).collect()
+            (0..texts.len()).filter(|&i| cache.get(&keys[i]).is_none() && seen.insert(&keys[i])).collect()
         };
         for batch in missing.chunks(self.batch_size) {
             let batch_texts: Vec<String> = batch.iter().map(|&i| texts[i].clone()).collect();
@@ -97,26 +63,16 @@ impl Embedder for CachedEmbedder {
                 ));
             }
             self.misses.fetch_add(batch.len(), Ordering::Relaxed);
-            let lines: Vec<CacheLine> = batch
-                .iter()
-                .zip(vectors)
-                .map(|(&i, embedding)| CacheLine { key: keys[i].clone(), embedding })
-                .collect();
-            if let Err(error) = self.append(&lines) {
+            let entries: Vec<(String, Vec<f32>)> = batch.iter().map(|&i| keys[i].clone()).zip(vectors).collect();
+            let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            if let Err(error) = cache.insert_all(&model, entries) {
                 tracing::warn!(path = %self.path.display(), %error, "embedding cache not written");
             }
-            let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-            for line in lines {
-                entries.insert(line.key, line.embedding);
-            }
         }
-        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         keys.iter()
             .map(|key| {
-                entries
-                    .get(key)
-                    .cloned()
-                    .ok_or_else(|| EmbedError::new(EmbedErrorKind::Internal, "cache entry vanished"))
+                cache.get(key).cloned().ok_or_else(|| EmbedError::new(EmbedErrorKind::Internal, "cache entry vanished"))
             })
             .collect()
     }
@@ -180,6 +136,7 @@ mod tests {
 
     #[test]
     fn keys_separate_model_kind_and_text() {
+        use crate::ingest::cache::cache_key;
         let key = cache_key("m", InputKind::Query, "a");
         assert_ne!(key, cache_key("m", InputKind::Passage, "a"));
         assert_ne!(key, cache_key("n", InputKind::Query, "a"));
