@@ -2,29 +2,10 @@
 //! from `BoostingConfig`. `boost_and_sort` is the one place where boosted hits are sorted.
 
 use crate::model::Metadata;
+use crate::router::ThemeFields;
 use crate::search::boosting_config::{BoostingConfig, MatchRule};
 use serde::Serialize;
 use std::collections::BTreeMap;
-
-/// The topic fields of one theme chosen by the router (seed 003 §3.1).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct ThemeFields {
-    pub domain: String,
-    pub section: Option<String>,
-    pub platform: Option<String>,
-    pub role: Option<String>,
-}
-
-impl ThemeFields {
-    /// True when `meta` has this theme's domain and every field the theme sets (case-insensitive).
-    pub fn matches(&self, meta: &Metadata) -> bool {
-        let same = |wanted: &str, actual: &str| wanted.eq_ignore_ascii_case(actual.trim());
-        same(&self.domain, &meta.domain)
-            && self.section.as_deref().is_none_or(|s| same(s, &meta.section))
-            && self.platform.as_deref().is_none_or(|p| same(p, &meta.platform))
-            && self.role.as_deref().is_none_or(|r| same(r, &meta.role))
-    }
-}
 
 /// What the router suggests: the primary theme and the following ones, best first.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

@@ -40,7 +40,7 @@ fn no_config_leaves_score_unchanged() {
     let meta = rich_meta();
     let ctx = BoostContext {
         routing: Some(RoutingHint {
-            primary: Some(ThemeFields { domain: "sdk_docs".into(), ..ThemeFields::default() }),
+            primary: Some(ThemeFields { domain: Some("sdk_docs".into()), ..ThemeFields::default() }),
             secondary: Vec::new(),
         }),
         group_boosts: BTreeMap::new(),
@@ -82,7 +82,7 @@ fn section_and_platform_rule_multiplies_both() {
 fn theme_rule_adds_for_primary_and_next_themes_only() {
     let cfg = config("theme_boosts: {primary: 0.08, secondary: 0.04, secondary_count: 2}");
     let theme = |platform: &str| ThemeFields {
-        domain: "sdk_docs".into(),
+        domain: Some("sdk_docs".into()),
         section: Some("sdk".into()),
         platform: Some(platform.into()),
         role: None,
@@ -187,7 +187,7 @@ fn rules_apply_in_fixed_order() {
         config("page_type_boosts: {overview: 1.5}\ntheme_boosts: {primary: 0.08}\nsource_boosts: {docs-site: 2.0}");
     let ctx = BoostContext {
         routing: Some(RoutingHint {
-            primary: Some(ThemeFields { domain: "sdk_docs".into(), ..ThemeFields::default() }),
+            primary: Some(ThemeFields { domain: Some("sdk_docs".into()), ..ThemeFields::default() }),
             secondary: Vec::new(),
         }),
         group_boosts: BTreeMap::new(),

@@ -1,9 +1,9 @@
 //! Theme routing around the cascade (seed 003 §3.3.2): route the query, decide hard filter vs soft
 //! boost, label hits with their theme, and offer a clarification when the top hits really split.
 
-use super::boosting::{RoutingHint, ThemeFields as BoostThemeFields};
+use super::boosting::RoutingHint;
 use super::ranking::Ranked;
-use crate::router::{build_clarification, infer_theme_label, Clarification, RoutingResult, Theme, ThemeFields};
+use crate::router::{build_clarification, infer_theme_label, Clarification, RoutingResult, Theme};
 use serde::Serialize;
 
 /// Hits whose theme labels decide whether a clarification is offered.
@@ -21,22 +21,13 @@ pub struct RoutingInfo {
     pub chosen_theme: Option<String>,
 }
 
-fn boost_fields(fields: &ThemeFields) -> BoostThemeFields {
-    BoostThemeFields {
-        domain: fields.domain.clone().unwrap_or_default(),
-        section: fields.section.clone(),
-        platform: fields.platform.clone(),
-        role: fields.role.clone(),
-    }
-}
-
 /// The soft boost hint: the primary theme and the next themes; with no primary (a tie), every
 /// leading theme is a secondary one.
 pub fn routing_hint(result: &RoutingResult, themes: &[Theme]) -> Option<RoutingHint> {
     if result.themes.is_empty() {
         return None;
     }
-    let fields_of = |id: &String| themes.iter().find(|t| &t.id == id).map(|t| boost_fields(&t.fields()));
+    let fields_of = |id: &String| themes.iter().find(|t| &t.id == id).map(Theme::fields);
     let primary = result.primary_theme.as_ref().and_then(fields_of);
     let secondary =
         result.themes.iter().filter(|id| Some(*id) != result.primary_theme.as_ref()).filter_map(fields_of).collect();
