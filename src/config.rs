@@ -24,6 +24,26 @@ pub enum RouterMode {
     Llm,
 }
 
+impl RouterMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RouterMode::None => "none",
+            RouterMode::Heuristic => "heuristic",
+            RouterMode::Llm => "llm",
+        }
+    }
+
+    /// Parses `none`, `heuristic` or `llm`.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value.trim() {
+            "none" => Some(RouterMode::None),
+            "heuristic" => Some(RouterMode::Heuristic),
+            "llm" => Some(RouterMode::Llm),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RerankBackend {
@@ -168,6 +188,9 @@ pub struct Settings {
     pub embedding_passage_prefix: String,
     pub embedding_cache_size: usize,
     pub embedding_cache_path: Option<PathBuf>,
+    pub ingest_embedding_timeout_seconds: f64,
+    pub ingest_embedding_batch_size: usize,
+    pub ingest_embedding_concurrency: usize,
 
     pub rerank_enabled: bool,
     pub rerank_backend: RerankBackend,
@@ -224,6 +247,9 @@ impl Default for Settings {
             embedding_passage_prefix: String::new(),
             embedding_cache_size: 1024,
             embedding_cache_path: None,
+            ingest_embedding_timeout_seconds: 300.0,
+            ingest_embedding_batch_size: 16,
+            ingest_embedding_concurrency: 2,
             rerank_enabled: false,
             rerank_backend: RerankBackend::Chat,
             rerank_model: "gpt-4o-mini".into(),
@@ -288,6 +314,7 @@ impl Settings {
         positive("request_timeout_seconds", self.request_timeout_seconds);
         positive("chroma_timeout_seconds", self.chroma_timeout_seconds);
         positive("embedding_timeout_seconds", self.embedding_timeout_seconds);
+        positive("ingest_embedding_timeout_seconds", self.ingest_embedding_timeout_seconds);
         positive("rerank_timeout_seconds", self.rerank_timeout_seconds);
         positive("theme_router_timeout_seconds", self.theme_router_timeout_seconds);
         if !(self.embedding_retry_delay_seconds >= 0.0 && self.embedding_retry_delay_seconds.is_finite()) {
@@ -306,6 +333,18 @@ impl Settings {
             problems.push((
                 "embedding_batch_size".into(),
                 format!("must be within 1..=2048, got {}", self.embedding_batch_size),
+            ));
+        }
+        if self.ingest_embedding_batch_size < 1 || self.ingest_embedding_batch_size > 2048 {
+            problems.push((
+                "ingest_embedding_batch_size".into(),
+                format!("must be within 1..=2048, got {}", self.ingest_embedding_batch_size),
+            ));
+        }
+        if self.ingest_embedding_concurrency < 1 || self.ingest_embedding_concurrency > 64 {
+            problems.push((
+                "ingest_embedding_concurrency".into(),
+                format!("must be within 1..=64, got {}", self.ingest_embedding_concurrency),
             ));
         }
         if self.embedding_dimension < 1 || self.embedding_dimension > 8192 {

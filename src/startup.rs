@@ -20,6 +20,12 @@ pub fn build_embedder(settings: &Settings) -> Result<Arc<dyn Embedder>, StartupE
     crate::embed::build_embedder(settings).map_err(|error| StartupError::Backend(format!("embedding client: {error}")))
 }
 
+/// The embedder of `ingest` and `eval` (long timeout, ingest batch size).
+pub fn build_ingest_embedder(settings: &Settings) -> Result<Arc<dyn Embedder>, StartupError> {
+    crate::embed::build_ingest_embedder(settings)
+        .map_err(|error| StartupError::Backend(format!("embedding client: {error}")))
+}
+
 /// The topic mapping rules: `RETR_MAPPING_PATH` when the file exists, else the built-in default.
 pub fn load_mapping(settings: &Settings) -> Result<crate::ingest::mapping::MappingRules, StartupError> {
     if settings.mapping_path.exists() {

@@ -25,6 +25,19 @@ pub fn build_embedder(settings: &Settings) -> Result<Arc<dyn Embedder>, EmbedErr
     Ok(Arc::new(CachedEmbedder::new(Arc::new(http), settings.embedding_cache_size)))
 }
 
+/// The embedder of batch jobs (`ingest`, `eval`): the same server and model as searches, with the
+/// `RETR_INGEST_EMBEDDING_*` timeout and batch size (a passage batch may take minutes on a CPU
+/// server, a user's query may not), and no query cache.
+pub fn build_ingest_embedder(settings: &Settings) -> Result<Arc<dyn Embedder>, EmbedError> {
+    if settings.embedding_api_base.trim().is_empty() {
+        return Ok(Arc::new(PseudoEmbedder::new(settings.embedding_dimension)));
+    }
+    let mut config = HttpEmbedderConfig::from_settings(settings);
+    config.timeout = std::time::Duration::from_secs_f64(settings.ingest_embedding_timeout_seconds);
+    config.batch_size = settings.ingest_embedding_batch_size.max(1);
+    Ok(Arc::new(HttpEmbedder::new(config)?))
+}
+
 /// Embeds a query with `primary`; on any failure (after the client's own retries) or a vector whose
 /// dimension differs from `pseudo.dimension()` (the index dimension), logs a warning, counts the
 /// fallback and returns the pseudo-embedding with a degradation message for the response.

@@ -4,6 +4,7 @@
 pub mod cache;
 pub mod data;
 pub mod metrics;
+pub mod pages;
 pub mod runner;
 
 use crate::config::Settings;
@@ -26,18 +27,36 @@ pub enum EvalError {
     Index(String),
 }
 
-/// Arguments of `retrieval-service eval`.
+/// Arguments of `retrieval-service eval`: either a BEIR-style passage set (`--corpus`,
+/// `--queries`, `--qrels`) or page-level questions over an ingested snapshot (`--questions`,
+/// `--index`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct EvalArgs {
     /// Passages, JSON lines {id, title, text}.
-    #[arg(long)]
-    pub corpus: PathBuf,
+    #[arg(long, required_unless_present = "questions", requires_all = ["queries", "qrels"])]
+    pub corpus: Option<PathBuf>,
     /// Queries, JSON lines {id, text}.
     #[arg(long)]
-    pub queries: PathBuf,
+    pub queries: Option<PathBuf>,
     /// Judgments, TSV query_id, passage_id, relevance (header line optional).
     #[arg(long)]
-    pub qrels: PathBuf,
+    pub qrels: Option<PathBuf>,
+    /// Page-level questions, JSON lines {id, query, relevant: [source paths], platform, ambiguous}
+    /// (the format of ../shared/corpora/adguard-kb-ru/dev_questions.jsonl); needs --index.
+    #[arg(long, requires = "index", conflicts_with = "corpus")]
+    pub questions: Option<PathBuf>,
+    /// The snapshot written by `ingest` that the questions are asked against.
+    #[arg(long)]
+    pub index: Option<PathBuf>,
+    /// Tenant to ask (default: the snapshot's only tenant).
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// Router modes to compare (comma-separated: none, heuristic, llm).
+    #[arg(long, default_value = "none,heuristic", value_delimiter = ',')]
+    pub modes: Vec<String>,
+    /// Where the misses (with their hits and miss stage) are written, JSON lines.
+    #[arg(long, default_value = ".cache/eval-failures.jsonl")]
+    pub failures: PathBuf,
     /// Embedding cache (JSON lines keyed by model, input kind and text).
     #[arg(long, default_value = ".cache/eval-embeddings.jsonl")]
     pub embedding_cache: PathBuf,
@@ -65,11 +84,60 @@ pub struct EvalArgs {
     pub title_in_dense: bool,
 }
 
+/// What `eval` printed: a passage-level or a page-level report.
+#[derive(Debug, Clone)]
+pub enum Report {
+    Passages(EvalReport),
+    Pages(pages::PagesReport),
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Report::Passages(report) => write!(f, "{report}"),
+            Report::Pages(report) => writeln!(f, "{report}"),
+        }
+    }
+}
+
+/// Runs the page-level evaluation (`--questions`) or the passage-level one.
+pub async fn run(settings: &Settings, embedder: Arc<dyn Embedder>, args: &EvalArgs) -> Result<Report, EvalError> {
+    match (&args.questions, &args.index) {
+        (Some(questions), Some(index)) => {
+            let questions = pages::read_questions(questions)?;
+            let modes = args
+                .modes
+                .iter()
+                .map(|m| {
+                    crate::config::RouterMode::parse(m)
+                        .ok_or_else(|| EvalError::Index(format!("unknown router mode {m:?} (none, heuristic, llm)")))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let run = pages::PagesRun {
+                questions: &questions,
+                snapshot: index,
+                tenant: args.tenant.clone(),
+                modes,
+                cutoff: args.cutoff.max(1),
+                failures: Some(&args.failures),
+                embedding_cache: &args.embedding_cache,
+            };
+            pages::run_pages(settings, embedder, &run).await.map(Report::Pages)
+        }
+        _ => run_passages(settings, embedder, args).await.map(Report::Passages),
+    }
+}
+
 /// Reads the files, wraps `embedder` in the persistent cache and runs `run_eval`.
-pub async fn run(settings: &Settings, embedder: Arc<dyn Embedder>, args: &EvalArgs) -> Result<EvalReport, EvalError> {
-    let corpus = data::read_corpus(&args.corpus)?;
-    let queries = data::read_queries(&args.queries)?;
-    let qrels = data::read_qrels(&args.qrels)?;
+pub async fn run_passages(
+    settings: &Settings,
+    embedder: Arc<dyn Embedder>,
+    args: &EvalArgs,
+) -> Result<EvalReport, EvalError> {
+    let missing = |name: &str| EvalError::Index(format!("--{name} is required without --questions"));
+    let corpus = data::read_corpus(args.corpus.as_deref().ok_or_else(|| missing("corpus"))?)?;
+    let queries = data::read_queries(args.queries.as_deref().ok_or_else(|| missing("queries"))?)?;
+    let qrels = data::read_qrels(args.qrels.as_deref().ok_or_else(|| missing("qrels"))?)?;
     let boosting = BoostingConfig::load_shared(&settings.boosting_path);
     let mut fusion = boosting.fusion.clone();
     fusion.k = args.rrf_k.unwrap_or(fusion.k);
@@ -83,7 +151,7 @@ pub async fn run(settings: &Settings, embedder: Arc<dyn Embedder>, args: &EvalAr
         title_in_dense: args.title_in_dense,
         boosting: Some(boosting),
     };
-    let cached = Arc::new(cache::CachedEmbedder::open(embedder, &args.embedding_cache, settings.embedding_batch_size));
+    let cached = Arc::new(cache::CachedEmbedder::open(embedder, &args.embedding_cache, settings.ingest_embedding_batch_size));
     let report = run_eval(&corpus, &queries, &qrels, cached.clone(), &options).await?;
     tracing::info!(embedded = cached.misses(), "eval finished");
     Ok(report)

@@ -1,7 +1,7 @@
 //! The `ingest` command: arguments, one run from input path to written index, and its report.
 
 use super::cache::EmbeddingCache;
-use super::embedding::{embed_records, Progress};
+use super::embedding::{embed_records, EmbedPlan, Progress};
 use super::mapping::MappingRules;
 use super::records::rfc3339_now;
 use super::split::ChunkingConfig;
@@ -92,6 +92,14 @@ impl IngestArgs {
     }
 }
 
+/// Wall-clock seconds of each phase of a run.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PhaseSeconds {
+    pub load: f64,
+    pub embed: f64,
+    pub write: f64,
+}
+
 /// What a run did.
 #[derive(Debug, Clone, Default)]
 pub struct IngestReport {
@@ -109,7 +117,13 @@ pub struct IngestReport {
     pub embedding_calls: usize,
     pub embedded_texts: usize,
     pub cache_hits: usize,
+    /// Section vectors derived from their chunks (no embedding call).
+    pub derived_vectors: usize,
+    /// Embedding batches that failed, were split in two and retried.
+    pub split_batches: usize,
     pub removed_docs: usize,
+    /// Seconds spent reading and parsing pages, embedding, and writing the index.
+    pub phase_seconds: PhaseSeconds,
     pub elapsed: Duration,
     /// Snapshot path (memory) or the writer's location.
     pub location: String,
@@ -126,8 +140,20 @@ impl fmt::Display for IngestReport {
         )?;
         writeln!(
             f,
-            "  embeddings: model {} (dim {}), {} calls, {} texts embedded, {} cache hits",
-            self.embedding_model, self.dimension, self.embedding_calls, self.embedded_texts, self.cache_hits
+            "  embeddings: model {} (dim {}), {} calls, {} texts embedded, {} cache hits, {} section vectors \
+             derived from chunks, {} failed batches split and retried",
+            self.embedding_model,
+            self.dimension,
+            self.embedding_calls,
+            self.embedded_texts,
+            self.cache_hits,
+            self.derived_vectors,
+            self.split_batches
+        )?;
+        writeln!(
+            f,
+            "  seconds: load {:.1}, embed {:.1}, write {:.1}",
+            self.phase_seconds.load, self.phase_seconds.embed, self.phase_seconds.write
         )?;
         if let Some(bytes) = self.snapshot_bytes {
             writeln!(f, "  snapshot size {:.1} MiB", bytes as f64 / (1024.0 * 1024.0))?;
@@ -197,10 +223,17 @@ pub async fn run_ingest_with_writer(
     }
     let indexed_at = rfc3339_now();
     let mut records = build_record_set(&args.tenant, &loaded.docs, &chunking, &indexed_at);
+    let load_seconds = started.elapsed().as_secs_f64();
+    let embed_started = Instant::now();
     let mut cache = open_cache(settings, args, embedder.as_ref());
     let progress = if args.quiet { Progress::Silent } else { Progress::Auto };
-    let stats =
-        embed_records(embedder.as_ref(), &mut records, settings.embedding_batch_size, &mut cache, progress).await?;
+    let plan = EmbedPlan {
+        batch_size: settings.ingest_embedding_batch_size,
+        concurrency: settings.ingest_embedding_concurrency,
+    };
+    let stats = embed_records(embedder.as_ref(), &mut records, plan, &mut cache, progress).await?;
+    let embed_seconds = embed_started.elapsed().as_secs_f64();
+    let write_started = Instant::now();
     let dimension = records.docs.first().map(|r| r.embedding.len()).unwrap_or(0);
     let (docs, sections, chunks) = (records.docs.len(), records.sections.len(), records.chunks.len());
     let scope = SourceScope { tenant_id: args.tenant.clone(), source_name: source_name.clone() };
@@ -219,7 +252,14 @@ pub async fn run_ingest_with_writer(
         embedding_calls: stats.calls,
         embedded_texts: stats.embedded_texts,
         cache_hits: stats.cache_hits,
+        derived_vectors: stats.derived,
+        split_batches: stats.split_batches,
         removed_docs: outcome.removed_docs,
+        phase_seconds: PhaseSeconds {
+            load: load_seconds,
+            embed: embed_seconds,
+            write: write_started.elapsed().as_secs_f64(),
+        },
         elapsed: started.elapsed(),
         location: outcome.location,
         snapshot_bytes: outcome.bytes,

@@ -85,11 +85,32 @@ pub struct ThemeBoostConfig {
     pub secondary_count: usize,
 }
 
+/// How the doc step chooses pages. A page's score fuses (RRF with constant `k`) up to three
+/// rankings of the tenant's pages: by the page's own record (title + summary), by its best
+/// section and by its best chunk in tenant-wide rankings of those levels. A weight of 0 drops a
+/// list; the default (doc 1, evidence 0) is the plain title + summary gate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CascadeConfig {
+    pub k: f32,
+    pub doc_weight: f32,
+    pub section_weight: f32,
+    pub chunk_weight: f32,
+    /// Weight of the chosen page's rank when the section hits are ordered (0 = sections alone).
+    pub page_weight_in_sections: f32,
+}
+
+impl Default for CascadeConfig {
+    fn default() -> Self {
+        Self { k: 20.0, doc_weight: 1.0, section_weight: 0.0, chunk_weight: 0.0, page_weight_in_sections: 0.0 }
+    }
+}
+
 /// The whole boosting configuration. `Default` is the no-op configuration: every factor 1.0,
 /// every addend 0, no rules, and the paper's fusion (k = 60, equal weights).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BoostingConfig {
     pub fusion: FusionConfig,
+    pub cascade: CascadeConfig,
     pub page_type_boosts: BTreeMap<String, f32>,
     pub section_boosts: BTreeMap<String, f32>,
     pub platform_boosts: BTreeMap<String, f32>,
@@ -116,8 +137,9 @@ impl fmt::Display for ConfigWarning {
     }
 }
 
-const SECTIONS: [&str; 12] = [
+const SECTIONS: [&str; 13] = [
     "fusion",
+    "cascade",
     "page_type_boosts",
     "section_boosts",
     "platform_boosts",
@@ -300,6 +322,21 @@ impl Parser {
                 config.fusion.dense_weight = weight(self, "dense");
                 config.fusion.lexical_weight = weight(self, "lexical");
             }
+        }
+        if let Some(cascade) = section("cascade").and_then(|v| self.mapping("cascade", v)) {
+            let known = ["k", "doc_weight", "section_weight", "chunk_weight", "page_weight_in_sections"];
+            self.unknown_keys("cascade", cascade, &known);
+            let defaults = CascadeConfig::default();
+            let mut number = |name: &str, default: f32| {
+                cascade.get(name).and_then(|v| self.number(&format!("cascade.{name}"), v, false)).unwrap_or(default)
+            };
+            config.cascade = CascadeConfig {
+                k: number("k", defaults.k),
+                doc_weight: number("doc_weight", defaults.doc_weight),
+                section_weight: number("section_weight", defaults.section_weight),
+                chunk_weight: number("chunk_weight", defaults.chunk_weight),
+                page_weight_in_sections: number("page_weight_in_sections", defaults.page_weight_in_sections),
+            };
         }
         if let Some(theme) = section("theme_boosts").and_then(|v| self.mapping("theme_boosts", v)) {
             self.unknown_keys("theme_boosts", theme, &["primary", "secondary", "secondary_count"]);

@@ -1,6 +1,7 @@
 //! The doc → section → chunk cascade of SPEC §3 steps 2–6, written once for every backend.
 
-use super::ranking::{rank_level, Ranked, RankingContext};
+use super::fusion::{RankedList, ReciprocalRankFusion};
+use super::ranking::{rank_level, Ranked, RankingContext, FUSION_DEPTH};
 use super::rerank::rerank_sections;
 use super::types::{RetrievalHit, Steps};
 use super::{Degradation, Result};
@@ -47,7 +48,7 @@ pub async fn run(index: &dyn VectorIndex, input: CascadeInput<'_>) -> Result<Cas
     let doc_filter = doc_level_filter(index, &input.filter).await?;
 
     let mut docs = match &doc_filter {
-        Some(filter) => rank_level(index, Level::Doc, filter, &input.ranking, settings.doc_top_k).await?,
+        Some(filter) => choose_docs(index, filter, &input.ranking, settings.doc_top_k).await?,
         None => Vec::new(),
     };
     if let Some(filter) = &doc_filter {
@@ -94,6 +95,63 @@ pub async fn run(index: &dyn VectorIndex, input: CascadeInput<'_>) -> Result<Cas
         (found, level)
     };
     Ok(CascadeOutput { hits, hits_level, docs, sections, chunks, fallback_used, rerank_degradation })
+}
+
+/// The doc step: the top `k` pages. With evidence weights in `cascade` (boosting.yaml), a page's
+/// score fuses its own record's rank with the ranks of its best section and best chunk in
+/// tenant-wide rankings, so a page whose title does not echo the question still gets in when
+/// its content answers it (and the gate keeps working whatever the number of pages).
+async fn choose_docs(
+    index: &dyn VectorIndex,
+    filter: &RecordFilter,
+    ranking: &RankingContext<'_>,
+    k: usize,
+) -> Result<Vec<Ranked>> {
+    let cascade = &ranking.boosting.cascade;
+    if cascade.section_weight <= 0.0 && cascade.chunk_weight <= 0.0 {
+        return rank_level(index, Level::Doc, filter, ranking, k).await;
+    }
+    let depth = FUSION_DEPTH.max(k);
+    let direct = if cascade.doc_weight > 0.0 {
+        rank_level(index, Level::Doc, filter, ranking, depth).await?
+    } else {
+        Vec::new()
+    };
+    let mut lists: Vec<(Vec<String>, f32)> =
+        vec![(direct.iter().map(|d| d.record.meta.doc_id.clone()).collect(), cascade.doc_weight)];
+    for (level, weight) in [(Level::Section, cascade.section_weight), (Level::Chunk, cascade.chunk_weight)] {
+        if weight > 0.0 {
+            let ranked = rank_level(index, level, filter, ranking, depth).await?;
+            let mut seen = HashSet::new();
+            let pages: Vec<String> = ranked
+                .iter()
+                .map(|r| r.record.meta.doc_id.clone())
+                .filter(|doc_id| seen.insert(doc_id.clone()))
+                .collect();
+            lists.push((pages, weight));
+        }
+    }
+    let fusion = ReciprocalRankFusion::new(cascade.k);
+    let inputs: Vec<RankedList<'_, String>> = lists.iter().map(|(ids, w)| RankedList::new(ids, *w)).collect();
+    let fused = fusion.fuse(&inputs, k);
+    let mut by_id: HashMap<String, Ranked> = direct.into_iter().map(|d| (d.record.meta.doc_id.clone(), d)).collect();
+    let missing: Vec<String> = fused.iter().map(|f| f.id.clone()).filter(|id| !by_id.contains_key(id)).collect();
+    if !missing.is_empty() {
+        let lookup = RecordFilter { doc_ids: Some(missing.clone()), ..filter.clone() };
+        for record in index.get(Level::Doc, &lookup, missing.len()).await? {
+            by_id.insert(record.meta.doc_id.clone(), Ranked::unscored(record, 0.0, false));
+        }
+    }
+    Ok(fused
+        .into_iter()
+        .filter_map(|item| {
+            let mut doc = by_id.remove(&item.id)?;
+            doc.fused = item.score;
+            doc.fused_normalized = item.normalized;
+            doc.score = item.normalized;
+            Some(doc)
+        })
+        .collect())
 }
 
 /// The doc-level filter: the request filter without section ids; when section ids are requested,

@@ -1,0 +1,326 @@
+//! Page-level evaluation on real users' questions: every question of a set in the format of
+//! ../shared/corpora/adguard-kb-ru/dev_questions.jsonl ({"id","query","relevant":[source paths],
+//! "platform","ambiguous"}) goes through the real `SearchService` (routing, the cascade, fusion,
+//! boosting, clarification) over an ingested snapshot, once per router mode. Reports page MRR@10,
+//! hit@k, recall@10, platform questions right first, ambiguity flags, where each miss happened
+//! (doc step, section step, or ranked below the cut-off) and writes a failures file.
+
+use super::cache::CachedEmbedder;
+use super::EvalError;
+use crate::config::{RouterMode, Settings};
+use crate::embed::{Embedder, InputKind};
+use crate::index::InMemoryIndex;
+use crate::search::{SearchRequest, SearchResponse, SearchService};
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+/// One labelled question: relevant pages are `source` paths (relative to the tree root).
+#[derive(Debug, Clone, Deserialize)]
+pub struct PageQuestion {
+    pub id: String,
+    pub query: String,
+    pub relevant: Vec<String>,
+    #[serde(default)]
+    pub platform: Option<String>,
+    #[serde(default)]
+    pub ambiguous: bool,
+}
+
+impl PageQuestion {
+    /// The platform a question is specific to (`None` for general or unlabelled questions).
+    fn specific_platform(&self) -> Option<&str> {
+        self.platform.as_deref().filter(|p| !p.is_empty() && *p != "general")
+    }
+}
+
+pub fn read_questions(path: &Path) -> Result<Vec<PageQuestion>, EvalError> {
+    let text = std::fs::read_to_string(path).map_err(|source| EvalError::Io { path: path.to_path_buf(), source })?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(number, line)| {
+            serde_json::from_str(line).map_err(|error| EvalError::Parse {
+                path: path.to_path_buf(),
+                line: number + 1,
+                message: error.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Where a question's relevant pages were lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MissStage {
+    /// No relevant page among the docs the doc step chose.
+    DocStep,
+    /// A relevant doc was chosen, but none of its sections passed the section step.
+    SectionStep,
+    /// Relevant sections were ranked, but below the cut-off of the answer.
+    BelowCutoff,
+}
+
+/// The outcome of one question in one router mode.
+#[derive(Debug, Clone, Serialize)]
+pub struct QuestionOutcome {
+    pub id: String,
+    pub query: String,
+    pub mode: String,
+    /// 1-based position of the first hit on a relevant page.
+    pub rank: Option<usize>,
+    pub miss: Option<MissStage>,
+    pub relevant: Vec<String>,
+    pub platform: Option<String>,
+    pub ambiguous: bool,
+    pub flagged: bool,
+    pub filter_applied: bool,
+    pub primary_theme: Option<String>,
+    /// The answer's hits: (source, heading, score).
+    pub top_hits: Vec<(String, String, f32)>,
+    pub took_ms: f64,
+}
+
+/// Aggregates of one router mode.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ModeScores {
+    pub mode: String,
+    pub questions: usize,
+    pub mrr: f64,
+    pub hit1: f64,
+    pub hit3: f64,
+    pub hit10: f64,
+    /// Share of a question's relevant pages among the hits, averaged.
+    pub recall10: f64,
+    pub platform_questions: usize,
+    pub platform_first: f64,
+    pub ambiguous_questions: usize,
+    pub ambiguous_flagged: f64,
+    pub clear_flagged: f64,
+    pub miss_doc: usize,
+    pub miss_section: usize,
+    pub miss_below: usize,
+    pub took_mean_ms: f64,
+    pub took_p99_ms: f64,
+}
+
+/// Scores one answer against one question.
+pub fn judge(question: &PageQuestion, response: &SearchResponse, mode: &str, cutoff: usize) -> QuestionOutcome {
+    let relevant: HashSet<&str> = question.relevant.iter().map(String::as_str).collect();
+    let hits = &response.hits[..response.hits.len().min(cutoff)];
+    let rank = hits.iter().position(|hit| relevant.contains(hit.metadata.source.as_str())).map(|p| p + 1);
+    let miss = match (rank, &response.steps) {
+        (Some(_), _) => None,
+        (None, Some(steps)) => {
+            if !steps.docs.iter().any(|d| relevant.contains(d.metadata.source.as_str())) {
+                Some(MissStage::DocStep)
+            } else if !steps.sections.iter().any(|s| relevant.contains(s.metadata.source.as_str())) {
+                Some(MissStage::SectionStep)
+            } else {
+                Some(MissStage::BelowCutoff)
+            }
+        }
+        (None, None) => Some(MissStage::BelowCutoff),
+    };
+    QuestionOutcome {
+        id: question.id.clone(),
+        query: question.query.clone(),
+        mode: mode.to_string(),
+        rank,
+        miss,
+        relevant: question.relevant.clone(),
+        platform: question.platform.clone(),
+        ambiguous: question.ambiguous,
+        flagged: response.routing.result.requires_disambiguation,
+        filter_applied: response.routing.filter_applied,
+        primary_theme: response.routing.result.primary_theme.clone(),
+        top_hits: hits
+            .iter()
+            .map(|hit| (hit.metadata.source.clone(), hit.metadata.heading.clone(), hit.score))
+            .collect(),
+        took_ms: response.took_ms,
+    }
+}
+
+/// Aggregates the outcomes of one mode.
+pub fn aggregate(mode: &str, questions: &[PageQuestion], outcomes: &[QuestionOutcome]) -> ModeScores {
+    let n = outcomes.len().max(1) as f64;
+    let mut scores = ModeScores { mode: mode.to_string(), questions: outcomes.len(), ..ModeScores::default() };
+    let mut took: Vec<f64> = Vec::new();
+    let (mut platform_first, mut ambiguous_flagged, mut clear_flagged, mut clear) = (0usize, 0usize, 0usize, 0usize);
+    for (question, outcome) in questions.iter().zip(outcomes) {
+        let rank = outcome.rank.unwrap_or(usize::MAX);
+        scores.mrr += outcome.rank.map_or(0.0, |r| 1.0 / r as f64);
+        scores.hit1 += f64::from(u8::from(rank <= 1));
+        scores.hit3 += f64::from(u8::from(rank <= 3));
+        scores.hit10 += f64::from(u8::from(rank <= 10));
+        let relevant: HashSet<&str> = question.relevant.iter().map(String::as_str).collect();
+        let found: HashSet<&str> =
+            outcome.top_hits.iter().map(|(source, _, _)| source.as_str()).filter(|s| relevant.contains(s)).collect();
+        scores.recall10 += found.len() as f64 / relevant.len().max(1) as f64;
+        if question.specific_platform().is_some() {
+            scores.platform_questions += 1;
+            platform_first += usize::from(rank <= 1);
+        }
+        if question.ambiguous {
+            scores.ambiguous_questions += 1;
+            ambiguous_flagged += usize::from(outcome.flagged);
+        } else {
+            clear += 1;
+            clear_flagged += usize::from(outcome.flagged);
+        }
+        match outcome.miss {
+            Some(MissStage::DocStep) => scores.miss_doc += 1,
+            Some(MissStage::SectionStep) => scores.miss_section += 1,
+            Some(MissStage::BelowCutoff) => scores.miss_below += 1,
+            None => {}
+        }
+        took.push(outcome.took_ms);
+    }
+    scores.mrr /= n;
+    scores.hit1 /= n;
+    scores.hit3 /= n;
+    scores.hit10 /= n;
+    scores.recall10 /= n;
+    scores.platform_first = platform_first as f64 / scores.platform_questions.max(1) as f64;
+    scores.ambiguous_flagged = ambiguous_flagged as f64 / scores.ambiguous_questions.max(1) as f64;
+    scores.clear_flagged = clear_flagged as f64 / clear.max(1) as f64;
+    scores.took_mean_ms = took.iter().sum::<f64>() / n;
+    took.sort_by(f64::total_cmp);
+    scores.took_p99_ms = took
+        .get(((took.len() as f64 * 0.99).ceil() as usize).clamp(1, took.len().max(1)) - 1)
+        .copied()
+        .unwrap_or(0.0);
+    scores
+}
+
+/// The report of a page-level run; `Display` prints the table.
+#[derive(Debug, Clone)]
+pub struct PagesReport {
+    pub questions: usize,
+    pub docs: usize,
+    pub modes: Vec<ModeScores>,
+    pub failures_path: Option<String>,
+}
+
+impl std::fmt::Display for PagesReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "{} questions over {} pages", self.questions, self.docs)?;
+        writeln!(
+            f,
+            "{:<10} {:>7} {:>6} {:>6} {:>6} {:>9} {:>10} {:>9} {:>9} {:>13} {:>8} {:>8}",
+            "router",
+            "MRR@10",
+            "hit@1",
+            "hit@3",
+            "hit@10",
+            "recall@10",
+            "plat_first",
+            "amb_flag",
+            "clear_flag",
+            "miss doc/sec/10",
+            "mean ms",
+            "p99 ms"
+        )?;
+        for m in &self.modes {
+            writeln!(
+                f,
+                "{:<10} {:>7.3} {:>6.3} {:>6.3} {:>6.3} {:>9.3} {:>10.3} {:>9.3} {:>9.3} {:>13} {:>8.2} {:>8.2}",
+                m.mode,
+                m.mrr,
+                m.hit1,
+                m.hit3,
+                m.hit10,
+                m.recall10,
+                m.platform_first,
+                m.ambiguous_flagged,
+                m.clear_flagged,
+                format!("{}/{}/{}", m.miss_doc, m.miss_section, m.miss_below),
+                m.took_mean_ms,
+                m.took_p99_ms
+            )?;
+        }
+        if let Some(path) = &self.failures_path {
+            write!(f, "misses with their hits: {path}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What a page-level run needs besides the settings.
+pub struct PagesRun<'a> {
+    pub questions: &'a [PageQuestion],
+    pub snapshot: &'a Path,
+    pub tenant: Option<String>,
+    pub modes: Vec<RouterMode>,
+    pub cutoff: usize,
+    pub failures: Option<&'a Path>,
+    pub embedding_cache: &'a Path,
+}
+
+/// Runs every question through a `SearchService` built exactly as `serve` builds it (settings,
+/// themes, boosting), over the snapshot; query embeddings are computed once (and cached).
+pub async fn run_pages(settings: &Settings, embedder: Arc<dyn Embedder>, run: &PagesRun<'_>) -> Result<PagesReport, EvalError> {
+    let snapshot = crate::index::memory::read_snapshot_file(run.snapshot).map_err(|e| EvalError::Index(e.to_string()))?;
+    let index = Arc::new(InMemoryIndex::from_snapshot(snapshot).map_err(|e| EvalError::Index(e.to_string()))?);
+    let stats = crate::index::VectorIndex::stats(index.as_ref()).await.map_err(|e| EvalError::Index(e.to_string()))?;
+    let tenant = match &run.tenant {
+        Some(tenant) => tenant.clone(),
+        None if stats.tenants.len() == 1 => stats.tenants.keys().next().cloned().unwrap_or_default(),
+        None => {
+            return Err(EvalError::Index(format!(
+                "the index holds tenants {:?}; pass --tenant",
+                stats.tenants.keys().collect::<Vec<_>>()
+            )))
+        }
+    };
+    let docs = stats.tenants.get(&tenant).map_or(0, |t| t.docs);
+    let cached: Arc<dyn Embedder> =
+        Arc::new(CachedEmbedder::open(embedder, run.embedding_cache, settings.ingest_embedding_batch_size));
+    let texts: Vec<String> = run.questions.iter().map(|q| q.query.clone()).collect();
+    let vectors = cached.embed(&texts, InputKind::Query).await?;
+    let state = crate::startup::state_with(settings.clone(), index, Arc::clone(&cached));
+    let service: &SearchService = &state.search;
+
+    let mut modes = Vec::new();
+    let mut failures = Vec::new();
+    for &mode in &run.modes {
+        service.runtime.write().unwrap_or_else(|p| p.into_inner()).theme_router_mode = mode;
+        let mut outcomes = Vec::with_capacity(run.questions.len());
+        for (question, vector) in run.questions.iter().zip(&vectors) {
+            let request = SearchRequest {
+                query: question.query.clone(),
+                tenant_id: tenant.clone(),
+                max_results: Some(run.cutoff as i64),
+                include_steps: true,
+                query_embedding: Some(vector.clone()),
+                ..SearchRequest::default()
+            };
+            let response = service.search(&request).await.map_err(|e| EvalError::Index(e.to_string()))?;
+            outcomes.push(judge(question, &response, mode.as_str(), run.cutoff));
+        }
+        modes.push(aggregate(mode.as_str(), run.questions, &outcomes));
+        failures.extend(outcomes.into_iter().filter(|o| o.rank != Some(1)));
+    }
+    let failures_path = match run.failures {
+        Some(path) => {
+            let write = || -> std::io::Result<()> {
+                if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(parent)?;
+                }
+                let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
+                for failure in &failures {
+                    serde_json::to_writer(&mut file, failure).map_err(std::io::Error::other)?;
+                    file.write_all(b"\n")?;
+                }
+                file.flush()
+            };
+            write().map_err(|source| EvalError::Io { path: path.to_path_buf(), source })?;
+            Some(path.display().to_string())
+        }
+        None => None,
+    };
+    Ok(PagesReport { questions: run.questions.len(), docs, modes, failures_path })
+}
