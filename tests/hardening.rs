@@ -99,3 +99,85 @@ async fn oversized_tags_and_ids_are_422() {
     let (status, answer) = send(&state, "POST", SEARCH, Some(&body.to_string())).await;
     assert_eq!(status, StatusCode::OK, "{answer}");
 }
+
+const WINDOW: &str = "/internal/retrieval/chunks/window";
+const CONFIG: &str = "/internal/retrieval/config";
+
+#[tokio::test]
+async fn a_repeated_key_is_rejected_on_every_endpoint() {
+    let state = fixture_state(|_| {});
+    let cases = [
+        (SEARCH, r#"{"query": "Gradle", "tenant_id": "t1", "tenant_id": "t2"}"#),
+        (CONTEXT, r#"{"query": "Gradle", "tenant_id": "t1", "tenant_id": "t2"}"#),
+        (CONTEXT, r#"{"query": "Gradle", "tenant_id": "t1", "max_context_chars": 10, "max_context_chars": 20}"#),
+        (SEARCH, r#"{"query": "Gradle", "tenant_id": "t1", "filters": {"tags": ["a"], "tags": []}}"#),
+        (CONTEXT, r#"{"query": "Gradle", "tenant_id": "t1", "user_metadata": {"role": "a", "role": "b"}}"#),
+        (
+            WINDOW,
+            r#"{"tenant_id": "t1", "tenant_id": "t2", "doc_id": "acme/secret-install", "anchor_chunk_id": "acme/secret-install#s1-c1"}"#,
+        ),
+        (CONFIG, r#"{"max_results": 5, "max_results": 50}"#),
+    ];
+    for (uri, body) in cases {
+        let (status, answer) = send(&state, "POST", uri, Some(body)).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{uri} {body} → {answer}");
+        assert_eq!(error_code(&answer), "invalid_request");
+        assert!(message(&answer).contains("duplicate"), "{answer}");
+        assert!(!answer.to_string().contains("acme-secret"), "{answer}");
+    }
+    let (_, config) = send(&state, "GET", CONFIG, None).await;
+    assert_eq!(config["max_results"], 10, "a rejected update changes nothing");
+    // The same parameter twice in the query string is not "the last one wins" either.
+    let (status, answer) = send(&state, "GET", "/internal/retrieval/stats?tenant_id=t1&tenant_id=t2", None).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+}
+
+#[tokio::test]
+async fn unknown_fields_are_rejected_also_in_nested_objects() {
+    let state = fixture_state(|_| {});
+    let cases = [
+        (SEARCH, json!({"query": "x", "tenant_id": "t1", "user_metadata": {"tenant_id": "t2"}}), "user_metadata"),
+        (CONTEXT, json!({"query": "x", "tenant_id": "t1", "user_metadata": {"tenant_id": "t2"}}), "tenant_id"),
+        (CONTEXT, json!({"query": "x", "tenant_id": "t1", "filters": {"platform": "ios"}}), "platform"),
+        (CONTEXT, json!({"query": "x", "tenant_id": "t1", "max_context_char": 100}), "max_context_char"),
+        (WINDOW, json!({"tenant_id": "t1", "doc_id": "d", "anchor_chunk_id": "c", "window": 3}), "window"),
+        (CONFIG, json!({"max_results": 5, "bogus": true}), "bogus"),
+    ];
+    for (uri, body, needle) in cases {
+        let (status, answer) = send(&state, "POST", uri, Some(&body.to_string())).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{uri} {body} → {answer}");
+        assert_eq!(error_code(&answer), "invalid_request");
+        assert!(message(&answer).contains(needle), "{needle}: {answer}");
+    }
+    // Known nested fields still work.
+    let body = json!({"query": "установка", "tenant_id": "t1", "user_metadata": {"platform": "ios", "role": null}});
+    let (status, answer) = send(&state, "POST", SEARCH, Some(&body.to_string())).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+}
+
+#[tokio::test]
+async fn wrong_types_are_422_and_bad_json_400() {
+    let state = fixture_state(|_| {});
+    let cases = [
+        (CONFIG, r#"{"theme_router_mode": 5}"#, StatusCode::UNPROCESSABLE_ENTITY),
+        (CONFIG, r#"{"theme_router_mode": ["llm"]}"#, StatusCode::UNPROCESSABLE_ENTITY),
+        (CONFIG, r#"{"theme_router_mode": true}"#, StatusCode::UNPROCESSABLE_ENTITY),
+        (CONTEXT, r#"{"query": "x", "tenant_id": "t1", "max_context_chars": "many"}"#, StatusCode::UNPROCESSABLE_ENTITY),
+        (CONTEXT, r#"{"query": "x", "tenant_id": "t1", "max_context_chars": 0}"#, StatusCode::UNPROCESSABLE_ENTITY),
+        (CONTEXT, r#"{"query": 5, "tenant_id": "t1"}"#, StatusCode::UNPROCESSABLE_ENTITY),
+        (WINDOW, r#"{"tenant_id": "t1", "doc_id": 1, "anchor_chunk_id": "c"}"#, StatusCode::UNPROCESSABLE_ENTITY),
+        (CONTEXT, r#"{"query": "x", "tenant_id": "t1""#, StatusCode::BAD_REQUEST),
+        (CONFIG, r#"{"max_results": 5,}"#, StatusCode::BAD_REQUEST),
+    ];
+    for (uri, body, expected) in cases {
+        let (status, answer) = send(&state, "POST", uri, Some(body)).await;
+        assert_eq!(status, expected, "{uri} {body} → {answer}");
+        let code = if expected == StatusCode::BAD_REQUEST { "invalid_json" } else { "invalid_request" };
+        assert_eq!(error_code(&answer), code, "{body}");
+    }
+    // The README's /context example shape (with max_context_chars) is accepted.
+    let body = json!({"query": "Gradle", "tenant_id": "t1", "max_results": 5, "max_context_chars": 2500});
+    let (status, answer) = send(&state, "POST", CONTEXT, Some(&body.to_string())).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert!(answer["context"].as_str().unwrap().chars().count() <= 2500);
+}
