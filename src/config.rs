@@ -138,6 +138,10 @@ pub struct Settings {
     pub max_query_chars: usize,
     pub max_body_bytes: usize,
     pub request_timeout_seconds: f64,
+    pub header_read_timeout_seconds: f64,
+    pub keep_alive_timeout_seconds: f64,
+    pub max_connections: usize,
+    pub max_in_flight_requests: usize,
 
     pub chroma_host: String,
     pub chroma_path: Option<PathBuf>,
@@ -197,6 +201,10 @@ impl Default for Settings {
             max_query_chars: 2000,
             max_body_bytes: 1 << 20,
             request_timeout_seconds: 30.0,
+            header_read_timeout_seconds: 10.0,
+            keep_alive_timeout_seconds: 60.0,
+            max_connections: 1024,
+            max_in_flight_requests: 512,
             chroma_host: "http://127.0.0.1:8000".into(),
             chroma_path: None,
             chroma_tenant: "default_tenant".into(),
@@ -286,6 +294,8 @@ impl Settings {
             }
         };
         positive("request_timeout_seconds", self.request_timeout_seconds);
+        positive("header_read_timeout_seconds", self.header_read_timeout_seconds);
+        positive("keep_alive_timeout_seconds", self.keep_alive_timeout_seconds);
         positive("chroma_timeout_seconds", self.chroma_timeout_seconds);
         positive("embedding_timeout_seconds", self.embedding_timeout_seconds);
         positive("rerank_timeout_seconds", self.rerank_timeout_seconds);
@@ -312,6 +322,16 @@ impl Settings {
             problems.push((
                 "embedding_dimension".into(),
                 format!("must be within 1..=8192, got {}", self.embedding_dimension),
+            ));
+        }
+        if !(1..=1_000_000).contains(&self.max_connections) {
+            problems
+                .push(("max_connections".into(), format!("must be within 1..=1000000, got {}", self.max_connections)));
+        }
+        if !(1..=100_000).contains(&self.max_in_flight_requests) {
+            problems.push((
+                "max_in_flight_requests".into(),
+                format!("must be within 1..=100000, got {}", self.max_in_flight_requests),
             ));
         }
         if self.max_query_chars < 1 {

@@ -22,6 +22,8 @@ pub enum ErrorCode {
     IndexNotFound,
     IndexCorrupted,
     BackendUnavailable,
+    /// More requests in progress than `RETR_MAX_IN_FLIGHT_REQUESTS`: shed with 503 and `Retry-After`.
+    Overloaded,
     Timeout,
     Internal,
 }
@@ -40,6 +42,7 @@ impl ErrorCode {
             ErrorCode::IndexNotFound => "index_not_found",
             ErrorCode::IndexCorrupted => "index_corrupted",
             ErrorCode::BackendUnavailable => "backend_unavailable",
+            ErrorCode::Overloaded => "overloaded",
             ErrorCode::Timeout => "timeout",
             ErrorCode::Internal => "internal",
         }
@@ -53,9 +56,10 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorCode::RouteNotFound | ErrorCode::TenantNotFound | ErrorCode::NotFound => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ErrorCode::IndexNotFound | ErrorCode::IndexCorrupted | ErrorCode::BackendUnavailable => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            ErrorCode::IndexNotFound
+            | ErrorCode::IndexCorrupted
+            | ErrorCode::BackendUnavailable
+            | ErrorCode::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::Timeout => StatusCode::GATEWAY_TIMEOUT,
             ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -86,7 +90,8 @@ impl IntoResponse for ApiError {
             tracing::error!(error = %self.message, "internal error");
             "internal error".to_string()
         } else {
-            if status.is_server_error() {
+            // Shed requests are counted in /metrics, not logged one by one (that is when logs flood).
+            if status.is_server_error() && self.code != ErrorCode::Overloaded {
                 tracing::warn!(code = self.code.as_str(), error = %self.message, "request failed");
             }
             self.message

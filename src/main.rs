@@ -81,12 +81,11 @@ async fn serve(mut settings: Settings, port: Option<u16>) -> Result<(), String> 
     let listener =
         tokio::net::TcpListener::bind(&address).await.map_err(|e| format!("cannot listen on {address}: {e}"))?;
     tracing::info!(%address, backend = state.search.index.backend_name(), "retrieval service listening");
-    axum::serve(listener, retrieval_service::app(state))
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .map_err(|e| e.to_string())
+    retrieval_service::server::serve(listener, state, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await
+    .map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {

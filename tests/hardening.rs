@@ -162,7 +162,11 @@ async fn wrong_types_are_422_and_bad_json_400() {
         (CONFIG, r#"{"theme_router_mode": 5}"#, StatusCode::UNPROCESSABLE_ENTITY),
         (CONFIG, r#"{"theme_router_mode": ["llm"]}"#, StatusCode::UNPROCESSABLE_ENTITY),
         (CONFIG, r#"{"theme_router_mode": true}"#, StatusCode::UNPROCESSABLE_ENTITY),
-        (CONTEXT, r#"{"query": "x", "tenant_id": "t1", "max_context_chars": "many"}"#, StatusCode::UNPROCESSABLE_ENTITY),
+        (
+            CONTEXT,
+            r#"{"query": "x", "tenant_id": "t1", "max_context_chars": "many"}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
         (CONTEXT, r#"{"query": "x", "tenant_id": "t1", "max_context_chars": 0}"#, StatusCode::UNPROCESSABLE_ENTITY),
         (CONTEXT, r#"{"query": 5, "tenant_id": "t1"}"#, StatusCode::UNPROCESSABLE_ENTITY),
         (WINDOW, r#"{"tenant_id": "t1", "doc_id": 1, "anchor_chunk_id": "c"}"#, StatusCode::UNPROCESSABLE_ENTITY),
@@ -180,4 +184,80 @@ async fn wrong_types_are_422_and_bad_json_400() {
     let (status, answer) = send(&state, "POST", CONTEXT, Some(&body.to_string())).await;
     assert_eq!(status, StatusCode::OK, "{answer}");
     assert!(answer["context"].as_str().unwrap().chars().count() <= 2500);
+}
+
+/// An embedder that holds every call until released: a request in progress on demand.
+struct GateEmbedder {
+    entered: std::sync::Arc<tokio::sync::Notify>,
+    release: std::sync::Arc<tokio::sync::Notify>,
+    inner: retrieval_service::embed::PseudoEmbedder,
+}
+
+#[async_trait::async_trait]
+impl retrieval_service::embed::Embedder for GateEmbedder {
+    async fn embed(
+        &self,
+        texts: &[String],
+        kind: retrieval_service::embed::InputKind,
+    ) -> retrieval_service::embed::Result<Vec<Vec<f32>>> {
+        self.entered.notify_one();
+        self.release.notified().await;
+        self.inner.embed(texts, kind).await
+    }
+
+    fn model_name(&self) -> &str {
+        "gate"
+    }
+}
+
+#[tokio::test]
+async fn requests_beyond_the_in_flight_limit_are_shed_with_503_and_retry_after() {
+    use std::sync::Arc;
+    let dimension = retrieval_service::fixtures::DIMENSION;
+    let settings = retrieval_service::config::Settings {
+        embedding_dimension: dimension,
+        max_in_flight_requests: 1,
+        ..Default::default()
+    };
+    let index = Arc::new(
+        retrieval_service::index::InMemoryIndex::from_snapshot(retrieval_service::fixtures::snapshot()).unwrap(),
+    );
+    let (entered, release) = (Arc::new(tokio::sync::Notify::new()), Arc::new(tokio::sync::Notify::new()));
+    let embedder = GateEmbedder {
+        entered: entered.clone(),
+        release: release.clone(),
+        inner: retrieval_service::embed::PseudoEmbedder::new(dimension),
+    };
+    let state = retrieval_service::startup::state_with(settings, index, Arc::new(embedder));
+    let search = json!({"query": "Gradle", "tenant_id": "t1"}).to_string();
+
+    let first = tokio::spawn({
+        let (state, search) = (state.clone(), search.clone());
+        async move { send(&state, "POST", SEARCH, Some(&search)).await }
+    });
+    entered.notified().await; // the first search is in progress and holds the only permit
+
+    let request = axum::http::Request::post(SEARCH)
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(search.clone()))
+        .unwrap();
+    let response = tower::ServiceExt::oneshot(retrieval_service::app(state.clone()), request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(response.headers().get("retry-after").unwrap(), "1");
+    assert!(response.headers().contains_key("x-request-id"));
+    let bytes = http_body_util::BodyExt::collect(response.into_body()).await.unwrap().to_bytes();
+    let body: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(error_code(&body), "overloaded");
+    // Health and metrics are exempt, so ops still see the service.
+    let (status, _) = send(&state, "GET", "/health", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, metrics) = send(&state, "GET", "/metrics", None).await;
+    assert!(metrics.as_str().unwrap().contains("retrieval_requests_shed_total 1"), "{metrics}");
+
+    release.notify_one();
+    let (status, answer) = first.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    release.notify_one(); // lets the next search's embedding through at once
+    let (status, answer) = send(&state, "POST", SEARCH, Some(&search)).await;
+    assert_eq!(status, StatusCode::OK, "the permit is back after the first search: {answer}");
 }

@@ -40,7 +40,9 @@ pub async fn context(
         None => DEFAULT_CONTEXT_CHARS,
         Some(value) if (1..=MAX_CONTEXT_CHARS as i64).contains(&value) => value as usize,
         Some(value) => {
-            return Err(ApiError::invalid(format!("max_context_chars: must be within 1..={MAX_CONTEXT_CHARS}, got {value}")))
+            return Err(ApiError::invalid(format!(
+                "max_context_chars: must be within 1..={MAX_CONTEXT_CHARS}, got {value}"
+            )))
         }
     };
     let request = body.search;

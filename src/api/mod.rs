@@ -11,7 +11,7 @@ pub mod window;
 use crate::error::{ApiError, ErrorCode};
 use crate::state::AppState;
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::HeaderName;
+use axum::http::{header, HeaderName, HeaderValue};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -57,6 +57,7 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(health::metrics))
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), shed))
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
         .layer(PropagateRequestIdLayer::new(header.clone()))
@@ -79,6 +80,30 @@ async fn route_not_found() -> ApiError {
 
 async fn method_not_allowed() -> ApiError {
     ApiError::new(ErrorCode::MethodNotAllowed, "method not allowed on this route")
+}
+
+/// Sheds load: beyond `RETR_MAX_IN_FLIGHT_REQUESTS` requests in progress, a request is
+/// answered at once with 503 `overloaded` and `Retry-After: 1` instead of queueing. `/health`
+/// and `/metrics` are exempt so that ops can still see the service under load. Runs inside
+/// `guard`, so a permit is held until the handler has finished (also when the caller left).
+async fn shed(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    if path == "/health" || path == "/metrics" || path == "/internal/retrieval/health" {
+        return next.run(request).await;
+    }
+    let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
+        state.http_metrics.requests_shed.fetch_add(1, Ordering::Relaxed);
+        let mut response = ApiError::new(
+            ErrorCode::Overloaded,
+            format!("more than {} requests in progress; retry later", state.settings.max_in_flight_requests),
+        )
+        .into_response();
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return response;
+    };
+    let response = next.run(request).await;
+    drop(permit);
+    response
 }
 
 /// Bounds every request by `request_timeout_seconds`, catches handler panics as a JSON 500 and
