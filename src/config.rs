@@ -142,6 +142,7 @@ pub struct Settings {
     pub keep_alive_timeout_seconds: f64,
     pub max_connections: usize,
     pub max_in_flight_requests: usize,
+    pub admin_token: Secret,
 
     pub chroma_host: String,
     pub chroma_path: Option<PathBuf>,
@@ -205,6 +206,7 @@ impl Default for Settings {
             keep_alive_timeout_seconds: 60.0,
             max_connections: 1024,
             max_in_flight_requests: 512,
+            admin_token: Secret::default(),
             chroma_host: "http://127.0.0.1:8000".into(),
             chroma_path: None,
             chroma_tenant: "default_tenant".into(),
@@ -334,6 +336,12 @@ impl Settings {
                 format!("must be within 1..=100000, got {}", self.max_in_flight_requests),
             ));
         }
+        if !self.admin_token.is_empty() && self.admin_token.expose().chars().count() < 16 {
+            problems.push(("admin_token".into(), "must be at least 16 characters when set".into()));
+        }
+        if self.admin_token.expose().chars().any(|c| c.is_whitespace() || c.is_control()) {
+            problems.push(("admin_token".into(), "must not contain whitespace or control characters".into()));
+        }
         if self.max_query_chars < 1 {
             problems.push(("max_query_chars".into(), "must be at least 1".into()));
         }
@@ -455,6 +463,18 @@ mod tests {
         assert!(!format!("{settings:?}").contains("sk-123"));
         assert!(!serde_json::to_string(&settings).unwrap().contains("sk-123"));
         assert_eq!(settings.embedding_api_key.expose(), "sk-123");
+    }
+
+    #[test]
+    fn admin_token_is_a_hidden_secret_of_sane_length() {
+        let token = "0123456789abcdef-admin";
+        let settings = Settings::load(None, &env(&[("RETR_ADMIN_TOKEN", token)])).unwrap();
+        assert_eq!(settings.admin_token.expose(), token);
+        assert!(!format!("{settings:?}").contains(token));
+        assert!(!serde_json::to_string(&settings).unwrap().contains(token));
+        let error = Settings::load(None, &env(&[("RETR_ADMIN_TOKEN", "short")])).unwrap_err().to_string();
+        assert!(error.contains("RETR_ADMIN_TOKEN"), "{error}");
+        assert!(Settings::load(None, &env(&[])).unwrap().admin_token.is_empty(), "open by default");
     }
 }
 

@@ -15,6 +15,8 @@ pub enum ErrorCode {
     InvalidRequest,
     UnsupportedMediaType,
     PayloadTooLarge,
+    /// A mutating endpoint without the admin token (`RETR_ADMIN_TOKEN`).
+    Unauthorized,
     RouteNotFound,
     MethodNotAllowed,
     TenantNotFound,
@@ -35,6 +37,7 @@ impl ErrorCode {
             ErrorCode::InvalidRequest => "invalid_request",
             ErrorCode::UnsupportedMediaType => "unsupported_media_type",
             ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::Unauthorized => "unauthorized",
             ErrorCode::RouteNotFound => "route_not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::TenantNotFound => "tenant_not_found",
@@ -54,6 +57,7 @@ impl ErrorCode {
             ErrorCode::InvalidRequest => StatusCode::UNPROCESSABLE_ENTITY,
             ErrorCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
             ErrorCode::RouteNotFound | ErrorCode::TenantNotFound | ErrorCode::NotFound => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ErrorCode::IndexNotFound

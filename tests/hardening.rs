@@ -261,3 +261,52 @@ async fn requests_beyond_the_in_flight_limit_are_shed_with_503_and_retry_after()
     let (status, answer) = send(&state, "POST", SEARCH, Some(&search)).await;
     assert_eq!(status, StatusCode::OK, "the permit is back after the first search: {answer}");
 }
+
+#[tokio::test]
+async fn config_updates_need_the_admin_token_when_one_is_set() {
+    let token = "test-admin-token-0123456789";
+    let state = fixture_state(|s| s.admin_token = retrieval_service::config::Secret::new(token));
+    let update = |authorization: Option<String>, body: &'static str| {
+        let state = state.clone();
+        async move {
+            let mut request = axum::http::Request::post(CONFIG).header("content-type", "application/json");
+            if let Some(value) = authorization {
+                request = request.header("authorization", value);
+            }
+            let response = tower::ServiceExt::oneshot(
+                retrieval_service::app(state),
+                request.body(axum::body::Body::from(body)).unwrap(),
+            )
+            .await
+            .unwrap();
+            let (status, headers) = (response.status(), response.headers().clone());
+            let bytes = http_body_util::BodyExt::collect(response.into_body()).await.unwrap().to_bytes();
+            (status, headers, serde_json::from_slice::<Value>(&bytes).unwrap())
+        }
+    };
+    for authorization in [None, Some("Bearer wrong-token-0123456789".to_string()), Some(format!("Basic {token}"))] {
+        let (status, headers, body) = update(authorization.clone(), r#"{"min_score": 1}"#).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{authorization:?}: {body}");
+        assert_eq!(error_code(&body), "unauthorized");
+        assert_eq!(headers.get("www-authenticate").unwrap(), "Bearer");
+    }
+    // Authentication comes before validation: an invalid body without the token is still 401.
+    let (status, _, _) = update(None, r#"{"bogus": 1}"#).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (_, config) = send(&state, "GET", CONFIG, None).await;
+    assert_eq!(config["min_score"], 0.0, "rejected callers changed nothing; GET stays open");
+
+    let (status, _, body) = update(Some(format!("Bearer {token}")), r#"{"max_results": 4}"#).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["max_results"], 4);
+    let (status, _, _) = update(Some(format!("bearer {token}")), r#"{"max_results": 5}"#).await;
+    assert_eq!(status, StatusCode::OK, "the scheme is case-insensitive");
+}
+
+#[tokio::test]
+async fn without_an_admin_token_config_updates_stay_open() {
+    let state = fixture_state(|_| {});
+    let (status, body) = send(&state, "POST", CONFIG, Some(r#"{"max_results": 4}"#)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["max_results"], 4);
+}

@@ -1,6 +1,8 @@
 //! `GET` / `POST /internal/retrieval/config`: the runtime subset of the settings, changed
-//! without a restart. A rejected update changes nothing.
+//! without a restart. A rejected update changes nothing. With `RETR_ADMIN_TOKEN` set, an update
+//! needs `Authorization: Bearer <token>`.
 
+use super::auth::AdminAuth;
 use super::extract::ApiJson;
 use crate::config::{RouterMode, RuntimeSettings};
 use crate::error::ApiError;
@@ -61,6 +63,7 @@ pub async fn get_config(State(state): State<AppState>) -> Json<RuntimeSettings> 
 
 pub async fn update_config(
     State(state): State<AppState>,
+    _admin: AdminAuth,
     ApiJson(patch): ApiJson<RuntimePatch>,
 ) -> Result<Json<RuntimeSettings>, ApiError> {
     let mut current = state.search.runtime.write().unwrap_or_else(|poisoned| poisoned.into_inner());

@@ -1,5 +1,6 @@
 //! The HTTP layer: routes, the JSON error fallbacks, request ids, tracing, timeouts, metrics.
 
+pub mod auth;
 pub mod config;
 pub mod context;
 pub mod extract;
