@@ -8,6 +8,8 @@ use std::path::PathBuf;
 
 /// The hard cap of `max_results` (SPEC §2): larger request values are capped, larger settings rejected.
 pub const MAX_RESULTS_CAP: usize = 50;
+/// The largest `topk_per_doc` (hits per doc): more than `MAX_RESULTS_CAP` could never show.
+pub const MAX_TOPK_PER_DOC: usize = 50;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -113,6 +115,12 @@ impl RuntimeSettings {
             if value > 1000 {
                 problems.push((name.into(), format!("must be at most 1000, got {value}")));
             }
+        }
+        if self.topk_per_doc > MAX_TOPK_PER_DOC {
+            problems.push((
+                "topk_per_doc".into(),
+                format!("must be at most {MAX_TOPK_PER_DOC}, got {}", self.topk_per_doc),
+            ));
         }
         if self.min_docs > 1000 {
             problems.push(("min_docs".into(), format!("must be at most 1000, got {}", self.min_docs)));
@@ -368,6 +376,14 @@ impl Settings {
         if self.rerank_enabled && self.rerank_api_base.is_empty() {
             problems.push(("rerank_enabled".into(), "is true but RETR_RERANK_API_BASE is empty".into()));
         }
+        if self.theme_router_mode == RouterMode::Llm
+            && (self.rerank_api_base.is_empty() || self.rerank_backend != RerankBackend::Chat)
+        {
+            problems.push((
+                "theme_router_mode".into(),
+                "is llm but no chat endpoint is configured (RETR_RERANK_API_BASE with RETR_RERANK_BACKEND=chat)".into(),
+            ));
+        }
         if !self.mock_mode && self.vector_backend == VectorBackend::Memory && self.index_path.is_none() {
             problems
                 .push(("index_path".into(), "is required when mock_mode is false and vector_backend is memory".into()));
@@ -463,6 +479,16 @@ mod tests {
         assert!(!format!("{settings:?}").contains("sk-123"));
         assert!(!serde_json::to_string(&settings).unwrap().contains("sk-123"));
         assert_eq!(settings.embedding_api_key.expose(), "sk-123");
+    }
+
+    #[test]
+    fn topk_per_doc_and_llm_routing_are_checked_at_start_up() {
+        let error = Settings::load(None, &env(&[("RETR_TOPK_PER_DOC", "51")])).unwrap_err().to_string();
+        assert!(error.contains("RETR_TOPK_PER_DOC") && error.contains("51"), "{error}");
+        let error = Settings::load(None, &env(&[("RETR_THEME_ROUTER_MODE", "llm")])).unwrap_err().to_string();
+        assert!(error.contains("RETR_THEME_ROUTER_MODE"), "{error}");
+        let with_endpoint = env(&[("RETR_THEME_ROUTER_MODE", "llm"), ("RETR_RERANK_API_BASE", "http://127.0.0.1:9")]);
+        assert_eq!(Settings::load(None, &with_endpoint).unwrap().theme_router_mode, RouterMode::Llm);
     }
 
     #[test]

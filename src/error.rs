@@ -15,6 +15,8 @@ pub enum ErrorCode {
     InvalidRequest,
     UnsupportedMediaType,
     PayloadTooLarge,
+    /// A request URI longer than `api::MAX_URI_BYTES`.
+    UriTooLong,
     /// A mutating endpoint without the admin token (`RETR_ADMIN_TOKEN`).
     Unauthorized,
     RouteNotFound,
@@ -37,6 +39,7 @@ impl ErrorCode {
             ErrorCode::InvalidRequest => "invalid_request",
             ErrorCode::UnsupportedMediaType => "unsupported_media_type",
             ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::UriTooLong => "uri_too_long",
             ErrorCode::Unauthorized => "unauthorized",
             ErrorCode::RouteNotFound => "route_not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
@@ -57,6 +60,7 @@ impl ErrorCode {
             ErrorCode::InvalidRequest => StatusCode::UNPROCESSABLE_ENTITY,
             ErrorCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::UriTooLong => StatusCode::URI_TOO_LONG,
             ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
             ErrorCode::RouteNotFound | ErrorCode::TenantNotFound | ErrorCode::NotFound => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,

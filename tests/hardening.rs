@@ -310,3 +310,83 @@ async fn without_an_admin_token_config_updates_stay_open() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["max_results"], 4);
 }
+
+#[tokio::test]
+async fn a_query_of_only_invisible_characters_is_empty() {
+    let state = fixture_state(|_| {});
+    for query in ["\u{200b}\u{200b}", "\u{200d}\u{feff} \u{2060}\n", "\u{00ad}\u{200e}\u{fe0f}", "\u{3000}\u{200c}"] {
+        let body = json!({"query": query, "tenant_id": "t1"}).to_string();
+        for uri in [SEARCH, CONTEXT] {
+            let (status, answer) = send(&state, "POST", uri, Some(&body)).await;
+            assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{query:?} on {uri}: {answer}");
+            assert!(message(&answer).starts_with("query"), "{answer}");
+        }
+    }
+    let body = json!({"query": "\u{200b}Gradle\u{200b}", "tenant_id": "t1"}).to_string();
+    let (status, answer) = send(&state, "POST", SEARCH, Some(&body)).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+}
+
+#[tokio::test]
+async fn trace_id_is_limited_in_characters_not_bytes() {
+    let state = fixture_state(|_| {});
+    let longest = "я".repeat(256); // 512 bytes, 256 characters
+    let body = json!({"query": "Gradle", "tenant_id": "t1", "trace_id": longest}).to_string();
+    let (status, answer) = send(&state, "POST", SEARCH, Some(&body)).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["trace_id"], longest.as_str());
+    let body = json!({"query": "Gradle", "tenant_id": "t1", "trace_id": "я".repeat(257)}).to_string();
+    let (status, answer) = send(&state, "POST", SEARCH, Some(&body)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+    assert!(message(&answer).starts_with("trace_id"), "{answer}");
+}
+
+#[tokio::test]
+async fn topk_per_doc_has_an_upper_bound() {
+    let state = fixture_state(|_| {});
+    let (status, answer) = send(&state, "POST", CONFIG, Some(r#"{"topk_per_doc": 51}"#)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+    assert!(message(&answer).contains("topk_per_doc: must be at most 50"), "{answer}");
+    let (status, answer) = send(&state, "POST", CONFIG, Some(r#"{"topk_per_doc": 50}"#)).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["topk_per_doc"], 50);
+}
+
+#[tokio::test]
+async fn llm_routing_needs_a_chat_endpoint() {
+    let state = fixture_state(|_| {});
+    let (status, answer) = send(&state, "POST", CONFIG, Some(r#"{"theme_router_mode": "llm"}"#)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+    assert!(message(&answer).contains("theme_router_mode"), "{answer}");
+    let (_, config) = send(&state, "GET", CONFIG, None).await;
+    assert_eq!(config["theme_router_mode"], "heuristic");
+    // With a chat endpoint configured the same update is accepted (nothing is called yet).
+    let state = fixture_state(|s| s.rerank_api_base = "http://127.0.0.1:9".into());
+    let (status, answer) = send(&state, "POST", CONFIG, Some(r#"{"theme_router_mode": "llm"}"#)).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["theme_router_mode"], "llm");
+}
+
+#[tokio::test]
+async fn compressed_bodies_are_415_not_ignored() {
+    let state = fixture_state(|_| {});
+    let request = axum::http::Request::post(SEARCH)
+        .header("content-type", "application/json")
+        .header("content-encoding", "gzip")
+        .body(axum::body::Body::from(&b"\x1f\x8b\x08\x00\x00\x00\x00\x00"[..]))
+        .unwrap();
+    let (status, answer) = common::send_request(&state, request).await;
+    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{answer}");
+    assert_eq!(error_code(&answer), "unsupported_media_type");
+}
+
+#[tokio::test]
+async fn a_long_uri_is_a_json_414() {
+    let state = fixture_state(|_| {});
+    let uri = format!("/internal/retrieval/stats?tenant_id=t1&pad={}", "x".repeat(20_000));
+    let (status, answer) = send(&state, "GET", &uri, None).await;
+    assert_eq!(status, StatusCode::URI_TOO_LONG, "{answer}");
+    assert_eq!(error_code(&answer), "uri_too_long");
+    let (status, _) = send(&state, "GET", "/internal/retrieval/stats?tenant_id=t1", None).await;
+    assert_eq!(status, StatusCode::OK);
+}

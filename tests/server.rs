@@ -169,3 +169,21 @@ async fn a_search_over_the_socket_still_works() {
     assert!(body.contains("sdk/android/install"), "{body}");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn long_uris_are_414() {
+    let server = Server::start(|_| {}).await;
+    // Up to hyper's own URI limit (64 KiB) the answer is our JSON error.
+    let mut client = TcpStream::connect(server.address).await.unwrap();
+    let path = format!("/internal/retrieval/stats?tenant_id=t1&pad={}", "x".repeat(20_000));
+    let (status, _, body) = request(&mut client, "GET", &path, "").await;
+    assert_eq!(status, 414);
+    assert!(body.contains("uri_too_long"), "{body}");
+    // Beyond it hyper answers 414 itself, before any of our code runs (a bare status line).
+    let mut client = TcpStream::connect(server.address).await.unwrap();
+    let path = format!("/health?pad={}", "x".repeat(100_000));
+    client.write_all(format!("GET {path} HTTP/1.1\r\nhost: test\r\n\r\n").as_bytes()).await.unwrap();
+    let answer = String::from_utf8_lossy(&read_until_closed(&mut client).await).to_string();
+    assert!(answer.starts_with("HTTP/1.1 414"), "{answer}");
+    server.stop().await;
+}

@@ -35,6 +35,15 @@ where
                 "expected a request with `Content-Type: application/json`",
             ));
         }
+        if let Some(encoding) = request.headers().get(header::CONTENT_ENCODING) {
+            let encoding = encoding.to_str().unwrap_or("?").trim();
+            if !encoding.eq_ignore_ascii_case("identity") {
+                return Err(ApiError::new(
+                    ErrorCode::UnsupportedMediaType,
+                    format!("Content-Encoding {encoding:?} is not supported; send the JSON body uncompressed"),
+                ));
+            }
+        }
         let bytes = Bytes::from_request(request, state).await.map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::new(ErrorCode::PayloadTooLarge, "request body is too large")

@@ -24,6 +24,9 @@ use tower_http::trace::TraceLayer;
 
 pub const PREFIX: &str = "/internal/retrieval";
 const REQUEST_ID_HEADER: &str = "x-request-id";
+/// Longest accepted request URI (path and query); longer is a JSON 414. No endpoint needs more.
+/// (URIs over 64 KiB never reach the router: hyper answers them with a bare 414.)
+pub const MAX_URI_BYTES: usize = 8192;
 
 /// Request ids `<process-start-hex>-<counter>`: unique per process, cheap, no RNG needed.
 #[derive(Clone)]
@@ -59,6 +62,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), shed))
+        .layer(middleware::from_fn(reject_long_uri))
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
         .layer(PropagateRequestIdLayer::new(header.clone()))
@@ -81,6 +85,19 @@ async fn route_not_found() -> ApiError {
 
 async fn method_not_allowed() -> ApiError {
     ApiError::new(ErrorCode::MethodNotAllowed, "method not allowed on this route")
+}
+
+/// A URI over `MAX_URI_BYTES` is 414 `uri_too_long` with the usual JSON error body.
+async fn reject_long_uri(request: Request, next: Next) -> Response {
+    let length = request.uri().path_and_query().map(|p| p.as_str().len()).unwrap_or(0);
+    if length > MAX_URI_BYTES {
+        return ApiError::new(
+            ErrorCode::UriTooLong,
+            format!("the request URI is {length} bytes long; the limit is {MAX_URI_BYTES}"),
+        )
+        .into_response();
+    }
+    next.run(request).await
 }
 
 /// Sheds load: beyond `RETR_MAX_IN_FLIGHT_REQUESTS` requests in progress, a request is

@@ -90,6 +90,22 @@ pub fn validate_tenant(tenant_id: &str) -> Result<()> {
     Ok(())
 }
 
+/// Longest accepted `trace_id`, in characters.
+pub const MAX_TRACE_ID_CHARS: usize = 256;
+
+/// Whether a text has nothing but whitespace and invisible format characters (zero-width
+/// spaces and joiners, direction marks, soft hyphens, variation selectors, BOM, tag characters).
+pub fn is_blank(text: &str) -> bool {
+    text.chars().all(|c| {
+        c.is_whitespace()
+            || matches!(c,
+                '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
+                | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+                | '\u{2060}'..='\u{206F}' | '\u{3164}' | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}'
+                | '\u{E0000}'..='\u{E007F}')
+    })
+}
+
 /// Rejects a string longer than `max` characters without counting past the limit.
 fn check_chars(field: &str, what: &str, value: &str, max: usize) -> Result<()> {
     if value.chars().nth(max).is_some() {
@@ -188,8 +204,8 @@ impl SearchService {
     }
 
     fn validate(&self, request: &SearchRequest, runtime: &RuntimeSettings) -> Result<usize> {
-        if request.query.trim().is_empty() {
-            return Err(SearchError::invalid("query", "must not be empty"));
+        if is_blank(&request.query) {
+            return Err(SearchError::invalid("query", "must not be empty (or only spaces and invisible characters)"));
         }
         let length = request.query.chars().count();
         if length > self.max_query_chars {
@@ -200,9 +216,7 @@ impl SearchService {
         }
         validate_tenant(&request.tenant_id)?;
         if let Some(trace_id) = &request.trace_id {
-            if trace_id.len() > 256 {
-                return Err(SearchError::invalid("trace_id", "must be at most 256 bytes"));
-            }
+            check_chars("trace_id", "the trace id", trace_id, MAX_TRACE_ID_CHARS)?;
         }
         match request.max_results {
             Some(value) if value < 1 => {
