@@ -38,8 +38,33 @@ pub enum RerankBackend {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LogFormat {
+    /// JSON when stderr is not a terminal (a file, a pipe, a log collector), else text.
+    Auto,
     Text,
     Json,
+}
+
+impl LogFormat {
+    /// The concrete format, given whether stderr is a terminal.
+    pub fn resolve(self, stderr_is_terminal: bool) -> LogFormat {
+        match self {
+            LogFormat::Auto if stderr_is_terminal => LogFormat::Text,
+            LogFormat::Auto => LogFormat::Json,
+            other => other,
+        }
+    }
+}
+
+/// The level of the one log line written per request (`off` writes none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestLogLevel {
+    Off,
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
 }
 
 /// A secret string: never printed by `Debug`, never serialized back to callers.
@@ -139,6 +164,7 @@ pub struct Settings {
     pub host: String,
     pub port: u16,
     pub log_format: LogFormat,
+    pub request_log_level: RequestLogLevel,
     pub mock_mode: bool,
     pub vector_backend: VectorBackend,
     pub index_path: Option<PathBuf>,
@@ -202,7 +228,8 @@ impl Default for Settings {
         Self {
             host: "127.0.0.1".into(),
             port: 8080,
-            log_format: LogFormat::Text,
+            log_format: LogFormat::Auto,
+            request_log_level: RequestLogLevel::Info,
             mock_mode: true,
             vector_backend: VectorBackend::Memory,
             index_path: None,
@@ -489,6 +516,18 @@ mod tests {
         assert!(error.contains("RETR_THEME_ROUTER_MODE"), "{error}");
         let with_endpoint = env(&[("RETR_THEME_ROUTER_MODE", "llm"), ("RETR_RERANK_API_BASE", "http://127.0.0.1:9")]);
         assert_eq!(Settings::load(None, &with_endpoint).unwrap().theme_router_mode, RouterMode::Llm);
+    }
+
+    #[test]
+    fn logs_are_json_by_default_when_not_on_a_terminal() {
+        let settings = Settings::load(None, &env(&[])).unwrap();
+        assert_eq!(settings.log_format.resolve(false), LogFormat::Json);
+        assert_eq!(settings.log_format.resolve(true), LogFormat::Text);
+        let settings = Settings::load(None, &env(&[("RETR_LOG_FORMAT", "text")])).unwrap();
+        assert_eq!(settings.log_format.resolve(false), LogFormat::Text);
+        let settings = Settings::load(None, &env(&[("RETR_REQUEST_LOG_LEVEL", "debug")])).unwrap();
+        assert_eq!(settings.request_log_level, RequestLogLevel::Debug);
+        assert!(Settings::load(None, &env(&[("RETR_REQUEST_LOG_LEVEL", "loud")])).is_err());
     }
 
     #[test]

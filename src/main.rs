@@ -65,10 +65,12 @@ fn suggest_themes(
 
 fn init_telemetry(settings: &Settings) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    match settings.log_format {
+    // No ANSI colour codes unless a person is watching a terminal.
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(terminal);
+    match settings.log_format.resolve(terminal) {
         LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
+        LogFormat::Text | LogFormat::Auto => builder.init(),
     }
 }
 

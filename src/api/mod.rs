@@ -9,6 +9,7 @@ pub mod metrics;
 pub mod search;
 pub mod window;
 
+use crate::config::RequestLogLevel;
 use crate::error::{ApiError, ErrorCode};
 use crate::state::AppState;
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -21,6 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
+use tracing::Instrument;
 
 pub const PREFIX: &str = "/internal/retrieval";
 const REQUEST_ID_HEADER: &str = "x-request-id";
@@ -124,13 +126,34 @@ async fn shed(State(state): State<AppState>, request: Request, next: Next) -> Re
     response
 }
 
+/// The one line per request, at `RETR_REQUEST_LOG_LEVEL` (inside the request span: it carries
+/// the request id).
+fn log_request(level: RequestLogLevel, method: &axum::http::Method, path: &str, status: u16, elapsed: Duration) {
+    let latency_ms = elapsed.as_secs_f64() * 1000.0;
+    macro_rules! line {
+        ($macro:ident) => {
+            tracing::$macro!(%method, path, status, latency_ms, "request done")
+        };
+    }
+    match level {
+        RequestLogLevel::Off => {}
+        RequestLogLevel::Error => line!(error),
+        RequestLogLevel::Warn => line!(warn),
+        RequestLogLevel::Info => line!(info),
+        RequestLogLevel::Debug => line!(debug),
+        RequestLogLevel::Trace => line!(trace),
+    }
+}
+
 /// Bounds every request by `request_timeout_seconds`, catches handler panics as a JSON 500 and
 /// records metrics.
 async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let started = Instant::now();
     let path = request.uri().path().to_string();
     let timeout = Duration::from_secs_f64(state.settings.request_timeout_seconds);
-    let run = tokio::spawn(tokio::time::timeout(timeout, next.run(request)));
+    let method = request.method().clone();
+    // The handler runs in its own task; it keeps the request span (and so the request id).
+    let run = tokio::spawn(tokio::time::timeout(timeout, next.run(request)).instrument(tracing::Span::current()));
     let response = match run.await {
         Ok(Ok(response)) => response,
         Ok(Err(_elapsed)) => {
@@ -140,6 +163,8 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
             ApiError::new(ErrorCode::Internal, format!("handler panicked: {join_error}")).into_response()
         }
     };
-    state.http_metrics.observe(&path, response.status().as_u16(), started.elapsed());
+    let elapsed = started.elapsed();
+    state.http_metrics.observe(&path, response.status().as_u16(), elapsed);
+    log_request(state.settings.request_log_level, &method, &path, response.status().as_u16(), elapsed);
     response
 }

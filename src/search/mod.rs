@@ -356,7 +356,8 @@ impl SearchService {
             if chosen_theme.is_none() { routing::clarification(&routing, &output.hits, &themes) } else { None };
         let hits: Vec<RetrievalHit> =
             output.hits.iter().map(|r| cascade::to_hit(r, request.explain, &themes)).collect();
-        tracing::info!(
+        // Details of the search; the request line itself is written at RETR_REQUEST_LOG_LEVEL.
+        tracing::debug!(
             trace_id = request.trace_id.as_deref().unwrap_or(""),
             tenant_id = %request.tenant_id,
             num_hits = hits.len(),
