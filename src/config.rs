@@ -8,6 +8,8 @@ use std::path::PathBuf;
 
 /// The hard cap of `max_results` (SPEC §2): larger request values are capped, larger settings rejected.
 pub const MAX_RESULTS_CAP: usize = 50;
+/// The largest `topk_per_doc` (hits per doc): more than `MAX_RESULTS_CAP` could never show.
+pub const MAX_TOPK_PER_DOC: usize = 50;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -56,8 +58,33 @@ pub enum RerankBackend {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LogFormat {
+    /// JSON when stderr is not a terminal (a file, a pipe, a log collector), else text.
+    Auto,
     Text,
     Json,
+}
+
+impl LogFormat {
+    /// The concrete format, given whether stderr is a terminal.
+    pub fn resolve(self, stderr_is_terminal: bool) -> LogFormat {
+        match self {
+            LogFormat::Auto if stderr_is_terminal => LogFormat::Text,
+            LogFormat::Auto => LogFormat::Json,
+            other => other,
+        }
+    }
+}
+
+/// The level of the one log line written per request (`off` writes none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestLogLevel {
+    Off,
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
 }
 
 /// A secret string: never printed by `Debug`, never serialized back to callers.
@@ -134,6 +161,12 @@ impl RuntimeSettings {
                 problems.push((name.into(), format!("must be at most 1000, got {value}")));
             }
         }
+        if self.topk_per_doc > MAX_TOPK_PER_DOC {
+            problems.push((
+                "topk_per_doc".into(),
+                format!("must be at most {MAX_TOPK_PER_DOC}, got {}", self.topk_per_doc),
+            ));
+        }
         if self.min_docs > 1000 {
             problems.push(("min_docs".into(), format!("must be at most 1000, got {}", self.min_docs)));
         }
@@ -151,6 +184,7 @@ pub struct Settings {
     pub host: String,
     pub port: u16,
     pub log_format: LogFormat,
+    pub request_log_level: RequestLogLevel,
     pub mock_mode: bool,
     pub vector_backend: VectorBackend,
     pub index_path: Option<PathBuf>,
@@ -158,6 +192,11 @@ pub struct Settings {
     pub max_query_chars: usize,
     pub max_body_bytes: usize,
     pub request_timeout_seconds: f64,
+    pub header_read_timeout_seconds: f64,
+    pub keep_alive_timeout_seconds: f64,
+    pub max_connections: usize,
+    pub max_in_flight_requests: usize,
+    pub admin_token: Secret,
 
     pub chroma_host: String,
     pub chroma_path: Option<PathBuf>,
@@ -212,7 +251,8 @@ impl Default for Settings {
         Self {
             host: "127.0.0.1".into(),
             port: 8080,
-            log_format: LogFormat::Text,
+            log_format: LogFormat::Auto,
+            request_log_level: RequestLogLevel::Info,
             mock_mode: true,
             vector_backend: VectorBackend::Memory,
             index_path: None,
@@ -220,6 +260,11 @@ impl Default for Settings {
             max_query_chars: 2000,
             max_body_bytes: 1 << 20,
             request_timeout_seconds: 30.0,
+            header_read_timeout_seconds: 10.0,
+            keep_alive_timeout_seconds: 60.0,
+            max_connections: 1024,
+            max_in_flight_requests: 512,
+            admin_token: Secret::default(),
             chroma_host: "http://127.0.0.1:8000".into(),
             chroma_path: None,
             chroma_tenant: "default_tenant".into(),
@@ -312,6 +357,8 @@ impl Settings {
             }
         };
         positive("request_timeout_seconds", self.request_timeout_seconds);
+        positive("header_read_timeout_seconds", self.header_read_timeout_seconds);
+        positive("keep_alive_timeout_seconds", self.keep_alive_timeout_seconds);
         positive("chroma_timeout_seconds", self.chroma_timeout_seconds);
         positive("embedding_timeout_seconds", self.embedding_timeout_seconds);
         positive("ingest_embedding_timeout_seconds", self.ingest_embedding_timeout_seconds);
@@ -353,6 +400,22 @@ impl Settings {
                 format!("must be within 1..=8192, got {}", self.embedding_dimension),
             ));
         }
+        if !(1..=1_000_000).contains(&self.max_connections) {
+            problems
+                .push(("max_connections".into(), format!("must be within 1..=1000000, got {}", self.max_connections)));
+        }
+        if !(1..=100_000).contains(&self.max_in_flight_requests) {
+            problems.push((
+                "max_in_flight_requests".into(),
+                format!("must be within 1..=100000, got {}", self.max_in_flight_requests),
+            ));
+        }
+        if !self.admin_token.is_empty() && self.admin_token.expose().chars().count() < 16 {
+            problems.push(("admin_token".into(), "must be at least 16 characters when set".into()));
+        }
+        if self.admin_token.expose().chars().any(|c| c.is_whitespace() || c.is_control()) {
+            problems.push(("admin_token".into(), "must not contain whitespace or control characters".into()));
+        }
         if self.max_query_chars < 1 {
             problems.push(("max_query_chars".into(), "must be at least 1".into()));
         }
@@ -378,6 +441,14 @@ impl Settings {
         }
         if self.rerank_enabled && self.rerank_api_base.is_empty() {
             problems.push(("rerank_enabled".into(), "is true but RETR_RERANK_API_BASE is empty".into()));
+        }
+        if self.theme_router_mode == RouterMode::Llm
+            && (self.rerank_api_base.is_empty() || self.rerank_backend != RerankBackend::Chat)
+        {
+            problems.push((
+                "theme_router_mode".into(),
+                "is llm but no chat endpoint is configured (RETR_RERANK_API_BASE with RETR_RERANK_BACKEND=chat)".into(),
+            ));
         }
         if !self.mock_mode && self.vector_backend == VectorBackend::Memory && self.index_path.is_none() {
             problems
@@ -474,6 +545,40 @@ mod tests {
         assert!(!format!("{settings:?}").contains("sk-123"));
         assert!(!serde_json::to_string(&settings).unwrap().contains("sk-123"));
         assert_eq!(settings.embedding_api_key.expose(), "sk-123");
+    }
+
+    #[test]
+    fn topk_per_doc_and_llm_routing_are_checked_at_start_up() {
+        let error = Settings::load(None, &env(&[("RETR_TOPK_PER_DOC", "51")])).unwrap_err().to_string();
+        assert!(error.contains("RETR_TOPK_PER_DOC") && error.contains("51"), "{error}");
+        let error = Settings::load(None, &env(&[("RETR_THEME_ROUTER_MODE", "llm")])).unwrap_err().to_string();
+        assert!(error.contains("RETR_THEME_ROUTER_MODE"), "{error}");
+        let with_endpoint = env(&[("RETR_THEME_ROUTER_MODE", "llm"), ("RETR_RERANK_API_BASE", "http://127.0.0.1:9")]);
+        assert_eq!(Settings::load(None, &with_endpoint).unwrap().theme_router_mode, RouterMode::Llm);
+    }
+
+    #[test]
+    fn logs_are_json_by_default_when_not_on_a_terminal() {
+        let settings = Settings::load(None, &env(&[])).unwrap();
+        assert_eq!(settings.log_format.resolve(false), LogFormat::Json);
+        assert_eq!(settings.log_format.resolve(true), LogFormat::Text);
+        let settings = Settings::load(None, &env(&[("RETR_LOG_FORMAT", "text")])).unwrap();
+        assert_eq!(settings.log_format.resolve(false), LogFormat::Text);
+        let settings = Settings::load(None, &env(&[("RETR_REQUEST_LOG_LEVEL", "debug")])).unwrap();
+        assert_eq!(settings.request_log_level, RequestLogLevel::Debug);
+        assert!(Settings::load(None, &env(&[("RETR_REQUEST_LOG_LEVEL", "loud")])).is_err());
+    }
+
+    #[test]
+    fn admin_token_is_a_hidden_secret_of_sane_length() {
+        let token = "0123456789abcdef-admin";
+        let settings = Settings::load(None, &env(&[("RETR_ADMIN_TOKEN", token)])).unwrap();
+        assert_eq!(settings.admin_token.expose(), token);
+        assert!(!format!("{settings:?}").contains(token));
+        assert!(!serde_json::to_string(&settings).unwrap().contains(token));
+        let error = Settings::load(None, &env(&[("RETR_ADMIN_TOKEN", "short")])).unwrap_err().to_string();
+        assert!(error.contains("RETR_ADMIN_TOKEN"), "{error}");
+        assert!(Settings::load(None, &env(&[])).unwrap().admin_token.is_empty(), "open by default");
     }
 }
 

@@ -15,6 +15,10 @@ pub enum ErrorCode {
     InvalidRequest,
     UnsupportedMediaType,
     PayloadTooLarge,
+    /// A request URI longer than `api::MAX_URI_BYTES`.
+    UriTooLong,
+    /// A mutating endpoint without the admin token (`RETR_ADMIN_TOKEN`).
+    Unauthorized,
     RouteNotFound,
     MethodNotAllowed,
     TenantNotFound,
@@ -22,6 +26,8 @@ pub enum ErrorCode {
     IndexNotFound,
     IndexCorrupted,
     BackendUnavailable,
+    /// More requests in progress than `RETR_MAX_IN_FLIGHT_REQUESTS`: shed with 503 and `Retry-After`.
+    Overloaded,
     Timeout,
     Internal,
 }
@@ -33,6 +39,8 @@ impl ErrorCode {
             ErrorCode::InvalidRequest => "invalid_request",
             ErrorCode::UnsupportedMediaType => "unsupported_media_type",
             ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::UriTooLong => "uri_too_long",
+            ErrorCode::Unauthorized => "unauthorized",
             ErrorCode::RouteNotFound => "route_not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::TenantNotFound => "tenant_not_found",
@@ -40,6 +48,7 @@ impl ErrorCode {
             ErrorCode::IndexNotFound => "index_not_found",
             ErrorCode::IndexCorrupted => "index_corrupted",
             ErrorCode::BackendUnavailable => "backend_unavailable",
+            ErrorCode::Overloaded => "overloaded",
             ErrorCode::Timeout => "timeout",
             ErrorCode::Internal => "internal",
         }
@@ -51,11 +60,14 @@ impl ErrorCode {
             ErrorCode::InvalidRequest => StatusCode::UNPROCESSABLE_ENTITY,
             ErrorCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::UriTooLong => StatusCode::URI_TOO_LONG,
+            ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
             ErrorCode::RouteNotFound | ErrorCode::TenantNotFound | ErrorCode::NotFound => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ErrorCode::IndexNotFound | ErrorCode::IndexCorrupted | ErrorCode::BackendUnavailable => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            ErrorCode::IndexNotFound
+            | ErrorCode::IndexCorrupted
+            | ErrorCode::BackendUnavailable
+            | ErrorCode::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::Timeout => StatusCode::GATEWAY_TIMEOUT,
             ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -86,7 +98,8 @@ impl IntoResponse for ApiError {
             tracing::error!(error = %self.message, "internal error");
             "internal error".to_string()
         } else {
-            if status.is_server_error() {
+            // Shed requests are counted in /metrics, not logged one by one (that is when logs flood).
+            if status.is_server_error() && self.code != ErrorCode::Overloaded {
                 tracing::warn!(code = self.code.as_str(), error = %self.message, "request failed");
             }
             self.message

@@ -13,6 +13,7 @@ pub mod model;
 pub mod rerank;
 pub mod router;
 pub mod search;
+pub mod server;
 pub mod startup;
 pub mod state;
 pub mod text;

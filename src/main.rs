@@ -65,10 +65,12 @@ fn suggest_themes(
 
 fn init_telemetry(settings: &Settings) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    match settings.log_format {
+    // No ANSI colour codes unless a person is watching a terminal.
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(terminal);
+    match settings.log_format.resolve(terminal) {
         LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
+        LogFormat::Text | LogFormat::Auto => builder.init(),
     }
 }
 
@@ -81,12 +83,11 @@ async fn serve(mut settings: Settings, port: Option<u16>) -> Result<(), String> 
     let listener =
         tokio::net::TcpListener::bind(&address).await.map_err(|e| format!("cannot listen on {address}: {e}"))?;
     tracing::info!(%address, backend = state.search.index.backend_name(), "retrieval service listening");
-    axum::serve(listener, retrieval_service::app(state))
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .map_err(|e| e.to_string())
+    retrieval_service::server::serve(listener, state, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await
+    .map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {

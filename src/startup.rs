@@ -126,6 +126,7 @@ pub fn state_with_reranker(
     };
     AppState {
         rerank_configured: !settings.rerank_api_base.is_empty(),
+        in_flight: Arc::new(tokio::sync::Semaphore::new(settings.max_in_flight_requests)),
         settings: Arc::new(settings),
         search: Arc::new(search),
         http_metrics: Arc::new(HttpMetrics::default()),

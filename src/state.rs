@@ -12,4 +12,6 @@ pub struct AppState {
     pub http_metrics: Arc<HttpMetrics>,
     /// Whether a rerank endpoint exists, so `/config` can refuse to enable reranking without one.
     pub rerank_configured: bool,
+    /// Permits for requests in progress (`RETR_MAX_IN_FLIGHT_REQUESTS`); none left → 503.
+    pub in_flight: Arc<tokio::sync::Semaphore>,
 }

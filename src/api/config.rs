@@ -1,6 +1,8 @@
 //! `GET` / `POST /internal/retrieval/config`: the runtime subset of the settings, changed
-//! without a restart. A rejected update changes nothing.
+//! without a restart. A rejected update changes nothing. With `RETR_ADMIN_TOKEN` set, an update
+//! needs `Authorization: Bearer <token>`.
 
+use super::auth::AdminAuth;
 use super::extract::ApiJson;
 use crate::config::{RouterMode, RuntimeSettings};
 use crate::error::ApiError;
@@ -61,14 +63,22 @@ pub async fn get_config(State(state): State<AppState>) -> Json<RuntimeSettings> 
 
 pub async fn update_config(
     State(state): State<AppState>,
+    _admin: AdminAuth,
     ApiJson(patch): ApiJson<RuntimePatch>,
 ) -> Result<Json<RuntimeSettings>, ApiError> {
     let mut current = state.search.runtime.write().unwrap_or_else(|poisoned| poisoned.into_inner());
     let wants_rerank = patch.rerank_enabled == Some(true);
+    let wants_llm = patch.theme_router_mode == Some(RouterMode::Llm);
     let updated = patch.apply(current.clone());
     let mut problems: Vec<String> = updated.problems().into_iter().map(|(k, v)| format!("{k}: {v}")).collect();
     if wants_rerank && !state.rerank_configured {
         problems.push("rerank_enabled: no rerank endpoint is configured (RETR_RERANK_API_BASE)".to_string());
+    }
+    if wants_llm && state.search.llm_router.is_none() {
+        problems.push(
+            "theme_router_mode: llm needs a chat endpoint (RETR_RERANK_API_BASE with RETR_RERANK_BACKEND=chat)"
+                .to_string(),
+        );
     }
     if !problems.is_empty() {
         return Err(ApiError::invalid(problems.join("; ")));

@@ -7,23 +7,45 @@ use crate::search::SearchRequest;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::Json;
-use serde_json::{json, Value};
+use serde::de::{Deserializer, Error as _};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
 
-/// Takes every `/search` field plus `max_context_chars`; unknown fields are rejected as on `/search`.
-pub async fn context(State(state): State<AppState>, ApiJson(body): ApiJson<Value>) -> Result<Json<Value>, ApiError> {
-    let Value::Object(mut fields) = body else {
-        return Err(ApiError::invalid("the body must be a JSON object"));
+/// `POST /context`: every `/search` field plus `max_context_chars`, parsed by the same strict
+/// path as `/search` (repeated keys and unknown fields rejected, nested objects included).
+#[derive(Debug)]
+pub struct ContextRequest {
+    pub search: SearchRequest,
+    pub max_context_chars: Option<i64>,
+}
+
+impl<'de> Deserialize<'de> for ContextRequest {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut fields = Map::<String, Value>::deserialize(deserializer)?;
+        let max_context_chars = match fields.remove("max_context_chars") {
+            None => None,
+            Some(value) => Option::<i64>::deserialize(value)
+                .map_err(|error| D::Error::custom(format!("max_context_chars: {error}")))?,
+        };
+        let search = SearchRequest::deserialize(Value::Object(fields)).map_err(D::Error::custom)?;
+        Ok(ContextRequest { search, max_context_chars })
+    }
+}
+
+pub async fn context(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<ContextRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let budget = match body.max_context_chars {
+        None => DEFAULT_CONTEXT_CHARS,
+        Some(value) if (1..=MAX_CONTEXT_CHARS as i64).contains(&value) => value as usize,
+        Some(value) => {
+            return Err(ApiError::invalid(format!(
+                "max_context_chars: must be within 1..={MAX_CONTEXT_CHARS}, got {value}"
+            )))
+        }
     };
-    let budget = match fields.remove("max_context_chars") {
-        None | Some(Value::Null) => DEFAULT_CONTEXT_CHARS,
-        Some(Value::Number(number)) => match number.as_u64() {
-            Some(value) if (1..=MAX_CONTEXT_CHARS as u64).contains(&value) => value as usize,
-            _ => return Err(ApiError::invalid(format!("max_context_chars: must be within 1..={MAX_CONTEXT_CHARS}"))),
-        },
-        Some(other) => return Err(ApiError::invalid(format!("max_context_chars: expected an integer, got {other}"))),
-    };
-    let request: SearchRequest =
-        serde_json::from_value(Value::Object(fields)).map_err(|error| ApiError::invalid(error.to_string()))?;
+    let request = body.search;
     let answer = state.search.context(&request, budget).await?;
     // Numbered as in the context text (grouped by theme when it is).
     let sources: Vec<Value> = answer

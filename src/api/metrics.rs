@@ -11,6 +11,12 @@ pub struct HttpMetrics {
     search_buckets: [AtomicU64; BUCKETS_MS.len()],
     search_count: AtomicU64,
     search_sum_us: AtomicU64,
+    /// Requests answered 503 `overloaded` because too many were in progress.
+    pub requests_shed: AtomicU64,
+    /// Connections closed at once because `RETR_MAX_CONNECTIONS` were open.
+    pub connections_refused: AtomicU64,
+    /// Connections open now.
+    pub connections_open: AtomicU64,
 }
 
 impl HttpMetrics {
@@ -30,6 +36,26 @@ impl HttpMetrics {
     }
 
     pub fn render(&self, out: &mut String) {
+        for (name, kind, help, value) in [
+            (
+                "retrieval_requests_shed_total",
+                "counter",
+                "Requests answered 503 overloaded (RETR_MAX_IN_FLIGHT_REQUESTS in progress).",
+                &self.requests_shed,
+            ),
+            (
+                "retrieval_connections_refused_total",
+                "counter",
+                "Connections closed at once (RETR_MAX_CONNECTIONS open).",
+                &self.connections_refused,
+            ),
+            ("retrieval_connections_open", "gauge", "Connections open now.", &self.connections_open),
+        ] {
+            out.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}\n",
+                value.load(Ordering::Relaxed)
+            ));
+        }
         out.push_str("# HELP retrieval_http_requests_total HTTP requests by status class.\n");
         out.push_str("# TYPE retrieval_http_requests_total counter\n");
         for (index, counter) in self.by_class.iter().enumerate() {

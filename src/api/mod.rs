@@ -1,5 +1,6 @@
 //! The HTTP layer: routes, the JSON error fallbacks, request ids, tracing, timeouts, metrics.
 
+pub mod auth;
 pub mod config;
 pub mod context;
 pub mod extract;
@@ -8,10 +9,11 @@ pub mod metrics;
 pub mod search;
 pub mod window;
 
+use crate::config::RequestLogLevel;
 use crate::error::{ApiError, ErrorCode};
 use crate::state::AppState;
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::HeaderName;
+use axum::http::{header, HeaderName, HeaderValue};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -20,9 +22,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
+use tracing::Instrument;
 
 pub const PREFIX: &str = "/internal/retrieval";
 const REQUEST_ID_HEADER: &str = "x-request-id";
+/// Longest accepted request URI (path and query); longer is a JSON 414. No endpoint needs more.
+/// (URIs over 64 KiB never reach the router: hyper answers them with a bare 414.)
+pub const MAX_URI_BYTES: usize = 8192;
 
 /// Request ids `<process-start-hex>-<counter>`: unique per process, cheap, no RNG needed.
 #[derive(Clone)]
@@ -57,6 +63,8 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(health::metrics))
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), shed))
+        .layer(middleware::from_fn(reject_long_uri))
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
         .layer(PropagateRequestIdLayer::new(header.clone()))
@@ -81,13 +89,71 @@ async fn method_not_allowed() -> ApiError {
     ApiError::new(ErrorCode::MethodNotAllowed, "method not allowed on this route")
 }
 
+/// A URI over `MAX_URI_BYTES` is 414 `uri_too_long` with the usual JSON error body.
+async fn reject_long_uri(request: Request, next: Next) -> Response {
+    let length = request.uri().path_and_query().map(|p| p.as_str().len()).unwrap_or(0);
+    if length > MAX_URI_BYTES {
+        return ApiError::new(
+            ErrorCode::UriTooLong,
+            format!("the request URI is {length} bytes long; the limit is {MAX_URI_BYTES}"),
+        )
+        .into_response();
+    }
+    next.run(request).await
+}
+
+/// Sheds load: beyond `RETR_MAX_IN_FLIGHT_REQUESTS` requests in progress, a request is
+/// answered at once with 503 `overloaded` and `Retry-After: 1` instead of queueing. `/health`
+/// and `/metrics` are exempt so that ops can still see the service under load. Runs inside
+/// `guard`, so a permit is held until the handler has finished (also when the caller left).
+async fn shed(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    if path == "/health" || path == "/metrics" || path == "/internal/retrieval/health" {
+        return next.run(request).await;
+    }
+    let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
+        state.http_metrics.requests_shed.fetch_add(1, Ordering::Relaxed);
+        let mut response = ApiError::new(
+            ErrorCode::Overloaded,
+            format!("more than {} requests in progress; retry later", state.settings.max_in_flight_requests),
+        )
+        .into_response();
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return response;
+    };
+    let response = next.run(request).await;
+    drop(permit);
+    response
+}
+
+/// The one line per request, at `RETR_REQUEST_LOG_LEVEL` (inside the request span: it carries
+/// the request id).
+fn log_request(level: RequestLogLevel, method: &axum::http::Method, path: &str, status: u16, elapsed: Duration) {
+    let latency_ms = elapsed.as_secs_f64() * 1000.0;
+    macro_rules! line {
+        ($macro:ident) => {
+            tracing::$macro!(%method, path, status, latency_ms, "request done")
+        };
+    }
+    match level {
+        RequestLogLevel::Off => {}
+        RequestLogLevel::Error => line!(error),
+        RequestLogLevel::Warn => line!(warn),
+        RequestLogLevel::Info => line!(info),
+        RequestLogLevel::Debug => line!(debug),
+        RequestLogLevel::Trace => line!(trace),
+    }
+}
+
 /// Bounds every request by `request_timeout_seconds`, catches handler panics as a JSON 500 and
 /// records metrics.
 async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let started = Instant::now();
     let path = request.uri().path().to_string();
     let timeout = Duration::from_secs_f64(state.settings.request_timeout_seconds);
-    let run = tokio::spawn(tokio::time::timeout(timeout, next.run(request)));
+    let method = request.method().clone();
+    // The handler runs in its own task; it keeps the request span (and so the request id).
+    let run = tokio::spawn(tokio::time::timeout(timeout, next.run(request)).instrument(tracing::Span::current()));
     let response = match run.await {
         Ok(Ok(response)) => response,
         Ok(Err(_elapsed)) => {
@@ -97,6 +163,8 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
             ApiError::new(ErrorCode::Internal, format!("handler panicked: {join_error}")).into_response()
         }
     };
-    state.http_metrics.observe(&path, response.status().as_u16(), started.elapsed());
+    let elapsed = started.elapsed();
+    state.http_metrics.observe(&path, response.status().as_u16(), elapsed);
+    log_request(state.settings.request_log_level, &method, &path, response.status().as_u16(), elapsed);
     response
 }

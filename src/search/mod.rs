@@ -25,14 +25,20 @@ use boosting::BoostContext;
 use boosting_config::BoostingConfig;
 use ranking::{RankingContext, RankingMode};
 use routing::RoutingInfo;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
 /// Longest accepted tenant id; tenant ids are `[A-Za-z0-9._-]`.
 pub const MAX_TENANT_ID_CHARS: usize = 128;
-/// Longest accepted id list in a filter.
+/// Longest accepted id list in a filter: each list the caller sends, and their union.
 pub const MAX_ID_LIST: usize = 1000;
+/// Longest accepted id (doc, section or chunk id), in characters.
+pub const MAX_ID_CHARS: usize = 1024;
+/// Most tags in `filters.tags`, and the longest tag (also `product`, `version`) in characters.
+pub const MAX_TAGS: usize = 100;
+pub const MAX_TAG_CHARS: usize = 200;
 
 /// Process-wide counters read by `/metrics`.
 #[derive(Debug, Default)]
@@ -84,37 +90,103 @@ pub fn validate_tenant(tenant_id: &str) -> Result<()> {
     Ok(())
 }
 
-fn id_list(field: &str, values: &[Option<Vec<String>>]) -> Result<Option<Vec<String>>> {
-    let mut merged: Vec<String> = Vec::new();
-    for list in values.iter().flatten() {
-        for value in list {
-            if value.is_empty() {
-                return Err(SearchError::invalid(field, "ids must not be empty strings"));
-            }
-            if !merged.contains(value) {
-                merged.push(value.clone());
-            }
+/// Longest accepted `trace_id`, in characters.
+pub const MAX_TRACE_ID_CHARS: usize = 256;
+
+/// Whether a text has nothing but whitespace and invisible format characters (zero-width
+/// spaces and joiners, direction marks, soft hyphens, variation selectors, BOM, tag characters).
+pub fn is_blank(text: &str) -> bool {
+    text.chars().all(|c| {
+        c.is_whitespace()
+            || matches!(c,
+                '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
+                | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+                | '\u{2060}'..='\u{206F}' | '\u{3164}' | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}'
+                | '\u{E0000}'..='\u{E007F}')
+    })
+}
+
+/// Rejects a string longer than `max` characters without counting past the limit.
+fn check_chars(field: &str, what: &str, value: &str, max: usize) -> Result<()> {
+    if value.chars().nth(max).is_some() {
+        return Err(SearchError::invalid(field, format!("{what} must be at most {max} characters")));
+    }
+    Ok(())
+}
+
+/// Checks an id (doc, section or chunk id) from a request: non-empty, at most `MAX_ID_CHARS`.
+pub fn validate_id(field: &str, value: &str) -> Result<()> {
+    if value.trim().is_empty() {
+        return Err(SearchError::invalid(field, "must not be empty"));
+    }
+    check_chars(field, "an id", value, MAX_ID_CHARS)
+}
+
+/// The union of the caller's id lists, in first-seen order. Every list's length is checked
+/// before anything is done with its entries, so an oversized list costs nothing but its parse.
+fn id_list(field: &str, lists: &[Option<&[String]>]) -> Result<Option<Vec<String>>> {
+    for list in lists.iter().flatten() {
+        if list.len() > MAX_ID_LIST {
+            return Err(SearchError::invalid(field, format!("at most {MAX_ID_LIST} ids, got {}", list.len())));
+        }
+    }
+    let total: usize = lists.iter().flatten().map(|list| list.len()).sum();
+    let mut seen: HashSet<&str> = HashSet::with_capacity(total);
+    let mut merged: Vec<String> = Vec::with_capacity(total.min(MAX_ID_LIST));
+    for value in lists.iter().flatten().flat_map(|list| list.iter()) {
+        if value.is_empty() {
+            return Err(SearchError::invalid(field, "ids must not be empty strings"));
+        }
+        check_chars(field, "an id", value, MAX_ID_CHARS)?;
+        if seen.insert(value.as_str()) {
+            merged.push(value.clone());
         }
     }
     if merged.len() > MAX_ID_LIST {
-        return Err(SearchError::invalid(field, format!("at most {MAX_ID_LIST} ids")));
+        return Err(SearchError::invalid(field, format!("at most {MAX_ID_LIST} distinct ids, got {}", merged.len())));
     }
     Ok(if merged.is_empty() { None } else { Some(merged) })
 }
 
+/// `filters.tags` without empty or repeated entries; at most `MAX_TAGS` of at most
+/// `MAX_TAG_CHARS` characters each.
+fn tag_list(tags: &[String]) -> Result<Vec<String>> {
+    if tags.len() > MAX_TAGS {
+        return Err(SearchError::invalid("filters.tags", format!("at most {MAX_TAGS} tags, got {}", tags.len())));
+    }
+    let mut seen: HashSet<&str> = HashSet::with_capacity(tags.len());
+    let mut kept = Vec::with_capacity(tags.len());
+    for tag in tags {
+        check_chars("filters.tags", "a tag", tag, MAX_TAG_CHARS)?;
+        if !tag.is_empty() && seen.insert(tag.as_str()) {
+            kept.push(tag.clone());
+        }
+    }
+    Ok(kept)
+}
+
 /// Builds the record filter: the tenant always; the request's filters only when enabled.
-/// Top-level `doc_ids`/`section_ids` and those under `filters` are merged (union).
+/// Top-level `doc_ids`/`section_ids` and those under `filters` are merged (union). Every list
+/// and value is validated (and bounded) also when filters are disabled.
 pub fn build_filter(request: &SearchRequest, enable_filters: bool) -> Result<RecordFilter> {
     let mut filter = RecordFilter::tenant(request.tenant_id.clone());
-    let doc_ids = id_list("doc_ids", &[request.doc_ids.clone(), request.filters.doc_ids.clone()])?;
-    let section_ids = id_list("section_ids", &[request.section_ids.clone(), request.filters.section_ids.clone()])?;
+    let doc_ids = id_list("doc_ids", &[request.doc_ids.as_deref(), request.filters.doc_ids.as_deref()])?;
+    let section_ids =
+        id_list("section_ids", &[request.section_ids.as_deref(), request.filters.section_ids.as_deref()])?;
+    let tags = tag_list(&request.filters.tags)?;
+    for (field, value) in [("filters.product", &request.filters.product), ("filters.version", &request.filters.version)]
+    {
+        if let Some(value) = value {
+            check_chars(field, "the value", value, MAX_TAG_CHARS)?;
+        }
+    }
     if !enable_filters {
         return Ok(filter);
     }
     let non_empty = |value: &Option<String>| value.clone().filter(|v| !v.is_empty());
     filter.product = non_empty(&request.filters.product);
     filter.version = non_empty(&request.filters.version);
-    filter.tags = request.filters.tags.iter().filter(|t| !t.is_empty()).cloned().collect();
+    filter.tags = tags;
     filter.doc_ids = doc_ids;
     filter.section_ids = section_ids;
     Ok(filter)
@@ -132,8 +204,8 @@ impl SearchService {
     }
 
     fn validate(&self, request: &SearchRequest, runtime: &RuntimeSettings) -> Result<usize> {
-        if request.query.trim().is_empty() {
-            return Err(SearchError::invalid("query", "must not be empty"));
+        if is_blank(&request.query) {
+            return Err(SearchError::invalid("query", "must not be empty (or only spaces and invisible characters)"));
         }
         let length = request.query.chars().count();
         if length > self.max_query_chars {
@@ -144,9 +216,7 @@ impl SearchService {
         }
         validate_tenant(&request.tenant_id)?;
         if let Some(trace_id) = &request.trace_id {
-            if trace_id.len() > 256 {
-                return Err(SearchError::invalid("trace_id", "must be at most 256 bytes"));
-            }
+            check_chars("trace_id", "the trace id", trace_id, MAX_TRACE_ID_CHARS)?;
         }
         match request.max_results {
             Some(value) if value < 1 => {
@@ -286,7 +356,8 @@ impl SearchService {
             if chosen_theme.is_none() { routing::clarification(&routing, &output.hits, &themes) } else { None };
         let hits: Vec<RetrievalHit> =
             output.hits.iter().map(|r| cascade::to_hit(r, request.explain, &themes)).collect();
-        tracing::info!(
+        // Details of the search; the request line itself is written at RETR_REQUEST_LOG_LEVEL.
+        tracing::debug!(
             trace_id = request.trace_id.as_deref().unwrap_or(""),
             tenant_id = %request.tenant_id,
             num_hits = hits.len(),
@@ -311,6 +382,8 @@ impl SearchService {
     /// The chunks around an anchor chunk of one doc, sorted by (page, chunk_index).
     pub async fn window(&self, query: &WindowQuery) -> Result<Vec<Arc<Record>>> {
         validate_tenant(&query.tenant_id)?;
+        validate_id("doc_id", &query.doc_id)?;
+        validate_id("anchor_chunk_id", &query.anchor_chunk_id)?;
         let mut chunks = self.index.doc_chunks(&query.tenant_id, &query.doc_id).await?;
         if chunks.is_empty() {
             return Err(SearchError::NotFound(format!(

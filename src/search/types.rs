@@ -31,6 +31,7 @@ pub struct SearchRequest {
     pub enable_filters: Option<bool>,
     pub rerank_enabled: Option<bool>,
     pub trace_id: Option<String>,
+    #[serde(default, deserialize_with = "strict_user_metadata")]
     pub user_metadata: Option<UserMetadata>,
     #[serde(default)]
     pub include_steps: bool,
@@ -39,6 +40,24 @@ pub struct SearchRequest {
     pub query_embedding: Option<Vec<f32>>,
     /// A theme chosen by the user after a clarification: the search is filtered to it.
     pub theme: Option<String>,
+}
+
+/// `user_metadata` as the request spells it: unknown fields are rejected here too (a
+/// `{"tenant_id": …}` inside it must not pass silently).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StrictUserMetadata {
+    role: Option<String>,
+    product: Option<String>,
+    platform: Option<String>,
+}
+
+fn strict_user_metadata<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<UserMetadata>, D::Error> {
+    Ok(Option::<StrictUserMetadata>::deserialize(deserializer)?.map(|m| UserMetadata {
+        role: m.role,
+        product: m.product,
+        platform: m.platform,
+    }))
 }
 
 /// Topic and location fields of a hit (never the raw text).

@@ -1,0 +1,294 @@
+//! The HTTP/1.1 server around `app(state)`: an accept loop with a connection limit and, per
+//! connection, a header-read timeout and an idle keep-alive timeout (axum::serve has neither).
+//!
+//! - A request head must arrive complete within `header_read_timeout` of its first byte; a new
+//!   connection must send its first head within `header_read_timeout` of being accepted
+//!   (slowloris and never-speaking connections are closed).
+//! - A keep-alive connection with no request in progress is closed after `keep_alive_timeout`.
+//! - Beyond `max_connections` open connections, a new connection is closed at once (counted in
+//!   `/metrics`, logged at most every 10 s), so the process never runs out of file descriptors.
+//! - A request in progress is never cut by these timers (`RETR_REQUEST_TIMEOUT_SECONDS` bounds it).
+
+use crate::config::Settings;
+use crate::state::AppState;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Notify, Semaphore};
+
+/// How long an expired idle connection may take to close after a graceful shutdown was asked.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
+/// The connection limits of `serve`, from the settings.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerLimits {
+    pub header_read_timeout: Duration,
+    pub keep_alive_timeout: Duration,
+    pub max_connections: usize,
+    /// How long shutdown waits for requests in progress.
+    pub shutdown_grace: Duration,
+}
+
+impl ServerLimits {
+    pub fn from_settings(settings: &Settings) -> Self {
+        Self {
+            header_read_timeout: Duration::from_secs_f64(settings.header_read_timeout_seconds),
+            keep_alive_timeout: Duration::from_secs_f64(settings.keep_alive_timeout_seconds),
+            max_connections: settings.max_connections,
+            shutdown_grace: Duration::from_secs_f64(settings.request_timeout_seconds + 1.0),
+        }
+    }
+}
+
+/// Serves `app(state)` on `listener` until `shutdown` completes, then stops accepting, lets
+/// requests in progress finish (at most `shutdown_grace`) and returns.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send,
+) -> io::Result<()> {
+    let limits = ServerLimits::from_settings(&state.settings);
+    let metrics = Arc::clone(&state.http_metrics);
+    let app = crate::app(state);
+    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let (close_tx, close_rx) = watch::channel(false);
+    let last_refusal_log = AtomicU64::new(0);
+    let started = Instant::now();
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _peer)) => stream,
+            Err(error) if is_connection_error(&error) => continue,
+            Err(error) => {
+                // E.g. EMFILE: back off instead of spinning on the error.
+                tracing::error!(%error, "accept error");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
+            metrics.connections_refused.fetch_add(1, Ordering::Relaxed);
+            let now = started.elapsed().as_secs();
+            let last = last_refusal_log.load(Ordering::Relaxed);
+            if (now >= last + 10 || last == 0)
+                && last_refusal_log.compare_exchange(last, now.max(1), Ordering::Relaxed, Ordering::Relaxed).is_ok()
+            {
+                tracing::warn!(
+                    max_connections = limits.max_connections,
+                    "connection limit reached; closing new connections"
+                );
+            }
+            drop(stream);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let app = app.clone();
+        let close = close_rx.clone();
+        let metrics = Arc::clone(&metrics);
+        metrics.connections_open.fetch_add(1, Ordering::Relaxed);
+        tokio::spawn(async move {
+            serve_connection(stream, app, limits, close).await;
+            metrics.connections_open.fetch_sub(1, Ordering::Relaxed);
+            drop(permit);
+        });
+    }
+    drop(listener);
+    let _ = close_tx.send(true);
+    // Every connection holds a permit until it is closed: all permits back = all closed.
+    let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+    let _ = tokio::time::timeout(limits.shutdown_grace + CLOSE_GRACE, permits.acquire_many(all)).await;
+    Ok(())
+}
+
+/// Errors of one incoming connection that say nothing about the listener.
+fn is_connection_error(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset
+    )
+}
+
+/// What the timers of one connection look at. Times are milliseconds since `epoch`, plus one
+/// (0 = not set).
+struct Activity {
+    epoch: Instant,
+    in_flight: AtomicUsize,
+    /// When the connection last became idle (accepted, or a response was produced).
+    idle_since: AtomicU64,
+    /// The first byte read while idle: a request head has begun.
+    head_started: AtomicU64,
+    /// Whether a request was served (the idle timer is then the keep-alive timeout).
+    served: AtomicUsize,
+    changed: Notify,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self {
+            epoch: Instant::now(),
+            in_flight: AtomicUsize::new(0),
+            idle_since: AtomicU64::new(1),
+            head_started: AtomicU64::new(0),
+            served: AtomicUsize::new(0),
+            changed: Notify::new(),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64 + 1
+    }
+
+    fn on_read(&self) {
+        if self.in_flight.load(Ordering::Acquire) == 0
+            && self.head_started.compare_exchange(0, self.now(), Ordering::AcqRel, Ordering::Relaxed).is_ok()
+        {
+            self.changed.notify_one();
+        }
+    }
+
+    fn begin_request(self: &Arc<Self>) -> RequestGuard {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.head_started.store(0, Ordering::Release);
+        self.changed.notify_one();
+        RequestGuard(Arc::clone(self))
+    }
+
+    /// When the connection's current timer runs out; `None` while a request is in progress.
+    fn deadline(&self, limits: &ServerLimits) -> Option<Instant> {
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        let at = |millis: u64, timeout: Duration| self.epoch + Duration::from_millis(millis - 1) + timeout;
+        match self.head_started.load(Ordering::Acquire) {
+            0 if self.served.load(Ordering::Acquire) > 0 => {
+                Some(at(self.idle_since.load(Ordering::Acquire), limits.keep_alive_timeout))
+            }
+            0 => Some(at(self.idle_since.load(Ordering::Acquire), limits.header_read_timeout)),
+            started => Some(at(started, limits.header_read_timeout)),
+        }
+    }
+}
+
+/// Marks a request in progress on its connection until dropped (also when it is cancelled).
+struct RequestGuard(Arc<Activity>);
+
+impl Drop for RequestGuard {
+    fn drop(&mut self) {
+        let activity = &self.0;
+        activity.served.store(1, Ordering::Release);
+        activity.idle_since.store(activity.now(), Ordering::Release);
+        activity.head_started.store(0, Ordering::Release);
+        activity.in_flight.fetch_sub(1, Ordering::AcqRel);
+        activity.changed.notify_one();
+    }
+}
+
+/// The TCP stream, telling `Activity` when bytes arrive.
+struct TrackedStream {
+    inner: TcpStream,
+    activity: Arc<Activity>,
+}
+
+impl AsyncRead for TrackedStream {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let result = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.activity.on_read();
+        }
+        result
+    }
+}
+
+impl AsyncWrite for TrackedStream {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+async fn serve_connection(
+    stream: TcpStream,
+    app: axum::Router,
+    limits: ServerLimits,
+    mut close: watch::Receiver<bool>,
+) {
+    let activity = Arc::new(Activity::new());
+    let io = TokioIo::new(TrackedStream { inner: stream, activity: Arc::clone(&activity) });
+    let service = hyper::service::service_fn({
+        let activity = Arc::clone(&activity);
+        move |request: hyper::Request<Incoming>| {
+            let guard = activity.begin_request();
+            let app = app.clone();
+            async move {
+                let response = tower::ServiceExt::oneshot(app, request).await;
+                drop(guard);
+                response
+            }
+        }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    // Our own timers below replace hyper's (which needs a timer and counts idle time as header time).
+    builder.header_read_timeout(None);
+    let connection = builder.serve_connection(io, service);
+    tokio::pin!(connection);
+    let grace = loop {
+        let deadline = activity.deadline(&limits);
+        tokio::select! {
+            result = connection.as_mut() => {
+                if let Err(error) = result {
+                    tracing::debug!(%error, "connection ended with an error");
+                }
+                return;
+            }
+            () = sleep_until(deadline) => {
+                if activity.deadline(&limits).is_some_and(|at| at <= Instant::now()) {
+                    tracing::debug!("closing an idle or too slow connection");
+                    break CLOSE_GRACE;
+                }
+            }
+            () = activity.changed.notified() => {}
+            _ = close.changed() => break limits.shutdown_grace,
+        }
+    };
+    connection.as_mut().graceful_shutdown();
+    let _ = tokio::time::timeout(grace, connection).await;
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}

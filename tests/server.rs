@@ -1,0 +1,189 @@
+//! The real server on a socket: header-read and keep-alive timeouts, the connection limit and
+//! load shedding. Every wait is bounded by `HANG` so a regression fails instead of hanging;
+//! nothing asserts a duration.
+
+mod common;
+
+use common::fixture_state;
+use retrieval_service::config::Settings;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Far longer than any timer a test configures; far shorter than the ones it must not hit.
+const HANG: Duration = Duration::from_secs(10);
+
+struct Server {
+    address: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Server {
+    async fn start(adjust: impl FnOnce(&mut Settings)) -> Server {
+        let state = fixture_state(adjust);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(retrieval_service::server::serve(listener, state, async {
+            let _ = stopped.await;
+        }));
+        Server { address, stop: Some(stop), task }
+    }
+
+    async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        tokio::time::timeout(HANG, self.task).await.expect("server stops").unwrap().unwrap();
+    }
+}
+
+/// Reads until the server closes the connection; panics if it stays open for `HANG`.
+async fn read_until_closed(stream: &mut TcpStream) -> Vec<u8> {
+    let mut seen = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        match tokio::time::timeout(HANG, stream.read(&mut buffer)).await.expect("the server closes the connection") {
+            Ok(0) | Err(_) => return seen,
+            Ok(n) => seen.extend_from_slice(&buffer[..n]),
+        }
+    }
+}
+
+/// Sends one keep-alive request and reads exactly its response (head + Content-Length body).
+async fn request(stream: &mut TcpStream, method: &str, path: &str, body: &str) -> (u16, String, String) {
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        let n = tokio::time::timeout(HANG, stream.read(&mut buffer)).await.expect("a response").unwrap();
+        assert!(n > 0, "connection closed before a full response: {:?}", String::from_utf8_lossy(&received));
+        received.extend_from_slice(&buffer[..n]);
+        let text = String::from_utf8_lossy(&received).to_string();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let headers = text[..end].to_ascii_lowercase();
+            let length: usize = headers
+                .lines()
+                .find_map(|line| line.strip_prefix("content-length:"))
+                .map(|v| v.trim().parse().unwrap())
+                .unwrap_or(0);
+            if received.len() >= end + 4 + length {
+                let status = headers[9..12].parse().unwrap();
+                return (status, headers, text[end + 4..end + 4 + length].to_string());
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_connection_that_never_sends_a_request_is_closed_after_the_header_timeout() {
+    let server = Server::start(|s| {
+        s.header_read_timeout_seconds = 0.3;
+        s.keep_alive_timeout_seconds = 600.0;
+    })
+    .await;
+    let mut silent = TcpStream::connect(server.address).await.unwrap();
+    assert!(read_until_closed(&mut silent).await.is_empty());
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_slowloris_head_is_closed_after_the_header_timeout() {
+    let server = Server::start(|s| {
+        s.header_read_timeout_seconds = 0.3;
+        s.keep_alive_timeout_seconds = 600.0;
+    })
+    .await;
+    let mut slow = TcpStream::connect(server.address).await.unwrap();
+    // A keep-alive connection that served one request, then starts a head it never finishes.
+    let (status, _, _) = request(&mut slow, "GET", "/health", "").await;
+    assert_eq!(status, 200);
+    slow.write_all(b"GET /health HTTP/1.1\r\nhost: test\r\nx-slow: ").await.unwrap();
+    let mut closed = false;
+    for _ in 0..200 {
+        // One more header byte every 50 ms keeps the socket busy but the head incomplete.
+        if slow.write_all(b"a").await.is_err() {
+            closed = true;
+            break;
+        }
+        let mut byte = [0u8; 1];
+        match tokio::time::timeout(Duration::from_millis(50), slow.read(&mut byte)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                closed = true;
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert!(closed, "a head trickling in for 10 s was not cut by a 0.3 s header timeout");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_idle_keep_alive_connection_is_closed_after_the_keep_alive_timeout() {
+    let server = Server::start(|s| {
+        s.header_read_timeout_seconds = 600.0;
+        s.keep_alive_timeout_seconds = 0.3;
+    })
+    .await;
+    let mut client = TcpStream::connect(server.address).await.unwrap();
+    for _ in 0..2 {
+        let (status, headers, _) = request(&mut client, "GET", "/health", "").await;
+        assert_eq!(status, 200);
+        assert!(!headers.contains("connection: close"), "{headers}");
+    }
+    assert!(read_until_closed(&mut client).await.is_empty());
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn connections_beyond_the_limit_are_closed_and_the_others_keep_working() {
+    let server = Server::start(|s| s.max_connections = 2).await;
+    let mut first = TcpStream::connect(server.address).await.unwrap();
+    let mut second = TcpStream::connect(server.address).await.unwrap();
+    assert_eq!(request(&mut first, "GET", "/health", "").await.0, 200);
+    assert_eq!(request(&mut second, "GET", "/health", "").await.0, 200);
+    let mut third = TcpStream::connect(server.address).await.unwrap();
+    let _ = third.write_all(b"GET /health HTTP/1.1\r\nhost: test\r\n\r\n").await;
+    let answer = read_until_closed(&mut third).await;
+    assert!(answer.is_empty(), "{}", String::from_utf8_lossy(&answer));
+    let (status, _, metrics) = request(&mut first, "GET", "/metrics", "").await;
+    assert_eq!(status, 200);
+    assert!(metrics.contains("retrieval_connections_refused_total 1"), "{metrics}");
+    assert!(metrics.contains("retrieval_connections_open 2"), "{metrics}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_search_over_the_socket_still_works() {
+    let server = Server::start(|_| {}).await;
+    let mut client = TcpStream::connect(server.address).await.unwrap();
+    let (status, headers, body) =
+        request(&mut client, "POST", "/internal/retrieval/search", r#"{"query": "Gradle", "tenant_id": "t1"}"#).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(headers.contains("x-request-id"));
+    assert!(body.contains("sdk/android/install"), "{body}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn long_uris_are_414() {
+    let server = Server::start(|_| {}).await;
+    // Up to hyper's own URI limit (64 KiB) the answer is our JSON error.
+    let mut client = TcpStream::connect(server.address).await.unwrap();
+    let path = format!("/internal/retrieval/stats?tenant_id=t1&pad={}", "x".repeat(20_000));
+    let (status, _, body) = request(&mut client, "GET", &path, "").await;
+    assert_eq!(status, 414);
+    assert!(body.contains("uri_too_long"), "{body}");
+    // Beyond it hyper answers 414 itself, before any of our code runs (a bare status line).
+    let mut client = TcpStream::connect(server.address).await.unwrap();
+    let path = format!("/health?pad={}", "x".repeat(100_000));
+    client.write_all(format!("GET {path} HTTP/1.1\r\nhost: test\r\n\r\n").as_bytes()).await.unwrap();
+    let answer = String::from_utf8_lossy(&read_until_closed(&mut client).await).to_string();
+    assert!(answer.starts_with("HTTP/1.1 414"), "{answer}");
+    server.stop().await;
+}
