@@ -52,9 +52,37 @@ pub fn stem(token: &str) -> String {
     }
 }
 
-/// Tokenizes and stems `text`: the terms the lexical index and the pseudo-embedder work on.
+/// Russian and English function words (pronouns, prepositions, conjunctions, particles,
+/// auxiliaries, question words): they carry no topic, and in BM25 a single «на» or «как» matching
+/// a short record let it outrank the best dense match. Compared after lower-casing and ё→е.
+const STOPWORDS: &[&str] = &[
+    // Russian
+    "а", "без", "более", "бы", "был", "была", "были", "было", "быть", "в", "вам", "вас", "весь", "во", "вот",
+    "все", "всего", "всех", "вы", "где", "да", "даже", "для", "до", "его", "ее", "ей", "ему", "если", "есть",
+    "еще", "же", "за", "здесь", "и", "из", "или", "им", "их", "к", "как", "какая", "какие", "каким", "какой",
+    "когда", "кто", "куда", "ли", "либо", "мне", "может", "можно", "мой", "моя", "мы", "на", "над", "надо",
+    "наш", "не", "него", "нее", "нет", "ни", "них", "но", "ну", "о", "об", "однако", "он", "она", "они",
+    "оно", "от", "очень", "по", "под", "при", "с", "со", "так", "также", "такой", "там", "те", "тем", "то",
+    "того", "тоже", "той", "только", "том", "ты", "у", "уже", "хотя", "чего", "чей", "чем", "что", "чтобы",
+    "чье", "чья", "эта", "эти", "это", "этот", "я", "почему", "зачем", "меня", "мою", "мои", "моем", "свой",
+    "свою", "себя", "сейчас", "вообще", "просто", "пожалуйста",
+    // English
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "can", "do", "does", "for", "from", "how", "i",
+    "if", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or", "should", "so", "that", "the",
+    "their", "then", "there", "these", "this", "to", "was", "we", "what", "when", "where", "which", "who",
+    "why", "will", "with", "you", "your",
+];
+
+/// True for a lower-cased token that is a Russian or English function word.
+pub fn is_stopword(token: &str) -> bool {
+    static SET: OnceLock<std::collections::HashSet<&'static str>> = OnceLock::new();
+    SET.get_or_init(|| STOPWORDS.iter().copied().collect()).contains(token)
+}
+
+/// Tokenizes and stems `text` without function words: the terms the lexical index and the
+/// pseudo-embedder work on.
 pub fn terms(text: &str) -> Vec<String> {
-    tokenize(text).iter().map(|token| stem(token)).collect()
+    tokenize(text).iter().filter(|token| !is_stopword(token)).map(|token| stem(token)).collect()
 }
 
 #[cfg(test)]
@@ -71,6 +99,12 @@ mod tests {
         assert_eq!(stem("андроиде"), stem("андроид"));
         assert_eq!(stem("сертификата"), stem("сертификат"));
         assert_eq!(stem("installing"), stem("install"));
+    }
+
+    #[test]
+    fn function_words_are_not_terms() {
+        assert_eq!(terms("где скачать программу на iPhone"), vec![stem("скачать"), stem("программу"), stem("iphone")]);
+        assert!(terms("как это и что").is_empty());
     }
 
     #[test]

@@ -302,7 +302,7 @@ pub async fn run_pages(settings: &Settings, embedder: Arc<dyn Embedder>, run: &P
             outcomes.push(judge(question, &response, mode.as_str(), run.cutoff));
         }
         modes.push(aggregate(mode.as_str(), run.questions, &outcomes));
-        failures.extend(outcomes.into_iter().filter(|o| o.rank != Some(1)));
+        failures.extend(outcomes.into_iter().filter(|o| o.rank != Some(1) || o.flagged != o.ambiguous));
     }
     let failures_path = match run.failures {
         Some(path) => {

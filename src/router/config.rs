@@ -27,6 +27,14 @@ pub struct RouterConfig {
     pub user_product_weight: f32,
     /// At most this many themes are returned in `RoutingResult::themes`.
     pub max_themes: usize,
+    /// A hard filter proposed by the router is applied only when this many best hits of the
+    /// unfiltered search all belong to its theme (a keyword *mentioned* is not proof). On the
+    /// AdGuard dev questions: 1 → MRR 0.822, 3 → 0.838 (5 ≈ never filtering: 0.838).
+    pub hard_filter_agreeing_hits: usize,
+    /// A question that names no theme is ambiguous when its best hit is of a specific theme and
+    /// the first this-many hits span at least two specific themes (themes with more than a domain).
+    /// On the AdGuard dev questions: 5 → ambiguous flagged 0.82, clear wrongly flagged 0.10.
+    pub ambiguity_top_hits: usize,
 }
 
 impl Default for RouterConfig {
@@ -40,6 +48,8 @@ impl Default for RouterConfig {
             user_platform_weight: 0.5,
             user_product_weight: 0.5,
             max_themes: 5,
+            hard_filter_agreeing_hits: 3,
+            ambiguity_top_hits: 5,
         }
     }
 }
@@ -68,6 +78,9 @@ impl RouterConfig {
             if !(value.is_finite() && value >= 0.0) {
                 problems.push(format!("router.{name} must be a finite number ≥ 0, got {value}"));
             }
+        }
+        if self.hard_filter_agreeing_hits < 1 || self.ambiguity_top_hits < 2 {
+            problems.push("router.hard_filter_agreeing_hits must be ≥ 1 and router.ambiguity_top_hits ≥ 2".to_string());
         }
         if self.max_themes < 1 {
             problems.push("router.max_themes must be at least 1".to_string());

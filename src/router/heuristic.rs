@@ -18,7 +18,7 @@ struct Word {
 }
 
 fn words(text: &str) -> Vec<Word> {
-    text::tokenize(text).into_iter().map(|raw| Word { stem: text::stem(&raw), raw }).collect()
+    text::tokenize(text).into_iter().filter(|raw| !text::is_stopword(raw)).map(|raw| Word { stem: text::stem(&raw), raw }).collect()
 }
 
 /// Same stem, or a Latin keyword followed only by digits ("ios17", "android14", "windows11").
@@ -200,6 +200,7 @@ pub fn route_heuristic(
     {
         result.hard_filter = Some(themes[order[0]].fields());
     }
+    result.named = named_by_keyword[order[0]] || user_evidence[order[0]] > 0.0;
     fill_ranking(&mut result, &order, &scores, themes, config.max_themes);
     result
 }

@@ -132,6 +132,7 @@ pub fn llm_routing_result(picked: &[(usize, f32)], themes: &[Theme], config: &Ro
     if top >= config.llm_hard_filter_min_score && close == 1 {
         result.hard_filter = Some(themes[primary].fields());
     }
+    result.named = top >= config.llm_hard_filter_min_score;
     fill_ranking(&mut result, &order, &scores, themes, config.max_themes);
     result
 }

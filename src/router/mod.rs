@@ -99,6 +99,10 @@ pub struct RoutingResult {
     pub hard_filter: Option<ThemeFields>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub degradation: Option<String>,
+    /// True when the question itself (a keyword only one theme lists) or the user's metadata named
+    /// the primary theme; a question that names no theme may be ambiguous when its hits split.
+    #[serde(skip)]
+    pub named: bool,
 }
 
 impl RoutingResult {
@@ -109,6 +113,7 @@ impl RoutingResult {
             primary_theme: None,
             scores: BTreeMap::new(),
             requires_disambiguation: false,
+            named: false,
             mode_used,
             hard_filter: None,
             degradation: None,

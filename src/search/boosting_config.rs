@@ -11,6 +11,7 @@ use std::sync::Arc;
 /// Weights and constant of the reciprocal-rank fusion of the dense and lexical lists.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FusionConfig {
+    pub method: FusionMethod,
     pub k: f32,
     pub dense_weight: f32,
     pub lexical_weight: f32,
@@ -18,8 +19,23 @@ pub struct FusionConfig {
 
 impl Default for FusionConfig {
     fn default() -> Self {
-        Self { k: crate::search::fusion::ReciprocalRankFusion::DEFAULT_K, dense_weight: 1.0, lexical_weight: 1.0 }
+        Self {
+            method: FusionMethod::Rrf,
+            k: crate::search::fusion::ReciprocalRankFusion::DEFAULT_K,
+            dense_weight: 1.0,
+            lexical_weight: 1.0,
+        }
     }
+}
+
+/// How the dense and lexical lists are combined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FusionMethod {
+    /// Weighted reciprocal-rank fusion (ranks only).
+    Rrf,
+    /// Weighted sum of normalised scores: cosine min–max over the dense candidates, BM25 divided
+    /// by the best BM25 score (score-aware: a lone weak lexical match adds little).
+    Score,
 }
 
 /// A named rule: any of `needles` found → multiply by `boost`.
@@ -307,7 +323,13 @@ impl Parser {
             ..BoostingConfig::default()
         };
         if let Some(fusion) = section("fusion").and_then(|v| self.mapping("fusion", v)) {
-            self.unknown_keys("fusion", fusion, &["k", "weights"]);
+            self.unknown_keys("fusion", fusion, &["method", "k", "weights"]);
+            match fusion.get("method") {
+                None => {}
+                Some(Value::String(method)) if method == "rrf" => config.fusion.method = FusionMethod::Rrf,
+                Some(Value::String(method)) if method == "score" => config.fusion.method = FusionMethod::Score,
+                Some(other) => self.warn("fusion.method", format!("expected rrf or score, got {}", describe(other))),
+            }
             if let Some(k) = fusion.get("k").and_then(|v| self.number("fusion.k", v, false)) {
                 config.fusion.k = k;
             }

@@ -15,7 +15,7 @@ pub mod types;
 pub use error::{Result, SearchError};
 pub use types::*;
 
-use crate::config::{RuntimeSettings, MAX_RESULTS_CAP};
+use crate::config::{RouterMode, RuntimeSettings, MAX_RESULTS_CAP};
 use crate::embed::{embed_query_with_fallback, Embedder, PseudoEmbedder};
 use crate::index::{RecordFilter, VectorIndex};
 use crate::model::Record;
@@ -334,16 +334,34 @@ impl SearchService {
             };
             cascade::run(self.index.as_ref(), input)
         };
-        let mut output = run(filter).await?;
-        let mut filter_applied = hard_filter.is_some();
-        if output.hits.is_empty() && chosen_theme.is_none() && filter_applied {
-            // The router was sure, but its theme has nothing here: answer unfiltered rather than empty.
-            output = run(soft_filter).await?;
-            filter_applied = false;
-            degradations.push(Degradation::new(
-                "router_filter_empty",
-                "the router's theme filter matched no record of this tenant; answered without it",
-            ));
+        // The caller's chosen theme always filters. The router's proposed filter applies only when
+        // the retrieval evidence agrees: the unfiltered search's best hit is of that theme (a
+        // theme keyword *mentioned* in a question is not proof the question is about it).
+        let proposed_by_router = chosen_theme.is_none() && hard_filter.is_some();
+        let mut output = run(if proposed_by_router { soft_filter.clone() } else { filter.clone() }).await?;
+        let mut filter_applied = chosen_theme.is_some();
+        if let (true, Some(fields)) = (proposed_by_router, &hard_filter) {
+            let needed = self.router_config.hard_filter_agreeing_hits.max(1);
+            let agrees = output.hits.len() >= needed.min(max_results)
+                && output.hits.iter().take(needed).all(|hit| fields.matches(&hit.record.meta));
+            if agrees {
+                let filtered = run(filter).await?;
+                if filtered.hits.is_empty() {
+                    degradations.push(Degradation::new(
+                        "router_filter_empty",
+                        "the router's theme filter matched no record of this tenant; answered without it",
+                    ));
+                } else {
+                    output = filtered;
+                    filter_applied = true;
+                }
+            }
+        }
+        let mut routing = routing;
+        if chosen_theme.is_none() && !filter_applied && routing.mode_used != RouterMode::None {
+            // Ambiguity from the evidence: the question names no theme and its hits split.
+            routing.requires_disambiguation = !routing.named
+                && routing::hits_split(&output.hits, self.router_config.ambiguity_top_hits, &themes);
         }
         if let Some(degradation) = output.rerank_degradation.take() {
             self.counters.rerank_failures.fetch_add(1, Ordering::Relaxed);

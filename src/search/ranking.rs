@@ -2,8 +2,8 @@
 //! then boosting — the single place where a level's candidates are scored and ordered.
 
 use super::boosting::{boost_and_sort, BoostContext, BoostEffect, BoostInput, BoostOutcome, Boostable};
-use super::boosting_config::BoostingConfig;
-use super::fusion::{RankedList, ReciprocalRankFusion};
+use super::boosting_config::{BoostingConfig, FusionMethod};
+use super::fusion::{FusedItem, RankedList, ReciprocalRankFusion};
 use super::Result;
 use crate::index::{RecordFilter, VectorIndex};
 use crate::model::{Level, Record};
@@ -105,6 +105,51 @@ impl Boostable for Ranked {
     }
 }
 
+/// Score-aware fusion of the dense and lexical lists (record numbers, best first): each list's
+/// scores are normalised to [0, 1] — cosine min–max over its candidates, BM25 by its best score —
+/// and summed with the list weights; `normalized` divides by the weight total. Ties by number.
+fn score_fusion(lists: &[RankedList<'_, usize>; 2], dense: &[f32], lexical: &[f32]) -> Vec<FusedItem<usize>> {
+    let weights: Vec<f32> = lists.iter().map(|l| if l.weight.is_finite() && l.weight > 0.0 { l.weight } else { 0.0 }).collect();
+    let total: f32 = weights.iter().sum();
+    let mut ranks: Vec<[Option<usize>; 2]> = vec![[None, None]; dense.len()];
+    for (which, list) in lists.iter().enumerate() {
+        for (position, &number) in list.ids.iter().enumerate() {
+            ranks[number][which].get_or_insert(position + 1);
+        }
+    }
+    let range = |ids: &[usize], scores: &[f32]| {
+        let (mut low, mut high) = (f32::INFINITY, f32::NEG_INFINITY);
+        for &number in ids {
+            low = low.min(scores[number]);
+            high = high.max(scores[number]);
+        }
+        (low, high)
+    };
+    let (dense_low, dense_high) = range(lists[0].ids, dense);
+    let (_, lexical_high) = range(lists[1].ids, lexical);
+    let mut items: Vec<FusedItem<usize>> = ranks
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r[0].is_some() || r[1].is_some())
+        .map(|(number, r)| {
+            let dense_part = match r[0] {
+                Some(_) if dense_high > dense_low => (dense[number] - dense_low) / (dense_high - dense_low),
+                Some(_) => 1.0,
+                None => 0.0,
+            };
+            let lexical_part = match r[1] {
+                Some(_) if lexical_high > 0.0 => lexical[number] / lexical_high,
+                _ => 0.0,
+            };
+            let score = weights[0] * dense_part + weights[1] * lexical_part;
+            let normalized = if total > 0.0 { (score / total).clamp(0.0, 1.0) } else { 0.0 };
+            FusedItem { id: number, ranks: r.to_vec(), score, normalized }
+        })
+        .collect();
+    items.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+    items
+}
+
 /// The top `k` records of `level` matching `filter`, best first.
 pub async fn rank_level(
     index: &dyn VectorIndex,
@@ -153,10 +198,11 @@ pub async fn rank_level(
         RankingMode::Lexical => (0.0, 1.0),
         RankingMode::Hybrid => (fusion_config.dense_weight, fusion_config.lexical_weight),
     };
-    let fused = ReciprocalRankFusion::new(fusion_config.k).fuse(
-        &[RankedList::new(&dense_numbers, dense_weight), RankedList::new(&lexical_numbers, lexical_weight)],
-        records.len(),
-    );
+    let lists = [RankedList::new(&dense_numbers, dense_weight), RankedList::new(&lexical_numbers, lexical_weight)];
+    let fused = match fusion_config.method {
+        FusionMethod::Rrf => ReciprocalRankFusion::new(fusion_config.k).fuse(&lists, records.len()),
+        FusionMethod::Score => score_fusion(&lists, &dense_scores, &lexical_scores),
+    };
     let mut ranked: Vec<Ranked> = fused
         .into_iter()
         .filter(|item| item.normalized > 0.0)

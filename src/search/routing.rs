@@ -47,3 +47,23 @@ pub fn clarification(result: &RoutingResult, hits: &[Ranked], themes: &[Theme]) 
     let labels: Vec<Option<String>> = hits.iter().take(CLARIFICATION_TOP_HITS).map(|hit| label(hit, themes)).collect();
     build_clarification(result, &labels, themes)
 }
+
+/// Whether the first `n` hits split across themes: the best hit belongs to a *specific* theme
+/// (one defined by more than a domain, e.g. a product platform or a role), and the first `n` hits
+/// name at least two specific themes. Hits of domain-only themes (general knowledge pages) answer
+/// for every product and do not split a question.
+pub fn hits_split(hits: &[Ranked], n: usize, themes: &[Theme]) -> bool {
+    let specific = |hit: &Ranked| {
+        label(hit, themes).filter(|id| themes.iter().any(|t| &t.id == id && t.fields().specificity() >= 2))
+    };
+    if hits.first().and_then(specific).is_none() {
+        return false;
+    }
+    let mut seen: Vec<String> = Vec::new();
+    for id in hits.iter().take(n).filter_map(specific) {
+        if !seen.contains(&id) {
+            seen.push(id);
+        }
+    }
+    seen.len() >= 2
+}
