@@ -243,6 +243,7 @@ pub struct Settings {
     pub theme_router_timeout_seconds: f64,
     pub themes_path: PathBuf,
     pub boosting_path: PathBuf,
+    pub synonyms_dir: PathBuf,
     pub mapping_path: PathBuf,
 }
 
@@ -306,6 +307,7 @@ impl Default for Settings {
             theme_router_timeout_seconds: 3.0,
             themes_path: "config/themes.yaml".into(),
             boosting_path: "config/boosting.yaml".into(),
+            synonyms_dir: "config/synonyms".into(),
             mapping_path: "config/mapping.yaml".into(),
         }
     }

@@ -117,6 +117,7 @@ pub fn state_with_reranker(
         router_config,
         llm_router,
         boosting: crate::search::boosting_config::BoostingConfig::load_shared(&settings.boosting_path),
+        synonyms: Arc::new(crate::search::synonyms::Synonyms::load_dir(&settings.synonyms_dir)),
         reranker,
         rerank_timeout: Duration::from_secs_f64(settings.rerank_timeout_seconds),
         runtime: Arc::new(RwLock::new(settings.runtime())),

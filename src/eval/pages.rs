@@ -8,7 +8,7 @@
 use super::cache::CachedEmbedder;
 use super::EvalError;
 use crate::config::{RouterMode, Settings};
-use crate::embed::{Embedder, InputKind};
+use crate::embed::Embedder;
 use crate::index::InMemoryIndex;
 use crate::search::{SearchRequest, SearchResponse, SearchService};
 use serde::{Deserialize, Serialize};
@@ -261,7 +261,7 @@ pub struct PagesRun<'a> {
 }
 
 /// Runs every question through a `SearchService` built exactly as `serve` builds it (settings,
-/// themes, boosting), over the snapshot; query embeddings are computed once (and cached).
+/// themes, boosting, synonyms), over the snapshot; query embeddings are cached on disk.
 pub async fn run_pages(settings: &Settings, embedder: Arc<dyn Embedder>, run: &PagesRun<'_>) -> Result<PagesReport, EvalError> {
     let snapshot = crate::index::memory::read_snapshot_file(run.snapshot).map_err(|e| EvalError::Index(e.to_string()))?;
     let index = Arc::new(InMemoryIndex::from_snapshot(snapshot).map_err(|e| EvalError::Index(e.to_string()))?);
@@ -279,8 +279,6 @@ pub async fn run_pages(settings: &Settings, embedder: Arc<dyn Embedder>, run: &P
     let docs = stats.tenants.get(&tenant).map_or(0, |t| t.docs);
     let cached: Arc<dyn Embedder> =
         Arc::new(CachedEmbedder::open(embedder, run.embedding_cache, settings.ingest_embedding_batch_size));
-    let texts: Vec<String> = run.questions.iter().map(|q| q.query.clone()).collect();
-    let vectors = cached.embed(&texts, InputKind::Query).await?;
     let state = crate::startup::state_with(settings.clone(), index, Arc::clone(&cached));
     let service: &SearchService = &state.search;
 
@@ -289,13 +287,12 @@ pub async fn run_pages(settings: &Settings, embedder: Arc<dyn Embedder>, run: &P
     for &mode in &run.modes {
         service.runtime.write().unwrap_or_else(|p| p.into_inner()).theme_router_mode = mode;
         let mut outcomes = Vec::with_capacity(run.questions.len());
-        for (question, vector) in run.questions.iter().zip(&vectors) {
+        for question in run.questions {
             let request = SearchRequest {
                 query: question.query.clone(),
                 tenant_id: tenant.clone(),
                 max_results: Some(run.cutoff as i64),
                 include_steps: true,
-                query_embedding: Some(vector.clone()),
                 ..SearchRequest::default()
             };
             let response = service.search(&request).await.map_err(|e| EvalError::Index(e.to_string()))?;

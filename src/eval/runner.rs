@@ -155,6 +155,7 @@ pub fn pipeline_service(index: Arc<InMemoryIndex>, options: &EvalOptions) -> Arc
         router_config: RouterConfig::default(),
         llm_router: None,
         boosting: Arc::new(boosting),
+        synonyms: Default::default(),
         reranker: Arc::new(NoopReranker),
         rerank_timeout: std::time::Duration::from_secs(1),
         runtime: Arc::new(std::sync::RwLock::new(runtime)),

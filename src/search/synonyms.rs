@@ -1,0 +1,177 @@
+//! Query synonyms in the Solr/Elasticsearch synonyms-file convention, per tenant:
+//! `RETR_SYNONYMS_DIR/_all.txt` applies to every tenant, `RETR_SYNONYMS_DIR/<tenant_id>.txt` to one.
+//!
+//! - `a, b, c` — equivalent words: a query with any of them also searches for the others;
+//! - `a, b => c` — explicit mapping: a query with `a` or `b` also searches for `c`;
+//! - `#` starts a comment; blank lines are ignored. Entries may be phrases of several words.
+//!
+//! Matching is on stems (the lexical index's terms), so inflections match («айфоне» → «айфон»).
+//! The expansion adds the synonyms' terms to the BM25 query (the embedded query is unchanged:
+//! adding them there lowered quality). This is how colloquial Cyrillic product names (адгард,
+//! айфон, винда, апк) meet the Latin names the docs use.
+
+use crate::text::terms;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// One rule: when every term of one `from` phrase occurs in the query, add `to`.
+#[derive(Debug, Clone, PartialEq)]
+struct Rule {
+    from: Vec<Vec<String>>,
+    to: Vec<String>,
+}
+
+/// The synonym rules of every tenant (`_all` rules are merged into each lookup).
+#[derive(Debug, Clone, Default)]
+pub struct Synonyms {
+    common: Vec<Rule>,
+    by_tenant: HashMap<String, Vec<Rule>>,
+}
+
+/// The query after expansion: extra BM25 terms and extra words for the embedded text.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Expansion {
+    pub terms: Vec<String>,
+    pub words: Vec<String>,
+}
+
+/// Parses one synonyms file; malformed lines come back as `(line number, reason)`.
+fn parse(text: &str) -> (Vec<Rule>, Vec<(usize, String)>) {
+    let mut rules = Vec::new();
+    let mut problems = Vec::new();
+    for (number, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let split = |side: &str| -> Vec<String> {
+            side.split(',').map(str::trim).filter(|w| !w.is_empty()).map(str::to_string).collect()
+        };
+        let (from, to) = match line.split_once("=>") {
+            Some((left, right)) => (split(left), split(right)),
+            None => {
+                let all = split(line);
+                (all.clone(), all)
+            }
+        };
+        if from.is_empty() || to.is_empty() || (!line.contains("=>") && from.len() < 2) {
+            problems.push((number + 1, format!("expected `a, b` or `a => b`, got {raw:?}")));
+            continue;
+        }
+        let from_terms: Vec<Vec<String>> = from.iter().map(|w| terms(w)).filter(|t| !t.is_empty()).collect();
+        if from_terms.is_empty() {
+            problems.push((number + 1, "no searchable word on the left".to_string()));
+            continue;
+        }
+        rules.push(Rule { from: from_terms, to });
+    }
+    (rules, problems)
+}
+
+impl Synonyms {
+    /// Loads `_all.txt` and every `<tenant>.txt` of `dir`. A missing directory means no synonyms;
+    /// unreadable files and malformed lines are logged and skipped (a search never fails on them).
+    pub fn load_dir(dir: &Path) -> Self {
+        let mut synonyms = Self::default();
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return synonyms;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.extension().is_none_or(|e| e != "txt") {
+                continue;
+            }
+            let Some(name) = path.file_stem().and_then(|s| s.to_str()).map(str::to_string) else { continue };
+            let text = match std::fs::read_to_string(&path) {
+                Ok(text) => text,
+                Err(error) => {
+                    tracing::warn!(path = %path.display(), %error, "synonyms file unreadable; ignored");
+                    continue;
+                }
+            };
+            let (rules, problems) = parse(&text);
+            for (line, reason) in problems {
+                tracing::warn!(path = %path.display(), line, %reason, "synonyms line ignored");
+            }
+            if name == "_all" {
+                synonyms.common.extend(rules);
+            } else {
+                synonyms.by_tenant.entry(name).or_default().extend(rules);
+            }
+        }
+        synonyms
+    }
+
+    /// Rules from text (tests, and callers without files): `tenant` `None` = every tenant.
+    pub fn from_text(tenant: Option<&str>, text: &str) -> Self {
+        let (rules, _) = parse(text);
+        let mut synonyms = Self::default();
+        match tenant {
+            Some(tenant) => {
+                synonyms.by_tenant.insert(tenant.to_string(), rules);
+            }
+            None => synonyms.common = rules,
+        }
+        synonyms
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.common.is_empty() && self.by_tenant.values().all(Vec::is_empty)
+    }
+
+    /// What the query gains from `tenant`'s rules: terms and words not already in it.
+    pub fn expand(&self, tenant: &str, query_terms: &[String]) -> Expansion {
+        let mut expansion = Expansion::default();
+        let tenant_rules = self.by_tenant.get(tenant).map(Vec::as_slice).unwrap_or_default();
+        for rule in self.common.iter().chain(tenant_rules) {
+            let fires = rule.from.iter().any(|phrase| phrase.iter().all(|term| query_terms.contains(term)));
+            if !fires {
+                continue;
+            }
+            for word in &rule.to {
+                let word_terms = terms(word);
+                if word_terms.iter().all(|t| query_terms.contains(t) || expansion.terms.contains(t)) {
+                    continue;
+                }
+                for term in word_terms {
+                    if !query_terms.contains(&term) && !expansion.terms.contains(&term) {
+                        expansion.terms.push(term);
+                    }
+                }
+                expansion.words.push(word.clone());
+            }
+        }
+        expansion
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equivalents_expand_both_ways_and_match_inflections() {
+        let synonyms = Synonyms::from_text(None, "айфон, iphone\n# comment\nвинда, виндовс, windows\n");
+        let expansion = synonyms.expand("t", &terms("адгард на айфоне"));
+        assert_eq!(expansion.words, vec!["iphone".to_string()]);
+        assert_eq!(expansion.terms, terms("iphone"));
+        let back = synonyms.expand("t", &terms("iPhone settings"));
+        assert_eq!(back.words, vec!["айфон".to_string()]);
+        assert!(synonyms.expand("t", &terms("android")).words.is_empty());
+    }
+
+    #[test]
+    fn explicit_mapping_is_one_way_and_per_tenant() {
+        let synonyms = Synonyms::from_text(Some("a"), "адгард => AdGuard\n");
+        assert_eq!(synonyms.expand("a", &terms("адгард блокирует")).words, vec!["AdGuard".to_string()]);
+        assert!(synonyms.expand("a", &terms("AdGuard")).words.is_empty());
+        assert!(synonyms.expand("b", &terms("адгард")).words.is_empty(), "another tenant's rules never apply");
+    }
+
+    #[test]
+    fn malformed_lines_are_reported_not_fatal() {
+        let (rules, problems) = parse("одно\n => x\nок, ok\n");
+        assert_eq!(rules.len(), 1);
+        assert_eq!(problems.iter().map(|(line, _)| *line).collect::<Vec<_>>(), vec![1, 2]);
+    }
+}
