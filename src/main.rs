@@ -115,14 +115,16 @@ fn main() -> ExitCode {
                 suggest_themes(&settings, index, tenant, min_docs)
             }
             Command::Eval(args) => {
-                let embedder = retrieval_service::startup::build_ingest_embedder(&settings).map_err(|e| e.to_string())?;
+                let embedder =
+                    retrieval_service::startup::build_ingest_embedder(&settings).map_err(|e| e.to_string())?;
                 retrieval_service::eval::run(&settings, embedder, &args)
                     .await
                     .map(|report| print!("{report}"))
                     .map_err(|error| error.to_string())
             }
             Command::Ingest(args) => {
-                let embedder = retrieval_service::startup::build_ingest_embedder(&settings).map_err(|e| e.to_string())?;
+                let embedder =
+                    retrieval_service::startup::build_ingest_embedder(&settings).map_err(|e| e.to_string())?;
                 let writer: Option<std::sync::Arc<dyn retrieval_service::ingest::writer::IndexWriter>> =
                     match retrieval_service::index::ChromaIndex::new(&settings) {
                         Ok(index) => Some(std::sync::Arc::new(

@@ -12,13 +12,14 @@ fn shipped_file_loads_every_section_without_warnings() {
     let (config, warnings) =
         BoostingConfig::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/config/boosting.yaml")));
     assert!(warnings.is_empty(), "{warnings:?}");
-    assert_eq!(config.fusion.k, 20.0);
+    assert_eq!(config.fusion.method, retrieval_service::search::boosting_config::FusionMethod::Score);
     assert_eq!(config.fusion.lexical_weight, 0.7);
+    assert_eq!((config.cascade.k, config.cascade.section_weight, config.cascade.chunk_weight), (5.0, 1.0, 1.0));
     assert_eq!(config.page_type_boosts["overview"], 1.06);
     assert_eq!(config.section_boosts["api"], 1.02);
     assert_eq!(config.platform_boosts["android"], 1.03);
-    assert_eq!(config.theme_boosts.primary, 0.08);
-    assert_eq!(config.theme_boosts.secondary, 0.04);
+    assert_eq!(config.theme_boosts.primary, 0.04);
+    assert_eq!(config.theme_boosts.secondary, 0.02);
     assert_eq!(config.theme_boosts.secondary_count, 2);
     assert_eq!(config.url_patterns.len(), 4);
     assert_eq!(config.title_keywords.iter().find(|r| r.name == "overview").map(|r| r.boost), Some(1.0));

@@ -146,7 +146,7 @@ async fn rerank_requested_without_an_endpoint_is_reported() {
 }
 
 #[tokio::test]
-async fn a_sure_theme_that_matches_nothing_is_answered_unfiltered_and_reported() {
+async fn a_sure_theme_the_hits_do_not_support_does_not_filter() {
     let dir = tempfile::tempdir().unwrap();
     let themes = dir.path().join("themes.yaml");
     std::fs::write(
@@ -159,7 +159,9 @@ async fn a_sure_theme_that_matches_nothing_is_answered_unfiltered_and_reported()
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["routing"]["primary_theme"], "ghost");
     assert!(body["routing"]["hard_filter"].is_object(), "{}", body["routing"]);
+    // A theme named by a keyword filters only when the best unfiltered hits are of that theme;
+    // here none is, so the search is answered unfiltered (never emptied by a bare mention).
     assert_eq!(body["routing"]["filter_applied"], false);
-    assert_eq!(codes(&body), vec!["router_filter_empty"]);
+    assert!(codes(&body).is_empty(), "{body}");
     assert!(!body["hits"].as_array().unwrap().is_empty());
 }

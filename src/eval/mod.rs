@@ -151,7 +151,8 @@ pub async fn run_passages(
         title_in_dense: args.title_in_dense,
         boosting: Some(boosting),
     };
-    let cached = Arc::new(cache::CachedEmbedder::open(embedder, &args.embedding_cache, settings.ingest_embedding_batch_size));
+    let cached =
+        Arc::new(cache::CachedEmbedder::open(embedder, &args.embedding_cache, settings.ingest_embedding_batch_size));
     let report = run_eval(&corpus, &queries, &qrels, cached.clone(), &options).await?;
     tracing::info!(embedded = cached.misses(), "eval finished");
     Ok(report)

@@ -189,10 +189,8 @@ pub fn aggregate(mode: &str, questions: &[PageQuestion], outcomes: &[QuestionOut
     scores.clear_flagged = clear_flagged as f64 / clear.max(1) as f64;
     scores.took_mean_ms = took.iter().sum::<f64>() / n;
     took.sort_by(f64::total_cmp);
-    scores.took_p99_ms = took
-        .get(((took.len() as f64 * 0.99).ceil() as usize).clamp(1, took.len().max(1)) - 1)
-        .copied()
-        .unwrap_or(0.0);
+    scores.took_p99_ms =
+        took.get(((took.len() as f64 * 0.99).ceil() as usize).clamp(1, took.len().max(1)) - 1).copied().unwrap_or(0.0);
     scores
 }
 
@@ -262,8 +260,13 @@ pub struct PagesRun<'a> {
 
 /// Runs every question through a `SearchService` built exactly as `serve` builds it (settings,
 /// themes, boosting, synonyms), over the snapshot; query embeddings are cached on disk.
-pub async fn run_pages(settings: &Settings, embedder: Arc<dyn Embedder>, run: &PagesRun<'_>) -> Result<PagesReport, EvalError> {
-    let snapshot = crate::index::memory::read_snapshot_file(run.snapshot).map_err(|e| EvalError::Index(e.to_string()))?;
+pub async fn run_pages(
+    settings: &Settings,
+    embedder: Arc<dyn Embedder>,
+    run: &PagesRun<'_>,
+) -> Result<PagesReport, EvalError> {
+    let snapshot =
+        crate::index::memory::read_snapshot_file(run.snapshot).map_err(|e| EvalError::Index(e.to_string()))?;
     let index = Arc::new(InMemoryIndex::from_snapshot(snapshot).map_err(|e| EvalError::Index(e.to_string()))?);
     let stats = crate::index::VectorIndex::stats(index.as_ref()).await.map_err(|e| EvalError::Index(e.to_string()))?;
     let tenant = match &run.tenant {

@@ -80,7 +80,14 @@ pub async fn demo_snapshot(embedder: &dyn Embedder, mapping: &MappingRules) -> R
         }
         let mut records = build_record_set(tenant, &docs, &chunking, &indexed_at);
         let mut cache = EmbeddingCache::in_memory();
-        embed_records(embedder, &mut records, EmbedPlan { batch_size: 64, concurrency: 1 }, &mut cache, Progress::Silent).await?;
+        embed_records(
+            embedder,
+            &mut records,
+            EmbedPlan { batch_size: 64, concurrency: 1 },
+            &mut cache,
+            Progress::Silent,
+        )
+        .await?;
         let dimension = records.docs.first().map(|r| r.embedding.len()).unwrap_or(0);
         let batch = IngestBatch {
             records,

@@ -182,7 +182,8 @@ pub async fn embed_records(
     let mut stats = EmbedStats::default();
     let sections_with_chunks: HashSet<String> =
         records.chunks.iter().filter_map(|chunk| chunk.meta.section_id.clone()).collect();
-    let embedded_directly = |record: &Record| record.level() != Level::Section || !sections_with_chunks.contains(&record.id);
+    let embedded_directly =
+        |record: &Record| record.level() != Level::Section || !sections_with_chunks.contains(&record.id);
 
     let mut keys: HashMap<String, String> = HashMap::new();
     let mut pending: Vec<(String, String)> = Vec::new();
@@ -278,9 +279,9 @@ fn normalized(mut vector: Vec<f32>) -> Vec<f32> {
 mod tests {
     use super::*;
     use crate::embed::{EmbedErrorKind, PseudoEmbedder};
+    use crate::ingest::markdown::RawSection;
     use crate::ingest::records::{build_records, SourceDoc};
     use crate::ingest::split::ChunkingConfig;
-    use crate::ingest::markdown::RawSection;
     use async_trait::async_trait;
     use std::sync::Mutex;
 
@@ -312,7 +313,9 @@ mod tests {
             title: "Настройки".into(),
             sections: vec![
                 RawSection { headings: vec![], text: "Вступление про фильтры.".into() },
-                RawSection { headings: vec!["DNS".into()], text: "один два три четыре пять шесть семь".into() },
+                RawSection {
+                    headings: vec!["DNS".into()], text: "один два три четыре пять шесть семь".into()
+                },
                 RawSection { headings: vec!["Пусто".into()], text: String::new() },
             ],
             ..SourceDoc::default()

@@ -289,6 +289,8 @@ mod tests {
             assert_eq!((topic.section.as_str(), topic.role.as_str()), (section, role), "{path}");
         }
         assert_eq!(rules.resolve("blog/release-5-2.md", "Релиз 5.2").page_type, "changelog");
+        assert_ne!(rules.resolve("docs/agent/mobile.md", "Мобильная версия").page_type, "changelog");
+        assert_eq!(rules.resolve("docs/agent/history.md", "История версий").page_type, "changelog");
         assert_eq!(rules.resolve("docs/faq/login.md", "Вход").page_type, "faq");
         assert_eq!(rules.resolve("ios/push.md", "Push").platform, "ios");
         assert_eq!(rules.resolve("sdk/web/install.md", "x").platform, "web");

@@ -18,7 +18,11 @@ struct Word {
 }
 
 fn words(text: &str) -> Vec<Word> {
-    text::tokenize(text).into_iter().filter(|raw| !text::is_stopword(raw)).map(|raw| Word { stem: text::stem(&raw), raw }).collect()
+    text::tokenize(text)
+        .into_iter()
+        .filter(|raw| !text::is_stopword(raw))
+        .map(|raw| Word { stem: text::stem(&raw), raw })
+        .collect()
 }
 
 /// Same stem, or a Latin keyword followed only by digits ("ios17", "android14", "windows11").

@@ -286,7 +286,6 @@ impl SearchService {
         self.counters.searches.fetch_add(1, Ordering::Relaxed);
         let mut degradations = Vec::new();
 
-
         let routing = match &chosen_theme {
             Some(_) => RoutingResult::empty(runtime.theme_router_mode),
             None => {
@@ -368,8 +367,8 @@ impl SearchService {
         let mut routing = routing;
         if chosen_theme.is_none() && !filter_applied && routing.mode_used != RouterMode::None {
             // Ambiguity from the evidence: the question names no theme and its hits split.
-            routing.requires_disambiguation = !routing.named
-                && routing::hits_split(&output.hits, self.router_config.ambiguity_top_hits, &themes);
+            routing.requires_disambiguation =
+                !routing.named && routing::hits_split(&output.hits, self.router_config.ambiguity_top_hits, &themes);
         }
         if let Some(degradation) = output.rerank_degradation.take() {
             self.counters.rerank_failures.fetch_add(1, Ordering::Relaxed);
@@ -377,6 +376,9 @@ impl SearchService {
         }
         if output.fallback_used {
             self.counters.text_fallbacks.fetch_add(1, Ordering::Relaxed);
+        }
+        if chosen_theme.is_none() && !filter_applied {
+            routing::cover_named_themes(&mut output, &routing, &themes, max_results);
         }
         let clarification =
             if chosen_theme.is_none() { routing::clarification(&routing, &output.hits, &themes) } else { None };

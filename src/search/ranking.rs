@@ -109,7 +109,8 @@ impl Boostable for Ranked {
 /// scores are normalised to [0, 1] — cosine min–max over its candidates, BM25 by its best score —
 /// and summed with the list weights; `normalized` divides by the weight total. Ties by number.
 fn score_fusion(lists: &[RankedList<'_, usize>; 2], dense: &[f32], lexical: &[f32]) -> Vec<FusedItem<usize>> {
-    let weights: Vec<f32> = lists.iter().map(|l| if l.weight.is_finite() && l.weight > 0.0 { l.weight } else { 0.0 }).collect();
+    let weights: Vec<f32> =
+        lists.iter().map(|l| if l.weight.is_finite() && l.weight > 0.0 { l.weight } else { 0.0 }).collect();
     let total: f32 = weights.iter().sum();
     let mut ranks: Vec<[Option<usize>; 2]> = vec![[None, None]; dense.len()];
     for (which, list) in lists.iter().enumerate() {

@@ -2,7 +2,9 @@
 //! boost, label hits with their theme, and offer a clarification when the top hits really split.
 
 use super::boosting::RoutingHint;
+use super::cascade::CascadeOutput;
 use super::ranking::Ranked;
+use crate::model::Level;
 use crate::router::{build_clarification, infer_theme_label, Clarification, RoutingResult, Theme};
 use serde::Serialize;
 
@@ -66,4 +68,41 @@ pub fn hits_split(hits: &[Ranked], n: usize, themes: &[Theme]) -> bool {
         }
     }
     seen.len() >= 2
+}
+
+/// A question that names several themes equally (no primary theme, e.g. «как оператору и
+/// администратору…») gets an answer from each: a tied leading theme without a hit in the answer
+/// gets its best ranked section in place of the answer's last hit of an over-represented theme.
+pub fn cover_named_themes(output: &mut CascadeOutput, result: &RoutingResult, themes: &[Theme], max_results: usize) {
+    if result.primary_theme.is_some() || result.themes.len() < 2 || output.hits_level != Some(Level::Section) {
+        return;
+    }
+    let top = result.scores.values().copied().fold(0.0_f32, f32::max);
+    let tied: Vec<&String> =
+        result.themes.iter().filter(|id| result.scores.get(*id).is_some_and(|s| top - s < 1e-6)).collect();
+    if tied.len() < 2 {
+        return;
+    }
+    for theme in tied {
+        let labels: Vec<Option<String>> = output.hits.iter().map(|hit| label(hit, themes)).collect();
+        if labels.iter().any(|l| l.as_ref() == Some(theme)) {
+            continue;
+        }
+        let Some(best) = output.sections.iter().find(|s| label(s, themes).as_ref() == Some(theme)) else { continue };
+        if output.hits.iter().any(|hit| hit.record.id == best.record.id) {
+            continue;
+        }
+        if output.hits.len() < max_results {
+            output.hits.push(best.clone());
+            continue;
+        }
+        // Replace the last hit whose theme has more than one hit in the answer.
+        let replace = (0..output.hits.len()).rev().find(|&i| {
+            let l = &labels[i];
+            l.as_ref() != Some(theme) && labels.iter().filter(|other| *other == l).count() > 1
+        });
+        if let Some(position) = replace {
+            output.hits[position] = best.clone();
+        }
+    }
 }
