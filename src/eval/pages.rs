@@ -282,6 +282,10 @@ pub async fn run_pages(
     let docs = stats.tenants.get(&tenant).map_or(0, |t| t.docs);
     let cached: Arc<dyn Embedder> =
         Arc::new(CachedEmbedder::open(embedder, run.embedding_cache, settings.ingest_embedding_batch_size));
+    // Embed every question once up front (cached on disk), so the latency column is the search
+    // alone in every mode, as for precomputed query embeddings.
+    let texts: Vec<String> = run.questions.iter().map(|q| q.query.clone()).collect();
+    cached.embed(&texts, crate::embed::InputKind::Query).await?;
     let state = crate::startup::state_with(settings.clone(), index, Arc::clone(&cached));
     let service: &SearchService = &state.search;
 
@@ -323,4 +327,59 @@ pub async fn run_pages(
         None => None,
     };
     Ok(PagesReport { questions: run.questions.len(), docs, modes, failures_path })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::PseudoEmbedder;
+
+    #[tokio::test]
+    async fn demo_questions_are_judged_with_miss_stages_and_failures() {
+        let embedder: Arc<dyn Embedder> = Arc::new(PseudoEmbedder::new(384));
+        let mapping = crate::ingest::MappingRules::builtin();
+        let snapshot = crate::ingest::demo_snapshot(embedder.as_ref(), &mapping).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let index = dir.path().join("demo.json");
+        crate::index::memory::write_snapshot_file(&index, &snapshot).unwrap();
+        let question = |id: &str, query: &str, relevant: &str| PageQuestion {
+            id: id.into(),
+            query: query.into(),
+            relevant: vec![relevant.into()],
+            platform: None,
+            ambiguous: false,
+        };
+        let questions = vec![
+            question("hit", "как сбросить пароль", "docs/faq/login-problems.md"),
+            question("miss", "как сбросить пароль", "no/such/page.md"),
+        ];
+        let failures = dir.path().join("failures.jsonl");
+        let settings = Settings { themes_path: "config/themes.yaml".into(), ..Settings::default() };
+        let run = PagesRun {
+            questions: &questions,
+            snapshot: &index,
+            tenant: Some("demo".into()),
+            modes: vec![RouterMode::None, RouterMode::Heuristic],
+            cutoff: 10,
+            failures: Some(&failures),
+            embedding_cache: &dir.path().join("cache.jsonl"),
+        };
+        let report = run_pages(&settings, embedder, &run).await.unwrap();
+        assert_eq!(report.modes.len(), 2);
+        for mode in &report.modes {
+            assert_eq!((mode.questions, mode.hit10, mode.miss_doc), (2, 0.5, 1), "{mode:?}");
+        }
+        let lines = std::fs::read_to_string(&failures).unwrap();
+        let misses: Vec<serde_json::Value> = lines
+            .lines()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+            .filter(|outcome| outcome["id"] == "miss")
+            .collect();
+        for miss in &misses {
+            assert_eq!(miss["miss"], "doc_step");
+            assert!(!miss["top_hits"].as_array().unwrap().is_empty(), "a miss lists its hits");
+        }
+        assert_eq!(misses.len(), 2, "one miss per router mode");
+        assert!(report.to_string().contains("MRR@10"));
+    }
 }
