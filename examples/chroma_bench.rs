@@ -34,6 +34,9 @@ struct Args {
     /// Write the corpus to this in-memory snapshot file and exit (Chroma is not contacted).
     #[arg(long)]
     snapshot_out: Option<std::path::PathBuf>,
+    /// Upsert batches in flight while loading (RETR_CHROMA_WRITE_CONCURRENCY; default: its default).
+    #[arg(long)]
+    write_concurrency: Option<usize>,
     #[arg(long, default_value_t = 2000)]
     docs: usize,
     #[arg(long, default_value_t = 5)]
@@ -219,6 +222,7 @@ async fn main() {
         chroma_host: args.chroma.clone(),
         chroma_collection: args.prefix.clone(),
         chroma_timeout_seconds: 60.0,
+        chroma_write_concurrency: args.write_concurrency.unwrap_or(Settings::default().chroma_write_concurrency),
         ..Settings::default()
     };
     if !args.skip_load {

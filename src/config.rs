@@ -204,6 +204,7 @@ pub struct Settings {
     pub chroma_database: String,
     pub chroma_collection: String,
     pub chroma_timeout_seconds: f64,
+    pub chroma_write_concurrency: usize,
 
     pub max_results: usize,
     pub topk_per_doc: usize,
@@ -272,6 +273,7 @@ impl Default for Settings {
             chroma_database: "default_database".into(),
             chroma_collection: "ingestion".into(),
             chroma_timeout_seconds: 5.0,
+            chroma_write_concurrency: 4,
             max_results: 10,
             topk_per_doc: 1,
             min_score: 0.0,
@@ -394,6 +396,12 @@ impl Settings {
             problems.push((
                 "ingest_embedding_concurrency".into(),
                 format!("must be within 1..=64, got {}", self.ingest_embedding_concurrency),
+            ));
+        }
+        if self.chroma_write_concurrency < 1 || self.chroma_write_concurrency > 64 {
+            problems.push((
+                "chroma_write_concurrency".into(),
+                format!("must be within 1..=64, got {}", self.chroma_write_concurrency),
             ));
         }
         if self.embedding_dimension < 1 || self.embedding_dimension > 8192 {
@@ -520,6 +528,16 @@ mod tests {
             .to_string();
         assert!(error.contains("RETR_MAX_RESULTS") && error.contains("51"), "{error}");
         assert!(error.contains("RETR_MIN_SCORE") && error.contains("1.5"), "{error}");
+    }
+
+    #[test]
+    fn chroma_write_concurrency_is_bounded() {
+        let settings = Settings::load(None, &env(&[("RETR_CHROMA_WRITE_CONCURRENCY", "8")])).unwrap();
+        assert_eq!(settings.chroma_write_concurrency, 8);
+        for bad in ["0", "65"] {
+            let error = Settings::load(None, &env(&[("RETR_CHROMA_WRITE_CONCURRENCY", bad)])).unwrap_err().to_string();
+            assert!(error.contains("RETR_CHROMA_WRITE_CONCURRENCY") && error.contains(bad), "{error}");
+        }
     }
 
     #[test]

@@ -282,6 +282,53 @@ async fn writes_reach_this_instance_at_once_and_other_instances_by_polling() {
     .await;
 }
 
+/// More chunks than one upsert batch, written with several batches in flight: every record
+/// arrives once, and replacing the tenant again leaves exactly the new records (no duplicates, the
+/// dropped doc's records gone).
+#[tokio::test]
+async fn large_writes_are_batched_concurrently_and_replace_without_duplicates() {
+    let Some(url) = chroma_url() else { return };
+    let embedder = PseudoEmbedder::new(DIMENSION);
+    let corpus = |docs: usize, text: &str| {
+        let mut snapshot = Snapshot { format_version: 1, embedding_model: "pseudo".into(), ..Snapshot::default() };
+        for doc_number in 0..docs {
+            let meta = Metadata {
+                tenant_id: "bulk".into(),
+                doc_id: format!("doc{doc_number}"),
+                source: format!("docs/doc{doc_number}.md"),
+                ..Metadata::default()
+            };
+            snapshot.docs.push(record(meta.doc_id.clone(), meta.clone(), format!("{text} {doc_number}"), &embedder));
+            for chunk_number in 0..250 {
+                let chunk_id = format!("doc{doc_number}#s0-c{chunk_number}");
+                let chunk_meta = Metadata {
+                    section_id: Some(format!("doc{doc_number}#s0")),
+                    chunk_id: Some(chunk_id.clone()),
+                    chunk_index: chunk_number,
+                    ..meta.clone()
+                };
+                let chunk_text = format!("{text} {doc_number} {chunk_number}");
+                snapshot.chunks.push(record(chunk_id, chunk_meta, chunk_text, &embedder));
+            }
+        }
+        snapshot
+    };
+    let index =
+        ChromaIndex::new(&Settings { chroma_write_concurrency: 3, ..settings(&url, &unique_prefix()) }).unwrap();
+    let bulk = RecordFilter::tenant("bulk");
+    index.replace_tenants(&corpus(10, "первый")).await.unwrap();
+    let chunks = index.get(Level::Chunk, &bulk, usize::MAX).await.unwrap();
+    assert_eq!(chunks.len(), 2_500);
+    let distinct: std::collections::HashSet<&str> = chunks.iter().map(|chunk| chunk.id.as_str()).collect();
+    assert_eq!(distinct.len(), 2_500);
+
+    index.replace_tenants(&corpus(9, "второй")).await.unwrap();
+    let chunks = index.get(Level::Chunk, &bulk, usize::MAX).await.unwrap();
+    assert_eq!(chunks.len(), 2_250);
+    assert!(chunks.iter().all(|chunk| chunk.text.starts_with("второй") && chunk.meta.doc_id != "doc9"));
+    assert_eq!(index.get(Level::Doc, &bulk, usize::MAX).await.unwrap().len(), 9);
+}
+
 async fn wait_for<F, Fut>(condition: F)
 where
     F: Fn() -> Fut,

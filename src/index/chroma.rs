@@ -65,6 +65,10 @@ pub struct ChromaIndex {
     reload: tokio::sync::Mutex<()>,
     dirty: AtomicBool,
     refresh_interval: Duration,
+    write_concurrency: usize,
+    /// One permit per upsert batch in flight, shared by every write through this index.
+    write_permits: Semaphore,
+    write_limits: tokio::sync::OnceCell<writer::WriteLimits>,
 }
 
 fn level_slot(level: Level) -> usize {
@@ -92,6 +96,9 @@ impl ChromaIndex {
             reload: tokio::sync::Mutex::new(()),
             dirty: AtomicBool::new(false),
             refresh_interval: Duration::from_millis(settings.index_reload_interval_ms),
+            write_concurrency: settings.chroma_write_concurrency.max(1),
+            write_permits: Semaphore::new(settings.chroma_write_concurrency.max(1)),
+            write_limits: tokio::sync::OnceCell::new(),
         }))
     }
 

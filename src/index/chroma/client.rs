@@ -1,7 +1,7 @@
 //! A thin client of Chroma's v2 HTTP API: one `reqwest::Client` with the configured timeout on
 //! every call, collection calls by name or UUID, errors classified by status.
 
-use super::wire::{CollectionInfo, ErrorBody, GetResponse, QueryResponse};
+use super::wire::{CollectionInfo, ErrorBody, GetResponse, PreFlightChecks, QueryResponse};
 use crate::index::{IndexError, IndexErrorKind, Result};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
@@ -52,6 +52,11 @@ impl ChromaClient {
 
     pub async fn heartbeat(&self) -> Result<()> {
         self.send::<Value>(self.http.get(format!("{}/heartbeat", self.api_url)), "heartbeat").await.map(|_| ())
+    }
+
+    /// The server's advisory batch size and whether it accepts base64 embeddings.
+    pub async fn pre_flight_checks(&self) -> Result<PreFlightChecks> {
+        self.send(self.http.get(format!("{}/pre-flight-checks", self.api_url)), "pre-flight checks").await
     }
 
     /// Creates the tenant and the database when they are missing (409 means they exist).

@@ -1,9 +1,11 @@
-//! Writing to Chroma: collections created on demand, batched upserts with base64 embeddings,
-//! deletes by `where`, and the version marker readers poll.
+//! Writing to Chroma: collections created on demand, batched upserts with base64 embeddings
+//! (several batches in flight), deletes by `where`, and the version marker readers poll.
 
+use super::wire::EmbeddingEncoding;
 use super::{level_slot, wire, ChromaIndex};
 use crate::index::{IndexError, IndexErrorKind, RecordFilter, Result};
 use crate::model::{Level, Record, Snapshot};
+use futures_util::{StreamExt, TryStreamExt};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -15,8 +17,28 @@ pub(super) const VERSION_KEY: &str = "index_version";
 pub(super) const MODEL_KEY: &str = "embedding_model";
 pub(super) const INDEXED_AT_KEY: &str = "indexed_at";
 
-/// Records per upsert request: ~1.6 MB of base64 vectors at 384-d, far below Chroma's 40 MB cap.
-pub const UPSERT_BATCH_SIZE: usize = 500;
+/// Records per upsert request at most: ~2.1 MB of base64 vectors at 384-d, far below Chroma's
+/// 40 MB body cap. A server announcing a smaller `max_batch_size` lowers it.
+pub const UPSERT_BATCH_SIZE: usize = 1000;
+
+/// How this server takes writes, from its pre-flight checks (asked once per index).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct WriteLimits {
+    pub batch_size: usize,
+    pub encoding: EmbeddingEncoding,
+}
+
+impl WriteLimits {
+    pub(super) fn from_checks(checks: &wire::PreFlightChecks) -> Self {
+        let batch_size = checks
+            .max_batch_size
+            .filter(|&size| size > 0)
+            .map_or(UPSERT_BATCH_SIZE, |size| size.min(UPSERT_BATCH_SIZE));
+        let encoding =
+            if checks.supports_base64_encoding { EmbeddingEncoding::Base64 } else { EmbeddingEncoding::Floats };
+        Self { batch_size, encoding }
+    }
+}
 
 static VERSION_COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -82,17 +104,62 @@ impl ChromaIndex {
         }
     }
 
-    /// Inserts or replaces `records` of `level` in batches, then bumps the version marker.
+    /// The server's write limits, asked once; a server without pre-flight checks (older than
+    /// the pinned version) gets the default batch size and float embeddings.
+    async fn write_limits(&self) -> Result<WriteLimits> {
+        let limits = self
+            .write_limits
+            .get_or_try_init(|| async {
+                match self.client.pre_flight_checks().await {
+                    Ok(checks) => Ok(WriteLimits::from_checks(&checks)),
+                    Err(error) if error.kind == IndexErrorKind::NotFound => {
+                        Ok(WriteLimits { batch_size: UPSERT_BATCH_SIZE, encoding: EmbeddingEncoding::Floats })
+                    }
+                    Err(error) => Err(error),
+                }
+            })
+            .await?;
+        Ok(*limits)
+    }
+
+    /// Inserts or replaces `records` of `level` in batches of at most the server's batch size,
+    /// at most `chroma_write_concurrency` batches in flight on this index (across concurrent
+    /// calls), then bumps the version marker. The first
+    /// failed batch fails the call (batches not yet sent are not sent); the marker is bumped
+    /// anyway, since earlier batches may have been written.
     pub async fn upsert(&self, level: Level, records: &[Record]) -> Result<()> {
         records.iter().try_for_each(|record| validate(level, record))?;
-        for batch in records.chunks(UPSERT_BATCH_SIZE) {
-            let body = wire::upsert_body(batch)?;
-            let client = &self.client;
-            let body = &body;
-            self.on_collection(level, |id| async move { client.upsert(&id, body).await }).await?;
-        }
-        tracing::debug!(level = level.as_str(), num_records = records.len(), "chroma upsert");
-        self.mark_written().await
+        let limits = self.write_limits().await?;
+        // Collected (futures are lazy) rather than mapped inside the stream: a closure in the
+        // stream's type trips rustc's higher-ranked `Send` check in async-trait callers.
+        let batches: Vec<_> =
+            records.chunks(limits.batch_size).map(|batch| self.upsert_batch(level, batch, limits.encoding)).collect();
+        let written = futures_util::stream::iter(batches)
+            .buffer_unordered(self.write_concurrency)
+            .try_for_each(|()| std::future::ready(Ok(())))
+            .await;
+        tracing::debug!(
+            level = level.as_str(),
+            num_records = records.len(),
+            batch_size = limits.batch_size,
+            concurrency = self.write_concurrency,
+            ok = written.is_ok(),
+            "chroma upsert"
+        );
+        let marked = self.mark_written().await;
+        written.and(marked)
+    }
+
+    async fn upsert_batch(&self, level: Level, batch: &[Record], encoding: EmbeddingEncoding) -> Result<()> {
+        let _permit = self
+            .write_permits
+            .acquire()
+            .await
+            .map_err(|_| IndexError::new(IndexErrorKind::Internal, "chroma write permits closed"))?;
+        let body = wire::upsert_body(batch, encoding)?;
+        let client = &self.client;
+        let body = &body;
+        self.on_collection(level, |id| async move { client.upsert(&id, body).await }).await
     }
 
     /// Deletes the `level` records matching `filter`; returns how many Chroma deleted.
@@ -131,16 +198,19 @@ impl ChromaIndex {
     }
 
     /// Replaces the records of every tenant present in `snapshot` with the snapshot's, and
-    /// records its model and date; tenants absent from it are left alone.
+    /// records its model and date; tenants absent from it are left alone. The three levels are
+    /// written at once (Chroma writes one collection at a time, different collections in
+    /// parallel), within the index's write concurrency.
     pub async fn replace_tenants(&self, snapshot: &Snapshot) -> Result<()> {
         let tenants: BTreeSet<&str> =
             Level::ALL.iter().flat_map(|&level| snapshot.records(level)).map(|r| r.meta.tenant_id.as_str()).collect();
-        for tenant in tenants {
-            self.delete_tenant(tenant).await?;
+        if !tenants.is_empty() {
+            let body = json!({"where": {"tenant_id": {"$in": tenants}}});
+            let [docs, sections, chunks] = Level::ALL.map(|level| self.delete_where(level, body.clone()));
+            tokio::try_join!(docs, sections, chunks)?;
         }
-        for level in Level::ALL {
-            self.upsert(level, snapshot.records(level)).await?;
-        }
+        let [docs, sections, chunks] = Level::ALL.map(|level| self.upsert(level, snapshot.records(level)));
+        tokio::try_join!(docs, sections, chunks)?;
         self.set_index_info(&snapshot.embedding_model, &snapshot.indexed_at).await
     }
 
