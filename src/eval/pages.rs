@@ -267,6 +267,15 @@ pub async fn run_pages(
 ) -> Result<PagesReport, EvalError> {
     let snapshot =
         crate::index::memory::read_snapshot_file(run.snapshot).map_err(|e| EvalError::Index(e.to_string()))?;
+    // Query vectors from another model than the index's would rank at random: refuse, don't guess.
+    if !snapshot.embedding_model.is_empty() && snapshot.embedding_model != embedder.model_name() {
+        return Err(EvalError::Index(format!(
+            "the index was embedded with {:?} but queries would be embedded with {:?}; \
+             set RETR_EMBEDDING_* as for ingest",
+            snapshot.embedding_model,
+            embedder.model_name()
+        )));
+    }
     let index = Arc::new(InMemoryIndex::from_snapshot(snapshot).map_err(|e| EvalError::Index(e.to_string()))?);
     let stats = crate::index::VectorIndex::stats(index.as_ref()).await.map_err(|e| EvalError::Index(e.to_string()))?;
     let tenant = match &run.tenant {
