@@ -42,12 +42,17 @@ fn parse_jsonl<T: for<'de> Deserialize<'de>>(path: &Path, text: &str) -> Result<
         .collect()
 }
 
-pub fn read_corpus(path: &Path) -> Result<Vec<Passage>, EvalError> {
+/// Reads a JSON-lines file of `T` (blank lines skipped; errors name the line).
+pub fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>, EvalError> {
     parse_jsonl(path, &read(path)?)
 }
 
+pub fn read_corpus(path: &Path) -> Result<Vec<Passage>, EvalError> {
+    read_jsonl(path)
+}
+
 pub fn read_queries(path: &Path) -> Result<Vec<EvalQuery>, EvalError> {
-    parse_jsonl(path, &read(path)?)
+    read_jsonl(path)
 }
 
 /// Parses qrels; a first line whose third column is not a number is taken as a header.

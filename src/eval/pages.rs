@@ -37,18 +37,7 @@ impl PageQuestion {
 }
 
 pub fn read_questions(path: &Path) -> Result<Vec<PageQuestion>, EvalError> {
-    let text = std::fs::read_to_string(path).map_err(|source| EvalError::Io { path: path.to_path_buf(), source })?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, line)| !line.trim().is_empty())
-        .map(|(number, line)| {
-            serde_json::from_str(line).map_err(|error| EvalError::Parse {
-                path: path.to_path_buf(),
-                line: number + 1,
-                message: error.to_string(),
-            })
-        })
-        .collect()
+    super::data::read_jsonl(path)
 }
 
 /// Where a question's relevant pages were lost.
@@ -189,8 +178,7 @@ pub fn aggregate(mode: &str, questions: &[PageQuestion], outcomes: &[QuestionOut
     scores.clear_flagged = clear_flagged as f64 / clear.max(1) as f64;
     scores.took_mean_ms = took.iter().sum::<f64>() / n;
     took.sort_by(f64::total_cmp);
-    scores.took_p99_ms =
-        took.get(((took.len() as f64 * 0.99).ceil() as usize).clamp(1, took.len().max(1)) - 1).copied().unwrap_or(0.0);
+    scores.took_p99_ms = super::runner::percentile(&took, 0.99);
     scores
 }
 

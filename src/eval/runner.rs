@@ -177,7 +177,8 @@ pub struct SystemScores {
     pub latency_p99_ms: f64,
 }
 
-fn percentile(sorted: &[f64], fraction: f64) -> f64 {
+/// The `fraction` percentile (nearest rank) of ascending `sorted`; 0 when empty.
+pub(crate) fn percentile(sorted: &[f64], fraction: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }

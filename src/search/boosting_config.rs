@@ -111,13 +111,11 @@ pub struct CascadeConfig {
     pub doc_weight: f32,
     pub section_weight: f32,
     pub chunk_weight: f32,
-    /// Weight of the chosen page's rank when the section hits are ordered (0 = sections alone).
-    pub page_weight_in_sections: f32,
 }
 
 impl Default for CascadeConfig {
     fn default() -> Self {
-        Self { k: 20.0, doc_weight: 1.0, section_weight: 0.0, chunk_weight: 0.0, page_weight_in_sections: 0.0 }
+        Self { k: 20.0, doc_weight: 1.0, section_weight: 0.0, chunk_weight: 0.0 }
     }
 }
 
@@ -346,7 +344,7 @@ impl Parser {
             }
         }
         if let Some(cascade) = section("cascade").and_then(|v| self.mapping("cascade", v)) {
-            let known = ["k", "doc_weight", "section_weight", "chunk_weight", "page_weight_in_sections"];
+            let known = ["k", "doc_weight", "section_weight", "chunk_weight"];
             self.unknown_keys("cascade", cascade, &known);
             let defaults = CascadeConfig::default();
             let mut number = |name: &str, default: f32| {
@@ -357,7 +355,6 @@ impl Parser {
                 doc_weight: number("doc_weight", defaults.doc_weight),
                 section_weight: number("section_weight", defaults.section_weight),
                 chunk_weight: number("chunk_weight", defaults.chunk_weight),
-                page_weight_in_sections: number("page_weight_in_sections", defaults.page_weight_in_sections),
             };
         }
         if let Some(theme) = section("theme_boosts").and_then(|v| self.mapping("theme_boosts", v)) {

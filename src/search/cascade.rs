@@ -63,7 +63,6 @@ pub async fn run(index: &dyn VectorIndex, input: CascadeInput<'_>) -> Result<Cas
         let section_filter = RecordFilter { doc_ids: Some(chosen_docs.clone()), ..input.filter.clone() };
         sections = rank_level(index, Level::Section, &section_filter, &input.ranking, settings.section_top_k).await?;
         sections.retain(|s| s.fused_normalized >= settings.min_score);
-        order_by_page(&mut sections, &docs, &input.ranking.boosting.cascade);
         if let Some(step) = &input.rerank {
             let (reranked, degradation) =
                 rerank_sections(step.reranker, step.query, sections, settings.rerank_top_n, step.timeout).await;
@@ -153,29 +152,6 @@ async fn choose_docs(
             Some(doc)
         })
         .collect())
-}
-
-/// With `page_weight_in_sections` > 0, orders sections by a reciprocal-rank fusion of their own
-/// rank and their page's rank in the doc step, so the best section of the best page comes first.
-fn order_by_page(sections: &mut [Ranked], docs: &[Ranked], cascade: &crate::search::boosting_config::CascadeConfig) {
-    if cascade.page_weight_in_sections <= 0.0 || sections.is_empty() {
-        return;
-    }
-    let page_rank: HashMap<&str, usize> =
-        docs.iter().enumerate().map(|(rank, doc)| (doc.record.meta.doc_id.as_str(), rank + 1)).collect();
-    let k = cascade.k.max(0.0);
-    let fused: Vec<f32> = sections
-        .iter()
-        .enumerate()
-        .map(|(position, section)| {
-            let page = page_rank.get(section.record.meta.doc_id.as_str()).copied().unwrap_or(docs.len() + 1);
-            1.0 / (k + (position + 1) as f32) + cascade.page_weight_in_sections / (k + page as f32)
-        })
-        .collect();
-    let mut order: Vec<usize> = (0..sections.len()).collect();
-    order.sort_by(|&a, &b| fused[b].total_cmp(&fused[a]).then(a.cmp(&b)));
-    let reordered: Vec<Ranked> = order.iter().map(|&i| sections[i].clone()).collect();
-    sections.clone_from_slice(&reordered);
 }
 
 /// The doc-level filter: the request filter without section ids; when section ids are requested,

@@ -312,8 +312,8 @@ impl SearchService {
         // Synonyms widen the lexical query only: adding them to the embedded text too lowered
         // MRR on the AdGuard dev questions (0.828 vs 0.835 with BM25-only expansion).
         let mut terms = crate::text::terms(&request.query);
-        let expansion = self.synonyms.expand(&request.tenant_id, &terms);
-        terms.extend(expansion.terms);
+        let synonyms = self.synonyms.expand(&request.tenant_id, &terms);
+        terms.extend(synonyms);
         let vector = self.query_vector(request, &mut degradations).await?;
         let query_words: Vec<String> =
             request.query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_string).collect();
@@ -342,8 +342,8 @@ impl SearchService {
             cascade::run(self.index.as_ref(), input)
         };
         // The caller's chosen theme always filters. The router's proposed filter applies only when
-        // the retrieval evidence agrees: the unfiltered search's best hit is of that theme (a
-        // theme keyword *mentioned* in a question is not proof the question is about it).
+        // the retrieval evidence agrees: the unfiltered search's best `hard_filter_agreeing_hits`
+        // hits are all of that theme (a theme keyword *mentioned* in a question is not proof).
         let proposed_by_router = chosen_theme.is_none() && hard_filter.is_some();
         let mut output = run(if proposed_by_router { soft_filter.clone() } else { filter.clone() }).await?;
         let mut filter_applied = chosen_theme.is_some();
@@ -365,10 +365,13 @@ impl SearchService {
             }
         }
         let mut routing = routing;
-        if chosen_theme.is_none() && !filter_applied && routing.mode_used != RouterMode::None {
-            // Ambiguity from the evidence: the question names no theme and its hits split.
-            routing.requires_disambiguation =
-                !routing.named && routing::hits_split(&output.hits, self.router_config.ambiguity_top_hits, &themes);
+        if chosen_theme.is_none() && !filter_applied {
+            if routing.mode_used != RouterMode::None {
+                // Ambiguity from the evidence: the question names no theme and its hits split.
+                routing.requires_disambiguation =
+                    !routing.named && routing::hits_split(&output.hits, self.router_config.ambiguity_top_hits, &themes);
+            }
+            routing::cover_named_themes(&mut output, &routing, &themes, max_results);
         }
         if let Some(degradation) = output.rerank_degradation.take() {
             self.counters.rerank_failures.fetch_add(1, Ordering::Relaxed);
@@ -376,9 +379,6 @@ impl SearchService {
         }
         if output.fallback_used {
             self.counters.text_fallbacks.fetch_add(1, Ordering::Relaxed);
-        }
-        if chosen_theme.is_none() && !filter_applied {
-            routing::cover_named_themes(&mut output, &routing, &themes, max_results);
         }
         let clarification =
             if chosen_theme.is_none() { routing::clarification(&routing, &output.hits, &themes) } else { None };

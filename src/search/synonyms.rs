@@ -14,11 +14,12 @@ use crate::text::terms;
 use std::collections::HashMap;
 use std::path::Path;
 
-/// One rule: when every term of one `from` phrase occurs in the query, add `to`.
+/// One rule: when every term of one `from` phrase occurs in the query, add the terms of each
+/// `to` phrase (stemmed once, when the file is read).
 #[derive(Debug, Clone, PartialEq)]
 struct Rule {
     from: Vec<Vec<String>>,
-    to: Vec<String>,
+    to: Vec<Vec<String>>,
 }
 
 /// The synonym rules of every tenant (`_all` rules are merged into each lookup).
@@ -26,13 +27,6 @@ struct Rule {
 pub struct Synonyms {
     common: Vec<Rule>,
     by_tenant: HashMap<String, Vec<Rule>>,
-}
-
-/// The query after expansion: extra BM25 terms and extra words for the embedded text.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Expansion {
-    pub terms: Vec<String>,
-    pub words: Vec<String>,
 }
 
 /// Parses one synonyms file; malformed lines come back as `(line number, reason)`.
@@ -63,7 +57,7 @@ fn parse(text: &str) -> (Vec<Rule>, Vec<(usize, String)>) {
             problems.push((number + 1, "no searchable word on the left".to_string()));
             continue;
         }
-        rules.push(Rule { from: from_terms, to });
+        rules.push(Rule { from: from_terms, to: to.iter().map(|w| terms(w)).filter(|t| !t.is_empty()).collect() });
     }
     (rules, problems)
 }
@@ -119,29 +113,21 @@ impl Synonyms {
         self.common.is_empty() && self.by_tenant.values().all(Vec::is_empty)
     }
 
-    /// What the query gains from `tenant`'s rules: terms and words not already in it.
-    pub fn expand(&self, tenant: &str, query_terms: &[String]) -> Expansion {
-        let mut expansion = Expansion::default();
+    /// The terms the query gains from `tenant`'s rules (those not already in it).
+    pub fn expand(&self, tenant: &str, query_terms: &[String]) -> Vec<String> {
+        let mut added: Vec<String> = Vec::new();
         let tenant_rules = self.by_tenant.get(tenant).map(Vec::as_slice).unwrap_or_default();
         for rule in self.common.iter().chain(tenant_rules) {
-            let fires = rule.from.iter().any(|phrase| phrase.iter().all(|term| query_terms.contains(term)));
-            if !fires {
+            if !rule.from.iter().any(|phrase| phrase.iter().all(|term| query_terms.contains(term))) {
                 continue;
             }
-            for word in &rule.to {
-                let word_terms = terms(word);
-                if word_terms.iter().all(|t| query_terms.contains(t) || expansion.terms.contains(t)) {
-                    continue;
+            for term in rule.to.iter().flatten() {
+                if !query_terms.contains(term) && !added.contains(term) {
+                    added.push(term.clone());
                 }
-                for term in word_terms {
-                    if !query_terms.contains(&term) && !expansion.terms.contains(&term) {
-                        expansion.terms.push(term);
-                    }
-                }
-                expansion.words.push(word.clone());
             }
         }
-        expansion
+        added
     }
 }
 
@@ -152,20 +138,17 @@ mod tests {
     #[test]
     fn equivalents_expand_both_ways_and_match_inflections() {
         let synonyms = Synonyms::from_text(None, "айфон, iphone\n# comment\nвинда, виндовс, windows\n");
-        let expansion = synonyms.expand("t", &terms("адгард на айфоне"));
-        assert_eq!(expansion.words, vec!["iphone".to_string()]);
-        assert_eq!(expansion.terms, terms("iphone"));
-        let back = synonyms.expand("t", &terms("iPhone settings"));
-        assert_eq!(back.words, vec!["айфон".to_string()]);
-        assert!(synonyms.expand("t", &terms("android")).words.is_empty());
+        assert_eq!(synonyms.expand("t", &terms("адгард на айфоне")), terms("iphone"));
+        assert_eq!(synonyms.expand("t", &terms("iPhone settings")), terms("айфон"));
+        assert!(synonyms.expand("t", &terms("android")).is_empty());
     }
 
     #[test]
     fn explicit_mapping_is_one_way_and_per_tenant() {
         let synonyms = Synonyms::from_text(Some("a"), "адгард => AdGuard\n");
-        assert_eq!(synonyms.expand("a", &terms("адгард блокирует")).words, vec!["AdGuard".to_string()]);
-        assert!(synonyms.expand("a", &terms("AdGuard")).words.is_empty());
-        assert!(synonyms.expand("b", &terms("адгард")).words.is_empty(), "another tenant's rules never apply");
+        assert_eq!(synonyms.expand("a", &terms("адгард блокирует")), terms("AdGuard"));
+        assert!(synonyms.expand("a", &terms("AdGuard")).is_empty());
+        assert!(synonyms.expand("b", &terms("адгард")).is_empty(), "another tenant's rules never apply");
     }
 
     #[test]
