@@ -1,7 +1,7 @@
 //! The doc → section → chunk cascade of SPEC §3 steps 2–6, written once for every backend.
 
 use super::fusion::{RankedList, ReciprocalRankFusion};
-use super::ranking::{rank_level, Ranked, RankingContext, FUSION_DEPTH};
+use super::ranking::{rank_level, rank_level_with, Ranked, RankingContext, FUSION_DEPTH};
 use super::rerank::rerank_sections;
 use super::types::{RetrievalHit, Steps};
 use super::{Degradation, Result};
@@ -121,7 +121,7 @@ async fn choose_docs(
         vec![(direct.iter().map(|d| d.record.meta.doc_id.clone()).collect(), cascade.doc_weight)];
     for (level, weight) in [(Level::Section, cascade.section_weight), (Level::Chunk, cascade.chunk_weight)] {
         if weight > 0.0 {
-            let ranked = rank_level(index, level, filter, ranking, depth).await?;
+            let ranked = rank_level_with(index, level, filter, ranking, depth, false).await?;
             let mut seen = HashSet::new();
             let pages: Vec<String> = ranked
                 .iter()

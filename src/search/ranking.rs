@@ -159,6 +159,19 @@ pub async fn rank_level(
     context: &RankingContext<'_>,
     k: usize,
 ) -> Result<Vec<Ranked>> {
+    rank_level_with(index, level, filter, context, k, true).await
+}
+
+/// `rank_level` with boosting optional: the doc step's evidence lists only need the fused order
+/// of relevance, and boosting (which reads every candidate's metadata and text) is not free.
+pub async fn rank_level_with(
+    index: &dyn VectorIndex,
+    level: Level,
+    filter: &RecordFilter,
+    context: &RankingContext<'_>,
+    k: usize,
+    boost: bool,
+) -> Result<Vec<Ranked>> {
     let depth = k.max(FUSION_DEPTH);
     let dense = match context.mode {
         RankingMode::Dense | RankingMode::Hybrid => index.knn(level, filter, context.vector, depth).await?,
@@ -219,7 +232,9 @@ pub async fn rank_level(
             record: Arc::clone(&records[item.id]),
         })
         .collect();
-    boost_and_sort(&mut ranked, context.boosting, &context.boost_context);
+    if boost {
+        boost_and_sort(&mut ranked, context.boosting, &context.boost_context);
+    }
     ranked.truncate(k);
     Ok(ranked)
 }
