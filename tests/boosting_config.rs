@@ -14,7 +14,7 @@ fn shipped_file_loads_every_section_without_warnings() {
     assert!(warnings.is_empty(), "{warnings:?}");
     assert_eq!(config.fusion.method, retrieval_service::search::boosting_config::FusionMethod::Score);
     assert_eq!(config.fusion.lexical_weight, 0.7);
-    assert_eq!((config.cascade.k, config.cascade.section_weight, config.cascade.chunk_weight), (5.0, 1.0, 1.0));
+    assert_eq!((config.cascade.k, config.cascade.section_weight, config.cascade.chunk_weight), (5.0, 1.0, 0.0));
     assert_eq!(config.page_type_boosts["overview"], 1.06);
     assert_eq!(config.section_boosts["api"], 1.02);
     assert_eq!(config.platform_boosts["android"], 1.03);
