@@ -197,6 +197,9 @@ pub struct Settings {
     pub max_connections: usize,
     pub max_in_flight_requests: usize,
     pub admin_token: Secret,
+    /// `RETR_API_KEYS`: a file of API keys and the tenants each may read (README
+    /// "Authentication"); empty = data endpoints open.
+    pub api_keys: PathBuf,
 
     pub chroma_host: String,
     pub chroma_path: Option<PathBuf>,
@@ -267,6 +270,7 @@ impl Default for Settings {
             max_connections: 1024,
             max_in_flight_requests: 512,
             admin_token: Secret::default(),
+            api_keys: PathBuf::new(),
             chroma_host: "http://127.0.0.1:8000".into(),
             chroma_path: None,
             chroma_tenant: "default_tenant".into(),
@@ -425,6 +429,9 @@ impl Settings {
         }
         if self.admin_token.expose().chars().any(|c| c.is_whitespace() || c.is_control()) {
             problems.push(("admin_token".into(), "must not contain whitespace or control characters".into()));
+        }
+        if let Err(error) = crate::api::auth::ApiKeys::load(&self.api_keys) {
+            problems.push(("api_keys".into(), error));
         }
         if self.max_query_chars < 1 {
             problems.push(("max_query_chars".into(), "must be at least 1".into()));

@@ -19,6 +19,8 @@ pub enum ErrorCode {
     UriTooLong,
     /// A mutating endpoint without the admin token (`RETR_ADMIN_TOKEN`).
     Unauthorized,
+    /// A data endpoint asked for a tenant the caller's API key is not granted (`RETR_API_KEYS`).
+    Forbidden,
     RouteNotFound,
     MethodNotAllowed,
     TenantNotFound,
@@ -41,6 +43,7 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::UriTooLong => "uri_too_long",
             ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::Forbidden => "forbidden",
             ErrorCode::RouteNotFound => "route_not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::TenantNotFound => "tenant_not_found",
@@ -62,6 +65,7 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorCode::UriTooLong => StatusCode::URI_TOO_LONG,
             ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
+            ErrorCode::Forbidden => StatusCode::FORBIDDEN,
             ErrorCode::RouteNotFound | ErrorCode::TenantNotFound | ErrorCode::NotFound => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ErrorCode::IndexNotFound

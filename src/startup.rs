@@ -125,7 +125,14 @@ pub fn state_with_reranker(
         max_query_chars: settings.max_query_chars,
         default_dimension: settings.embedding_dimension,
     };
+    // A key file that cannot be read or parsed fails closed: no key is accepted. (`serve` never
+    // gets here with such a file: `Settings::validate` reports it at start-up.)
+    let api_keys = crate::api::auth::ApiKeys::load(&settings.api_keys).unwrap_or_else(|error| {
+        tracing::error!(%error, "RETR_API_KEYS unusable: every data request will be refused");
+        crate::api::auth::ApiKeys::deny_all()
+    });
     AppState {
+        api_keys: Arc::new(api_keys),
         rerank_configured: !settings.rerank_api_base.is_empty(),
         in_flight: Arc::new(tokio::sync::Semaphore::new(settings.max_in_flight_requests)),
         settings: Arc::new(settings),

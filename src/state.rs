@@ -14,4 +14,6 @@ pub struct AppState {
     pub rerank_configured: bool,
     /// Permits for requests in progress (`RETR_MAX_IN_FLIGHT_REQUESTS`); none left → 503.
     pub in_flight: Arc<tokio::sync::Semaphore>,
+    /// Tenant-scoped API keys (`RETR_API_KEYS`); disabled when no file is configured.
+    pub api_keys: Arc<crate::api::auth::ApiKeys>,
 }

@@ -390,3 +390,131 @@ async fn a_long_uri_is_a_json_414() {
     let (status, _) = send(&state, "GET", "/internal/retrieval/stats?tenant_id=t1", None).await;
     assert_eq!(status, StatusCode::OK);
 }
+
+/// Sends one request with an optional `Authorization` header; returns status, `WWW-Authenticate`
+/// and the body as text (so a test can check that no byte of another tenant's data came back).
+async fn send_with_key(
+    state: &retrieval_service::AppState,
+    method: &str,
+    uri: &str,
+    body: Option<&str>,
+    authorization: Option<&str>,
+) -> (StatusCode, Option<String>, String) {
+    let mut request = axum::http::Request::builder().method(method).uri(uri);
+    if body.is_some() {
+        request = request.header("content-type", "application/json");
+    }
+    if let Some(value) = authorization {
+        request = request.header("authorization", value);
+    }
+    let request = request.body(body.map(|b| axum::body::Body::from(b.to_string())).unwrap_or_default()).unwrap();
+    let response = tower::ServiceExt::oneshot(retrieval_service::app(state.clone()), request).await.unwrap();
+    let status = response.status();
+    let challenge = response.headers().get("www-authenticate").map(|v| v.to_str().unwrap().to_string());
+    let bytes = http_body_util::BodyExt::collect(response.into_body()).await.unwrap().to_bytes();
+    (status, challenge, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+#[tokio::test]
+async fn api_keys_scope_every_data_endpoint_to_their_tenants() {
+    use sha2::Digest;
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys.txt");
+    let operator_key = "operator-key-0123456789abcdef";
+    let operator_digest: String =
+        sha2::Sha256::digest(operator_key.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    std::fs::write(
+        &keys,
+        format!("# t1's frontend\nt1-reader-key-0123456789: t1\nsha256:{operator_digest}: *   # operators\n"),
+    )
+    .unwrap();
+    let state = fixture_state(|s| s.api_keys = keys.clone());
+    let t1_key = "Bearer t1-reader-key-0123456789";
+    let operator = format!("Bearer {operator_key}");
+    let requests = |tenant: &str| -> Vec<(&'static str, String, Option<String>)> {
+        vec![
+            ("POST", SEARCH.to_string(), Some(json!({"query": "Gradle SDK пароль", "tenant_id": tenant}).to_string())),
+            ("POST", CONTEXT.to_string(), Some(json!({"query": "Gradle SDK пароль", "tenant_id": tenant}).to_string())),
+            (
+                "POST",
+                WINDOW.to_string(),
+                Some(
+                    json!({"tenant_id": tenant, "doc_id": "acme/secret-install", "anchor_chunk_id": "acme/secret-install#s1-c1"})
+                        .to_string(),
+                ),
+            ),
+            ("GET", format!("/internal/retrieval/stats?tenant_id={tenant}"), None),
+        ]
+    };
+    for tenant in ["t1", "t2", "no-such-tenant"] {
+        for (method, uri, body) in requests(tenant) {
+            // No key, an unknown key, a key under another scheme: 401 with a Bearer challenge.
+            for authorization in
+                [None, Some("Bearer not-a-known-key-0123456789"), Some("Basic t1-reader-key-0123456789")]
+            {
+                let (status, challenge, text) =
+                    send_with_key(&state, method, &uri, body.as_deref(), authorization).await;
+                assert_eq!(status, StatusCode::UNAUTHORIZED, "{method} {uri} {authorization:?}: {text}");
+                assert_eq!(challenge.as_deref(), Some("Bearer"));
+                assert!(text.contains("\"unauthorized\"") && !text.contains("acme"), "{text}");
+            }
+            // t1's key reads t1 only; for any other tenant (existing or not) it gets 403, never data.
+            let (status, _, text) = send_with_key(&state, method, &uri, body.as_deref(), Some(t1_key)).await;
+            match tenant {
+                // (The window names t2's doc, which t1 does not have: 404, like any missing doc.)
+                "t1" => assert!(
+                    status == StatusCode::OK || (uri == WINDOW && status == StatusCode::NOT_FOUND),
+                    "{method} {uri}: {status} {text}"
+                ),
+                _ => {
+                    assert_eq!(status, StatusCode::FORBIDDEN, "{method} {uri}: {text}");
+                    assert!(text.contains("\"forbidden\"") && !text.contains("acme"), "{text}");
+                }
+            }
+        }
+    }
+    // t1's key on t1: real answers (the window's doc is t2's, so it is not found for t1).
+    let (status, _, text) = send_with_key(
+        &state,
+        "POST",
+        SEARCH,
+        Some(&json!({"query": "Gradle", "tenant_id": "t1"}).to_string()),
+        Some(t1_key),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert!(!text.contains("acme"), "{text}");
+    // The operator key (stored as a digest) reads every tenant, t2's secret page included.
+    for (method, uri, body) in requests("t2") {
+        let (status, _, text) = send_with_key(&state, method, &uri, body.as_deref(), Some(&operator)).await;
+        assert_eq!(status, StatusCode::OK, "{method} {uri}: {text}");
+    }
+    let (_, _, window) = send_with_key(&state, "POST", WINDOW, requests("t2")[2].2.as_deref(), Some(&operator)).await;
+    assert!(window.contains("acme-secret"), "{window}");
+    // Health and metrics stay open for probes.
+    let (status, _, _) = send_with_key(&state, "GET", "/health", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[test]
+fn a_malformed_api_keys_file_stops_start_up_with_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    for (content, expected) in [
+        ("short: t1\n", "line 1"),
+        ("# ok\nvalid-key-0123456789abcdef: t1\nvalid-key-0123456789abcdef: t2\n", "line 3"),
+        ("valid-key-0123456789abcdef: bad tenant!\n", "line 1"),
+        ("valid-key-0123456789abcdef:\n", "line 1"),
+        ("sha256:abc: t1\n", "line 1"),
+        ("# nothing but comments\n", "no key"),
+    ] {
+        let path = dir.path().join("keys.txt");
+        std::fs::write(&path, content).unwrap();
+        let env: std::collections::HashMap<String, String> =
+            [("RETR_API_KEYS".to_string(), path.display().to_string())].into();
+        let error = retrieval_service::config::Settings::load(None, &env).unwrap_err().to_string();
+        assert!(error.contains("RETR_API_KEYS") && error.contains(expected), "{content:?}: {error}");
+    }
+    let env: std::collections::HashMap<String, String> =
+        [("RETR_API_KEYS".to_string(), "/no/such/keys.txt".to_string())].into();
+    assert!(retrieval_service::config::Settings::load(None, &env).is_err(), "a missing file is an error");
+}

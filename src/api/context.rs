@@ -1,5 +1,6 @@
 //! `POST /internal/retrieval/context`: a search turned into one prompt-ready context string.
 
+use super::auth::TenantKey;
 use super::extract::ApiJson;
 use crate::error::ApiError;
 use crate::search::context::{DEFAULT_CONTEXT_CHARS, MAX_CONTEXT_CHARS};
@@ -34,8 +35,10 @@ impl<'de> Deserialize<'de> for ContextRequest {
 
 pub async fn context(
     State(state): State<AppState>,
+    key: TenantKey,
     ApiJson(body): ApiJson<ContextRequest>,
 ) -> Result<Json<Value>, ApiError> {
+    key.check(&body.search.tenant_id)?;
     let budget = match body.max_context_chars {
         None => DEFAULT_CONTEXT_CHARS,
         Some(value) if (1..=MAX_CONTEXT_CHARS as i64).contains(&value) => value as usize,

@@ -33,10 +33,12 @@ pub struct StatsQuery {
 /// of other tenants (their counts and file names) are never returned.
 pub async fn stats(
     State(state): State<AppState>,
+    key: super::auth::TenantKey,
     query: Result<Query<StatsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
     let Query(query) = query.map_err(|rejection| ApiError::invalid(rejection.body_text()))?;
     let tenant_id = query.tenant_id.ok_or_else(|| ApiError::invalid("tenant_id: query parameter is required"))?;
+    key.check(&tenant_id)?;
     crate::search::validate_tenant(&tenant_id)?;
     let stats = state.search.index.stats().await.map_err(crate::search::SearchError::from)?;
     let Some(tenant) = stats.tenants.get(&tenant_id) else {

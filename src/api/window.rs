@@ -1,5 +1,6 @@
 //! `POST /internal/retrieval/chunks/window`: the only endpoint that returns raw chunk text.
 
+use super::auth::TenantKey;
 use super::extract::ApiJson;
 use crate::error::ApiError;
 use crate::search::WindowQuery;
@@ -46,8 +47,10 @@ fn window_size(field: &str, value: Option<i64>) -> Result<usize, ApiError> {
 
 pub async fn window(
     State(state): State<AppState>,
+    key: TenantKey,
     ApiJson(request): ApiJson<WindowRequest>,
 ) -> Result<Json<WindowResponse>, ApiError> {
+    key.check(&request.tenant_id)?;
     for (field, value) in [("doc_id", &request.doc_id), ("anchor_chunk_id", &request.anchor_chunk_id)] {
         if value.trim().is_empty() {
             return Err(ApiError::invalid(format!("{field}: must not be empty")));
