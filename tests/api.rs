@@ -277,3 +277,37 @@ async fn openapi_document_lists_every_route() {
         assert!(body["paths"].get(path).is_some(), "{path} missing");
     }
 }
+
+#[tokio::test]
+async fn the_served_openapi_document_says_what_this_deployment_accepts() {
+    let state = fixture_state(|s| s.max_query_chars = 321);
+    let (_, body) = send(&state, "GET", "/internal/retrieval/openapi.json", None).await;
+    let schemas = &body["components"]["schemas"];
+    let search = &schemas["SearchRequest"]["properties"];
+    assert_eq!(search["query"]["maxLength"], 321);
+    let dimension = retrieval_service::fixtures::DIMENSION;
+    assert_eq!(
+        (search["query_embedding"]["minItems"].as_u64(), search["query_embedding"]["maxItems"].as_u64()),
+        (Some(dimension as u64), Some(dimension as u64))
+    );
+    let themes: Vec<&str> = search["theme"]["enum"].as_array().unwrap().iter().filter_map(|v| v.as_str()).collect();
+    assert!(themes.contains(&"sdk_android") && !themes.is_empty(), "{themes:?}");
+    // /context: every /search field plus max_context_chars (the README's own example).
+    assert!(schemas["ContextRequest"]["properties"]["max_context_chars"].is_object());
+    assert!(schemas["ContextRequest"]["properties"]["query"].is_object());
+    // No rerank or chat endpoint here: the update schema offers only what /config accepts.
+    assert_eq!(schemas["RuntimeSettings"]["properties"]["rerank_enabled"]["enum"], json!([false]));
+    assert_eq!(schemas["RuntimeSettingsUpdate"]["properties"]["rerank_enabled"]["enum"], json!([false, null]));
+    assert_eq!(schemas["RuntimeSettingsUpdate"]["properties"]["max_results"]["nullable"], true);
+    let (status, _) = send(&state, "POST", "/internal/retrieval/config", Some(r#"{"rerank_enabled": true}"#)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    // The query pattern's blank set is the service's: control characters alone are empty.
+    let (status, body) = send(
+        &state,
+        "POST",
+        "/internal/retrieval/search",
+        Some(&json!({"query": "\u{1c}\u{1}", "tenant_id": "t1"}).to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+}

@@ -96,11 +96,13 @@ pub fn validate_tenant(tenant_id: &str) -> Result<()> {
 /// Longest accepted `trace_id`, in characters.
 pub const MAX_TRACE_ID_CHARS: usize = 256;
 
-/// Whether a text has nothing but whitespace and invisible format characters (zero-width
-/// spaces and joiners, direction marks, soft hyphens, variation selectors, BOM, tag characters).
+/// Whether a text has nothing but whitespace, control characters and invisible format characters
+/// (zero-width spaces and joiners, direction marks, soft hyphens, variation selectors, BOM, tag
+/// characters). The OpenAPI document's `query` pattern is the same set.
 pub fn is_blank(text: &str) -> bool {
     text.chars().all(|c| {
         c.is_whitespace()
+            || c.is_control()
             || matches!(c,
                 '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
                 | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
