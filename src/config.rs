@@ -8,6 +8,8 @@ use std::path::PathBuf;
 
 /// The hard cap of `max_results` (SPEC §2): larger request values are capped, larger settings rejected.
 pub const MAX_RESULTS_CAP: usize = 50;
+/// The largest `doc_top_k`, `section_top_k`, `chunk_top_k`, `rerank_top_n` and `min_docs`.
+pub const MAX_TOP_K: usize = 1000;
 /// The largest `topk_per_doc` (hits per doc): more than `MAX_RESULTS_CAP` could never show.
 pub const MAX_TOPK_PER_DOC: usize = 50;
 
@@ -18,7 +20,7 @@ pub enum VectorBackend {
     Chroma,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RouterMode {
     None,
@@ -117,7 +119,7 @@ impl Serialize for Secret {
 }
 
 /// The search knobs that `GET/POST /internal/retrieval/config` expose and change at run time.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RuntimeSettings {
     pub max_results: usize,
     pub doc_top_k: usize,
@@ -157,8 +159,8 @@ impl RuntimeSettings {
             ("chunk_top_k", self.chunk_top_k),
             ("rerank_top_n", self.rerank_top_n),
         ] {
-            if value > 1000 {
-                problems.push((name.into(), format!("must be at most 1000, got {value}")));
+            if value > MAX_TOP_K {
+                problems.push((name.into(), format!("must be at most {MAX_TOP_K}, got {value}")));
             }
         }
         if self.topk_per_doc > MAX_TOPK_PER_DOC {
@@ -167,8 +169,8 @@ impl RuntimeSettings {
                 format!("must be at most {MAX_TOPK_PER_DOC}, got {}", self.topk_per_doc),
             ));
         }
-        if self.min_docs > 1000 {
-            problems.push(("min_docs".into(), format!("must be at most 1000, got {}", self.min_docs)));
+        if self.min_docs > MAX_TOP_K {
+            problems.push(("min_docs".into(), format!("must be at most {MAX_TOP_K}, got {}", self.min_docs)));
         }
         if !(-1.0..=1.0).contains(&self.min_score) || !self.min_score.is_finite() {
             problems.push(("min_score".into(), format!("must be within [-1, 1], got {}", self.min_score)));

@@ -35,6 +35,27 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// Every code, for the OpenAPI document.
+    pub const ALL: [ErrorCode; 17] = [
+        ErrorCode::InvalidJson,
+        ErrorCode::InvalidRequest,
+        ErrorCode::UnsupportedMediaType,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::UriTooLong,
+        ErrorCode::Unauthorized,
+        ErrorCode::Forbidden,
+        ErrorCode::RouteNotFound,
+        ErrorCode::MethodNotAllowed,
+        ErrorCode::TenantNotFound,
+        ErrorCode::NotFound,
+        ErrorCode::IndexNotFound,
+        ErrorCode::IndexCorrupted,
+        ErrorCode::BackendUnavailable,
+        ErrorCode::Overloaded,
+        ErrorCode::Timeout,
+        ErrorCode::Internal,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             ErrorCode::InvalidJson => "invalid_json",

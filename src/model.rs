@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// One of the three levels of the index (SPEC §1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Level {
     Doc,

@@ -297,9 +297,35 @@ async fn the_served_openapi_document_says_what_this_deployment_accepts() {
     assert!(schemas["ContextRequest"]["properties"]["query"].is_object());
     // No rerank or chat endpoint here: the update schema offers only what /config accepts.
     assert_eq!(schemas["RuntimeSettings"]["properties"]["rerank_enabled"]["enum"], json!([false]));
-    assert_eq!(schemas["RuntimeSettingsUpdate"]["properties"]["rerank_enabled"]["enum"], json!([false, null]));
-    assert_eq!(schemas["RuntimeSettingsUpdate"]["properties"]["max_results"]["nullable"], true);
+    let update = &schemas["RuntimeSettingsUpdate"]["properties"];
+    assert_eq!(update["rerank_enabled"]["oneOf"][1]["enum"], json!([false]));
+    assert_eq!(update["max_results"]["oneOf"][1]["maximum"], 50);
+    // Limits come from the validation's constants; error statuses are listed on every operation.
+    assert_eq!(search["doc_ids"]["maxItems"], 1000);
+    let responses = &body["paths"]["/internal/retrieval/search"]["post"]["responses"];
+    for status in ["200", "400", "401", "403", "404", "413", "414", "415", "422", "503", "504"] {
+        assert!(responses.get(status).is_some(), "search: {status} missing");
+    }
     let (status, _) = send(&state, "POST", "/internal/retrieval/config", Some(r#"{"rerank_enabled": true}"#)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    // `explain` is typed: its schema names exactly the fields a real explanation has.
+    let (_, found) = send(
+        &state,
+        "POST",
+        "/internal/retrieval/search",
+        Some(r#"{"query": "как подключить Android SDK", "tenant_id": "t1", "explain": true}"#),
+    )
+    .await;
+    let explain = found["hits"][0]["explain"].as_object().expect("an explanation");
+    let mut real: Vec<&String> = explain.keys().collect();
+    let mut documented: Vec<&String> = schemas["Explain"]["properties"].as_object().unwrap().keys().collect();
+    real.sort();
+    documented.sort();
+    assert_eq!(real, documented);
+    // A number without a fractional part is an integer, as JSON Schema counts it.
+    let (status, updated) = send(&state, "POST", "/internal/retrieval/config", Some(r#"{"max_results": 7.0}"#)).await;
+    assert_eq!((status, &updated["max_results"]), (StatusCode::OK, &json!(7)));
+    let (status, _) = send(&state, "POST", "/internal/retrieval/config", Some(r#"{"max_results": 7.5}"#)).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     // The query pattern's blank set is the service's: control characters alone are empty.
     let (status, body) = send(

@@ -57,10 +57,17 @@ impl RuntimePatch {
     }
 }
 
+/// The runtime settings.
+#[utoipa::path(get, path = "/internal/retrieval/config", tag = "config",
+    responses((status = 200, description = "the runtime settings", body = RuntimeSettings)))]
 pub async fn get_config(State(state): State<AppState>) -> Json<RuntimeSettings> {
     Json(state.search.runtime_settings())
 }
 
+/// A partial update of the runtime settings, validated; nothing changes on error.
+#[utoipa::path(post, path = "/internal/retrieval/config", tag = "config",
+    request_body(content = Object, description = "any subset of the runtime settings"),
+    responses((status = 200, description = "the new runtime settings", body = RuntimeSettings)))]
 pub async fn update_config(
     State(state): State<AppState>,
     _admin: AdminAuth,

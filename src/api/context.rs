@@ -3,14 +3,45 @@
 use super::auth::TenantKey;
 use super::extract::ApiJson;
 use crate::error::ApiError;
+use crate::router::Clarification;
 use crate::search::context::{DEFAULT_CONTEXT_CHARS, MAX_CONTEXT_CHARS};
+use crate::search::routing::RoutingInfo;
+use crate::search::Degradation;
 use crate::search::SearchRequest;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::Json;
 use serde::de::{Deserializer, Error as _};
-use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// One source of the context, numbered as in the context text.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ContextSource {
+    pub number: usize,
+    pub id: String,
+    pub doc_id: String,
+    pub title: String,
+    pub url: String,
+    pub source: String,
+    pub relevance: f32,
+    pub theme_label: Option<String>,
+}
+
+/// The answer of `POST /context`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ContextResponse {
+    /// The prompt-ready text (sources numbered, grouped by theme when the question spans several).
+    pub context: String,
+    pub system_prompt_rule: Option<String>,
+    pub sources: Vec<ContextSource>,
+    pub truncated: bool,
+    pub hits_level: String,
+    pub routing: RoutingInfo,
+    pub clarification: Option<Clarification>,
+    pub degradations: Vec<Degradation>,
+    pub trace_id: Option<String>,
+}
 
 /// `POST /context`: every `/search` field plus `max_context_chars`, parsed by the same strict
 /// path as `/search` (repeated keys and unknown fields rejected, nested objects included).
@@ -33,11 +64,15 @@ impl<'de> Deserialize<'de> for ContextRequest {
     }
 }
 
+/// A search turned into one prompt-ready context string with numbered sources.
+#[utoipa::path(post, path = "/internal/retrieval/context", tag = "search",
+    request_body(content = Object, description = "every /search field plus max_context_chars"),
+    responses((status = 200, description = "the context", body = ContextResponse)))]
 pub async fn context(
     State(state): State<AppState>,
     key: TenantKey,
     ApiJson(body): ApiJson<ContextRequest>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ContextResponse>, ApiError> {
     key.check(&body.search.tenant_id)?;
     let budget = match body.max_context_chars {
         None => DEFAULT_CONTEXT_CHARS,
@@ -51,34 +86,34 @@ pub async fn context(
     let request = body.search;
     let answer = state.search.context(&request, budget).await?;
     // Numbered as in the context text (grouped by theme when it is).
-    let sources: Vec<Value> = answer
+    let sources: Vec<ContextSource> = answer
         .formatted
         .order
         .iter()
         .enumerate()
         .map(|(number, &source_index)| {
             let hit = &answer.search.hits[answer.source_hits[source_index]];
-            json!({
-                "number": number + 1,
-                "id": hit.id,
-                "doc_id": hit.doc_id,
-                "title": hit.title,
-                "url": hit.metadata.url,
-                "source": hit.metadata.source,
-                "relevance": hit.relevance,
-                "theme_label": hit.metadata.theme_label,
-            })
+            ContextSource {
+                number: number + 1,
+                id: hit.id.clone(),
+                doc_id: hit.doc_id.clone(),
+                title: hit.title.clone(),
+                url: hit.metadata.url.clone(),
+                source: hit.metadata.source.clone(),
+                relevance: hit.relevance,
+                theme_label: hit.metadata.theme_label.clone(),
+            }
         })
         .collect();
-    Ok(Json(json!({
-        "context": answer.formatted.context,
-        "system_prompt_rule": answer.formatted.system_prompt_rule,
-        "sources": sources,
-        "truncated": answer.formatted.truncated,
-        "hits_level": answer.search.hits_level,
-        "routing": answer.search.routing,
-        "clarification": answer.search.clarification,
-        "degradations": answer.search.degradations,
-        "trace_id": answer.search.trace_id,
-    })))
+    Ok(Json(ContextResponse {
+        context: answer.formatted.context,
+        system_prompt_rule: answer.formatted.system_prompt_rule,
+        sources,
+        truncated: answer.formatted.truncated,
+        hits_level: answer.search.hits_level,
+        routing: answer.search.routing,
+        clarification: answer.search.clarification,
+        degradations: answer.search.degradations,
+        trace_id: answer.search.trace_id,
+    }))
 }

@@ -114,7 +114,13 @@ impl<'de> Visitor<'de> for StrictVisitor {
         Ok(Value::from(value))
     }
 
+    /// A number with no fractional part is an integer, as JSON Schema (and JavaScript) count it:
+    /// `{"max_results": 5.0}` means 5. Other numbers stay floating point.
     fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
+        const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
+        if value.fract() == 0.0 && (-TWO_POW_63..TWO_POW_63).contains(&value) {
+            return Ok(Value::from(value as i64));
+        }
         Ok(Value::from(value))
     }
 

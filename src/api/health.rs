@@ -1,26 +1,70 @@
 //! `/health`, `/internal/retrieval/stats` and `/metrics`.
 
+use crate::config::RuntimeSettings;
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 use std::sync::atomic::Ordering;
 
+/// `GET /health`: `ok` (200) or `unavailable` (503) with the backend's error.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct HealthResponse {
+    /// `ok` or `unavailable`.
+    pub status: String,
+    /// `memory` or `chroma`.
+    pub backend: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mock_mode: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Liveness and backend health (also at `/internal/retrieval/health`).
+#[utoipa::path(get, path = "/health", tag = "meta", responses(
+    (status = 200, description = "ok", body = HealthResponse),
+    (status = 503, description = "backend unavailable or no index", body = HealthResponse)))]
 pub async fn health(State(state): State<AppState>) -> impl IntoResponse {
-    let backend = state.search.index.backend_name();
+    let backend = state.search.index.backend_name().to_string();
     match state.search.index.health().await {
-        Ok(()) => {
-            (StatusCode::OK, Json(json!({"status": "ok", "backend": backend, "mock_mode": state.settings.mock_mode})))
-        }
+        Ok(()) => (
+            StatusCode::OK,
+            Json(HealthResponse {
+                status: "ok".into(),
+                backend,
+                mock_mode: Some(state.settings.mock_mode),
+                error: None,
+            }),
+        ),
         Err(error) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"status": "unavailable", "backend": backend, "error": error.message})),
+            Json(HealthResponse { status: "unavailable".into(), backend, mock_mode: None, error: Some(error.message) }),
         ),
     }
+}
+
+/// Record counts of one tenant.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct StatsCounts {
+    pub docs: usize,
+    pub sections: usize,
+    pub chunks: usize,
+}
+
+/// `GET /stats`: one tenant's index statistics and the runtime settings.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct StatsResponse {
+    pub tenant_id: String,
+    pub backend: String,
+    pub embedding_model: String,
+    pub dimension: usize,
+    pub indexed_at: String,
+    pub counts: StatsCounts,
+    pub source_files: Vec<String>,
+    pub config: RuntimeSettings,
 }
 
 #[derive(Debug, Deserialize)]
@@ -31,6 +75,9 @@ pub struct StatsQuery {
 
 /// Index statistics of one tenant (seed 002 `get_index_stats`). The tenant is required: stats
 /// of other tenants (their counts and file names) are never returned.
+#[utoipa::path(get, path = "/internal/retrieval/stats", tag = "meta",
+    params(("tenant_id" = String, Query, description = "the tenant whose statistics to return")),
+    responses((status = 200, description = "the tenant's statistics", body = StatsResponse)))]
 pub async fn stats(
     State(state): State<AppState>,
     key: super::auth::TenantKey,
@@ -44,19 +91,21 @@ pub async fn stats(
     let Some(tenant) = stats.tenants.get(&tenant_id) else {
         return Err(crate::search::SearchError::UnknownTenant(tenant_id).into());
     };
-    Ok(Json(json!({
-        "tenant_id": tenant_id,
-        "backend": stats.backend,
-        "embedding_model": stats.embedding_model,
-        "dimension": stats.dimension,
-        "indexed_at": tenant.indexed_at,
-        "counts": {"docs": tenant.docs, "sections": tenant.sections, "chunks": tenant.chunks},
-        "source_files": tenant.source_files,
-        "config": state.search.runtime_settings(),
-    })))
+    Ok(Json(StatsResponse {
+        backend: stats.backend,
+        embedding_model: stats.embedding_model,
+        dimension: stats.dimension,
+        indexed_at: tenant.indexed_at.clone(),
+        counts: StatsCounts { docs: tenant.docs, sections: tenant.sections, chunks: tenant.chunks },
+        source_files: tenant.source_files.clone(),
+        config: state.search.runtime_settings(),
+        tenant_id,
+    }))
 }
 
 /// Prometheus text exposition of the service's counters.
+#[utoipa::path(get, path = "/metrics", tag = "meta",
+    responses((status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain")))]
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     let counters = &state.search.counters;
     let mut body = String::new();

@@ -6,6 +6,7 @@ pub mod context;
 pub mod extract;
 pub mod health;
 pub mod metrics;
+pub mod openapi;
 pub mod search;
 pub mod window;
 
@@ -53,7 +54,7 @@ pub fn router(state: AppState) -> Router {
         .route("/context", post(context::context))
         .route("/stats", get(health::stats))
         .route("/health", get(health::health))
-        .route("/openapi.json", get(openapi));
+        .route("/openapi.json", get(openapi_document));
     let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let request_ids = CounterRequestId { prefix: format!("{:x}", started.as_millis()), next: Default::default() };
     let header = HeaderName::from_static(REQUEST_ID_HEADER);
@@ -76,68 +77,11 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// The OpenAPI 3 document of the whole API (`openapi.json`), completed from this deployment's
-/// configuration so that what it calls valid is what this service accepts: the theme ids a
-/// request may choose, the query length limit, the index's vector dimension, and whether
-/// reranking and LLM routing can be switched on. Schemathesis checks it against the running
-/// binary in the test command.
-async fn openapi(State(state): State<AppState>) -> Response {
-    static BASE: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
-    let mut document = BASE
-        .get_or_init(|| serde_json::from_str(include_str!("openapi.json")).expect("openapi.json is valid JSON"))
-        .clone();
-    let dimension = match state.search.index.dimension().await {
-        Ok(Some(dimension)) => dimension,
-        _ => state.settings.embedding_dimension,
-    };
-    let themes: Vec<String> = state.search.theme_list().iter().map(|theme| theme.id.clone()).collect();
-    let schemas = &mut document["components"]["schemas"];
-    {
-        let search = &mut schemas["SearchRequest"]["properties"];
-        search["query"]["maxLength"] = state.settings.max_query_chars.into();
-        search["query_embedding"]["minItems"] = dimension.into();
-        search["query_embedding"]["maxItems"] = dimension.into();
-        match themes.is_empty() {
-            true => {
-                if let Some(properties) = search.as_object_mut() {
-                    properties.remove("theme");
-                }
-            }
-            false => {
-                let mut values: Vec<serde_json::Value> = themes.into_iter().map(Into::into).collect();
-                values.push(serde_json::Value::Null);
-                search["theme"] = serde_json::json!({"type": "string", "nullable": true, "enum": values});
-            }
-        }
-    }
-    // `/context` takes every `/search` field plus `max_context_chars`.
-    let mut context = schemas["SearchRequest"].clone();
-    context["properties"]["max_context_chars"] = serde_json::json!({
-        "type": "integer", "minimum": 1, "maximum": crate::search::context::MAX_CONTEXT_CHARS,
-        "default": crate::search::context::DEFAULT_CONTEXT_CHARS
-    });
-    schemas["ContextRequest"] = context;
-    let runtime = &mut schemas["RuntimeSettings"]["properties"];
-    if !state.rerank_configured {
-        runtime["rerank_enabled"] = serde_json::json!({"type": "boolean", "enum": [false],
-            "description": "true needs a rerank endpoint (RETR_RERANK_API_BASE), which this deployment has not"});
-    }
-    if state.search.llm_router.is_none() {
-        runtime["theme_router_mode"] = serde_json::json!({"type": "string", "enum": ["none", "heuristic"],
-            "description": "llm needs a chat endpoint, which this deployment has not"});
-    }
-    // An update may send any subset; `null` leaves a setting unchanged.
-    let mut update = schemas["RuntimeSettings"].clone();
-    if let Some(properties) = update["properties"].as_object_mut() {
-        for property in properties.values_mut() {
-            property["nullable"] = true.into();
-            if let Some(values) = property.get_mut("enum").and_then(|e| e.as_array_mut()) {
-                values.push(serde_json::Value::Null);
-            }
-        }
-    }
-    schemas["RuntimeSettingsUpdate"] = update;
-    axum::Json(document).into_response()
+/// The OpenAPI document of the whole API, as this deployment serves it (`openapi.rs`).
+#[utoipa::path(get, path = "/internal/retrieval/openapi.json", tag = "meta",
+    responses((status = 200, description = "this document (OpenAPI 3.1)", body = Object)))]
+async fn openapi_document(State(state): State<AppState>) -> Response {
+    axum::Json(openapi::document(&state).await).into_response()
 }
 
 async fn route_not_found() -> ApiError {

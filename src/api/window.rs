@@ -10,10 +10,10 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 
 /// Largest accepted `window_before` / `window_after`.
-const MAX_WINDOW: i64 = 50;
+pub const MAX_WINDOW: i64 = 50;
 const DEFAULT_WINDOW: i64 = 1;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WindowRequest {
     tenant_id: String,
@@ -23,15 +23,15 @@ pub struct WindowRequest {
     window_after: Option<i64>,
 }
 
-#[derive(Debug, Serialize)]
-struct WindowChunk {
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct WindowChunk {
     chunk_id: String,
     page: u32,
     chunk_index: u32,
     text: String,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct WindowResponse {
     doc_id: String,
     chunks: Vec<WindowChunk>,
@@ -45,6 +45,9 @@ fn window_size(field: &str, value: Option<i64>) -> Result<usize, ApiError> {
     Ok(value as usize)
 }
 
+/// The chunks around an anchor chunk of one doc (the only endpoint that returns raw text).
+#[utoipa::path(post, path = "/internal/retrieval/chunks/window", tag = "search", request_body = WindowRequest,
+    responses((status = 200, description = "the chunks in page order", body = WindowResponse)))]
 pub async fn window(
     State(state): State<AppState>,
     key: TenantKey,

@@ -10,13 +10,13 @@ pub const CLARIFICATION_QUESTION: &str = "Уточните, пожалуйста
 /// At most this many options are offered.
 pub const MAX_CLARIFICATION_OPTIONS: usize = 5;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct ClarificationOption {
     pub theme_id: String,
     pub display_name: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Clarification {
     pub question: String,
     pub options: Vec<ClarificationOption>,

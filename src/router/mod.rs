@@ -37,7 +37,7 @@ pub struct UserMetadata {
 }
 
 /// The topic metadata fields of a theme; `None` means "any value".
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ThemeFields {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub domain: Option<String>,
@@ -88,7 +88,7 @@ impl ThemeFields {
 /// then gives every one of the first themes the secondary amount). `hard_filter` is set only at very high confidence and then holds the primary theme's
 /// fields; otherwise routing is a soft signal. `mode_used` is the mode that produced the answer
 /// (`heuristic` when `llm` failed), and `degradation` says why it differs from the requested mode.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct RoutingResult {
     pub themes: Vec<String>,
     pub primary_theme: Option<String>,

@@ -12,7 +12,7 @@ use serde::Serialize;
 pub const CLARIFICATION_TOP_HITS: usize = 5;
 
 /// The routing part of a search response.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct RoutingInfo {
     #[serde(flatten)]
     pub result: RoutingResult,

@@ -5,7 +5,7 @@ use crate::router::{Clarification, UserMetadata};
 use serde::{Deserialize, Serialize};
 
 /// Metadata filters of a search request; every field narrows the result when set.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchFilters {
     pub product: Option<String>,
@@ -18,7 +18,7 @@ pub struct SearchFilters {
 
 /// `POST /internal/retrieval/search`. Unknown fields are rejected so that a misspelt filter
 /// never silently widens a search.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchRequest {
     pub query: String,
@@ -32,6 +32,7 @@ pub struct SearchRequest {
     pub rerank_enabled: Option<bool>,
     pub trace_id: Option<String>,
     #[serde(default, deserialize_with = "strict_user_metadata")]
+    #[schema(value_type = Option<StrictUserMetadata>)]
     pub user_metadata: Option<UserMetadata>,
     #[serde(default)]
     pub include_steps: bool,
@@ -44,8 +45,9 @@ pub struct SearchRequest {
 
 /// `user_metadata` as the request spells it: unknown fields are rejected here too (a
 /// `{"tenant_id": …}` inside it must not pass silently).
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = UserMetadata)]
 struct StrictUserMetadata {
     role: Option<String>,
     product: Option<String>,
@@ -61,7 +63,7 @@ fn strict_user_metadata<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Re
 }
 
 /// Topic and location fields of a hit (never the raw text).
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct HitMetadata {
     pub url: String,
     pub source: String,
@@ -81,7 +83,7 @@ pub struct HitMetadata {
 }
 
 /// One result. By contract it never carries the record's text.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct RetrievalHit {
     pub id: String,
     pub level: Level,
@@ -95,8 +97,36 @@ pub struct RetrievalHit {
     /// The fused dense+lexical relevance normalised to [0, 1], before boosts; `min_score` applies to it.
     pub relevance: f32,
     pub metadata: HitMetadata,
+    /// How the score was made (`explain: true`).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Explain>)]
     pub explain: Option<serde_json::Value>,
+}
+
+/// The schema of `RetrievalHit::explain` (built by `Ranked::explain`; a test keeps the two equal).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Explain {
+    pub dense_rank: Option<usize>,
+    pub dense_score: Option<f32>,
+    pub lexical_rank: Option<usize>,
+    pub lexical_score: Option<f32>,
+    pub fused_score: f32,
+    pub fused_normalized: f32,
+    /// The boosting rules in the order applied, each with `multiply` or `add`.
+    pub boosts: Vec<ExplainBoost>,
+    pub rerank_score: Option<f32>,
+    pub padded: bool,
+    pub final_score: f32,
+}
+
+/// One boosting rule's effect in `Explain::boosts`.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct ExplainBoost {
+    pub rule: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub multiply: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub add: Option<f32>,
 }
 
 impl RetrievalHit {
@@ -134,7 +164,7 @@ impl RetrievalHit {
 }
 
 /// The intermediate hits of each cascade stage (`include_steps: true`).
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct Steps {
     pub docs: Vec<RetrievalHit>,
     pub sections: Vec<RetrievalHit>,
@@ -145,7 +175,7 @@ pub struct Steps {
 }
 
 /// Something that went wrong but did not fail the search, so callers can judge the result.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct Degradation {
     pub code: String,
     pub message: String,
@@ -157,7 +187,7 @@ impl Degradation {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct SearchResponse {
     pub hits: Vec<RetrievalHit>,
     /// `section` or `chunk`: which level the hits come from (`none` when there are no hits).
