@@ -5,19 +5,24 @@
 //!   connection must send its first head within `header_read_timeout` of being accepted
 //!   (slowloris and never-speaking connections are closed).
 //! - A keep-alive connection with no request in progress is closed after `keep_alive_timeout`.
-//! - Beyond `max_connections` open connections, a new connection is closed at once (counted in
-//!   `/metrics`, logged at most every 10 s), so the process never runs out of file descriptors.
+//! - At `max_connections` open connections, a new connection takes the place of the one idle the
+//!   longest (no request in progress: never spoken, a slow head, or keep-alive), which is closed,
+//!   as nginx drains keep-alive connections when it runs out; so thousands of idle connections
+//!   cannot lock real clients out until their timers expire. When every connection has a request
+//!   in progress, the new one is closed at once. Both are counted in `/metrics` (refusals logged at
+//!   most every 10 s), and the process never runs out of file descriptors.
 //! - A request in progress is never cut by these timers (`RETR_REQUEST_TIMEOUT_SECONDS` bounds it).
 
 use crate::config::Settings;
 use crate::state::AppState;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
+use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -26,6 +31,56 @@ use tokio::sync::{watch, Notify, Semaphore};
 
 /// How long an expired idle connection may take to close after a graceful shutdown was asked.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
+/// How long a new connection at the limit waits for the idle connection closed for it to go.
+const EVICTION_WAIT: Duration = Duration::from_secs(1);
+
+/// The open connections' activity, so that at the limit the longest-idle one can be closed.
+#[derive(Default)]
+struct OpenConnections {
+    next_id: AtomicU64,
+    /// New connections waiting for the permit of an idle connection closed for them.
+    waiting: AtomicUsize,
+    open: Mutex<HashMap<u64, Arc<Activity>>>,
+}
+
+impl OpenConnections {
+    fn add(&self, activity: &Arc<Activity>) -> u64 {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.open.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Arc::clone(activity));
+        id
+    }
+
+    /// Waits (at most `EVICTION_WAIT`) for the permit of the idle connection closed for this one.
+    async fn wait_for(&self, permits: &Arc<Semaphore>) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        let acquired = tokio::time::timeout(EVICTION_WAIT, Arc::clone(permits).acquire_owned()).await;
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        acquired.ok().and_then(Result::ok)
+    }
+
+    fn remove(&self, id: u64) {
+        self.open.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+    }
+
+    /// Asks the connection idle the longest (no request in progress) to close; false when every
+    /// connection is busy.
+    fn evict_longest_idle(&self) -> bool {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let longest = open
+            .iter()
+            .filter(|(_, activity)| activity.in_flight.load(Ordering::Acquire) == 0)
+            .min_by_key(|(id, activity)| (activity.idle_since_instant(), **id))
+            .map(|(id, _)| *id);
+        match longest.and_then(|id| open.remove(&id)) {
+            Some(activity) => {
+                activity.evict.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+}
 
 /// The connection limits of `serve`, from the settings.
 #[derive(Debug, Clone, Copy)]
@@ -48,6 +103,26 @@ impl ServerLimits {
     }
 }
 
+/// Pending connections the kernel may queue before `accept` (capped by `net.core.somaxconn`):
+/// a flood of connections must not overflow the queue, or a real client's SYN is dropped and
+/// retried a second or more later.
+pub const LISTEN_BACKLOG: u32 = 4096;
+
+/// Binds `address` (host:port, resolved) with `LISTEN_BACKLOG`.
+pub async fn listen(address: &str) -> io::Result<TcpListener> {
+    let mut last_error = io::Error::new(io::ErrorKind::InvalidInput, format!("{address}: no address to bind"));
+    for resolved in tokio::net::lookup_host(address).await? {
+        let socket =
+            if resolved.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+        socket.set_reuseaddr(true)?;
+        match socket.bind(resolved).and_then(|()| socket.listen(LISTEN_BACKLOG)) {
+            Ok(listener) => return Ok(listener),
+            Err(error) => last_error = error,
+        }
+    }
+    Err(last_error)
+}
+
 /// Serves `app(state)` on `listener` until `shutdown` completes, then stops accepting, lets
 /// requests in progress finish (at most `shutdown_grace`) and returns.
 pub async fn serve(
@@ -59,6 +134,7 @@ pub async fn serve(
     let metrics = Arc::clone(&state.http_metrics);
     let app = crate::app(state);
     let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let connections = Arc::new(OpenConnections::default());
     let (close_tx, close_rx) = watch::channel(false);
     let last_refusal_log = AtomicU64::new(0);
     let started = Instant::now();
@@ -78,7 +154,24 @@ pub async fn serve(
                 continue;
             }
         };
-        let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
+        // At the limit, the longest-idle connection is asked to close and the new one takes its
+        // permit when it does (in its own task: the accept loop never waits, so a flood of
+        // connections cannot queue a real client's behind it).
+        // While connections wait for a permit, a new one queues behind them (first come, first served).
+        let free = if connections.waiting.load(Ordering::Acquire) == 0 {
+            Arc::clone(&permits).try_acquire_owned().ok()
+        } else {
+            None
+        };
+        let permit = match free {
+            Some(permit) => Some(Some(permit)),
+            None if connections.evict_longest_idle() => {
+                metrics.connections_evicted.fetch_add(1, Ordering::Relaxed);
+                Some(None)
+            }
+            None => None,
+        };
+        let Some(permit) = permit else {
             metrics.connections_refused.fetch_add(1, Ordering::Relaxed);
             let now = started.elapsed().as_secs();
             let last = last_refusal_log.load(Ordering::Relaxed);
@@ -87,7 +180,7 @@ pub async fn serve(
             {
                 tracing::warn!(
                     max_connections = limits.max_connections,
-                    "connection limit reached; closing new connections"
+                    "connection limit reached with every connection busy; closing new connections"
                 );
             }
             drop(stream);
@@ -97,9 +190,24 @@ pub async fn serve(
         let app = app.clone();
         let close = close_rx.clone();
         let metrics = Arc::clone(&metrics);
-        metrics.connections_open.fetch_add(1, Ordering::Relaxed);
+        let connections = Arc::clone(&connections);
+        let permits = Arc::clone(&permits);
         tokio::spawn(async move {
-            serve_connection(stream, app, limits, close).await;
+            let permit = match permit {
+                Some(permit) => permit,
+                None => match connections.wait_for(&permits).await {
+                    Some(permit) => permit,
+                    None => {
+                        metrics.connections_refused.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    }
+                },
+            };
+            metrics.connections_open.fetch_add(1, Ordering::Relaxed);
+            let activity = Arc::new(Activity::new());
+            let id = connections.add(&activity);
+            serve_connection(stream, app, limits, close, activity).await;
+            connections.remove(id);
             metrics.connections_open.fetch_sub(1, Ordering::Relaxed);
             drop(permit);
         });
@@ -132,6 +240,8 @@ struct Activity {
     /// Whether a request was served (the idle timer is then the keep-alive timeout).
     served: AtomicUsize,
     changed: Notify,
+    /// Notified when the connection must close to make room for a new one.
+    evict: Notify,
 }
 
 impl Activity {
@@ -143,7 +253,13 @@ impl Activity {
             head_started: AtomicU64::new(0),
             served: AtomicUsize::new(0),
             changed: Notify::new(),
+            evict: Notify::new(),
         }
+    }
+
+    /// When the connection last became idle (for choosing the longest idle).
+    fn idle_since_instant(&self) -> Instant {
+        self.epoch + Duration::from_millis(self.idle_since.load(Ordering::Acquire).saturating_sub(1))
     }
 
     fn now(&self) -> u64 {
@@ -243,8 +359,8 @@ async fn serve_connection(
     app: axum::Router,
     limits: ServerLimits,
     mut close: watch::Receiver<bool>,
+    activity: Arc<Activity>,
 ) {
-    let activity = Arc::new(Activity::new());
     let io = TokioIo::new(TrackedStream { inner: stream, activity: Arc::clone(&activity) });
     let service = hyper::service::service_fn({
         let activity = Arc::clone(&activity);
@@ -279,6 +395,12 @@ async fn serve_connection(
                 }
             }
             () = activity.changed.notified() => {}
+            () = activity.evict.notified() => {
+                // No request in progress: nothing to finish, so the socket is closed at once and
+                // its permit goes to the new connection without delay.
+                tracing::debug!("closing the longest idle connection for a new one");
+                return;
+            }
             _ = close.changed() => break limits.shutdown_grace,
         }
     };

@@ -141,20 +141,63 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_keep_alive_timeout() 
 }
 
 #[tokio::test]
-async fn connections_beyond_the_limit_are_closed_and_the_others_keep_working() {
+async fn at_the_limit_a_new_connection_replaces_the_longest_idle_one() {
     let server = Server::start(|s| s.max_connections = 2).await;
     let mut first = TcpStream::connect(server.address).await.unwrap();
     let mut second = TcpStream::connect(server.address).await.unwrap();
     assert_eq!(request(&mut first, "GET", "/health", "").await.0, 200);
     assert_eq!(request(&mut second, "GET", "/health", "").await.0, 200);
+    // Both are idle keep-alive connections: the third is served, and the first (idle longest) goes.
     let mut third = TcpStream::connect(server.address).await.unwrap();
-    let _ = third.write_all(b"GET /health HTTP/1.1\r\nhost: test\r\n\r\n").await;
-    let answer = read_until_closed(&mut third).await;
-    assert!(answer.is_empty(), "{}", String::from_utf8_lossy(&answer));
-    let (status, _, metrics) = request(&mut first, "GET", "/metrics", "").await;
+    let (status, _, metrics) = request(&mut third, "GET", "/metrics", "").await;
     assert_eq!(status, 200);
-    assert!(metrics.contains("retrieval_connections_refused_total 1"), "{metrics}");
-    assert!(metrics.contains("retrieval_connections_open 2"), "{metrics}");
+    assert!(metrics.contains("retrieval_connections_evicted_total 1"), "{metrics}");
+    assert!(read_until_closed(&mut first).await.is_empty(), "the longest idle connection is closed");
+    assert_eq!(request(&mut second, "GET", "/health", "").await.0, 200, "the other one keeps working");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn at_the_limit_with_every_connection_busy_a_new_one_is_refused() {
+    let server = Server::start(|s| s.max_connections = 2).await;
+    // Two requests in progress: their heads are in, their bodies still coming.
+    let mut busy = Vec::new();
+    for _ in 0..2 {
+        let mut stream = TcpStream::connect(server.address).await.unwrap();
+        stream
+            .write_all(b"POST /internal/retrieval/search HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"query\"")
+            .await
+            .unwrap();
+        busy.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut refused = TcpStream::connect(server.address).await.unwrap();
+    let _ = refused.write_all(b"GET /health HTTP/1.1\r\nhost: test\r\n\r\n").await;
+    let answer = read_until_closed(&mut refused).await;
+    assert!(answer.is_empty(), "{}", String::from_utf8_lossy(&answer));
+    drop(busy);
+    // Once they are gone, new connections are served again.
+    let result = tokio::time::timeout(HANG, async {
+        loop {
+            let mut stream = TcpStream::connect(server.address).await.unwrap();
+            let _ = stream.write_all(b"GET /metrics HTTP/1.1\r\nhost: test\r\nconnection: close\r\n\r\n").await;
+            let answer = String::from_utf8_lossy(&read_until_closed(&mut stream).await).into_owned();
+            if answer.starts_with("HTTP/1.1 200") {
+                return answer;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("served again");
+    // (Retries may be refused too while the busy connections are still closing.)
+    let refused: u64 = result
+        .lines()
+        .find_map(|line| line.strip_prefix("retrieval_connections_refused_total "))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(refused >= 1, "{result}");
+    assert!(result.contains("retrieval_connections_evicted_total 0"), "busy connections are never closed: {result}");
     server.stop().await;
 }
 

@@ -15,6 +15,8 @@ pub struct HttpMetrics {
     pub requests_shed: AtomicU64,
     /// Connections closed at once because `RETR_MAX_CONNECTIONS` were open.
     pub connections_refused: AtomicU64,
+    /// Idle connections closed to make room for a new one at `RETR_MAX_CONNECTIONS`.
+    pub connections_evicted: AtomicU64,
     /// Connections open now.
     pub connections_open: AtomicU64,
 }
@@ -46,8 +48,14 @@ impl HttpMetrics {
             (
                 "retrieval_connections_refused_total",
                 "counter",
-                "Connections closed at once (RETR_MAX_CONNECTIONS open).",
+                "Connections closed at once (RETR_MAX_CONNECTIONS open, every one busy).",
                 &self.connections_refused,
+            ),
+            (
+                "retrieval_connections_evicted_total",
+                "counter",
+                "Idle connections closed to make room for a new one (RETR_MAX_CONNECTIONS open).",
+                &self.connections_evicted,
             ),
             ("retrieval_connections_open", "gauge", "Connections open now.", &self.connections_open),
         ] {

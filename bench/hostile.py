@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""Hostile-caller figures of the release binary in mock mode (README "Hardening"), one run:
+
+- the id-list repro (a 1 MB body of 174k short doc ids): status and time to the answer;
+- a repeated `tenant_id` key on every JSON endpoint: the status of each;
+- 20,000 idle TCP connections opened as fast as possible and held: `/health` latency from a fresh
+  connection every 50 ms meanwhile, the service's RSS before, at the peak and after they close.
+
+    python3 bench/hostile.py [--binary target/release/retrieval-service] [--idle 20000]
+
+Needs only the standard library; raises its own open-file limit for the idle connections.
+"""
+import argparse
+import http.client
+import multiprocessing
+import itertools
+import json
+import os
+import resource
+import socket
+import statistics
+import string
+import subprocess
+import sys
+import threading
+import time
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def post(port, path, body, timeout=30):
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    started = time.perf_counter()
+    connection.request("POST", path, body=body, headers={"content-type": "application/json"})
+    response = connection.getresponse()
+    payload = response.read()
+    elapsed = (time.perf_counter() - started) * 1000
+    connection.close()
+    return response.status, payload, elapsed
+
+
+FAILURES = []
+
+
+def health_ms(port, timeout=5):
+    started = time.perf_counter()
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+        connection.request("GET", "/health")
+        status = connection.getresponse().status
+        connection.close()
+    except (OSError, http.client.HTTPException) as error:
+        FAILURES.append(f"{type(error).__name__}: {error} after {(time.perf_counter() - started) * 1000:.0f} ms")
+        return None
+    if status != 200:
+        FAILURES.append(f"status {status}")
+        return None
+    return (time.perf_counter() - started) * 1000
+
+
+def hold_connections(port, count, ready, release):
+    """Opens `count` idle connections (in a process of its own: one process may not hold 20k
+    descriptors here), reports how many opened, and holds them until `release` is set."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    sockets = []
+    for _ in range(count):
+        try:
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex(("127.0.0.1", port))
+            sockets.append(s)
+        except OSError:
+            break
+    ready.put(len(sockets))
+    release.wait()
+    for s in sockets:
+        s.close()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--binary", default="target/release/retrieval-service")
+    parser.add_argument("--idle", type=int, default=20000)
+    args = parser.parse_args()
+
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RETR_")}
+    env.update({"RETR_MOCK_MODE": "true", "RETR_LOG_FORMAT": "json", "RUST_LOG": "warn"})
+    service = subprocess.Popen([args.binary, "serve", "--port", str(port)], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            if health_ms(port) is not None:
+                break
+            time.sleep(0.1)
+        else:
+            sys.exit("the service did not start")
+
+        # 1. The id-list repro.
+        alphabet = string.ascii_letters + string.digits
+        ids = ["".join(p) for p in itertools.product(alphabet, repeat=3)][:174000]
+        body = json.dumps({"query": "x", "tenant_id": "demo", "doc_ids": ids}, separators=(",", ":"))
+        times, statuses = [], set()
+        for _ in range(5):
+            status, _, elapsed = post(port, "/internal/retrieval/search", body)
+            statuses.add(status)
+            times.append(elapsed)
+        print(f"id-list repro ({len(body) / 1e6:.2f} MB, {len(ids)} ids): status {sorted(statuses)}, "
+              f"median {statistics.median(times):.1f} ms, max {max(times):.1f} ms over 5")
+
+        # 2. A repeated key on every JSON endpoint.
+        duplicate = '{"query":"a","tenant_id":"demo","tenant_id":"acme","doc_id":"d","anchor_chunk_id":"c"}'
+        results = []
+        for path in ["/internal/retrieval/search", "/internal/retrieval/context",
+                     "/internal/retrieval/chunks/window", "/internal/retrieval/config"]:
+            status, payload, _ = post(port, path, duplicate)
+            results.append(f"{path.rsplit('/', 1)[-1]} {status}")
+        print("repeated tenant_id key: " + ", ".join(results))
+
+        # 3. Idle connections.
+        rss_before = rss_mb(service.pid)
+        FAILURES.clear()
+        latencies, failures, stop = [], [0], threading.Event()
+
+        def probe():
+            while not stop.is_set():
+                value = health_ms(port, timeout=5)
+                if value is None:
+                    failures[0] += 1
+                else:
+                    latencies.append(value)
+                time.sleep(0.05)
+
+        prober = threading.Thread(target=probe, daemon=True)
+        prober.start()
+        workers, per_worker = 4, (args.idle + 3) // 4
+        ready, release = multiprocessing.Queue(), multiprocessing.Event()
+        started = time.perf_counter()
+        holders = [multiprocessing.Process(target=hold_connections, args=(port, per_worker, ready, release))
+                   for _ in range(workers)]
+        for holder in holders:
+            holder.start()
+        opened_count = sum(ready.get(timeout=120) for _ in holders)
+        opened = time.perf_counter() - started
+        peak = rss_before
+        for _ in range(40):  # hold them for ~4 s
+            peak = max(peak, rss_mb(service.pid))
+            time.sleep(0.1)
+        release.set()
+        for holder in holders:
+            holder.join(timeout=60)
+        time.sleep(3)
+        stop.set()
+        prober.join()
+        rss_after = rss_mb(service.pid)
+        latencies.sort()
+        p99 = latencies[int(0.99 * (len(latencies) - 1))] if latencies else float("nan")
+        print(f"{opened_count} idle connections opened in {opened:.1f} s; "
+              f"/health meanwhile: {len(latencies)} answered, {failures[0]} failed, "
+              f"median {statistics.median(latencies) if latencies else float('nan'):.1f} ms, "
+              f"p99 {p99:.1f} ms, max {max(latencies) if latencies else float('nan'):.1f} ms")
+        for failure in sorted(set(FAILURES)):
+            print(f"  /health failure: {failure}")
+        print(f"service RSS: {rss_before:.0f} MB before, {peak:.0f} MB peak, {rss_after:.0f} MB after they closed")
+        metrics = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        metrics.request("GET", "/metrics")
+        text = metrics.getresponse().read().decode()
+        for line in text.splitlines():
+            if line.startswith(("retrieval_connections_", "retrieval_requests_shed_total")):
+                print("  " + line)
+    finally:
+        service.terminate()
+        service.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
