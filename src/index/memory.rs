@@ -2,9 +2,7 @@
 //! corpus), reloaded in the background when the file changes without interrupting searches.
 
 use super::lexical::{Bm25Index, Bm25Params};
-use super::{
-    sort_scored, IndexError, IndexErrorKind, IndexStats, RecordFilter, Result, ScoredRecord, TenantStats, VectorIndex,
-};
+use super::{IndexError, IndexErrorKind, IndexStats, RecordFilter, Result, ScoredRecord, TenantStats, VectorIndex};
 use crate::model::{Level, Record, Snapshot};
 use async_trait::async_trait;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -12,18 +10,41 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
-/// One tenant's records of one level, with their lexical index (numbered like `positions`).
+/// One tenant's records of one level: their vectors as one contiguous matrix, their lexical
+/// index, and the records of each doc. Records are numbered by ascending id within the tenant and
+/// level, so comparing numbers breaks score ties by id without touching a string.
 #[derive(Debug, Default)]
 struct TenantLevel {
+    /// Number → position in `LevelData::records`.
     positions: Vec<usize>,
+    vectors: VectorBlocks,
+    /// Number → Euclidean norm of the record's embedding.
+    norms: Vec<f32>,
     lexical: Bm25Index,
-    /// doc_id → numbers (indices into `positions`) of the doc's records, so a query restricted to
-    /// a few docs visits only their records.
+    /// doc_id → numbers of the doc's records (ascending), so a query restricted to a few docs
+    /// visits only their records.
     by_doc: HashMap<String, Vec<usize>>,
 }
 
 impl TenantLevel {
-    /// The numbers of the records a filter can match: those of its docs when it names docs.
+    fn build(records: &[Arc<Record>], mut positions: Vec<usize>, dimension: usize) -> Self {
+        positions.sort_unstable_by(|&a, &b| records[a].id.cmp(&records[b].id));
+        let embeddings: Vec<&[f32]> = positions.iter().map(|&p| records[p].embedding.as_slice()).collect();
+        let vectors = VectorBlocks::build(&embeddings, dimension);
+        let norms = embeddings.iter().map(|e| e.iter().map(|v| v * v).sum::<f32>().sqrt()).collect();
+        let lexical = Bm25Index::build(
+            positions.iter().map(|&p| crate::text::terms(&lexical_text(&records[p]))),
+            Bm25Params::default(),
+        );
+        let mut by_doc: HashMap<String, Vec<usize>> = HashMap::new();
+        for (number, &position) in positions.iter().enumerate() {
+            by_doc.entry(records[position].meta.doc_id.clone()).or_default().push(number);
+        }
+        Self { positions, vectors, norms, lexical, by_doc }
+    }
+
+    /// The numbers of the records a filter can match, ascending (that is, in id order): those
+    /// of its docs when it names docs, else all.
     fn candidates(&self, filter: &RecordFilter) -> Vec<usize> {
         match &filter.doc_ids {
             Some(doc_ids) => {
@@ -38,36 +59,133 @@ impl TenantLevel {
     }
 }
 
+/// What of a filter is left to check per record once the tenant and the doc ids chose the
+/// candidates (`TenantLevel::candidates`). Same verdict as `RecordFilter::matches`.
+enum Residual<'a> {
+    Nothing,
+    /// Only section ids: a set lookup instead of a scan of the list per record.
+    SectionIds(HashSet<&'a str>),
+    /// Any other condition: the filter's own check.
+    Everything(&'a RecordFilter),
+}
+
+impl<'a> Residual<'a> {
+    fn of(filter: &'a RecordFilter) -> Self {
+        let only_ids = filter.product.is_none()
+            && filter.version.is_none()
+            && filter.tags.is_empty()
+            && filter.domain.is_none()
+            && filter.section.is_none()
+            && filter.platform.is_none()
+            && filter.role.is_none();
+        match &filter.section_ids {
+            _ if !only_ids => Residual::Everything(filter),
+            Some(section_ids) => Residual::SectionIds(section_ids.iter().map(String::as_str).collect()),
+            None => Residual::Nothing,
+        }
+    }
+
+    fn accepts(&self, record: &Record) -> bool {
+        match self {
+            Residual::Nothing => true,
+            Residual::SectionIds(section_ids) => {
+                record.meta.section_id.as_deref().is_some_and(|section_id| section_ids.contains(section_id))
+            }
+            Residual::Everything(filter) => filter.matches(&record.meta),
+        }
+    }
+}
+
+/// Rows per block of `VectorBlocks`: four SSE registers of partial sums.
+const LANES: usize = 16;
+
+/// A tenant level's embeddings as one contiguous matrix, in blocks of `LANES` rows stored
+/// dimension-major (`[dimension][LANES]`, the last block padded with zero rows). One pass over a
+/// block yields `LANES` dot products; each is summed in dimension order, exactly like a sequential
+/// loop over one row, so scores are bit-identical to the row-by-row cosine while the lanes run
+/// side by side in SIMD registers.
+#[derive(Debug, Default)]
+struct VectorBlocks {
+    dimension: usize,
+    data: Vec<f32>,
+}
+
+impl VectorBlocks {
+    fn build(rows: &[&[f32]], dimension: usize) -> Self {
+        let blocks = rows.len().div_ceil(LANES);
+        let mut data = vec![0.0; blocks * dimension * LANES];
+        for (number, row) in rows.iter().enumerate() {
+            let block = &mut data[(number / LANES) * dimension * LANES..][..dimension * LANES];
+            for (column, &value) in block.chunks_exact_mut(LANES).zip(row.iter()) {
+                column[number % LANES] = value;
+            }
+        }
+        Self { dimension, data }
+    }
+
+    /// The dot products of `query` with the rows of block `block` (`query.len() == dimension`).
+    fn dots(&self, block: usize, query: &[f32]) -> [f32; LANES] {
+        let columns = &self.data[block * self.dimension * LANES..][..self.dimension * LANES];
+        // -0.0 is the start of `Iterator::sum` for floats: the sign of an all-zero sum matches too.
+        let mut sums = [-0.0f32; LANES];
+        for (&q, column) in query.iter().zip(columns.chunks_exact(LANES)) {
+            for lane in 0..LANES {
+                sums[lane] += q * column[lane];
+            }
+        }
+        sums
+    }
+}
+
+/// Keeps the best `k` of (score, number) pairs, by descending score then ascending number
+/// (= ascending id): a partial selection, then a sort of the `k` kept.
+fn top_k(scored: &mut Vec<(f32, usize)>, k: usize) {
+    let order = |a: &(f32, usize), b: &(f32, usize)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+    if k == 0 {
+        scored.clear();
+        return;
+    }
+    if scored.len() > k {
+        scored.select_nth_unstable_by(k - 1, order);
+        scored.truncate(k);
+    }
+    scored.sort_unstable_by(order);
+}
+
 #[derive(Debug, Default)]
 struct LevelData {
     records: Vec<Arc<Record>>,
-    norms: Vec<f32>,
     tenants: HashMap<String, TenantLevel>,
 }
 
 impl LevelData {
-    fn build(records: Vec<Record>) -> Self {
+    fn build(records: Vec<Record>, dimension: usize) -> Self {
         let records: Vec<Arc<Record>> = records.into_iter().map(Arc::new).collect();
-        let norms = records.iter().map(|r| r.embedding.iter().map(|v| v * v).sum::<f32>().sqrt()).collect();
         let mut positions_by_tenant: HashMap<String, Vec<usize>> = HashMap::new();
         for (position, record) in records.iter().enumerate() {
             positions_by_tenant.entry(record.meta.tenant_id.clone()).or_default().push(position);
         }
         let tenants = positions_by_tenant
             .into_iter()
-            .map(|(tenant, positions)| {
-                let lexical = Bm25Index::build(
-                    positions.iter().map(|&p| crate::text::terms(&lexical_text(&records[p]))),
-                    Bm25Params::default(),
-                );
-                let mut by_doc: HashMap<String, Vec<usize>> = HashMap::new();
-                for (number, &position) in positions.iter().enumerate() {
-                    by_doc.entry(records[position].meta.doc_id.clone()).or_default().push(number);
-                }
-                (tenant, TenantLevel { positions, lexical, by_doc })
-            })
+            .map(|(tenant, positions)| (tenant, TenantLevel::build(&records, positions, dimension)))
             .collect();
-        Self { records, norms, tenants }
+        Self { records, tenants }
+    }
+
+    /// The tenant's records of this level that pass `filter`, as numbers in id order.
+    fn matching(&self, filter: &RecordFilter) -> Option<(&TenantLevel, Vec<usize>)> {
+        let tenant = self.tenants.get(&filter.tenant_id)?;
+        let residual = Residual::of(filter);
+        let mut numbers = tenant.candidates(filter);
+        numbers.retain(|&number| residual.accepts(&self.records[tenant.positions[number]]));
+        Some((tenant, numbers))
+    }
+
+    fn scored_records(&self, tenant: &TenantLevel, scored: &[(f32, usize)]) -> Vec<ScoredRecord> {
+        scored
+            .iter()
+            .map(|&(score, number)| ScoredRecord { record: Arc::clone(&self.records[tenant.positions[number]]), score })
+            .collect()
     }
 }
 
@@ -99,9 +217,9 @@ impl LoadedIndex {
             dimension,
             indexed_at: snapshot.indexed_at,
             levels: [
-                LevelData::build(snapshot.docs),
-                LevelData::build(snapshot.sections),
-                LevelData::build(snapshot.chunks),
+                LevelData::build(snapshot.docs, dimension),
+                LevelData::build(snapshot.sections, dimension),
+                LevelData::build(snapshot.chunks, dimension),
             ],
         })
     }
@@ -114,21 +232,6 @@ impl LoadedIndex {
         }
     }
 
-    fn matching<'a>(
-        &'a self,
-        level: Level,
-        filter: &'a RecordFilter,
-    ) -> impl Iterator<Item = (usize, &'a Arc<Record>)> + 'a {
-        let data = self.level(level);
-        let tenant = data.tenants.get(&filter.tenant_id);
-        let candidates = tenant.map(|tenant| tenant.candidates(filter)).unwrap_or_default();
-        candidates
-            .into_iter()
-            .filter_map(move |number| tenant.map(|tenant| tenant.positions[number]))
-            .map(move |position| (position, &data.records[position]))
-            .filter(move |(_, record)| filter.matches(&record.meta))
-    }
-
     pub fn knn(&self, level: Level, filter: &RecordFilter, query: &[f32], k: usize) -> Result<Vec<ScoredRecord>> {
         if query.len() != self.dimension {
             return Err(IndexError::new(
@@ -136,27 +239,30 @@ impl LoadedIndex {
                 format!("query vector has dimension {}, the index has {}", query.len(), self.dimension),
             ));
         }
-        let query_norm = query.iter().map(|v| v * v).sum::<f32>().sqrt();
         let data = self.level(level);
-        let mut results: Vec<ScoredRecord> = self
-            .matching(level, filter)
-            .map(|(position, record)| {
-                let norm = data.norms[position];
+        let Some((tenant, numbers)) = data.matching(filter) else { return Ok(Vec::new()) };
+        let query_norm = query.iter().map(|v| v * v).sum::<f32>().sqrt();
+        let mut scored: Vec<(f32, usize)> = Vec::with_capacity(numbers.len());
+        let mut next = 0;
+        while next < numbers.len() {
+            let block = numbers[next] / LANES;
+            let dots = tenant.vectors.dots(block, query);
+            while let Some(&number) = numbers.get(next).filter(|&&number| number / LANES == block) {
+                let norm = tenant.norms[number];
                 let score = if query_norm == 0.0 || norm == 0.0 {
                     0.0
                 } else {
-                    let dot: f32 = query.iter().zip(&record.embedding).map(|(a, b)| a * b).sum();
-                    (dot / (query_norm * norm)).clamp(-1.0, 1.0)
+                    (dots[number % LANES] / (query_norm * norm)).clamp(-1.0, 1.0)
                 };
                 // Rounded to 1e-6 so that float noise (Chroma re-normalises stored vectors) cannot
                 // reorder equal scores: ties are then broken by id on every backend alike.
                 let score = if score.is_finite() { (score * 1e6).round() / 1e6 } else { 0.0 };
-                ScoredRecord { record: Arc::clone(record), score }
-            })
-            .collect();
-        sort_scored(&mut results);
-        results.truncate(k);
-        Ok(results)
+                scored.push((score, number));
+                next += 1;
+            }
+        }
+        top_k(&mut scored, k);
+        Ok(data.scored_records(tenant, &scored))
     }
 
     pub fn lexical(&self, level: Level, filter: &RecordFilter, terms: &[String], k: usize) -> Vec<ScoredRecord> {
@@ -167,26 +273,21 @@ impl LoadedIndex {
             tenant.candidates(filter).into_iter().for_each(|number| allowed[number] = true);
             allowed
         });
+        let residual = Residual::of(filter);
         let accept = |number: usize| {
             allowed.as_ref().is_none_or(|allowed| allowed[number])
-                && filter.matches(&data.records[tenant.positions[number]].meta)
+                && residual.accepts(&data.records[tenant.positions[number]])
         };
-        let mut results: Vec<ScoredRecord> = tenant
-            .lexical
-            .score(terms, accept)
-            .into_iter()
-            .map(|(number, score)| ScoredRecord { record: Arc::clone(&data.records[tenant.positions[number]]), score })
-            .collect();
-        sort_scored(&mut results);
-        results.truncate(k);
-        results
+        let mut scored: Vec<(f32, usize)> =
+            tenant.lexical.score(terms, accept).into_iter().map(|(number, score)| (score, number)).collect();
+        top_k(&mut scored, k);
+        data.scored_records(tenant, &scored)
     }
 
     pub fn get(&self, level: Level, filter: &RecordFilter, limit: usize) -> Vec<Arc<Record>> {
-        let mut records: Vec<Arc<Record>> = self.matching(level, filter).map(|(_, r)| Arc::clone(r)).collect();
-        records.sort_by(|a, b| a.id.cmp(&b.id));
-        records.truncate(limit);
-        records
+        let data = self.level(level);
+        let Some((tenant, numbers)) = data.matching(filter) else { return Vec::new() };
+        numbers.into_iter().take(limit).map(|number| Arc::clone(&data.records[tenant.positions[number]])).collect()
     }
 
     pub fn text_search(
@@ -196,14 +297,15 @@ impl LoadedIndex {
         needles: &[String],
         limit: usize,
     ) -> Vec<Arc<Record>> {
-        let mut records: Vec<Arc<Record>> = self
-            .matching(level, filter)
-            .filter(|(_, record)| needles.iter().any(|needle| record.text.contains(needle.as_str())))
-            .map(|(_, r)| Arc::clone(r))
-            .collect();
-        records.sort_by(|a, b| a.id.cmp(&b.id));
-        records.truncate(limit);
-        records
+        let data = self.level(level);
+        let Some((tenant, numbers)) = data.matching(filter) else { return Vec::new() };
+        numbers
+            .into_iter()
+            .map(|number| &data.records[tenant.positions[number]])
+            .filter(|record| needles.iter().any(|needle| record.text.contains(needle.as_str())))
+            .take(limit)
+            .map(Arc::clone)
+            .collect()
     }
 
     pub fn stats(&self) -> IndexStats {
