@@ -182,11 +182,14 @@ fn bench_stages(c: &mut Criterion) {
     c.bench_function("bm25/sections_1000", |b| b.iter(|| black_box(bm25.score(&terms, |_| true).len())));
 
     let (boosting, _) = BoostingConfig::load(std::path::Path::new("config/boosting.yaml"));
-    let candidates: Vec<Ranked> = sections
+    // Candidates as a level's ranking makes them: with the features the index derived at load.
+    let nearest = runtime.block_on(index.knn(Level::Section, &filter, &query, 200)).expect("knn");
+    let candidates: Vec<Ranked> = nearest
         .iter()
-        .take(200)
-        .enumerate()
-        .map(|(n, s)| Ranked::unscored(Arc::clone(s), 1.0 / (n + 1) as f32, false))
+        .map(|scored| Ranked {
+            features: scored.features.clone(),
+            ..Ranked::unscored(Arc::clone(&scored.record), scored.score, false)
+        })
         .collect();
     let context = BoostContext::default();
     c.bench_function("boost/200_sections", |b| {

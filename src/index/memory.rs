@@ -1,6 +1,7 @@
 //! The in-memory backend: exact cosine and BM25 over a snapshot file (or the bundled demo
 //! corpus), reloaded in the background when the file changes without interrupting searches.
 
+use super::features::RecordFeatures;
 use super::lexical::{Bm25Index, Bm25Params};
 use super::{IndexError, IndexErrorKind, IndexStats, RecordFilter, Result, ScoredRecord, TenantStats, VectorIndex};
 use crate::model::{Level, Record, Snapshot};
@@ -24,6 +25,8 @@ struct TenantLevel {
     /// doc_id → numbers of the doc's records (ascending), so a query restricted to a few docs
     /// visits only their records.
     by_doc: HashMap<String, Vec<usize>>,
+    /// section_id → numbers of the records carrying it (the section and its chunks), ascending.
+    by_section: HashMap<String, Vec<usize>>,
 }
 
 impl TenantLevel {
@@ -37,60 +40,68 @@ impl TenantLevel {
             Bm25Params::default(),
         );
         let mut by_doc: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut by_section: HashMap<String, Vec<usize>> = HashMap::new();
         for (number, &position) in positions.iter().enumerate() {
-            by_doc.entry(records[position].meta.doc_id.clone()).or_default().push(number);
+            let meta = &records[position].meta;
+            by_doc.entry(meta.doc_id.clone()).or_default().push(number);
+            if let Some(section_id) = &meta.section_id {
+                by_section.entry(section_id.clone()).or_default().push(number);
+            }
         }
-        Self { positions, vectors, norms, lexical, by_doc }
+        Self { positions, vectors, norms, lexical, by_doc, by_section }
     }
 
-    /// The numbers of the records a filter can match, ascending (that is, in id order): those
-    /// of its docs when it names docs, else all.
+    /// The numbers of the records that the filter's id lists allow, ascending (that is, in id
+    /// order): those of its docs and of its sections when it names them, else all. Records without
+    /// a section id never pass a `section_ids` condition, as in `RecordFilter::matches`.
     fn candidates(&self, filter: &RecordFilter) -> Vec<usize> {
-        match &filter.doc_ids {
-            Some(doc_ids) => {
-                let mut numbers: Vec<usize> =
-                    doc_ids.iter().filter_map(|doc_id| self.by_doc.get(doc_id)).flatten().copied().collect();
-                numbers.sort_unstable();
-                numbers.dedup();
+        let numbers_of = |index: &HashMap<String, Vec<usize>>, ids: &[String]| {
+            let mut numbers: Vec<usize> = ids.iter().filter_map(|id| index.get(id)).flatten().copied().collect();
+            numbers.sort_unstable();
+            numbers.dedup();
+            numbers
+        };
+        match (&filter.doc_ids, &filter.section_ids) {
+            (None, None) => (0..self.positions.len()).collect(),
+            (Some(doc_ids), None) => numbers_of(&self.by_doc, doc_ids),
+            (None, Some(section_ids)) => numbers_of(&self.by_section, section_ids),
+            (Some(doc_ids), Some(section_ids)) => {
+                let of_docs = numbers_of(&self.by_doc, doc_ids);
+                let mut numbers = numbers_of(&self.by_section, section_ids);
+                numbers.retain(|number| of_docs.binary_search(number).is_ok());
                 numbers
             }
-            None => (0..self.positions.len()).collect(),
         }
     }
 }
 
-/// What of a filter is left to check per record once the tenant and the doc ids chose the
-/// candidates (`TenantLevel::candidates`). Same verdict as `RecordFilter::matches`.
+/// What of a filter is left to check per record once the tenant and the id lists chose the
+/// candidates (`TenantLevel::candidates`): nothing, or — for any metadata condition — the
+/// filter's own check. Together they give the verdict of `RecordFilter::matches`.
 enum Residual<'a> {
     Nothing,
-    /// Only section ids: a set lookup instead of a scan of the list per record.
-    SectionIds(HashSet<&'a str>),
-    /// Any other condition: the filter's own check.
     Everything(&'a RecordFilter),
 }
 
 impl<'a> Residual<'a> {
     fn of(filter: &'a RecordFilter) -> Self {
-        let only_ids = filter.product.is_none()
+        let ids_only = filter.product.is_none()
             && filter.version.is_none()
             && filter.tags.is_empty()
             && filter.domain.is_none()
             && filter.section.is_none()
             && filter.platform.is_none()
             && filter.role.is_none();
-        match &filter.section_ids {
-            _ if !only_ids => Residual::Everything(filter),
-            Some(section_ids) => Residual::SectionIds(section_ids.iter().map(String::as_str).collect()),
-            None => Residual::Nothing,
+        if ids_only {
+            Residual::Nothing
+        } else {
+            Residual::Everything(filter)
         }
     }
 
     fn accepts(&self, record: &Record) -> bool {
         match self {
             Residual::Nothing => true,
-            Residual::SectionIds(section_ids) => {
-                record.meta.section_id.as_deref().is_some_and(|section_id| section_ids.contains(section_id))
-            }
             Residual::Everything(filter) => filter.matches(&record.meta),
         }
     }
@@ -155,12 +166,15 @@ fn top_k(scored: &mut Vec<(f32, usize)>, k: usize) {
 #[derive(Debug, Default)]
 struct LevelData {
     records: Vec<Arc<Record>>,
+    /// Position → the record's derived features (boosting reads them instead of the text).
+    features: Vec<Arc<RecordFeatures>>,
     tenants: HashMap<String, TenantLevel>,
 }
 
 impl LevelData {
     fn build(records: Vec<Record>, dimension: usize) -> Self {
         let records: Vec<Arc<Record>> = records.into_iter().map(Arc::new).collect();
+        let features = records.iter().map(|record| Arc::new(RecordFeatures::of(record))).collect();
         let mut positions_by_tenant: HashMap<String, Vec<usize>> = HashMap::new();
         for (position, record) in records.iter().enumerate() {
             positions_by_tenant.entry(record.meta.tenant_id.clone()).or_default().push(position);
@@ -169,7 +183,7 @@ impl LevelData {
             .into_iter()
             .map(|(tenant, positions)| (tenant, TenantLevel::build(&records, positions, dimension)))
             .collect();
-        Self { records, tenants }
+        Self { records, features, tenants }
     }
 
     /// The tenant's records of this level that pass `filter`, as numbers in id order.
@@ -184,7 +198,14 @@ impl LevelData {
     fn scored_records(&self, tenant: &TenantLevel, scored: &[(f32, usize)]) -> Vec<ScoredRecord> {
         scored
             .iter()
-            .map(|&(score, number)| ScoredRecord { record: Arc::clone(&self.records[tenant.positions[number]]), score })
+            .map(|&(score, number)| {
+                let position = tenant.positions[number];
+                ScoredRecord {
+                    record: Arc::clone(&self.records[position]),
+                    score,
+                    features: Some(Arc::clone(&self.features[position])),
+                }
+            })
             .collect()
     }
 }
@@ -268,7 +289,8 @@ impl LoadedIndex {
     pub fn lexical(&self, level: Level, filter: &RecordFilter, terms: &[String], k: usize) -> Vec<ScoredRecord> {
         let data = self.level(level);
         let Some(tenant) = data.tenants.get(&filter.tenant_id) else { return Vec::new() };
-        let allowed: Option<Vec<bool>> = filter.doc_ids.as_ref().map(|_| {
+        let restricted = filter.doc_ids.is_some() || filter.section_ids.is_some();
+        let allowed: Option<Vec<bool>> = restricted.then(|| {
             let mut allowed = vec![false; tenant.positions.len()];
             tenant.candidates(filter).into_iter().for_each(|number| allowed[number] = true);
             allowed
