@@ -2,7 +2,7 @@
 //! corpus), reloaded in the background when the file changes without interrupting searches.
 
 use super::features::RecordFeatures;
-use super::lexical::{Bm25Index, Bm25Params};
+use super::tenant_level::{top_k, Residual, TenantLevel};
 use super::{IndexError, IndexErrorKind, IndexStats, RecordFilter, Result, ScoredRecord, TenantStats, VectorIndex};
 use crate::model::{Level, Record, Snapshot};
 use async_trait::async_trait;
@@ -10,158 +10,6 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
-
-/// One tenant's records of one level: their vectors as one contiguous matrix, their lexical
-/// index, and the records of each doc. Records are numbered by ascending id within the tenant and
-/// level, so comparing numbers breaks score ties by id without touching a string.
-#[derive(Debug, Default)]
-struct TenantLevel {
-    /// Number → position in `LevelData::records`.
-    positions: Vec<usize>,
-    vectors: VectorBlocks,
-    /// Number → Euclidean norm of the record's embedding.
-    norms: Vec<f32>,
-    lexical: Bm25Index,
-    /// doc_id → numbers of the doc's records (ascending), so a query restricted to a few docs
-    /// visits only their records.
-    by_doc: HashMap<String, Vec<usize>>,
-    /// section_id → numbers of the records carrying it (the section and its chunks), ascending.
-    by_section: HashMap<String, Vec<usize>>,
-}
-
-impl TenantLevel {
-    fn build(records: &[Arc<Record>], mut positions: Vec<usize>, dimension: usize) -> Self {
-        positions.sort_unstable_by(|&a, &b| records[a].id.cmp(&records[b].id));
-        let embeddings: Vec<&[f32]> = positions.iter().map(|&p| records[p].embedding.as_slice()).collect();
-        let vectors = VectorBlocks::build(&embeddings, dimension);
-        let norms = embeddings.iter().map(|e| e.iter().map(|v| v * v).sum::<f32>().sqrt()).collect();
-        let lexical = Bm25Index::build(
-            positions.iter().map(|&p| crate::text::terms(&lexical_text(&records[p]))),
-            Bm25Params::default(),
-        );
-        let mut by_doc: HashMap<String, Vec<usize>> = HashMap::new();
-        let mut by_section: HashMap<String, Vec<usize>> = HashMap::new();
-        for (number, &position) in positions.iter().enumerate() {
-            let meta = &records[position].meta;
-            by_doc.entry(meta.doc_id.clone()).or_default().push(number);
-            if let Some(section_id) = &meta.section_id {
-                by_section.entry(section_id.clone()).or_default().push(number);
-            }
-        }
-        Self { positions, vectors, norms, lexical, by_doc, by_section }
-    }
-
-    /// The numbers of the records that the filter's id lists allow, ascending (that is, in id
-    /// order): those of its docs and of its sections when it names them, else all. Records without
-    /// a section id never pass a `section_ids` condition, as in `RecordFilter::matches`.
-    fn candidates(&self, filter: &RecordFilter) -> Vec<usize> {
-        let numbers_of = |index: &HashMap<String, Vec<usize>>, ids: &[String]| {
-            let mut numbers: Vec<usize> = ids.iter().filter_map(|id| index.get(id)).flatten().copied().collect();
-            numbers.sort_unstable();
-            numbers.dedup();
-            numbers
-        };
-        match (&filter.doc_ids, &filter.section_ids) {
-            (None, None) => (0..self.positions.len()).collect(),
-            (Some(doc_ids), None) => numbers_of(&self.by_doc, doc_ids),
-            (None, Some(section_ids)) => numbers_of(&self.by_section, section_ids),
-            (Some(doc_ids), Some(section_ids)) => {
-                let of_docs = numbers_of(&self.by_doc, doc_ids);
-                let mut numbers = numbers_of(&self.by_section, section_ids);
-                numbers.retain(|number| of_docs.binary_search(number).is_ok());
-                numbers
-            }
-        }
-    }
-}
-
-/// What of a filter is left to check per record once the tenant and the id lists chose the
-/// candidates (`TenantLevel::candidates`): nothing, or — for any metadata condition — the
-/// filter's own check. Together they give the verdict of `RecordFilter::matches`.
-enum Residual<'a> {
-    Nothing,
-    Everything(&'a RecordFilter),
-}
-
-impl<'a> Residual<'a> {
-    fn of(filter: &'a RecordFilter) -> Self {
-        let ids_only = filter.product.is_none()
-            && filter.version.is_none()
-            && filter.tags.is_empty()
-            && filter.domain.is_none()
-            && filter.section.is_none()
-            && filter.platform.is_none()
-            && filter.role.is_none();
-        if ids_only {
-            Residual::Nothing
-        } else {
-            Residual::Everything(filter)
-        }
-    }
-
-    fn accepts(&self, record: &Record) -> bool {
-        match self {
-            Residual::Nothing => true,
-            Residual::Everything(filter) => filter.matches(&record.meta),
-        }
-    }
-}
-
-/// Rows per block of `VectorBlocks`: four SSE registers of partial sums.
-const LANES: usize = 16;
-
-/// A tenant level's embeddings as one contiguous matrix, in blocks of `LANES` rows stored
-/// dimension-major (`[dimension][LANES]`, the last block padded with zero rows). One pass over a
-/// block yields `LANES` dot products; each is summed in dimension order, exactly like a sequential
-/// loop over one row, so scores are bit-identical to the row-by-row cosine while the lanes run
-/// side by side in SIMD registers.
-#[derive(Debug, Default)]
-struct VectorBlocks {
-    dimension: usize,
-    data: Vec<f32>,
-}
-
-impl VectorBlocks {
-    fn build(rows: &[&[f32]], dimension: usize) -> Self {
-        let blocks = rows.len().div_ceil(LANES);
-        let mut data = vec![0.0; blocks * dimension * LANES];
-        for (number, row) in rows.iter().enumerate() {
-            let block = &mut data[(number / LANES) * dimension * LANES..][..dimension * LANES];
-            for (column, &value) in block.chunks_exact_mut(LANES).zip(row.iter()) {
-                column[number % LANES] = value;
-            }
-        }
-        Self { dimension, data }
-    }
-
-    /// The dot products of `query` with the rows of block `block` (`query.len() == dimension`).
-    fn dots(&self, block: usize, query: &[f32]) -> [f32; LANES] {
-        let columns = &self.data[block * self.dimension * LANES..][..self.dimension * LANES];
-        // -0.0 is the start of `Iterator::sum` for floats: the sign of an all-zero sum matches too.
-        let mut sums = [-0.0f32; LANES];
-        for (&q, column) in query.iter().zip(columns.chunks_exact(LANES)) {
-            for lane in 0..LANES {
-                sums[lane] += q * column[lane];
-            }
-        }
-        sums
-    }
-}
-
-/// Keeps the best `k` of (score, number) pairs, by descending score then ascending number
-/// (= ascending id): a partial selection, then a sort of the `k` kept.
-fn top_k(scored: &mut Vec<(f32, usize)>, k: usize) {
-    let order = |a: &(f32, usize), b: &(f32, usize)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
-    if k == 0 {
-        scored.clear();
-        return;
-    }
-    if scored.len() > k {
-        scored.select_nth_unstable_by(k - 1, order);
-        scored.truncate(k);
-    }
-    scored.sort_unstable_by(order);
-}
 
 #[derive(Debug, Default)]
 struct LevelData {
@@ -262,26 +110,7 @@ impl LoadedIndex {
         }
         let data = self.level(level);
         let Some((tenant, numbers)) = data.matching(filter) else { return Ok(Vec::new()) };
-        let query_norm = query.iter().map(|v| v * v).sum::<f32>().sqrt();
-        let mut scored: Vec<(f32, usize)> = Vec::with_capacity(numbers.len());
-        let mut next = 0;
-        while next < numbers.len() {
-            let block = numbers[next] / LANES;
-            let dots = tenant.vectors.dots(block, query);
-            while let Some(&number) = numbers.get(next).filter(|&&number| number / LANES == block) {
-                let norm = tenant.norms[number];
-                let score = if query_norm == 0.0 || norm == 0.0 {
-                    0.0
-                } else {
-                    (dots[number % LANES] / (query_norm * norm)).clamp(-1.0, 1.0)
-                };
-                // Rounded to 1e-6 so that float noise (Chroma re-normalises stored vectors) cannot
-                // reorder equal scores: ties are then broken by id on every backend alike.
-                let score = if score.is_finite() { (score * 1e6).round() / 1e6 } else { 0.0 };
-                scored.push((score, number));
-                next += 1;
-            }
-        }
+        let mut scored = tenant.cosine_scores(&numbers, query);
         top_k(&mut scored, k);
         Ok(data.scored_records(tenant, &scored))
     }
@@ -608,5 +437,96 @@ impl VectorIndex for InMemoryIndex {
 
     async fn health(&self) -> Result<()> {
         self.current().map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::PseudoEmbedder;
+    use crate::fixtures;
+
+    /// The definition the index must reproduce: every record of the level that passes the
+    /// filter, scored by the rounded cosine, best first with ties by id, cut at `k`.
+    fn reference_knn(
+        snapshot: &Snapshot,
+        level: Level,
+        filter: &RecordFilter,
+        query: &[f32],
+        k: usize,
+    ) -> Vec<(String, f32)> {
+        let mut scored: Vec<ScoredRecord> = snapshot
+            .records(level)
+            .iter()
+            .filter(|record| filter.matches(&record.meta))
+            .map(|record| {
+                let score = super::super::cosine(query, &record.embedding);
+                ScoredRecord { record: Arc::new(record.clone()), score: (score * 1e6).round() / 1e6, features: None }
+            })
+            .collect();
+        super::super::sort_scored(&mut scored);
+        scored.into_iter().take(k).map(|s| (s.record.id.clone(), s.score)).collect()
+    }
+
+    fn ids_and_scores(results: &[ScoredRecord]) -> Vec<(String, f32)> {
+        results.iter().map(|s| (s.record.id.clone(), s.score)).collect()
+    }
+
+    fn filters() -> Vec<RecordFilter> {
+        let t1 = RecordFilter::tenant("t1");
+        vec![
+            t1.clone(),
+            RecordFilter::tenant("t2"),
+            RecordFilter::tenant("nobody"),
+            RecordFilter { doc_ids: Some(vec!["sdk/ios/install".into(), "docs/admin/tags".into()]), ..t1.clone() },
+            RecordFilter {
+                section_ids: Some(vec!["docs/admin/tags#s1".into(), "sdk/ios/install#s2".into()]),
+                ..t1.clone()
+            },
+            RecordFilter {
+                doc_ids: Some(vec!["docs/admin/tags".into()]),
+                section_ids: Some(vec!["docs/admin/tags#s1".into(), "sdk/ios/install#s1".into()]),
+                ..t1.clone()
+            },
+            RecordFilter { doc_ids: Some(vec!["acme/secret-install".into()]), ..t1.clone() },
+            RecordFilter { product: Some("sdk".into()), ..t1.clone() },
+            RecordFilter { tags: vec!["ios".into()], doc_ids: Some(vec!["sdk/ios/install".into()]), ..t1 },
+        ]
+    }
+
+    #[test]
+    fn knn_get_and_lexical_agree_with_their_definitions() {
+        let snapshot = fixtures::snapshot();
+        let index = LoadedIndex::build(snapshot.clone()).unwrap();
+        let embedder = PseudoEmbedder::new(fixtures::DIMENSION);
+        let queries =
+            [embedder.embed_one("установка SDK на iOS"), embedder.embed_one("теги"), vec![0.0; fixtures::DIMENSION]];
+        let terms = crate::text::terms("установка тегов Android");
+        for level in Level::ALL {
+            for filter in filters() {
+                let mut expected_ids: Vec<&Record> =
+                    snapshot.records(level).iter().filter(|record| filter.matches(&record.meta)).collect();
+                expected_ids.sort_by(|a, b| a.id.cmp(&b.id));
+                let got: Vec<String> = index.get(level, &filter, usize::MAX).iter().map(|r| r.id.clone()).collect();
+                assert_eq!(got, expected_ids.iter().map(|r| r.id.clone()).collect::<Vec<_>>(), "{level:?} {filter:?}");
+                for query in &queries {
+                    for k in [1, 3, 100] {
+                        let got = ids_and_scores(&index.knn(level, &filter, query, k).unwrap());
+                        assert_eq!(
+                            got,
+                            reference_knn(&snapshot, level, &filter, query, k),
+                            "{level:?} {filter:?} k={k}"
+                        );
+                    }
+                }
+                // BM25 statistics are the tenant's: a filter only removes records from the list.
+                let everything = RecordFilter::tenant(filter.tenant_id.clone());
+                let mut expected = ids_and_scores(&index.lexical(level, &everything, &terms, usize::MAX));
+                let allowed: Vec<String> = expected_ids.iter().map(|r| r.id.clone()).collect();
+                expected.retain(|(id, _)| allowed.contains(id));
+                expected.truncate(2);
+                assert_eq!(ids_and_scores(&index.lexical(level, &filter, &terms, 2)), expected, "{level:?} {filter:?}");
+            }
+        }
     }
 }

@@ -6,6 +6,7 @@ pub mod features;
 pub mod filter;
 pub mod lexical;
 pub mod memory;
+mod tenant_level;
 
 use crate::model::{Level, Record};
 use async_trait::async_trait;
