@@ -70,10 +70,10 @@ impl TenantLevel {
             }
         }
     }
+
     /// The cosine similarity of `query` with each record of `numbers` (ascending), as
     /// (score, number) pairs: the division and rounding of the row-by-row cosine, over dot products
     /// computed a block at a time.
-
     pub fn cosine_scores(&self, numbers: &[usize], query: &[f32]) -> Vec<(f32, usize)> {
         let query_norm = query.iter().map(|v| v * v).sum::<f32>().sqrt();
         let mut scored: Vec<(f32, usize)> = Vec::with_capacity(numbers.len());
