@@ -3,6 +3,7 @@
 //! depth, the starts of the text's lines, the tags as group labels).
 
 use crate::model::Record;
+use std::sync::Arc;
 
 /// Longest line start kept per line; a marker longer than this is looked up in the text itself.
 const LINE_HEAD_BYTES: usize = 16;
@@ -23,6 +24,23 @@ pub struct RecordFeatures {
     line_heads: String,
     /// Bit `b` set when some line head starts with byte `b` (an empty head sets none).
     first_bytes: [u64; 4],
+    /// The record's place in its tenant and level of one loaded index, when an index set it.
+    pub id_order: Option<IdOrder>,
+}
+
+/// Records of one tenant and level of one loaded index are numbered by ascending id: two
+/// records with the same `scope` (pointer-equal) compare by `number` exactly as by id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdOrder {
+    pub scope: Arc<()>,
+    pub number: u32,
+}
+
+impl IdOrder {
+    /// Whether `self` and `other` are numbered in the same scope.
+    pub fn same_scope(&self, other: &IdOrder) -> bool {
+        Arc::ptr_eq(&self.scope, &other.scope)
+    }
 }
 
 impl RecordFeatures {
@@ -50,6 +68,7 @@ impl RecordFeatures {
             labels,
             line_heads,
             first_bytes,
+            id_order: None,
         }
     }
 

@@ -1,7 +1,7 @@
 //! The in-memory backend: exact cosine and BM25 over a snapshot file (or the bundled demo
 //! corpus), reloaded in the background when the file changes without interrupting searches.
 
-use super::features::RecordFeatures;
+use super::features::{IdOrder, RecordFeatures};
 use super::tenant_level::{top_k, Residual, TenantLevel};
 use super::{IndexError, IndexErrorKind, IndexStats, RecordFilter, Result, ScoredRecord, TenantStats, VectorIndex};
 use crate::model::{Level, Record, Snapshot};
@@ -22,15 +22,26 @@ struct LevelData {
 impl LevelData {
     fn build(records: Vec<Record>, dimension: usize) -> Self {
         let records: Vec<Arc<Record>> = records.into_iter().map(Arc::new).collect();
-        let features = records.iter().map(|record| Arc::new(RecordFeatures::of(record))).collect();
         let mut positions_by_tenant: HashMap<String, Vec<usize>> = HashMap::new();
         for (position, record) in records.iter().enumerate() {
             positions_by_tenant.entry(record.meta.tenant_id.clone()).or_default().push(position);
         }
-        let tenants = positions_by_tenant
+        let tenants: HashMap<String, TenantLevel> = positions_by_tenant
             .into_iter()
             .map(|(tenant, positions)| (tenant, TenantLevel::build(&records, positions, dimension)))
             .collect();
+        let mut features: Vec<Option<Arc<RecordFeatures>>> = vec![None; records.len()];
+        for tenant in tenants.values() {
+            let scope = Arc::new(());
+            for (number, &position) in tenant.positions.iter().enumerate() {
+                let id_order = IdOrder { scope: Arc::clone(&scope), number: number as u32 };
+                let mut derived = RecordFeatures::of(&records[position]);
+                derived.id_order = Some(id_order);
+                features[position] = Some(Arc::new(derived));
+            }
+        }
+        // Every record belongs to exactly one tenant, so every position was filled.
+        let features = features.into_iter().flatten().collect();
         Self { records, features, tenants }
     }
 

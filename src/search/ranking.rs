@@ -5,6 +5,7 @@ use super::boosting::{boost_and_sort, BoostContext, BoostEffect, BoostInput, Boo
 use super::boosting_config::{BoostingConfig, FusionMethod};
 use super::fusion::{FusedItem, RankedList, ReciprocalRankFusion};
 use super::Result;
+use crate::index::features::IdOrder;
 use crate::index::{RecordFeatures, RecordFilter, ScoredRecord, VectorIndex};
 use crate::model::{Level, Record};
 use serde_json::json;
@@ -159,14 +160,24 @@ fn score_fusion(lists: &[RankedList<'_, usize>; 2], dense: &[f32], lexical: &[f3
 fn number_by_id<'a>(dense: &'a [ScoredRecord], lexical: &'a [ScoredRecord]) -> (Vec<&'a ScoredRecord>, Vec<usize>) {
     let entries: Vec<&ScoredRecord> = dense.iter().chain(lexical).collect();
     let mut order: Vec<usize> = (0..entries.len()).collect();
-    order.sort_unstable_by(|&a, &b| entries[a].record.id.cmp(&entries[b].record.id).then(a.cmp(&b)));
+    // When the index numbered every entry in one scope (one load), its numbers are the id order.
+    let id_orders: Option<Vec<&IdOrder>> =
+        entries.iter().map(|scored| scored.features.as_ref()?.id_order.as_ref()).collect();
+    let id_orders = id_orders.filter(|orders| orders.iter().all(|order| order.same_scope(orders[0])));
+    match &id_orders {
+        Some(orders) => order.sort_unstable_by_key(|&entry| (orders[entry].number, entry)),
+        None => order.sort_unstable_by(|&a, &b| entries[a].record.id.cmp(&entries[b].record.id).then(a.cmp(&b))),
+    }
     let mut records: Vec<&ScoredRecord> = Vec::with_capacity(entries.len());
     let mut numbers = vec![0; entries.len()];
+    let mut previous: Option<usize> = None;
     for entry in order {
         let scored = entries[entry];
-        let same = records
-            .last()
-            .is_some_and(|last| Arc::ptr_eq(&last.record, &scored.record) || last.record.id == scored.record.id);
+        let same = previous.is_some_and(|previous| match &id_orders {
+            Some(orders) => orders[previous].number == orders[entry].number,
+            None => entries[previous].record.id == scored.record.id,
+        });
+        previous = Some(entry);
         if !same {
             records.push(scored);
         }
@@ -250,4 +261,38 @@ pub async fn rank_level_with(
     }
     ranked.truncate(k);
     Ok(ranked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::PseudoEmbedder;
+    use crate::fixtures;
+    use crate::index::InMemoryIndex;
+
+    #[tokio::test]
+    async fn index_numbers_and_ids_number_records_alike() {
+        let index = InMemoryIndex::from_snapshot(fixtures::snapshot()).unwrap();
+        let filter = RecordFilter::tenant("t1");
+        let query = PseudoEmbedder::new(fixtures::DIMENSION).embed_one("установка SDK");
+        let terms = crate::text::terms("установка тегов");
+        for level in Level::ALL {
+            let dense = index.knn(level, &filter, &query, 100).await.unwrap();
+            let lexical = index.lexical(level, &filter, &terms, 100).await.unwrap();
+            assert!(dense.iter().chain(&lexical).all(|s| s.features.as_ref().is_some_and(|f| f.id_order.is_some())));
+            let strip = |list: &[ScoredRecord]| -> Vec<ScoredRecord> {
+                list.iter().map(|s| ScoredRecord { features: None, ..s.clone() }).collect()
+            };
+            let (by_number, numbers) = number_by_id(&dense, &lexical);
+            let (dense_plain, lexical_plain) = (strip(&dense), strip(&lexical));
+            let (by_id, numbers_by_id) = number_by_id(&dense_plain, &lexical_plain);
+            let ids = |records: &[&ScoredRecord]| records.iter().map(|s| s.record.id.clone()).collect::<Vec<_>>();
+            assert_eq!(ids(&by_number), ids(&by_id), "{level:?}");
+            assert_eq!(numbers, numbers_by_id, "{level:?}");
+            let mut sorted = ids(&by_id);
+            sorted.sort();
+            sorted.dedup();
+            assert_eq!(sorted, ids(&by_id), "{level:?}: distinct and in id order");
+        }
+    }
 }
