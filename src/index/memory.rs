@@ -1,10 +1,9 @@
 //! The in-memory backend: exact cosine and BM25 over a snapshot file (or the bundled demo
 //! corpus), reloaded in the background when the file changes without interrupting searches.
 
-use super::lexical::{Bm25Index, Bm25Params};
-use super::{
-    sort_scored, IndexError, IndexErrorKind, IndexStats, RecordFilter, Result, ScoredRecord, TenantStats, VectorIndex,
-};
+use super::features::{IdOrder, RecordFeatures};
+use super::tenant_level::{top_k, Residual, TenantLevel};
+use super::{IndexError, IndexErrorKind, IndexStats, RecordFilter, Result, ScoredRecord, TenantStats, VectorIndex};
 use crate::model::{Level, Record, Snapshot};
 use async_trait::async_trait;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -12,62 +11,61 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
-/// One tenant's records of one level, with their lexical index (numbered like `positions`).
-#[derive(Debug, Default)]
-struct TenantLevel {
-    positions: Vec<usize>,
-    lexical: Bm25Index,
-    /// doc_id → numbers (indices into `positions`) of the doc's records, so a query restricted to
-    /// a few docs visits only their records.
-    by_doc: HashMap<String, Vec<usize>>,
-}
-
-impl TenantLevel {
-    /// The numbers of the records a filter can match: those of its docs when it names docs.
-    fn candidates(&self, filter: &RecordFilter) -> Vec<usize> {
-        match &filter.doc_ids {
-            Some(doc_ids) => {
-                let mut numbers: Vec<usize> =
-                    doc_ids.iter().filter_map(|doc_id| self.by_doc.get(doc_id)).flatten().copied().collect();
-                numbers.sort_unstable();
-                numbers.dedup();
-                numbers
-            }
-            None => (0..self.positions.len()).collect(),
-        }
-    }
-}
-
 #[derive(Debug, Default)]
 struct LevelData {
     records: Vec<Arc<Record>>,
-    norms: Vec<f32>,
+    /// Position → the record's derived features (boosting reads them instead of the text).
+    features: Vec<Arc<RecordFeatures>>,
     tenants: HashMap<String, TenantLevel>,
 }
 
 impl LevelData {
-    fn build(records: Vec<Record>) -> Self {
+    fn build(records: Vec<Record>, dimension: usize) -> Self {
         let records: Vec<Arc<Record>> = records.into_iter().map(Arc::new).collect();
-        let norms = records.iter().map(|r| r.embedding.iter().map(|v| v * v).sum::<f32>().sqrt()).collect();
         let mut positions_by_tenant: HashMap<String, Vec<usize>> = HashMap::new();
         for (position, record) in records.iter().enumerate() {
             positions_by_tenant.entry(record.meta.tenant_id.clone()).or_default().push(position);
         }
-        let tenants = positions_by_tenant
+        let tenants: HashMap<String, TenantLevel> = positions_by_tenant
             .into_iter()
-            .map(|(tenant, positions)| {
-                let lexical = Bm25Index::build(
-                    positions.iter().map(|&p| crate::text::terms(&lexical_text(&records[p]))),
-                    Bm25Params::default(),
-                );
-                let mut by_doc: HashMap<String, Vec<usize>> = HashMap::new();
-                for (number, &position) in positions.iter().enumerate() {
-                    by_doc.entry(records[position].meta.doc_id.clone()).or_default().push(number);
-                }
-                (tenant, TenantLevel { positions, lexical, by_doc })
-            })
+            .map(|(tenant, positions)| (tenant, TenantLevel::build(&records, positions, dimension)))
             .collect();
-        Self { records, norms, tenants }
+        let mut features: Vec<Option<Arc<RecordFeatures>>> = vec![None; records.len()];
+        for tenant in tenants.values() {
+            let scope = Arc::new(());
+            for (number, &position) in tenant.positions.iter().enumerate() {
+                let id_order = IdOrder { scope: Arc::clone(&scope), number: number as u32 };
+                let mut derived = RecordFeatures::of(&records[position]);
+                derived.id_order = Some(id_order);
+                features[position] = Some(Arc::new(derived));
+            }
+        }
+        // Every record belongs to exactly one tenant, so every position was filled.
+        let features = features.into_iter().flatten().collect();
+        Self { records, features, tenants }
+    }
+
+    /// The tenant's records of this level that pass `filter`, as numbers in id order.
+    fn matching(&self, filter: &RecordFilter) -> Option<(&TenantLevel, Vec<usize>)> {
+        let tenant = self.tenants.get(&filter.tenant_id)?;
+        let residual = Residual::of(filter);
+        let mut numbers = tenant.candidates(filter);
+        numbers.retain(|&number| residual.accepts(&self.records[tenant.positions[number]]));
+        Some((tenant, numbers))
+    }
+
+    fn scored_records(&self, tenant: &TenantLevel, scored: &[(f32, usize)]) -> Vec<ScoredRecord> {
+        scored
+            .iter()
+            .map(|&(score, number)| {
+                let position = tenant.positions[number];
+                ScoredRecord {
+                    record: Arc::clone(&self.records[position]),
+                    score,
+                    features: Some(Arc::clone(&self.features[position])),
+                }
+            })
+            .collect()
     }
 }
 
@@ -78,21 +76,6 @@ pub fn lexical_text(record: &Record) -> String {
     } else {
         format!("{}\n{}", record.meta.title, record.text)
     }
-}
-
-/// The dot product with eight independent partial sums: a plain iterator sum of f32 is one
-/// serial chain of additions (the compiler may not reorder float adds), which made the exact
-/// scan latency-bound; eight lanes let it vectorise. Lengths must match (checked by callers).
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut lanes = [0f32; 8];
-    let (a_blocks, b_blocks) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = a_blocks.remainder().iter().zip(b_blocks.remainder()).map(|(x, y)| x * y).sum();
-    for (x, y) in a_blocks.zip(b_blocks) {
-        for lane in 0..8 {
-            lanes[lane] += x[lane] * y[lane];
-        }
-    }
-    lanes.iter().sum::<f32>() + tail
 }
 
 /// A validated snapshot, ready to search.
@@ -114,9 +97,9 @@ impl LoadedIndex {
             dimension,
             indexed_at: snapshot.indexed_at,
             levels: [
-                LevelData::build(snapshot.docs),
-                LevelData::build(snapshot.sections),
-                LevelData::build(snapshot.chunks),
+                LevelData::build(snapshot.docs, dimension),
+                LevelData::build(snapshot.sections, dimension),
+                LevelData::build(snapshot.chunks, dimension),
             ],
         })
     }
@@ -129,21 +112,6 @@ impl LoadedIndex {
         }
     }
 
-    fn matching<'a>(
-        &'a self,
-        level: Level,
-        filter: &'a RecordFilter,
-    ) -> impl Iterator<Item = (usize, &'a Arc<Record>)> + 'a {
-        let data = self.level(level);
-        let tenant = data.tenants.get(&filter.tenant_id);
-        let candidates = tenant.map(|tenant| tenant.candidates(filter)).unwrap_or_default();
-        candidates
-            .into_iter()
-            .filter_map(move |number| tenant.map(|tenant| tenant.positions[number]))
-            .map(move |position| (position, &data.records[position]))
-            .filter(move |(_, record)| filter.matches(&record.meta))
-    }
-
     pub fn knn(&self, level: Level, filter: &RecordFilter, query: &[f32], k: usize) -> Result<Vec<ScoredRecord>> {
         if query.len() != self.dimension {
             return Err(IndexError::new(
@@ -151,57 +119,37 @@ impl LoadedIndex {
                 format!("query vector has dimension {}, the index has {}", query.len(), self.dimension),
             ));
         }
-        let query_norm = query.iter().map(|v| v * v).sum::<f32>().sqrt();
         let data = self.level(level);
-        let mut results: Vec<ScoredRecord> = self
-            .matching(level, filter)
-            .map(|(position, record)| {
-                let norm = data.norms[position];
-                let score = if query_norm == 0.0 || norm == 0.0 {
-                    0.0
-                } else {
-                    let dot = dot(query, &record.embedding);
-                    (dot / (query_norm * norm)).clamp(-1.0, 1.0)
-                };
-                // Rounded to 1e-6 so that float noise (Chroma re-normalises stored vectors) cannot
-                // reorder equal scores: ties are then broken by id on every backend alike.
-                let score = if score.is_finite() { (score * 1e6).round() / 1e6 } else { 0.0 };
-                ScoredRecord { record: Arc::clone(record), score }
-            })
-            .collect();
-        sort_scored(&mut results);
-        results.truncate(k);
-        Ok(results)
+        let Some((tenant, numbers)) = data.matching(filter) else { return Ok(Vec::new()) };
+        let mut scored = tenant.cosine_scores(&numbers, query);
+        top_k(&mut scored, k);
+        Ok(data.scored_records(tenant, &scored))
     }
 
     pub fn lexical(&self, level: Level, filter: &RecordFilter, terms: &[String], k: usize) -> Vec<ScoredRecord> {
         let data = self.level(level);
         let Some(tenant) = data.tenants.get(&filter.tenant_id) else { return Vec::new() };
-        let allowed: Option<Vec<bool>> = filter.doc_ids.as_ref().map(|_| {
+        let restricted = filter.doc_ids.is_some() || filter.section_ids.is_some();
+        let allowed: Option<Vec<bool>> = restricted.then(|| {
             let mut allowed = vec![false; tenant.positions.len()];
             tenant.candidates(filter).into_iter().for_each(|number| allowed[number] = true);
             allowed
         });
+        let residual = Residual::of(filter);
         let accept = |number: usize| {
             allowed.as_ref().is_none_or(|allowed| allowed[number])
-                && filter.matches(&data.records[tenant.positions[number]].meta)
+                && residual.accepts(&data.records[tenant.positions[number]])
         };
-        let mut results: Vec<ScoredRecord> = tenant
-            .lexical
-            .score(terms, accept)
-            .into_iter()
-            .map(|(number, score)| ScoredRecord { record: Arc::clone(&data.records[tenant.positions[number]]), score })
-            .collect();
-        sort_scored(&mut results);
-        results.truncate(k);
-        results
+        let mut scored: Vec<(f32, usize)> =
+            tenant.lexical.score(terms, accept).into_iter().map(|(number, score)| (score, number)).collect();
+        top_k(&mut scored, k);
+        data.scored_records(tenant, &scored)
     }
 
     pub fn get(&self, level: Level, filter: &RecordFilter, limit: usize) -> Vec<Arc<Record>> {
-        let mut records: Vec<Arc<Record>> = self.matching(level, filter).map(|(_, r)| Arc::clone(r)).collect();
-        records.sort_by(|a, b| a.id.cmp(&b.id));
-        records.truncate(limit);
-        records
+        let data = self.level(level);
+        let Some((tenant, numbers)) = data.matching(filter) else { return Vec::new() };
+        numbers.into_iter().take(limit).map(|number| Arc::clone(&data.records[tenant.positions[number]])).collect()
     }
 
     pub fn text_search(
@@ -211,14 +159,15 @@ impl LoadedIndex {
         needles: &[String],
         limit: usize,
     ) -> Vec<Arc<Record>> {
-        let mut records: Vec<Arc<Record>> = self
-            .matching(level, filter)
-            .filter(|(_, record)| needles.iter().any(|needle| record.text.contains(needle.as_str())))
-            .map(|(_, r)| Arc::clone(r))
-            .collect();
-        records.sort_by(|a, b| a.id.cmp(&b.id));
-        records.truncate(limit);
-        records
+        let data = self.level(level);
+        let Some((tenant, numbers)) = data.matching(filter) else { return Vec::new() };
+        numbers
+            .into_iter()
+            .map(|number| &data.records[tenant.positions[number]])
+            .filter(|record| needles.iter().any(|needle| record.text.contains(needle.as_str())))
+            .take(limit)
+            .map(Arc::clone)
+            .collect()
     }
 
     pub fn stats(&self) -> IndexStats {
@@ -504,15 +453,91 @@ impl VectorIndex for InMemoryIndex {
 
 #[cfg(test)]
 mod tests {
-    use super::dot;
+    use super::*;
+    use crate::embed::PseudoEmbedder;
+    use crate::fixtures;
+
+    /// The definition the index must reproduce: every record of the level that passes the
+    /// filter, scored by the rounded cosine, best first with ties by id, cut at `k`.
+    fn reference_knn(
+        snapshot: &Snapshot,
+        level: Level,
+        filter: &RecordFilter,
+        query: &[f32],
+        k: usize,
+    ) -> Vec<(String, f32)> {
+        let mut scored: Vec<ScoredRecord> = snapshot
+            .records(level)
+            .iter()
+            .filter(|record| filter.matches(&record.meta))
+            .map(|record| {
+                let score = super::super::cosine(query, &record.embedding);
+                ScoredRecord { record: Arc::new(record.clone()), score: (score * 1e6).round() / 1e6, features: None }
+            })
+            .collect();
+        super::super::sort_scored(&mut scored);
+        scored.into_iter().take(k).map(|s| (s.record.id.clone(), s.score)).collect()
+    }
+
+    fn ids_and_scores(results: &[ScoredRecord]) -> Vec<(String, f32)> {
+        results.iter().map(|s| (s.record.id.clone(), s.score)).collect()
+    }
+
+    fn filters() -> Vec<RecordFilter> {
+        let t1 = RecordFilter::tenant("t1");
+        vec![
+            t1.clone(),
+            RecordFilter::tenant("t2"),
+            RecordFilter::tenant("nobody"),
+            RecordFilter { doc_ids: Some(vec!["sdk/ios/install".into(), "docs/admin/tags".into()]), ..t1.clone() },
+            RecordFilter {
+                section_ids: Some(vec!["docs/admin/tags#s1".into(), "sdk/ios/install#s2".into()]),
+                ..t1.clone()
+            },
+            RecordFilter {
+                doc_ids: Some(vec!["docs/admin/tags".into()]),
+                section_ids: Some(vec!["docs/admin/tags#s1".into(), "sdk/ios/install#s1".into()]),
+                ..t1.clone()
+            },
+            RecordFilter { doc_ids: Some(vec!["acme/secret-install".into()]), ..t1.clone() },
+            RecordFilter { product: Some("sdk".into()), ..t1.clone() },
+            RecordFilter { tags: vec!["ios".into()], doc_ids: Some(vec!["sdk/ios/install".into()]), ..t1 },
+        ]
+    }
 
     #[test]
-    fn dot_matches_the_serial_sum_for_every_length() {
-        for length in [0, 1, 7, 8, 9, 17, 384, 385] {
-            let a: Vec<f32> = (0..length).map(|i| ((i * 37 % 11) as f32 - 5.0) / 7.0).collect();
-            let b: Vec<f32> = (0..length).map(|i| ((i * 13 % 17) as f32 - 8.0) / 9.0).collect();
-            let serial: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
-            assert!((dot(&a, &b) - serial).abs() <= 1e-4 * (1.0 + serial.abs()), "length {length}");
+    fn knn_get_and_lexical_agree_with_their_definitions() {
+        let snapshot = fixtures::snapshot();
+        let index = LoadedIndex::build(snapshot.clone()).unwrap();
+        let embedder = PseudoEmbedder::new(fixtures::DIMENSION);
+        let queries =
+            [embedder.embed_one("установка SDK на iOS"), embedder.embed_one("теги"), vec![0.0; fixtures::DIMENSION]];
+        let terms = crate::text::terms("установка тегов Android");
+        for level in Level::ALL {
+            for filter in filters() {
+                let mut expected_ids: Vec<&Record> =
+                    snapshot.records(level).iter().filter(|record| filter.matches(&record.meta)).collect();
+                expected_ids.sort_by(|a, b| a.id.cmp(&b.id));
+                let got: Vec<String> = index.get(level, &filter, usize::MAX).iter().map(|r| r.id.clone()).collect();
+                assert_eq!(got, expected_ids.iter().map(|r| r.id.clone()).collect::<Vec<_>>(), "{level:?} {filter:?}");
+                for query in &queries {
+                    for k in [1, 3, 100] {
+                        let got = ids_and_scores(&index.knn(level, &filter, query, k).unwrap());
+                        assert_eq!(
+                            got,
+                            reference_knn(&snapshot, level, &filter, query, k),
+                            "{level:?} {filter:?} k={k}"
+                        );
+                    }
+                }
+                // BM25 statistics are the tenant's: a filter only removes records from the list.
+                let everything = RecordFilter::tenant(filter.tenant_id.clone());
+                let mut expected = ids_and_scores(&index.lexical(level, &everything, &terms, usize::MAX));
+                let allowed: Vec<String> = expected_ids.iter().map(|r| r.id.clone()).collect();
+                expected.retain(|(id, _)| allowed.contains(id));
+                expected.truncate(2);
+                assert_eq!(ids_and_scores(&index.lexical(level, &filter, &terms, 2)), expected, "{level:?} {filter:?}");
+            }
         }
     }
 }

@@ -2,9 +2,11 @@
 //! both backends apply, the in-memory backend and the BM25 lexical index.
 
 pub mod chroma;
+pub mod features;
 pub mod filter;
 pub mod lexical;
 pub mod memory;
+mod tenant_level;
 
 use crate::model::{Level, Record};
 use async_trait::async_trait;
@@ -13,14 +15,17 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub use chroma::ChromaIndex;
+pub use features::RecordFeatures;
 pub use filter::RecordFilter;
 pub use memory::InMemoryIndex;
 
-/// A record with the score one ranker gave it (cosine similarity or BM25).
+/// A record with the score one ranker gave it (cosine similarity or BM25), and its derived
+/// features when the backend keeps them (`None`: readers derive what they need themselves).
 #[derive(Debug, Clone)]
 pub struct ScoredRecord {
     pub record: Arc<Record>,
     pub score: f32,
+    pub features: Option<Arc<RecordFeatures>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

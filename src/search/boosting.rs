@@ -1,6 +1,8 @@
 //! Boosting of fused scores (seed 003 §2.4–2.5): ten rules in a fixed order, every coefficient
 //! from `BoostingConfig`. `boost_and_sort` is the one place where boosted hits are sorted.
 
+pub use crate::index::features::url_depth;
+use crate::index::RecordFeatures;
 use crate::model::Metadata;
 use crate::router::ThemeFields;
 use crate::search::boosting_config::{BoostingConfig, MatchRule};
@@ -23,10 +25,13 @@ pub struct BoostContext {
 }
 
 /// What boosting reads of a hit. `text` is optional: without it the structure rule has no effect.
+/// `features`, when given, must be `RecordFeatures::of` the same record: the rules then read the
+/// facts derived once at load instead of lower-casing and scanning on every request.
 #[derive(Debug, Clone, Copy)]
 pub struct BoostInput<'a> {
     pub meta: &'a Metadata,
     pub text: Option<&'a str>,
+    pub features: Option<&'a RecordFeatures>,
 }
 
 /// The ten rules of seed 003 §2.5, in application order.
@@ -72,28 +77,66 @@ pub enum BoostEffect {
 pub struct BoostOutcome {
     pub score: f32,
     /// One entry per rule, in `BoostRule::ORDER`.
-    pub factors: Vec<(BoostRule, BoostEffect)>,
+    pub factors: [(BoostRule, BoostEffect); BoostRule::ORDER.len()],
 }
 
 fn lookup(map: &BTreeMap<String, f32>, key: &str) -> f32 {
-    if key.is_empty() {
+    if key.is_empty() || map.is_empty() {
         return 1.0;
     }
     // Metadata values are normally already trimmed lower-case: look them up without allocating.
-    if let Some(&factor) = map.get(key) {
+    if let Some(factor) = find(map, key) {
         return factor;
     }
-    map.get(&key.trim().to_lowercase()).copied().unwrap_or(1.0)
-}
-
-fn match_rules(rules: &[MatchRule], haystack: &str) -> f32 {
-    if haystack.is_empty() {
+    if is_trimmed_lower_case(key) {
         return 1.0;
     }
-    let haystack = haystack.to_lowercase();
+    find(map, &key.trim().to_lowercase()).unwrap_or(1.0)
+}
+
+/// `map.get(key)`; a small map is scanned comparing lengths first, which spares most string
+/// comparisons (the maps of `boosting.yaml` have a handful of keys).
+fn find(map: &BTreeMap<String, f32>, key: &str) -> Option<f32> {
+    if map.len() <= 16 {
+        // Byte by byte: these keys are a few bytes long, shorter than a call to memcmp.
+        let equal = |name: &str| name.len() == key.len() && name.bytes().zip(key.bytes()).all(|(a, b)| a == b);
+        map.iter().find(|(name, _)| equal(name)).map(|(_, &factor)| factor)
+    } else {
+        map.get(key).copied()
+    }
+}
+
+/// Whether `key.trim().to_lowercase() == key`, without allocating. `str::to_lowercase` maps each
+/// character by `char::to_lowercase` except a final capital sigma, which is not its own lower case.
+fn is_trimmed_lower_case(key: &str) -> bool {
+    key.trim().len() == key.len()
+        && key.chars().all(|c| {
+            if c.is_ascii() {
+                !c.is_ascii_uppercase()
+            } else {
+                let mut lower = c.to_lowercase();
+                lower.next() == Some(c) && lower.next().is_none()
+            }
+        })
+}
+
+/// `lowered` is `haystack` already lower-cased, when known.
+fn match_rules(rules: &[MatchRule], haystack: &str, lowered: Option<&str>) -> f32 {
+    if haystack.is_empty() || rules.is_empty() {
+        return 1.0;
+    }
+    let owned;
+    let haystack = match lowered {
+        Some(lowered) => lowered,
+        None => {
+            owned = haystack.to_lowercase();
+            owned.as_str()
+        }
+    };
+    // A rule whose boost is 1.0 cannot change the product: its needles are not searched.
     rules
         .iter()
-        .filter(|rule| rule.needles.iter().any(|n| haystack.contains(n.as_str())))
+        .filter(|rule| rule.boost != 1.0 && rule.needles.iter().any(|n| haystack.contains(n.as_str())))
         .map(|rule| rule.boost)
         .product()
 }
@@ -113,10 +156,21 @@ fn theme_addend(cfg: &BoostingConfig, ctx: &BoostContext, meta: &Metadata) -> f3
 }
 
 /// Group labels are the record's tags; each distinct label with a factor multiplies once.
-fn group_factor(cfg: &BoostingConfig, ctx: &BoostContext, meta: &Metadata) -> f32 {
-    let mut labels: Vec<String> = meta.tags.iter().map(|tag| tag.trim().to_lowercase()).collect();
-    labels.sort();
-    labels.dedup();
+fn group_factor(cfg: &BoostingConfig, ctx: &BoostContext, meta: &Metadata, labels: Option<&[String]>) -> f32 {
+    if meta.tags.is_empty() {
+        return 1.0;
+    }
+    let owned;
+    let labels = match labels {
+        Some(labels) => labels,
+        None => {
+            let mut labels: Vec<String> = meta.tags.iter().map(|tag| tag.trim().to_lowercase()).collect();
+            labels.sort();
+            labels.dedup();
+            owned = labels;
+            owned.as_slice()
+        }
+    };
     labels
         .iter()
         .map(|label| {
@@ -144,16 +198,18 @@ fn length_factor(cfg: &BoostingConfig, content_length: u32) -> f32 {
 
 /// Well-structured markers count at the start of a line (a Markdown heading or list item);
 /// example markers count as whole words, so "как" does not fire on "какой".
-fn structure_factor(cfg: &BoostingConfig, text: Option<&str>) -> f32 {
+fn structure_factor(cfg: &BoostingConfig, text: Option<&str>, features: Option<&RecordFeatures>) -> f32 {
     let Some(text) = text else { return 1.0 };
     let structure = &cfg.structure;
     let mut factor = 1.0;
+    let line_starts_with = |marker: &str| {
+        features
+            .and_then(|features| features.line_starts_with(marker))
+            .unwrap_or_else(|| text.lines().map(str::trim_start).any(|line| line.starts_with(marker)))
+    };
     // A factor of 1.0 has no effect: skip the scan (the text of every candidate, every query).
     let structured = structure.well_structured_boost != 1.0
-        && text
-            .lines()
-            .map(str::trim_start)
-            .any(|line| structure.well_structured_markers.iter().any(|marker| line.starts_with(marker.as_str())));
+        && structure.well_structured_markers.iter().any(|marker| line_starts_with(marker));
     if structured {
         factor *= structure.well_structured_boost;
     }
@@ -171,17 +227,11 @@ fn structure_factor(cfg: &BoostingConfig, text: Option<&str>) -> f32 {
     factor
 }
 
-/// Number of non-empty path segments of `url` (scheme, host, query and fragment excluded).
-pub fn url_depth(url: &str) -> u32 {
-    let without_scheme =
-        url.split_once("://").map(|(_, rest)| rest.split_once('/').map_or("", |(_, path)| path)).unwrap_or(url);
-    let path = without_scheme.split(['?', '#']).next().unwrap_or("");
-    path.split('/').filter(|segment| !segment.is_empty()).count() as u32
-}
-
-fn depth_factor(cfg: &BoostingConfig, url: &str) -> f32 {
+fn depth_factor(cfg: &BoostingConfig, url: &str, depth: Option<u32>) -> f32 {
     match cfg.depth_penalty.min_depth {
-        Some(min_depth) if !url.is_empty() && url_depth(url) >= min_depth => cfg.depth_penalty.factor,
+        Some(min_depth) if !url.is_empty() && depth.unwrap_or_else(|| url_depth(url)) >= min_depth => {
+            cfg.depth_penalty.factor
+        }
         Some(_) | None => 1.0,
     }
 }
@@ -191,28 +241,39 @@ fn depth_factor(cfg: &BoostingConfig, url: &str) -> f32 {
 /// `BoostingConfig::default()` and an empty context the score is returned unchanged.
 pub fn boost_score(base: f32, hit: &BoostInput<'_>, cfg: &BoostingConfig, ctx: &BoostContext) -> BoostOutcome {
     let meta = hit.meta;
+    let features = hit.features;
     let mut score = base;
-    let mut factors = Vec::with_capacity(BoostRule::ORDER.len());
-    for rule in BoostRule::ORDER {
+    let mut factors = BoostRule::ORDER.map(|rule| (rule, BoostEffect::Multiply(1.0)));
+    for (slot, rule) in factors.iter_mut().zip(BoostRule::ORDER) {
         let effect = match rule {
             BoostRule::PageType => BoostEffect::Multiply(lookup(&cfg.page_type_boosts, &meta.page_type)),
             BoostRule::SectionPlatform => BoostEffect::Multiply(
                 lookup(&cfg.section_boosts, &meta.section) * lookup(&cfg.platform_boosts, &meta.platform),
             ),
             BoostRule::Theme => BoostEffect::Add(theme_addend(cfg, ctx, meta)),
-            BoostRule::Group => BoostEffect::Multiply(group_factor(cfg, ctx, meta)),
-            BoostRule::UrlPattern => BoostEffect::Multiply(match_rules(&cfg.url_patterns, &meta.url)),
-            BoostRule::TitleKeyword => BoostEffect::Multiply(match_rules(&cfg.title_keywords, &meta.title)),
+            BoostRule::Group => {
+                BoostEffect::Multiply(group_factor(cfg, ctx, meta, features.map(|f| f.labels.as_slice())))
+            }
+            BoostRule::UrlPattern => {
+                BoostEffect::Multiply(match_rules(&cfg.url_patterns, &meta.url, features.map(|f| f.url_lower.as_str())))
+            }
+            BoostRule::TitleKeyword => BoostEffect::Multiply(match_rules(
+                &cfg.title_keywords,
+                &meta.title,
+                features.map(|f| f.title_lower.as_str()),
+            )),
             BoostRule::Length => BoostEffect::Multiply(length_factor(cfg, meta.content_length)),
-            BoostRule::Structure => BoostEffect::Multiply(structure_factor(cfg, hit.text)),
+            BoostRule::Structure => BoostEffect::Multiply(structure_factor(cfg, hit.text, features)),
             BoostRule::Source => BoostEffect::Multiply(lookup(&cfg.source_boosts, &meta.source)),
-            BoostRule::DepthPenalty => BoostEffect::Multiply(depth_factor(cfg, &meta.url)),
+            BoostRule::DepthPenalty => {
+                BoostEffect::Multiply(depth_factor(cfg, &meta.url, features.map(|f| f.url_depth)))
+            }
         };
         score = match effect {
             BoostEffect::Multiply(factor) => score * factor,
             BoostEffect::Add(addend) => score + addend,
         };
-        factors.push((rule, effect));
+        *slot = (rule, effect);
     }
     BoostOutcome { score, factors }
 }

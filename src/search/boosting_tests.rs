@@ -12,7 +12,7 @@ fn effect_of(outcome: &BoostOutcome, rule: BoostRule) -> BoostEffect {
 }
 
 fn boosted(meta: &Metadata, text: Option<&str>, cfg: &BoostingConfig, ctx: &BoostContext) -> BoostOutcome {
-    boost_score(0.5, &BoostInput { meta, text }, cfg, ctx)
+    boost_score(0.5, &BoostInput { meta, text, features: None }, cfg, ctx)
 }
 
 fn close(a: f32, b: f32) -> bool {
@@ -212,7 +212,7 @@ impl Boostable for Hit {
         self.base
     }
     fn boost_input(&self) -> BoostInput<'_> {
-        BoostInput { meta: &self.meta, text: None }
+        BoostInput { meta: &self.meta, text: None, features: None }
     }
     fn set_boost(&mut self, outcome: BoostOutcome) {
         self.boosted = outcome.score;
@@ -236,4 +236,43 @@ fn boost_and_sort_reorders_by_boosted_score_then_id() {
     let ids: Vec<&str> = hits.iter().map(|h| h.id.as_str()).collect();
     assert_eq!(ids, vec!["b", "a", "c"]);
     assert!(close(hits[0].boosted, 1.05));
+}
+
+#[test]
+fn features_derived_at_load_boost_exactly_like_the_raw_record() {
+    let cfg = config(
+        "url_patterns: {docs: {paths: [/sdk/, /admin], boost: 1.05}}\n\
+         title_keywords: {setup: {words: [установка, что такое], boost: 1.03}}\n\
+         group_boosts: {ios: 1.1, android: 0.9}\n\
+         structure: {well_structured_markers: ['##', '1.', '•', 'очень длинный маркер'], well_structured_boost: 1.01}\n\
+         depth_penalty: {min_depth: 3, factor: 0.98}",
+    );
+    let ctx = BoostContext { group_boosts: BTreeMap::from([("IOS".to_string(), 1.2)]), ..BoostContext::default() };
+    let snapshot = crate::fixtures::snapshot();
+    let mut records: Vec<crate::model::Record> =
+        snapshot.docs.into_iter().chain(snapshot.sections).chain(snapshot.chunks).collect();
+    records.push(crate::model::Record {
+        id: "extra".into(),
+        meta: Metadata { tags: vec![" iOS".into(), "ios".into()], ..rich_meta() },
+        text: "вступление\n   очень длинный маркер и текст\n".into(),
+        embedding: Vec::new(),
+    });
+    for record in &records {
+        let features = crate::index::RecordFeatures::of(record);
+        let raw = BoostInput { meta: &record.meta, text: Some(&record.text), features: None };
+        let derived = BoostInput { features: Some(&features), ..raw };
+        assert_eq!(boost_score(0.7, &derived, &cfg, &ctx), boost_score(0.7, &raw, &cfg, &ctx), "{}", record.id);
+    }
+}
+
+#[test]
+fn lookup_tries_the_normalised_key_only_when_it_differs() {
+    let map = BTreeMap::from([("android".to_string(), 1.5), ("σ".to_string(), 2.0)]);
+    assert_eq!(lookup(&map, "android"), 1.5);
+    assert_eq!(lookup(&map, " Android "), 1.5);
+    assert_eq!(lookup(&map, "ios"), 1.0);
+    assert_eq!(lookup(&map, "Σ"), 2.0);
+    for key in ["android", "ios-app", "ǅ", "straße", " x", "Σ", "ς", "ı", "İ", "ﬃ"] {
+        assert_eq!(is_trimmed_lower_case(key), key.trim().to_lowercase() == key, "{key:?}");
+    }
 }

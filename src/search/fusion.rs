@@ -70,31 +70,54 @@ impl ReciprocalRankFusion {
             .map(|list| if list.weight.is_finite() && list.weight > 0.0 { list.weight as f64 } else { 0.0 })
             .collect();
         let k = self.k as f64;
-        let mut ranks_by_id: HashMap<&Id, Vec<Option<usize>>> = HashMap::new();
+        // Each distinct id gets a slot; its ranks live in one flat table (`lists.len()` per slot),
+        // so only the items returned allocate their own list of ranks.
+        let mut slot_of: HashMap<&Id, usize> = HashMap::new();
+        let mut ids: Vec<&Id> = Vec::new();
+        let mut ranks: Vec<Option<usize>> = Vec::new();
         for (list_number, list) in lists.iter().enumerate() {
             for (position, id) in list.ids.iter().enumerate() {
-                let ranks = ranks_by_id.entry(id).or_insert_with(|| vec![None; lists.len()]);
-                if ranks[list_number].is_none() {
-                    ranks[list_number] = Some(position + 1);
-                }
+                let slot = *slot_of.entry(id).or_insert_with(|| {
+                    ids.push(id);
+                    ranks.extend(std::iter::repeat_n(None, lists.len()));
+                    ids.len() - 1
+                });
+                ranks[slot * lists.len() + list_number].get_or_insert(position + 1);
             }
         }
+        let ranks_of = |slot: usize| &ranks[slot * lists.len()..(slot + 1) * lists.len()];
         let best_possible: f64 = weights.iter().map(|w| w / (k + 1.0)).sum();
-        let mut fused: Vec<(f64, FusedItem<Id>)> = ranks_by_id
-            .into_iter()
-            .map(|(id, ranks)| {
-                let score: f64 = ranks
+        let mut scored: Vec<(f64, usize)> = (0..ids.len())
+            .map(|slot| {
+                let score: f64 = ranks_of(slot)
                     .iter()
                     .zip(&weights)
                     .filter_map(|(rank, weight)| rank.map(|rank| weight / (k + rank as f64)))
                     .sum();
-                let normalized = if best_possible > 0.0 { (score / best_possible).clamp(0.0, 1.0) } else { 0.0 };
-                (score, FusedItem { id: id.clone(), ranks, score: score as f32, normalized: normalized as f32 })
+                (score, slot)
             })
             .collect();
-        fused.sort_by(|(a_score, a), (b_score, b)| b_score.total_cmp(a_score).then_with(|| a.id.cmp(&b.id)));
-        fused.truncate(limit);
-        fused.into_iter().map(|(_, item)| item).collect()
+        let order = |a: &(f64, usize), b: &(f64, usize)| b.0.total_cmp(&a.0).then_with(|| ids[a.1].cmp(ids[b.1]));
+        if scored.len() > limit {
+            if limit == 0 {
+                return Vec::new();
+            }
+            scored.select_nth_unstable_by(limit - 1, order);
+            scored.truncate(limit);
+        }
+        scored.sort_unstable_by(order);
+        scored
+            .into_iter()
+            .map(|(score, slot)| {
+                let normalized = if best_possible > 0.0 { (score / best_possible).clamp(0.0, 1.0) } else { 0.0 };
+                FusedItem {
+                    id: ids[slot].clone(),
+                    ranks: ranks_of(slot).to_vec(),
+                    score: score as f32,
+                    normalized: normalized as f32,
+                }
+            })
+            .collect()
     }
 }
 

@@ -5,7 +5,8 @@ use super::boosting::{boost_and_sort, BoostContext, BoostEffect, BoostInput, Boo
 use super::boosting_config::{BoostingConfig, FusionMethod};
 use super::fusion::{FusedItem, RankedList, ReciprocalRankFusion};
 use super::Result;
-use crate::index::{RecordFilter, VectorIndex};
+use crate::index::features::IdOrder;
+use crate::index::{RecordFeatures, RecordFilter, ScoredRecord, VectorIndex};
 use crate::model::{Level, Record};
 use serde_json::json;
 use std::sync::Arc;
@@ -43,6 +44,8 @@ pub struct Ranked {
     pub boost: Option<BoostOutcome>,
     pub padded: bool,
     pub rerank_score: Option<f32>,
+    /// The record's derived features when the index keeps them (boosting reads them).
+    pub features: Option<Arc<RecordFeatures>>,
 }
 
 impl Ranked {
@@ -57,6 +60,7 @@ impl Ranked {
             boost: None,
             padded,
             rerank_score: None,
+            features: None,
         }
     }
 
@@ -94,7 +98,7 @@ impl Boostable for Ranked {
         self.fused_normalized
     }
     fn boost_input(&self) -> BoostInput<'_> {
-        BoostInput { meta: &self.record.meta, text: Some(&self.record.text) }
+        BoostInput { meta: &self.record.meta, text: Some(&self.record.text), features: self.features.as_deref() }
     }
     fn set_boost(&mut self, outcome: BoostOutcome) {
         self.score = outcome.score;
@@ -151,6 +155,37 @@ fn score_fusion(lists: &[RankedList<'_, usize>; 2], dense: &[f32], lexical: &[f3
     items
 }
 
+/// The distinct records of the two lists in id order, and the number (index in that order) of
+/// every entry of `dense` followed by every entry of `lexical`.
+fn number_by_id<'a>(dense: &'a [ScoredRecord], lexical: &'a [ScoredRecord]) -> (Vec<&'a ScoredRecord>, Vec<usize>) {
+    let entries: Vec<&ScoredRecord> = dense.iter().chain(lexical).collect();
+    let mut order: Vec<usize> = (0..entries.len()).collect();
+    // When the index numbered every entry in one scope (one load), its numbers are the id order.
+    let id_orders: Option<Vec<&IdOrder>> =
+        entries.iter().map(|scored| scored.features.as_ref()?.id_order.as_ref()).collect();
+    let id_orders = id_orders.filter(|orders| orders.iter().all(|order| order.same_scope(orders[0])));
+    match &id_orders {
+        Some(orders) => order.sort_unstable_by_key(|&entry| (orders[entry].number, entry)),
+        None => order.sort_unstable_by(|&a, &b| entries[a].record.id.cmp(&entries[b].record.id).then(a.cmp(&b))),
+    }
+    let mut records: Vec<&ScoredRecord> = Vec::with_capacity(entries.len());
+    let mut numbers = vec![0; entries.len()];
+    let mut previous: Option<usize> = None;
+    for entry in order {
+        let scored = entries[entry];
+        let same = previous.is_some_and(|previous| match &id_orders {
+            Some(orders) => orders[previous].number == orders[entry].number,
+            None => entries[previous].record.id == scored.record.id,
+        });
+        previous = Some(entry);
+        if !same {
+            records.push(scored);
+        }
+        numbers[entry] = records.len() - 1;
+    }
+    (records, numbers)
+}
+
 /// The top `k` records of `level` matching `filter`, best first.
 pub async fn rank_level(
     index: &dyn VectorIndex,
@@ -184,35 +219,23 @@ pub async fn rank_level_with(
         RankingMode::Lexical | RankingMode::Hybrid | RankingMode::Dense => Vec::new(),
     };
     // Records are numbered in id order, so fusing numbers breaks ties by id without cloning ids.
-    let mut records: Vec<Arc<Record>> = dense.iter().chain(&lexical).map(|scored| Arc::clone(&scored.record)).collect();
-    records.sort_by(|a, b| a.id.cmp(&b.id));
-    records.dedup_by(|a, b| a.id == b.id);
-    let number_of = |record: &Record| records.binary_search_by(|r| r.id.as_str().cmp(&record.id)).unwrap_or(0);
+    let (records, numbers) = number_by_id(&dense, &lexical);
+    let (dense_numbers, lexical_numbers) = numbers.split_at(dense.len());
     let mut dense_scores = vec![0.0; records.len()];
     let mut lexical_scores = vec![0.0; records.len()];
-    let dense_numbers: Vec<usize> = dense
-        .iter()
-        .map(|scored| {
-            let number = number_of(&scored.record);
-            dense_scores[number] = scored.score;
-            number
-        })
-        .collect();
-    let lexical_numbers: Vec<usize> = lexical
-        .iter()
-        .map(|scored| {
-            let number = number_of(&scored.record);
-            lexical_scores[number] = scored.score;
-            number
-        })
-        .collect();
+    for (scored, &number) in dense.iter().zip(dense_numbers) {
+        dense_scores[number] = scored.score;
+    }
+    for (scored, &number) in lexical.iter().zip(lexical_numbers) {
+        lexical_scores[number] = scored.score;
+    }
     let fusion_config = &context.boosting.fusion;
     let (dense_weight, lexical_weight) = match context.mode {
         RankingMode::Dense => (1.0, 0.0),
         RankingMode::Lexical => (0.0, 1.0),
         RankingMode::Hybrid => (fusion_config.dense_weight, fusion_config.lexical_weight),
     };
-    let lists = [RankedList::new(&dense_numbers, dense_weight), RankedList::new(&lexical_numbers, lexical_weight)];
+    let lists = [RankedList::new(dense_numbers, dense_weight), RankedList::new(lexical_numbers, lexical_weight)];
     let fused = match fusion_config.method {
         FusionMethod::Rrf => ReciprocalRankFusion::new(fusion_config.k).fuse(&lists, records.len()),
         FusionMethod::Score => score_fusion(&lists, &dense_scores, &lexical_scores),
@@ -229,7 +252,8 @@ pub async fn rank_level_with(
             boost: None,
             padded: false,
             rerank_score: None,
-            record: Arc::clone(&records[item.id]),
+            record: Arc::clone(&records[item.id].record),
+            features: records[item.id].features.clone(),
         })
         .collect();
     if boost {
@@ -237,4 +261,38 @@ pub async fn rank_level_with(
     }
     ranked.truncate(k);
     Ok(ranked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::PseudoEmbedder;
+    use crate::fixtures;
+    use crate::index::InMemoryIndex;
+
+    #[tokio::test]
+    async fn index_numbers_and_ids_number_records_alike() {
+        let index = InMemoryIndex::from_snapshot(fixtures::snapshot()).unwrap();
+        let filter = RecordFilter::tenant("t1");
+        let query = PseudoEmbedder::new(fixtures::DIMENSION).embed_one("установка SDK");
+        let terms = crate::text::terms("установка тегов");
+        for level in Level::ALL {
+            let dense = index.knn(level, &filter, &query, 100).await.unwrap();
+            let lexical = index.lexical(level, &filter, &terms, 100).await.unwrap();
+            assert!(dense.iter().chain(&lexical).all(|s| s.features.as_ref().is_some_and(|f| f.id_order.is_some())));
+            let strip = |list: &[ScoredRecord]| -> Vec<ScoredRecord> {
+                list.iter().map(|s| ScoredRecord { features: None, ..s.clone() }).collect()
+            };
+            let (by_number, numbers) = number_by_id(&dense, &lexical);
+            let (dense_plain, lexical_plain) = (strip(&dense), strip(&lexical));
+            let (by_id, numbers_by_id) = number_by_id(&dense_plain, &lexical_plain);
+            let ids = |records: &[&ScoredRecord]| records.iter().map(|s| s.record.id.clone()).collect::<Vec<_>>();
+            assert_eq!(ids(&by_number), ids(&by_id), "{level:?}");
+            assert_eq!(numbers, numbers_by_id, "{level:?}");
+            let mut sorted = ids(&by_id);
+            sorted.sort();
+            sorted.dedup();
+            assert_eq!(sorted, ids(&by_id), "{level:?}: distinct and in id order");
+        }
+    }
 }

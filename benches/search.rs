@@ -1,0 +1,220 @@
+//! Micro-benchmarks of the search path on a synthetic corpus built in process: one search through
+//! `SearchService` (200 docs × 5 sections × 4 chunks, one tenant, 384-d random vectors), and
+//! boosting, fusion and BM25 each alone. `cargo bench`; a regression shows without a load generator.
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use retrieval_service::config::Settings;
+use retrieval_service::embed::PseudoEmbedder;
+use retrieval_service::index::lexical::{Bm25Index, Bm25Params};
+use retrieval_service::index::{InMemoryIndex, RecordFilter, VectorIndex};
+use retrieval_service::model::{Level, Metadata, Record, Snapshot};
+use retrieval_service::search::boosting::{boost_and_sort, BoostContext};
+use retrieval_service::search::boosting_config::BoostingConfig;
+use retrieval_service::search::fusion::{RankedList, ReciprocalRankFusion};
+use retrieval_service::search::ranking::Ranked;
+use retrieval_service::search::{SearchRequest, SearchService};
+use std::hint::black_box;
+use std::sync::Arc;
+
+const DOCS: usize = 200;
+const SECTIONS_PER_DOC: usize = 5;
+const CHUNKS_PER_SECTION: usize = 4;
+const DIMENSION: usize = 384;
+const TENANT: &str = "bench";
+
+/// xorshift64*: deterministic data without a dependency.
+struct Pseudo(u64);
+
+impl Pseudo {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+    }
+    fn vector(&mut self) -> Vec<f32> {
+        (0..DIMENSION).map(|_| self.unit()).collect()
+    }
+}
+
+/// A vocabulary of Russian and English words, so BM25 stems and stopwords are exercised.
+const VOCABULARY: &str = "установка настройка сертификат фильтр блокировка реклама браузер приложение устройство \
+    защита подключение сервер пароль лицензия обновление ошибка расширение трафик правило \
+    исключение android ios windows mac dns vpn proxy https filter rule settings install update \
+    license account router как что для the and of в на не работает включить выключить пример \
+    шаг отчёт оператор статистика журнал запрос домен список файл";
+
+fn words(rng: &mut Pseudo, count: usize) -> String {
+    let vocabulary: Vec<&str> = VOCABULARY.split_whitespace().collect();
+    (0..count).map(|_| vocabulary[rng.below(vocabulary.len())]).collect::<Vec<_>>().join(" ")
+}
+
+fn synthetic_snapshot() -> Snapshot {
+    let mut rng = Pseudo(0x9E37_79B9_7F4A_7C15);
+    let mut snapshot = Snapshot {
+        format_version: Snapshot::FORMAT_VERSION,
+        indexed_at: "2026-11-23T00:00:00Z".into(),
+        embedding_model: "bench".into(),
+        dimension: DIMENSION,
+        ..Snapshot::default()
+    };
+    let platforms = ["android", "ios", "web", "main", ""];
+    let page_types = ["overview", "howto", "faq", "reference", "changelog"];
+    for doc in 0..DOCS {
+        let doc_id = format!("docs/{}/page-{doc:03}", platforms[doc % platforms.len()]);
+        let title = words(&mut rng, 3);
+        let base = Metadata {
+            tenant_id: TENANT.into(),
+            doc_id: doc_id.clone(),
+            title: title.clone(),
+            summary: words(&mut rng, 12),
+            url: format!("https://docs.example.com/kb/{}/guide/page-{doc:03}", platforms[doc % platforms.len()]),
+            source: format!("{doc_id}.md"),
+            product: "product".into(),
+            platform: platforms[doc % platforms.len()].into(),
+            page_type: page_types[doc % page_types.len()].into(),
+            section: "admin".into(),
+            indexed_at: "2026-11-23T00:00:00Z".into(),
+            ..Metadata::default()
+        };
+        let doc_text = format!("{}\n{}", base.title, base.summary);
+        snapshot.docs.push(Record { id: doc_id.clone(), text: doc_text, embedding: rng.vector(), meta: base.clone() });
+        for section in 0..SECTIONS_PER_DOC {
+            let section_id = format!("{doc_id}#s{section}");
+            let heading = words(&mut rng, 2);
+            let chunks: Vec<String> = (0..CHUNKS_PER_SECTION)
+                .map(|chunk| {
+                    let marker = if chunk % 2 == 0 { "1. " } else { "" };
+                    format!("{marker}{}\n{}", words(&mut rng, 30), words(&mut rng, 30))
+                })
+                .collect();
+            let section_text = format!("## {heading}\n{}", chunks.join("\n"));
+            let section_meta = Metadata {
+                section_id: Some(section_id.clone()),
+                heading: heading.clone(),
+                heading_path: vec![title.clone(), heading],
+                page: section as u32,
+                content_length: section_text.chars().count() as u32,
+                ..base.clone()
+            };
+            snapshot.sections.push(Record {
+                id: section_id.clone(),
+                text: section_text,
+                embedding: rng.vector(),
+                meta: section_meta.clone(),
+            });
+            for (chunk, text) in chunks.into_iter().enumerate() {
+                let chunk_id = format!("{section_id}-c{chunk}");
+                snapshot.chunks.push(Record {
+                    id: chunk_id.clone(),
+                    embedding: rng.vector(),
+                    meta: Metadata {
+                        chunk_id: Some(chunk_id),
+                        chunk_index: chunk as u32,
+                        content_length: text.chars().count() as u32,
+                        ..section_meta.clone()
+                    },
+                    text,
+                });
+            }
+        }
+    }
+    snapshot
+}
+
+fn queries() -> Vec<SearchRequest> {
+    let mut rng = Pseudo(42);
+    (0..16)
+        .map(|_| SearchRequest {
+            query: words(&mut rng, 4),
+            tenant_id: TENANT.into(),
+            query_embedding: Some(rng.vector()),
+            ..SearchRequest::default()
+        })
+        .collect()
+}
+
+fn service(index: Arc<InMemoryIndex>) -> Arc<SearchService> {
+    let settings = Settings { embedding_dimension: DIMENSION, ..Settings::default() };
+    retrieval_service::startup::state_with(settings, index, Arc::new(PseudoEmbedder::new(DIMENSION))).search
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime")
+}
+
+fn bench_search(c: &mut Criterion) {
+    let index = Arc::new(InMemoryIndex::from_snapshot(synthetic_snapshot()).expect("valid snapshot"));
+    let service = service(index);
+    let runtime = runtime();
+    let requests = queries();
+    let mut next = 0;
+    c.bench_function("search/service_200x5x4", |b| {
+        b.iter(|| {
+            next = (next + 1) % requests.len();
+            let response = runtime.block_on(service.search(&requests[next])).expect("search");
+            black_box(response.hits.len())
+        })
+    });
+}
+
+fn bench_stages(c: &mut Criterion) {
+    let index = InMemoryIndex::from_snapshot(synthetic_snapshot()).expect("valid snapshot");
+    let runtime = runtime();
+    let filter = RecordFilter::tenant(TENANT);
+    let mut rng = Pseudo(7);
+    let query = rng.vector();
+    let terms = retrieval_service::text::terms(&words(&mut rng, 4));
+
+    c.bench_function("knn/sections_1000", |b| {
+        b.iter(|| black_box(runtime.block_on(index.knn(Level::Section, &filter, &query, 100)).expect("knn").len()))
+    });
+
+    let sections = runtime.block_on(index.get(Level::Section, &filter, usize::MAX)).expect("sections");
+    let texts: Vec<Vec<String>> = sections.iter().map(|s| retrieval_service::text::terms(&s.text)).collect();
+    let bm25 = Bm25Index::build(texts, Bm25Params::default());
+    c.bench_function("bm25/sections_1000", |b| b.iter(|| black_box(bm25.score(&terms, |_| true).len())));
+
+    let (boosting, _) = BoostingConfig::load(std::path::Path::new("config/boosting.yaml"));
+    // Candidates as a level's ranking makes them: with the features the index derived at load.
+    let nearest = runtime.block_on(index.knn(Level::Section, &filter, &query, 200)).expect("knn");
+    let candidates: Vec<Ranked> = nearest
+        .iter()
+        .map(|scored| Ranked {
+            features: scored.features.clone(),
+            ..Ranked::unscored(Arc::clone(&scored.record), scored.score, false)
+        })
+        .collect();
+    let context = BoostContext::default();
+    c.bench_function("boost/200_sections", |b| {
+        b.iter(|| {
+            let mut hits = candidates.clone();
+            boost_and_sort(&mut hits, &boosting, &context);
+            black_box(hits.len())
+        })
+    });
+
+    let dense: Vec<usize> = (0..100).map(|_| rng.below(400)).collect();
+    let lexical: Vec<usize> = (0..100).map(|_| rng.below(400)).collect();
+    let fusion = ReciprocalRankFusion::new(20.0);
+    c.bench_function("fusion/rrf_2x100", |b| {
+        b.iter(|| {
+            let lists = [RankedList::new(&dense, 1.0), RankedList::new(&lexical, 0.7)];
+            black_box(fusion.fuse(&lists, 100).len())
+        })
+    });
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(30).warm_up_time(std::time::Duration::from_secs(1))
+        .measurement_time(std::time::Duration::from_secs(3));
+    targets = bench_search, bench_stages
+}
+criterion_main!(benches);

@@ -1,0 +1,164 @@
+//! Per-record facts that do not change between requests, derived once when an index is loaded:
+//! what boosting reads of a record besides its metadata values (lower-cased title and URL, URL
+//! depth, the starts of the text's lines, the tags as group labels).
+
+use crate::model::Record;
+use std::sync::Arc;
+
+/// Longest line start kept per line; a marker longer than this is looked up in the text itself.
+const LINE_HEAD_BYTES: usize = 16;
+
+/// Derived facts of one record; `RecordFeatures::of` is the one place they are computed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecordFeatures {
+    /// `meta.title` lower-cased.
+    pub title_lower: String,
+    /// `meta.url` lower-cased.
+    pub url_lower: String,
+    /// `url_depth(meta.url)`.
+    pub url_depth: u32,
+    /// `meta.tags` trimmed, lower-cased, sorted and deduplicated.
+    pub labels: Vec<String>,
+    /// The distinct starts of the text's lines (leading whitespace removed, at most
+    /// `LINE_HEAD_BYTES` bytes cut at a character boundary), sorted, each followed by `\n`.
+    line_heads: String,
+    /// Bit `b` set when some line head starts with byte `b` (an empty head sets none).
+    first_bytes: [u64; 4],
+    /// The record's place in its tenant and level of one loaded index, when an index set it.
+    pub id_order: Option<IdOrder>,
+}
+
+/// Records of one tenant and level of one loaded index are numbered by ascending id: two
+/// records with the same `scope` (pointer-equal) compare by `number` exactly as by id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdOrder {
+    pub scope: Arc<()>,
+    pub number: u32,
+}
+
+impl IdOrder {
+    /// Whether `self` and `other` are numbered in the same scope.
+    pub fn same_scope(&self, other: &IdOrder) -> bool {
+        Arc::ptr_eq(&self.scope, &other.scope)
+    }
+}
+
+impl RecordFeatures {
+    pub fn of(record: &Record) -> Self {
+        let meta = &record.meta;
+        let mut labels: Vec<String> = meta.tags.iter().map(|tag| tag.trim().to_lowercase()).collect();
+        labels.sort();
+        labels.dedup();
+        let mut heads: Vec<&str> = record.text.lines().map(|line| line_head(line.trim_start())).collect();
+        heads.sort_unstable();
+        heads.dedup();
+        let mut line_heads = String::with_capacity(heads.iter().map(|head| head.len() + 1).sum());
+        let mut first_bytes = [0u64; 4];
+        for head in heads {
+            if let Some(&byte) = head.as_bytes().first() {
+                first_bytes[usize::from(byte / 64)] |= 1 << (byte % 64);
+            }
+            line_heads.push_str(head);
+            line_heads.push('\n');
+        }
+        Self {
+            title_lower: meta.title.to_lowercase(),
+            url_lower: meta.url.to_lowercase(),
+            url_depth: url_depth(&meta.url),
+            labels,
+            line_heads,
+            first_bytes,
+            id_order: None,
+        }
+    }
+
+    /// Whether a line of the text, after its leading whitespace, starts with `marker`; `None` when
+    /// the marker is longer than the kept line starts (the caller then reads the text).
+    pub fn line_starts_with(&self, marker: &str) -> Option<bool> {
+        if marker.len() > LINE_HEAD_BYTES || marker.contains('\n') {
+            return None;
+        }
+        if let Some(&byte) = marker.as_bytes().first() {
+            if self.first_bytes[usize::from(byte / 64)] & (1 << (byte % 64)) == 0 {
+                return Some(false);
+            }
+        }
+        Some(self.line_heads.split_terminator('\n').any(|head| head.starts_with(marker)))
+    }
+}
+
+/// The first `LINE_HEAD_BYTES` bytes of `line`, cut back to a character boundary. A line starts
+/// with a marker of at most that many bytes exactly when its head does.
+fn line_head(line: &str) -> &str {
+    if line.len() <= LINE_HEAD_BYTES {
+        return line;
+    }
+    let mut end = LINE_HEAD_BYTES;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    &line[..end]
+}
+
+/// Number of non-empty path segments of `url` (scheme, host, query and fragment excluded).
+pub fn url_depth(url: &str) -> u32 {
+    let without_scheme =
+        url.split_once("://").map(|(_, rest)| rest.split_once('/').map_or("", |(_, path)| path)).unwrap_or(url);
+    let path = without_scheme.split(['?', '#']).next().unwrap_or("");
+    path.split('/').filter(|segment| !segment.is_empty()).count() as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Metadata;
+
+    fn record(text: &str, title: &str, url: &str, tags: &[&str]) -> Record {
+        Record {
+            id: "d".into(),
+            meta: Metadata {
+                title: title.into(),
+                url: url.into(),
+                tags: tags.iter().map(|t| t.to_string()).collect(),
+                ..Metadata::default()
+            },
+            text: text.into(),
+            embedding: Vec::new(),
+        }
+    }
+
+    /// The definition the line heads stand for: some line, after leading whitespace, starts with it.
+    fn scan(text: &str, marker: &str) -> bool {
+        text.lines().map(str::trim_start).any(|line| line.starts_with(marker))
+    }
+
+    #[test]
+    fn line_starts_agree_with_a_scan_of_the_text() {
+        let texts = [
+            "",
+            "## Заголовок\nтекст",
+            "  1. шаг\r\n\t• пункт",
+            "ёёёёёёёёёёёёёёё длинная строка без маркеров",
+            "abcdefghijklmnopqrstuvwxyz\n   ###",
+            "первая\n\nвторая 2.",
+        ];
+        let markers = ["##", "###", "•", "1.", "2.", "ё", "ёёёёёёёё", "abcdefghijklmnop", "первая", " ", "x"];
+        for text in texts {
+            let features = RecordFeatures::of(&record(text, "", "", &[]));
+            for marker in markers {
+                assert_eq!(features.line_starts_with(marker), Some(scan(text, marker)), "{text:?} / {marker:?}");
+            }
+            assert_eq!(features.line_starts_with("abcdefghijklmnopq"), None);
+        }
+    }
+
+    #[test]
+    fn lower_cased_fields_depth_and_labels() {
+        let features =
+            RecordFeatures::of(&record("", "Что Такое SDK", "https://Docs.example.com/A/b/?x#y", &[" B", "a", "b"]));
+        assert_eq!(features.title_lower, "что такое sdk");
+        assert_eq!(features.url_lower, "https://docs.example.com/a/b/?x#y");
+        assert_eq!(features.url_depth, 2);
+        assert_eq!(features.labels, vec!["a", "b"]);
+    }
+}

@@ -1,0 +1,188 @@
+//! One tenant's records of one level, as the in-memory index scans them: vectors in contiguous
+//! blocks, the BM25 index, and maps from doc and section ids to record numbers.
+
+use super::lexical::{Bm25Index, Bm25Params};
+use super::memory::lexical_text;
+use super::RecordFilter;
+use crate::model::Record;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// One tenant's records of one level: their vectors as one contiguous matrix, their lexical
+/// index, and the records of each doc. Records are numbered by ascending id within the tenant and
+/// level, so comparing numbers breaks score ties by id without touching a string.
+#[derive(Debug, Default)]
+pub(super) struct TenantLevel {
+    /// Number → position in the level's list of records.
+    pub positions: Vec<usize>,
+    vectors: VectorBlocks,
+    /// Number → Euclidean norm of the record's embedding.
+    norms: Vec<f32>,
+    pub lexical: Bm25Index,
+    /// doc_id → numbers of the doc's records (ascending), so a query restricted to a few docs
+    /// visits only their records.
+    by_doc: HashMap<String, Vec<usize>>,
+    /// section_id → numbers of the records carrying it (the section and its chunks), ascending.
+    by_section: HashMap<String, Vec<usize>>,
+}
+
+impl TenantLevel {
+    pub fn build(records: &[Arc<Record>], mut positions: Vec<usize>, dimension: usize) -> Self {
+        positions.sort_unstable_by(|&a, &b| records[a].id.cmp(&records[b].id));
+        let embeddings: Vec<&[f32]> = positions.iter().map(|&p| records[p].embedding.as_slice()).collect();
+        let vectors = VectorBlocks::build(&embeddings, dimension);
+        let norms = embeddings.iter().map(|e| e.iter().map(|v| v * v).sum::<f32>().sqrt()).collect();
+        let lexical = Bm25Index::build(
+            positions.iter().map(|&p| crate::text::terms(&lexical_text(&records[p]))),
+            Bm25Params::default(),
+        );
+        let mut by_doc: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut by_section: HashMap<String, Vec<usize>> = HashMap::new();
+        for (number, &position) in positions.iter().enumerate() {
+            let meta = &records[position].meta;
+            by_doc.entry(meta.doc_id.clone()).or_default().push(number);
+            if let Some(section_id) = &meta.section_id {
+                by_section.entry(section_id.clone()).or_default().push(number);
+            }
+        }
+        Self { positions, vectors, norms, lexical, by_doc, by_section }
+    }
+
+    /// The numbers of the records that the filter's id lists allow, ascending (that is, in id
+    /// order): those of its docs and of its sections when it names them, else all. Records without
+    /// a section id never pass a `section_ids` condition, as in `RecordFilter::matches`.
+    pub fn candidates(&self, filter: &RecordFilter) -> Vec<usize> {
+        let numbers_of = |index: &HashMap<String, Vec<usize>>, ids: &[String]| {
+            let mut numbers: Vec<usize> = ids.iter().filter_map(|id| index.get(id)).flatten().copied().collect();
+            numbers.sort_unstable();
+            numbers.dedup();
+            numbers
+        };
+        match (&filter.doc_ids, &filter.section_ids) {
+            (None, None) => (0..self.positions.len()).collect(),
+            (Some(doc_ids), None) => numbers_of(&self.by_doc, doc_ids),
+            (None, Some(section_ids)) => numbers_of(&self.by_section, section_ids),
+            (Some(doc_ids), Some(section_ids)) => {
+                let of_docs = numbers_of(&self.by_doc, doc_ids);
+                let mut numbers = numbers_of(&self.by_section, section_ids);
+                numbers.retain(|number| of_docs.binary_search(number).is_ok());
+                numbers
+            }
+        }
+    }
+
+    /// The cosine similarity of `query` with each record of `numbers` (ascending), as
+    /// (score, number) pairs: the division and rounding of the row-by-row cosine, over dot products
+    /// computed a block at a time.
+    pub fn cosine_scores(&self, numbers: &[usize], query: &[f32]) -> Vec<(f32, usize)> {
+        let query_norm = query.iter().map(|v| v * v).sum::<f32>().sqrt();
+        let mut scored: Vec<(f32, usize)> = Vec::with_capacity(numbers.len());
+        let mut next = 0;
+        while next < numbers.len() {
+            let block = numbers[next] / LANES;
+            let dots = self.vectors.dots(block, query);
+            while let Some(&number) = numbers.get(next).filter(|&&number| number / LANES == block) {
+                let norm = self.norms[number];
+                let score = if query_norm == 0.0 || norm == 0.0 {
+                    0.0
+                } else {
+                    (dots[number % LANES] / (query_norm * norm)).clamp(-1.0, 1.0)
+                };
+                // Rounded to 1e-6 so that float noise (Chroma re-normalises stored vectors) cannot
+                // reorder equal scores: ties are then broken by id on every backend alike.
+                let score = if score.is_finite() { (score * 1e6).round() / 1e6 } else { 0.0 };
+                scored.push((score, number));
+                next += 1;
+            }
+        }
+        scored
+    }
+}
+
+/// What of a filter is left to check per record once the tenant and the id lists chose the
+/// candidates (`TenantLevel::candidates`): nothing, or — for any metadata condition — the
+/// filter's own check. Together they give the verdict of `RecordFilter::matches`.
+pub(super) enum Residual<'a> {
+    Nothing,
+    Everything(&'a RecordFilter),
+}
+
+impl<'a> Residual<'a> {
+    pub fn of(filter: &'a RecordFilter) -> Self {
+        let ids_only = filter.product.is_none()
+            && filter.version.is_none()
+            && filter.tags.is_empty()
+            && filter.domain.is_none()
+            && filter.section.is_none()
+            && filter.platform.is_none()
+            && filter.role.is_none();
+        if ids_only {
+            Residual::Nothing
+        } else {
+            Residual::Everything(filter)
+        }
+    }
+
+    pub fn accepts(&self, record: &Record) -> bool {
+        match self {
+            Residual::Nothing => true,
+            Residual::Everything(filter) => filter.matches(&record.meta),
+        }
+    }
+}
+
+/// Rows per block of `VectorBlocks`: four SSE registers of partial sums.
+const LANES: usize = 16;
+
+/// A tenant level's embeddings as one contiguous matrix, in blocks of `LANES` rows stored
+/// dimension-major (`[dimension][LANES]`, the last block padded with zero rows). One pass over a
+/// block yields `LANES` dot products; each is summed in dimension order, exactly like a sequential
+/// loop over one row, so scores are bit-identical to the row-by-row cosine while the lanes run
+/// side by side in SIMD registers.
+#[derive(Debug, Default)]
+struct VectorBlocks {
+    dimension: usize,
+    data: Vec<f32>,
+}
+
+impl VectorBlocks {
+    fn build(rows: &[&[f32]], dimension: usize) -> Self {
+        let blocks = rows.len().div_ceil(LANES);
+        let mut data = vec![0.0; blocks * dimension * LANES];
+        for (number, row) in rows.iter().enumerate() {
+            let block = &mut data[(number / LANES) * dimension * LANES..][..dimension * LANES];
+            for (column, &value) in block.chunks_exact_mut(LANES).zip(row.iter()) {
+                column[number % LANES] = value;
+            }
+        }
+        Self { dimension, data }
+    }
+
+    /// The dot products of `query` with the rows of block `block` (`query.len() == dimension`).
+    fn dots(&self, block: usize, query: &[f32]) -> [f32; LANES] {
+        let columns = &self.data[block * self.dimension * LANES..][..self.dimension * LANES];
+        // -0.0 is the start of `Iterator::sum` for floats: the sign of an all-zero sum matches too.
+        let mut sums = [-0.0f32; LANES];
+        for (&q, column) in query.iter().zip(columns.chunks_exact(LANES)) {
+            for lane in 0..LANES {
+                sums[lane] += q * column[lane];
+            }
+        }
+        sums
+    }
+}
+
+/// Keeps the best `k` of (score, number) pairs, by descending score then ascending number
+/// (= ascending id): a partial selection, then a sort of the `k` kept.
+pub(super) fn top_k(scored: &mut Vec<(f32, usize)>, k: usize) {
+    let order = |a: &(f32, usize), b: &(f32, usize)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+    if k == 0 {
+        scored.clear();
+        return;
+    }
+    if scored.len() > k {
+        scored.select_nth_unstable_by(k - 1, order);
+        scored.truncate(k);
+    }
+    scored.sort_unstable_by(order);
+}
