@@ -27,10 +27,10 @@ fi
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
 url="http://127.0.0.1:$port"
 service_log="$(mktemp)"
-# Mock mode with the shipped configuration, whatever the caller's environment says.
-env -u RETR_INDEX_PATH -u RETR_API_KEYS -u RETR_ADMIN_TOKEN -u RETR_RERANK_API_BASE -u RETR_EMBEDDING_API_BASE \
-    RETR_MOCK_MODE=true RETR_VECTOR_BACKEND=memory RETR_LOG_FORMAT=text RUST_LOG=warn \
-    RETR_HOST=127.0.0.1 "$binary" serve --port "$port" >"$service_log" 2>&1 &
+# Mock mode with the shipped configuration, whatever the caller's environment says (no RETR_*
+# variable of the caller's, e.g. the test command's RETR_TEST_*, reaches the service).
+env -i PATH="$PATH" HOME="${HOME:-/tmp}" RETR_MOCK_MODE=true RETR_VECTOR_BACKEND=memory RETR_LOG_FORMAT=text \
+    RUST_LOG=warn RETR_HOST=127.0.0.1 "$binary" serve --port "$port" >"$service_log" 2>&1 &
 service_pid=$!
 cleanup() {
     kill "$service_pid" 2>/dev/null || true
