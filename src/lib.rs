@@ -17,6 +17,7 @@ pub mod server;
 pub mod startup;
 pub mod state;
 pub mod text;
+pub mod upstream;
 
 pub use state::AppState;
 

@@ -2,6 +2,8 @@
 //! §4.6 scenarios (routing → hit labels → clarification / filter → context), and the LLM router
 //! against a local fake chat-completions server.
 
+mod common;
+
 use axum::extract::{Path, State};
 use axum::routing::post;
 use axum::{Json, Router};
@@ -246,7 +248,7 @@ async fn fake_chat(
 
 async fn start_fake_chat() -> (String, Requests) {
     let requests: Requests = Arc::default();
-    let app = Router::new().route("/{behaviour}/chat/completions", post(fake_chat)).with_state(requests.clone());
+    let app = Router::new().route("/{behaviour}/v1/chat/completions", post(fake_chat)).with_state(requests.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -364,4 +366,32 @@ fn adguard_dev_questions_route_to_their_platform() {
     println!("platform right {platform_right}/{platform_total}, ambiguous named {ambiguous_named}/{ambiguous_total}");
     assert!(platform_total > 0 && platform_right * 4 >= platform_total * 3, "{platform_right}/{platform_total}");
     assert!(ambiguous_named * 5 <= ambiguous_total, "{ambiguous_named}/{ambiguous_total}");
+}
+
+/// One `RETR_RERANK_API_BASE` without `/v1` (the usual way to name a local OpenAI-compatible
+/// server) feeds the reranker and the LLM router: both must call `{base}/v1/chat/completions`.
+#[tokio::test]
+async fn the_reranker_and_the_llm_router_share_one_base_url_without_v1() {
+    let paths: Arc<Mutex<Vec<String>>> = Arc::default();
+    let recorder = Arc::clone(&paths);
+    let app = Router::new().fallback(move |uri: axum::http::Uri| {
+        let recorder = Arc::clone(&recorder);
+        async move {
+            recorder.lock().unwrap().push(uri.path().to_string());
+            Json(json!({"choices": [{"message": {"role": "assistant", "content": "[]"}}]}))
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let state = common::fixture_state(|s| {
+        s.rerank_api_base = base.clone();
+        s.theme_router_mode = RouterMode::Llm;
+    });
+    let body = json!({"query": "как подключить Android SDK через gradle", "tenant_id": "t1", "rerank_enabled": true});
+    let (status, answer) = common::send(&state, "POST", "/internal/retrieval/search", Some(&body.to_string())).await;
+    assert_eq!(status, axum::http::StatusCode::OK, "{answer}");
+    let paths = paths.lock().unwrap().clone();
+    assert!(paths.len() >= 2, "the router and the reranker both call: {paths:?}");
+    assert!(paths.iter().all(|path| path == "/v1/chat/completions"), "{paths:?}");
 }

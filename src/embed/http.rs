@@ -277,12 +277,7 @@ impl Embedder for HttpEmbedder {
 
 /// `{base}/v1/embeddings`, accepting a base with or without a trailing `/v1`.
 pub fn embeddings_endpoint(api_base: &str) -> String {
-    let base = api_base.trim_end_matches('/');
-    if base.ends_with("/v1") {
-        format!("{base}/embeddings")
-    } else {
-        format!("{base}/v1/embeddings")
-    }
+    crate::upstream::openai_endpoint(api_base, "embeddings")
 }
 
 fn timeout_error(after: Duration) -> EmbedError {

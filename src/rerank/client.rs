@@ -64,12 +64,7 @@ impl RerankHttp {
 
     /// `{base}/v1/{path}`, accepting a base with or without a trailing `/v1`.
     pub(crate) fn v1_endpoint(&self, path: &str) -> String {
-        let base = self.config.api_base.trim_end_matches('/');
-        if base.ends_with("/v1") {
-            format!("{base}/{path}")
-        } else {
-            format!("{base}/v1/{path}")
-        }
+        crate::upstream::openai_endpoint(&self.config.api_base, path)
     }
 
     /// POSTs `body` and returns the success body; every failure, including the deadline, is an error.

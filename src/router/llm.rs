@@ -175,10 +175,11 @@ pub struct LlmRouter {
 }
 
 impl LlmRouter {
-    /// `api_base` is the OpenAI-compatible base (e.g. `https://api.openai.com/v1`); requests go to
-    /// `{api_base}/chat/completions` and are abandoned after `timeout`.
+    /// `api_base` is the OpenAI-compatible base, with or without `/v1` (the reranker's rule, so
+    /// one `RETR_RERANK_API_BASE` serves both); requests go to `{base}/v1/chat/completions` and
+    /// are abandoned after `timeout`.
     pub fn new(api_base: &str, model: &str, api_key: Secret, timeout: Duration) -> Result<Self, LlmRouterError> {
-        let endpoint = reqwest::Url::parse(&format!("{}/chat/completions", api_base.trim_end_matches('/')))
+        let endpoint = reqwest::Url::parse(&crate::upstream::openai_endpoint(api_base, "chat/completions"))
             .map_err(|error| LlmRouterError::new(LlmRouterErrorKind::BadRequest, format!("bad api base: {error}")))?;
         let client = reqwest::Client::builder()
             .timeout(timeout)
