@@ -433,14 +433,68 @@ async fn service_recovers_when_chroma_comes_back() {
     wait_for(|| async { index.get(Level::Doc, &acme, 10).await.is_ok_and(|docs| docs.len() == 4) }).await;
     assert!(index.health().await.is_ok());
 
+    assert_eq!(index.staleness(), None);
+
+    // Chroma gone with a replica in hand: answers keep coming from the replica, flagged stale.
     enabled.store(false, Ordering::Release);
     wait_for(|| async { index.health().await.is_err() }).await;
+    wait_for(|| async { index.staleness().is_some() }).await;
+    let started = Instant::now();
+    assert_eq!(index.get(Level::Doc, &acme, 10).await.unwrap().len(), 4, "the replica still answers");
+    assert!(started.elapsed() < Duration::from_secs(1), "no search waits on the dead Chroma");
+    let index: Arc<dyn VectorIndex> = index;
+    let service_settings =
+        Settings { embedding_dimension: DIMENSION, mock_mode: false, ..settings(&proxy_url, &prefix) };
+    let state = retrieval_service::startup::state_with(
+        service_settings,
+        Arc::clone(&index),
+        Arc::new(PseudoEmbedder::new(DIMENSION)),
+    );
+    let (status, body) = service_request(
+        &state,
+        "POST",
+        "/internal/retrieval/search",
+        Some(r#"{"query": "установка android", "tenant_id": "acme"}"#),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(!body["hits"].as_array().unwrap().is_empty(), "{body}");
+    let codes: Vec<&str> = body["degradations"].as_array().unwrap().iter().filter_map(|d| d["code"].as_str()).collect();
+    assert!(codes.contains(&"backend_stale"), "{body}");
     wait_for(|| async {
-        matches!(index.get(Level::Doc, &acme, 10).await, Err(error) if error.kind == IndexErrorKind::Unavailable)
+        let (status, health) = service_request(&state, "GET", "/health", None).await;
+        status == 200 && health["status"] == "degraded"
     })
     .await;
 
     enabled.store(true, Ordering::Release);
-    wait_for(|| async { index.get(Level::Doc, &acme, 10).await.is_ok() }).await;
-    assert!(index.health().await.is_ok());
+    wait_for(|| async { index.health().await.is_ok() && index.staleness().is_none() }).await;
+    let (_, body) = service_request(
+        &state,
+        "POST",
+        "/internal/retrieval/search",
+        Some(r#"{"query": "установка android", "tenant_id": "acme"}"#),
+    )
+    .await;
+    assert!(body["degradations"].as_array().unwrap().is_empty(), "{body}");
+}
+
+/// One request through the service's router (no socket): status and JSON body.
+async fn service_request(
+    state: &retrieval_service::AppState,
+    method: &str,
+    uri: &str,
+    body: Option<&str>,
+) -> (u16, serde_json::Value) {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let mut request = axum::http::Request::builder().method(method).uri(uri);
+    if body.is_some() {
+        request = request.header("content-type", "application/json");
+    }
+    let request = request.body(body.map(|b| axum::body::Body::from(b.to_string())).unwrap_or_default()).unwrap();
+    let response = retrieval_service::app(state.clone()).oneshot(request).await.unwrap();
+    let status = response.status().as_u16();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null))
 }

@@ -13,7 +13,8 @@ use std::sync::atomic::Ordering;
 /// `GET /health`: `ok` (200) or `unavailable` (503) with the backend's error.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct HealthResponse {
-    /// `ok` or `unavailable`.
+    /// `ok`; `degraded` (200) when the store of record cannot be reached but searches answer from
+    /// the last good replica; `unavailable` (503).
     pub status: String,
     /// `memory` or `chroma`.
     pub backend: String,
@@ -37,6 +38,16 @@ pub async fn health(State(state): State<AppState>) -> impl IntoResponse {
                 backend,
                 mock_mode: Some(state.settings.mock_mode),
                 error: None,
+            }),
+        ),
+        // Searches still answer from the last good replica: report the outage, stay in service.
+        Err(error) if state.search.index.staleness().is_some() => (
+            StatusCode::OK,
+            Json(HealthResponse {
+                status: "degraded".into(),
+                backend,
+                mock_mode: Some(state.settings.mock_mode),
+                error: state.search.index.staleness().or(Some(error.message)),
             }),
         ),
         Err(error) => (

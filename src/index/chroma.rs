@@ -51,6 +51,8 @@ struct ReplicaState {
     signature: Option<Signature>,
     error: Option<IndexError>,
     attempted_at: Option<Instant>,
+    /// When the replica in `loaded` was last confirmed current (loaded, or polled unchanged).
+    fresh_at: Option<Instant>,
 }
 
 /// The Chroma-backed index: see the module documentation for the query plan.
@@ -155,6 +157,8 @@ impl ChromaIndex {
         {
             let state = self.replica.read().unwrap_or_else(|poisoned| poisoned.into_inner());
             if !force && state.loaded.is_some() && state.signature.as_ref() == Some(&signature) {
+                drop(state);
+                self.replica.write().unwrap_or_else(|poisoned| poisoned.into_inner()).fresh_at = Some(Instant::now());
                 return Ok(false);
             }
         }
@@ -180,6 +184,7 @@ impl ChromaIndex {
         );
         let mut state = self.replica.write().unwrap_or_else(|poisoned| poisoned.into_inner());
         state.loaded = Some(Arc::new(loaded));
+        state.fresh_at = Some(Instant::now());
         state.dimension = dimension;
         // A write that raced the load changes the signature again, so the next poll reloads.
         state.signature = Some(signature);
@@ -317,7 +322,10 @@ impl ChromaIndex {
         } else {
             let (never_tried, retry_due) = {
                 let state = self.replica.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+                // With a replica in hand, a search never waits on an unreachable Chroma: the
+                // refresher retries in the background and the search answers from the replica.
                 let retry_due = state.error.is_some()
+                    && state.loaded.is_none()
                     && state.attempted_at.is_none_or(|attempted| attempted.elapsed() >= self.refresh_interval);
                 (state.attempted_at.is_none(), retry_due)
             };
@@ -332,7 +340,7 @@ impl ChromaIndex {
     fn current(&self) -> Result<Arc<LoadedIndex>> {
         let state = self.replica.read().unwrap_or_else(|poisoned| poisoned.into_inner());
         match (&state.error, &state.loaded) {
-            (Some(error), _) if error.kind == IndexErrorKind::Unavailable => Err(error.clone()),
+            // Chroma unreachable: the last good replica keeps answering (reported by `staleness`).
             (_, Some(loaded)) => Ok(Arc::clone(loaded)),
             (Some(error), None) => Err(error.clone()),
             (None, None) => Err(IndexError::new(IndexErrorKind::Unavailable, "chroma replica not loaded yet")),
@@ -422,6 +430,17 @@ impl VectorIndex for ChromaIndex {
         let mut stats = self.replica().await?.stats();
         stats.backend = self.backend_name().to_string();
         Ok(stats)
+    }
+
+    fn staleness(&self) -> Option<String> {
+        let state = self.replica.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match (&state.error, &state.loaded) {
+            (Some(error), Some(_)) => {
+                let age = state.fresh_at.map_or(0, |at| at.elapsed().as_secs());
+                Some(format!("chroma cannot be refreshed ({error}); answering from the replica confirmed {age} s ago"))
+            }
+            _ => None,
+        }
     }
 
     /// A heartbeat within the timeout, then a usable replica.

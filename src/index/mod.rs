@@ -122,6 +122,12 @@ pub trait VectorIndex: Send + Sync {
 
     /// `Ok` when the backend can serve searches.
     async fn health(&self) -> Result<()>;
+
+    /// Why answers may be out of date (the store of record cannot be reached and searches are
+    /// answered from the last good replica), or `None` when they are current.
+    fn staleness(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Cosine similarity; 0 when either vector is zero or the lengths differ, never NaN.

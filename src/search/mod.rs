@@ -302,6 +302,9 @@ impl SearchService {
                 .await
             }
         };
+        if let Some(message) = self.index.staleness() {
+            degradations.push(Degradation::new("backend_stale", message));
+        }
         if let Some(message) = &routing.degradation {
             degradations.push(Degradation::new("router_fallback", message.clone()));
         }
