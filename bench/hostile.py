@@ -134,14 +134,19 @@ def main():
         rss_before = rss_mb(service.pid)
         FAILURES.clear()
         latencies, failures, stop = [], [0], threading.Event()
+        phase = ["opening"]
+        by_phase = {"opening": [], "held": []}
 
         def probe():
             while not stop.is_set():
+                current = phase[0]
                 value = health_ms(port, timeout=5)
                 if value is None:
                     failures[0] += 1
                 else:
                     latencies.append(value)
+                    if current in by_phase:
+                        by_phase[current].append(value)
                 time.sleep(0.05)
 
         prober = threading.Thread(target=probe, daemon=True)
@@ -155,10 +160,12 @@ def main():
             holder.start()
         opened_count = sum(ready.get(timeout=120) for _ in holders)
         opened = time.perf_counter() - started
+        phase[0] = "held"
         peak = rss_before
         for _ in range(40):  # hold them for ~4 s
             peak = max(peak, rss_mb(service.pid))
             time.sleep(0.1)
+        phase[0] = "closing"
         release.set()
         for holder in holders:
             holder.join(timeout=60)
@@ -172,6 +179,11 @@ def main():
               f"/health meanwhile: {len(latencies)} answered, {failures[0]} failed, "
               f"median {statistics.median(latencies) if latencies else float('nan'):.1f} ms, "
               f"p99 {p99:.1f} ms, max {max(latencies) if latencies else float('nan'):.1f} ms")
+        for name, values in by_phase.items():
+            if values:
+                values.sort()
+                print(f"  /health while {name}: {len(values)} answered, median {statistics.median(values):.1f} ms, "
+                      f"p99 {values[int(0.99 * (len(values) - 1))]:.1f} ms, max {values[-1]:.1f} ms")
         for failure in sorted(set(FAILURES)):
             print(f"  /health failure: {failure}")
         print(f"service RSS: {rss_before:.0f} MB before, {peak:.0f} MB peak, {rss_after:.0f} MB after they closed")
