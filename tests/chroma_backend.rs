@@ -3,6 +3,8 @@
 //! returns for the same snapshot, never leak another tenant's records, and fail fast with
 //! `Unavailable` (then recover) when Chroma is unreachable. The unreachable cases need no server.
 
+mod common;
+
 use retrieval_service::config::Settings;
 use retrieval_service::embed::PseudoEmbedder;
 use retrieval_service::index::{ChromaIndex, InMemoryIndex, IndexErrorKind, RecordFilter, ScoredRecord, VectorIndex};
@@ -450,26 +452,26 @@ async fn service_recovers_when_chroma_comes_back() {
         Arc::clone(&index),
         Arc::new(PseudoEmbedder::new(DIMENSION)),
     );
-    let (status, body) = service_request(
+    let (status, body) = common::send(
         &state,
         "POST",
         "/internal/retrieval/search",
         Some(r#"{"query": "установка android", "tenant_id": "acme"}"#),
     )
     .await;
-    assert_eq!(status, 200, "{body}");
+    assert_eq!(status, axum::http::StatusCode::OK, "{body}");
     assert!(!body["hits"].as_array().unwrap().is_empty(), "{body}");
     let codes: Vec<&str> = body["degradations"].as_array().unwrap().iter().filter_map(|d| d["code"].as_str()).collect();
     assert!(codes.contains(&"backend_stale"), "{body}");
     wait_for(|| async {
-        let (status, health) = service_request(&state, "GET", "/health", None).await;
-        status == 200 && health["status"] == "degraded"
+        let (status, health) = common::send(&state, "GET", "/health", None).await;
+        status == axum::http::StatusCode::OK && health["status"] == "degraded"
     })
     .await;
 
     enabled.store(true, Ordering::Release);
     wait_for(|| async { index.health().await.is_ok() && index.staleness().is_none() }).await;
-    let (_, body) = service_request(
+    let (_, body) = common::send(
         &state,
         "POST",
         "/internal/retrieval/search",
@@ -477,24 +479,4 @@ async fn service_recovers_when_chroma_comes_back() {
     )
     .await;
     assert!(body["degradations"].as_array().unwrap().is_empty(), "{body}");
-}
-
-/// One request through the service's router (no socket): status and JSON body.
-async fn service_request(
-    state: &retrieval_service::AppState,
-    method: &str,
-    uri: &str,
-    body: Option<&str>,
-) -> (u16, serde_json::Value) {
-    use http_body_util::BodyExt;
-    use tower::ServiceExt;
-    let mut request = axum::http::Request::builder().method(method).uri(uri);
-    if body.is_some() {
-        request = request.header("content-type", "application/json");
-    }
-    let request = request.body(body.map(|b| axum::body::Body::from(b.to_string())).unwrap_or_default()).unwrap();
-    let response = retrieval_service::app(state.clone()).oneshot(request).await.unwrap();
-    let status = response.status().as_u16();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    (status, serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null))
 }

@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
+use std::sync::Arc;
 
 /// Shortest accepted API key (in characters) written in clear in the keys file.
 pub const MIN_API_KEY_CHARS: usize = 16;
@@ -63,7 +64,7 @@ impl Grant {
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct ApiKeys {
-    grants: Option<HashMap<[u8; 32], Grant>>,
+    grants: Option<HashMap<[u8; 32], Arc<Grant>>>,
 }
 
 impl ApiKeys {
@@ -92,7 +93,7 @@ impl ApiKeys {
 
     /// Parses the keys file; the first malformed line is the error (with its number).
     pub fn parse(text: &str) -> Result<Self, String> {
-        let mut grants: HashMap<[u8; 32], Grant> = HashMap::new();
+        let mut grants: HashMap<[u8; 32], Arc<Grant>> = HashMap::new();
         for (index, raw) in text.lines().enumerate() {
             let number = index + 1;
             let line = raw.split('#').next().unwrap_or("").trim();
@@ -131,7 +132,7 @@ impl ApiKeys {
                 }
                 Grant::Tenants(tenants.iter().map(|t| t.to_string()).collect())
             };
-            if grants.insert(digest, grant).is_some() {
+            if grants.insert(digest, Arc::new(grant)).is_some() {
                 return Err(format!("line {number}: the same key is listed twice"));
             }
         }
@@ -142,7 +143,7 @@ impl ApiKeys {
     }
 
     /// The grant of a presented key (`None` when it is not a known key).
-    pub fn grant(&self, key: &str) -> Option<&Grant> {
+    pub fn grant(&self, key: &str) -> Option<&Arc<Grant>> {
         let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
         self.grants.as_ref()?.get(&digest)
     }
@@ -163,7 +164,7 @@ fn parse_digest(hex: &str) -> Option<[u8; 32]> {
 /// key (else 401), and the handler checks the tenant it asks for with [`TenantKey::check`] (else
 /// 403). Put it before the body extractor so an unauthenticated caller learns nothing from validation.
 #[derive(Debug)]
-pub struct TenantKey(Option<Grant>);
+pub struct TenantKey(Option<Arc<Grant>>);
 
 impl TenantKey {
     /// `Ok` when the key may read `tenant_id` (or no key store is configured).
@@ -185,7 +186,7 @@ impl FromRequestParts<AppState> for TenantKey {
             return Ok(TenantKey(None));
         }
         match bearer(parts).and_then(|key| state.api_keys.grant(key)) {
-            Some(grant) => Ok(TenantKey(Some(grant.clone()))),
+            Some(grant) => Ok(TenantKey(Some(Arc::clone(grant)))),
             None => Err(unauthorized("this endpoint needs `Authorization: Bearer <API key>` (RETR_API_KEYS)")),
         }
     }

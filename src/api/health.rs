@@ -40,20 +40,27 @@ pub async fn health(State(state): State<AppState>) -> impl IntoResponse {
                 error: None,
             }),
         ),
-        // Searches still answer from the last good replica: report the outage, stay in service.
-        Err(error) if state.search.index.staleness().is_some() => (
-            StatusCode::OK,
-            Json(HealthResponse {
-                status: "degraded".into(),
-                backend,
-                mock_mode: Some(state.settings.mock_mode),
-                error: state.search.index.staleness().or(Some(error.message)),
-            }),
-        ),
-        Err(error) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(HealthResponse { status: "unavailable".into(), backend, mock_mode: None, error: Some(error.message) }),
-        ),
+        Err(error) => match state.search.index.staleness() {
+            // Searches still answer from the last good replica: report the outage, stay in service.
+            Some(stale) => (
+                StatusCode::OK,
+                Json(HealthResponse {
+                    status: "degraded".into(),
+                    backend,
+                    mock_mode: Some(state.settings.mock_mode),
+                    error: Some(stale),
+                }),
+            ),
+            None => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(HealthResponse {
+                    status: "unavailable".into(),
+                    backend,
+                    mock_mode: None,
+                    error: Some(error.message),
+                }),
+            ),
+        },
     }
 }
 

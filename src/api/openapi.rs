@@ -84,6 +84,11 @@ fn merge(schema: &mut Value, extra: Value) {
     }
 }
 
+/// `search::validate_tenant`'s rule as a pattern.
+fn tenant_pattern() -> String {
+    format!("^[A-Za-z0-9._-]{{1,{MAX_TENANT_ID_CHARS}}}$")
+}
+
 fn id_list() -> Value {
     json!({"maxItems": MAX_ID_LIST, "items": {"type": "string", "minLength": 1, "maxLength": MAX_ID_CHARS}})
 }
@@ -128,7 +133,7 @@ fn add_error_statuses(document: &mut Value) {
 
 /// The limits validation applies (`search::build_filter`, `SearchService::validate`, …).
 fn add_request_limits(schemas: &mut Value) {
-    let tenant = json!({"pattern": format!("^[A-Za-z0-9._-]{{1,{MAX_TENANT_ID_CHARS}}}$")});
+    let tenant = json!({"pattern": tenant_pattern()});
     let search = &mut schemas["SearchRequest"]["properties"];
     merge(&mut search["query"], json!({"minLength": 1, "pattern": format!("[^{BLANK_CLASS}]")}));
     merge(&mut search["tenant_id"], tenant.clone());
@@ -238,8 +243,7 @@ pub async fn document(state: &AppState) -> Value {
     document["paths"][format!("{prefix}/config")]["post"]["requestBody"] = body("RuntimeSettingsUpdate");
     if let Some(parameters) = document["paths"][format!("{prefix}/stats")]["get"]["parameters"].as_array_mut() {
         for parameter in parameters.iter_mut().filter(|p| p["name"] == "tenant_id") {
-            parameter["schema"] =
-                json!({"type": "string", "pattern": format!("^[A-Za-z0-9._-]{{1,{MAX_TENANT_ID_CHARS}}}$")});
+            parameter["schema"] = json!({"type": "string", "pattern": tenant_pattern()});
         }
     }
     document
