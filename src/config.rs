@@ -202,6 +202,11 @@ pub struct Settings {
     /// `RETR_API_KEYS`: a file of API keys and the tenants each may read (README
     /// "Authentication"); empty = data endpoints open.
     pub api_keys: PathBuf,
+    /// `RETR_DIFY_BASE_PATH`: where the Dify External Knowledge API is mounted (`{base}/retrieval`).
+    pub dify_base_path: String,
+    /// `RETR_DIFY_KNOWLEDGE_BASES`: a YAML file of the knowledge bases Dify may name; empty =
+    /// every tenant is a knowledge base under its own id.
+    pub dify_knowledge_bases: PathBuf,
 
     pub chroma_host: String,
     pub chroma_path: Option<PathBuf>,
@@ -273,6 +278,8 @@ impl Default for Settings {
             max_in_flight_requests: 512,
             admin_token: Secret::default(),
             api_keys: PathBuf::new(),
+            dify_base_path: crate::api::dify::DEFAULT_BASE_PATH.into(),
+            dify_knowledge_bases: PathBuf::new(),
             chroma_host: "http://127.0.0.1:8000".into(),
             chroma_path: None,
             chroma_tenant: "default_tenant".into(),
@@ -434,6 +441,12 @@ impl Settings {
         }
         if let Err(error) = crate::api::auth::ApiKeys::load(&self.api_keys) {
             problems.push(("api_keys".into(), error));
+        }
+        if let Err(error) = crate::api::dify::KnowledgeBases::load(&self.dify_knowledge_bases) {
+            problems.push(("dify_knowledge_bases".into(), error));
+        }
+        if let Err(error) = crate::api::dify::validate_base_path(&self.dify_base_path) {
+            problems.push(("dify_base_path".into(), error));
         }
         if self.max_query_chars < 1 {
             problems.push(("max_query_chars".into(), "must be at least 1".into()));

@@ -131,7 +131,14 @@ pub fn state_with_reranker(
         tracing::error!(%error, "RETR_API_KEYS unusable: every data request will be refused");
         crate::api::auth::ApiKeys::deny_all()
     });
+    // Like the key file: one that cannot be used names no knowledge base (`serve` never gets here
+    // with such a file).
+    let dify = crate::api::dify::KnowledgeBases::load(&settings.dify_knowledge_bases).unwrap_or_else(|error| {
+        tracing::error!(%error, "RETR_DIFY_KNOWLEDGE_BASES unusable: every Dify request will be refused");
+        crate::api::dify::KnowledgeBases::none()
+    });
     AppState {
+        dify: Arc::new(dify),
         api_keys: Arc::new(api_keys),
         rerank_configured: !settings.rerank_api_base.is_empty(),
         in_flight: Arc::new(tokio::sync::Semaphore::new(settings.max_in_flight_requests)),
@@ -144,5 +151,15 @@ pub fn state_with_reranker(
 pub async fn build_state(settings: Settings) -> Result<AppState, StartupError> {
     let embedder = build_embedder(&settings)?;
     let index = build_index(&settings, embedder.as_ref()).await?;
-    Ok(state_with(settings, index, embedder))
+    let state = state_with(settings, index, embedder);
+    let themes = state.search.theme_list();
+    for (knowledge_id, theme) in state.dify.themes() {
+        if !themes.iter().any(|known| known.id == theme) {
+            return Err(StartupError::Backend(format!(
+                "RETR_DIFY_KNOWLEDGE_BASES: knowledge base {knowledge_id:?} names the theme {theme:?}, which \
+                 RETR_THEMES_PATH does not define"
+            )));
+        }
+    }
+    Ok(state)
 }

@@ -16,4 +16,6 @@ pub struct AppState {
     pub in_flight: Arc<tokio::sync::Semaphore>,
     /// Tenant-scoped API keys (`RETR_API_KEYS`); disabled when no file is configured.
     pub api_keys: Arc<crate::api::auth::ApiKeys>,
+    /// The knowledge bases of the Dify endpoint (`RETR_DIFY_KNOWLEDGE_BASES`).
+    pub dify: Arc<crate::api::dify::KnowledgeBases>,
 }

@@ -3,6 +3,7 @@
 pub mod auth;
 pub mod config;
 pub mod context;
+pub mod dify;
 pub mod extract;
 pub mod health;
 pub mod metrics;
@@ -60,6 +61,7 @@ pub fn router(state: AppState) -> Router {
     let header = HeaderName::from_static(REQUEST_ID_HEADER);
     Router::new()
         .nest(PREFIX, api)
+        .route(&format!("{}/retrieval", state.settings.dify_base_path), post(dify::retrieval))
         .route("/health", get(health::health))
         .route("/metrics", get(health::metrics))
         .fallback(route_not_found)

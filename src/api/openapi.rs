@@ -8,6 +8,10 @@
 //! binary in the test command.
 
 use super::context::{ContextResponse, ContextSource};
+use super::dify::{
+    DifyCondition, DifyErrorBody, DifyMetadataCondition, DifyRecord, DifyRecordMetadata, DifyRetrievalRequest,
+    DifyRetrievalResponse, LogicalOperator, RetrievalSetting, DEFAULT_BASE_PATH, MAX_CONDITIONS,
+};
 use super::health::{HealthResponse, StatsCounts, StatsResponse};
 use super::window::{WindowChunk, WindowRequest, WindowResponse, MAX_WINDOW};
 use crate::config::{RouterMode, RuntimeSettings, MAX_RESULTS_CAP, MAX_TOPK_PER_DOC, MAX_TOP_K};
@@ -40,6 +44,7 @@ use utoipa::OpenApi;
         super::health::health,
         super::health::metrics,
         super::openapi_document,
+        super::dify::retrieval,
     ),
     components(schemas(
         SearchRequest,
@@ -67,6 +72,15 @@ use utoipa::OpenApi;
         HealthResponse,
         StatsResponse,
         StatsCounts,
+        DifyRetrievalRequest,
+        RetrievalSetting,
+        DifyMetadataCondition,
+        LogicalOperator,
+        DifyCondition,
+        DifyRetrievalResponse,
+        DifyRecord,
+        DifyRecordMetadata,
+        DifyErrorBody,
     ))
 )]
 struct ApiDoc;
@@ -246,5 +260,33 @@ pub async fn document(state: &AppState) -> Value {
             parameter["schema"] = json!({"type": "string", "pattern": tenant_pattern()});
         }
     }
+    add_dify(&mut document, state);
     document
+}
+
+/// The Dify endpoint at the configured base path, its conditions one shape per operator family
+/// (`dify::condition_schema`), and the errors it answers in the service's own shape (load
+/// shedding, the request timeout, a too long URI) besides its own.
+fn add_dify(document: &mut Value, state: &AppState) {
+    let schemas = &mut document["components"]["schemas"];
+    schemas["DifyCondition"] = super::dify::condition_schema();
+    let request = &mut schemas["DifyRetrievalRequest"]["properties"];
+    merge(&mut request["knowledge_id"], json!({"pattern": tenant_pattern()}));
+    merge(
+        &mut request["query"],
+        json!({"minLength": 1, "pattern": format!("[^{BLANK_CLASS}]"), "maxLength": state.settings.max_query_chars}),
+    );
+    merge(&mut schemas["DifyMetadataCondition"]["properties"]["conditions"], json!({"maxItems": MAX_CONDITIONS}));
+    let default_path = format!("{DEFAULT_BASE_PATH}/retrieval");
+    let Some(mut path) = document["paths"].as_object_mut().and_then(|paths| paths.remove(&default_path)) else {
+        return;
+    };
+    let either = json!({"content": {"application/json": {"schema": {"anyOf": [
+        {"$ref": "#/components/schemas/DifyErrorBody"}, {"$ref": "#/components/schemas/ErrorBody"}]}}}});
+    let responses = &mut path["post"]["responses"];
+    for code in ["503", "504"] {
+        merge(&mut responses[code], either.clone());
+    }
+    responses["414"] = json!({"$ref": "#/components/responses/Error"});
+    document["paths"][format!("{}/retrieval", state.settings.dify_base_path)] = path;
 }

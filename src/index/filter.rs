@@ -1,9 +1,12 @@
 //! The record filter of the cascade: tenant always, plus the request's metadata filters.
 
+use super::condition::MetadataCondition;
 use crate::model::Metadata;
+use std::sync::Arc;
 
 /// Which records a query may see. `tenant_id` is mandatory and always applied; every other field
-/// narrows further when set. `tags` requires all listed tags; id lists allow any listed id.
+/// narrows further when set. `tags` requires all listed tags; id lists allow any listed id;
+/// `condition` (the Dify API's metadata conditions, a knowledge base's fixed filter) must hold too.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RecordFilter {
     pub tenant_id: String,
@@ -16,6 +19,7 @@ pub struct RecordFilter {
     pub section: Option<String>,
     pub platform: Option<String>,
     pub role: Option<String>,
+    pub condition: Option<Arc<MetadataCondition>>,
 }
 
 impl RecordFilter {
@@ -53,7 +57,7 @@ impl RecordFilter {
                 _ => return false,
             }
         }
-        true
+        self.condition.as_ref().is_none_or(|condition| condition.matches(meta))
     }
 }
 

@@ -2,6 +2,7 @@
 //! both backends apply, the in-memory backend and the BM25 lexical index.
 
 pub mod chroma;
+pub mod condition;
 pub mod features;
 pub mod filter;
 pub mod lexical;

@@ -115,7 +115,8 @@ impl<'a> Residual<'a> {
             && filter.domain.is_none()
             && filter.section.is_none()
             && filter.platform.is_none()
-            && filter.role.is_none();
+            && filter.role.is_none()
+            && filter.condition.is_none();
         if ids_only {
             Residual::Nothing
         } else {

@@ -2,11 +2,11 @@
 //! winning sections' or chunks' text for the same tenant, and format numbered sources grouped by
 //! theme within a character budget.
 
-use super::{Result, SearchRequest, SearchResponse, SearchService};
+use super::{Result, RetrievalHit, SearchRequest, SearchResponse, SearchService};
 use crate::index::RecordFilter;
 use crate::model::Level;
 use crate::router::{format_context, ContextSource, FormattedContext};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Default and largest accepted `max_context_chars`.
 pub const DEFAULT_CONTEXT_CHARS: usize = 6000;
@@ -20,32 +20,37 @@ pub struct ContextAnswer {
 }
 
 impl SearchService {
+    /// The text of each hit (sections' and chunks' own text, docs' title and summary), by hit id,
+    /// read from the hits' own tenant. A hit whose record is gone (a reload in between) has none.
+    pub async fn hit_texts(&self, tenant_id: &str, hits: &[RetrievalHit]) -> Result<HashMap<String, String>> {
+        let mut texts = HashMap::with_capacity(hits.len());
+        for level in Level::ALL {
+            let ids: HashSet<&str> = hits.iter().filter(|hit| hit.level == level).map(|hit| hit.id.as_str()).collect();
+            if ids.is_empty() {
+                continue;
+            }
+            let mut filter = RecordFilter::tenant(tenant_id);
+            match level {
+                Level::Section => filter.section_ids = Some(ids.iter().map(|id| id.to_string()).collect()),
+                Level::Chunk | Level::Doc => {
+                    let docs: HashSet<&str> =
+                        hits.iter().filter(|hit| hit.level == level).map(|hit| hit.doc_id.as_str()).collect();
+                    filter.doc_ids = Some(docs.into_iter().map(str::to_string).collect());
+                }
+            }
+            for record in self.index.get(level, &filter, usize::MAX).await? {
+                if ids.contains(record.id.as_str()) {
+                    texts.insert(record.id.clone(), record.text.clone());
+                }
+            }
+        }
+        Ok(texts)
+    }
+
     /// Searches, then formats the hits' text as one context of at most `budget_chars` characters.
     pub async fn context(&self, request: &SearchRequest, budget_chars: usize) -> Result<ContextAnswer> {
         let search = self.search(request).await?;
-        let level = match search.hits.first().map(|hit| hit.level) {
-            Some(level) => level,
-            None => {
-                let formatted = format_context(&[], budget_chars);
-                return Ok(ContextAnswer { formatted, search, source_hits: Vec::new() });
-            }
-        };
-        let mut filter = RecordFilter::tenant(request.tenant_id.clone());
-        let ids: Vec<String> = search.hits.iter().map(|hit| hit.id.clone()).collect();
-        match level {
-            Level::Section => filter.section_ids = Some(ids.clone()),
-            Level::Chunk | Level::Doc => {
-                filter.doc_ids = Some(search.hits.iter().map(|hit| hit.doc_id.clone()).collect());
-            }
-        }
-        let texts: HashMap<String, String> = self
-            .index
-            .get(level, &filter, usize::MAX)
-            .await?
-            .into_iter()
-            .filter(|record| ids.contains(&record.id))
-            .map(|record| (record.id.clone(), record.text.clone()))
-            .collect();
+        let texts = self.hit_texts(&request.tenant_id, &search.hits).await?;
         let mut source_hits = Vec::new();
         let sources: Vec<ContextSource> = search
             .hits

@@ -170,11 +170,13 @@ fn tag_list(tags: &[String]) -> Result<Vec<String>> {
     Ok(kept)
 }
 
-/// Builds the record filter: the tenant always; the request's filters only when enabled.
+/// Builds the record filter: the tenant and the request's `condition` always; the request's
+/// filters only when enabled.
 /// Top-level `doc_ids`/`section_ids` and those under `filters` are merged (union). Every list
 /// and value is validated (and bounded) also when filters are disabled.
 pub fn build_filter(request: &SearchRequest, enable_filters: bool) -> Result<RecordFilter> {
     let mut filter = RecordFilter::tenant(request.tenant_id.clone());
+    filter.condition = request.condition.clone();
     let doc_ids = id_list("doc_ids", &[request.doc_ids.as_deref(), request.filters.doc_ids.as_deref()])?;
     let section_ids =
         id_list("section_ids", &[request.section_ids.as_deref(), request.filters.section_ids.as_deref()])?;

@@ -41,6 +41,11 @@ pub struct SearchRequest {
     pub query_embedding: Option<Vec<f32>>,
     /// A theme chosen by the user after a clarification: the search is filtered to it.
     pub theme: Option<String>,
+    /// Metadata conditions every hit must pass, whatever `enable_filters` says. Not part of the
+    /// `/search` body: the Dify endpoint sets it (its `metadata_condition` and the knowledge
+    /// base's fixed filter).
+    #[serde(skip)]
+    pub condition: Option<std::sync::Arc<crate::index::condition::MetadataCondition>>,
 }
 
 /// `user_metadata` as the request spells it: unknown fields are rejected here too (a

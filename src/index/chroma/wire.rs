@@ -94,8 +94,12 @@ pub struct PreFlightChecks {
 
 /// The `where` clause equivalent to `RecordFilter::matches`, always wrapped in `$and` (Chroma
 /// rejects two keys at the top level). `None` when the filter can match nothing (an empty id
-/// list), which Chroma cannot express (`$in: []` is a 400).
+/// list), which Chroma cannot express (`$in: []` is a 400), and when it carries a metadata
+/// `condition`, which is checked on the replica only: never translated, so never widened.
 pub fn where_clause(filter: &RecordFilter) -> Option<Value> {
+    if filter.condition.is_some() {
+        return None;
+    }
     let mut conditions = vec![json!({"tenant_id": {"$eq": filter.tenant_id}})];
     let equalities = [
         ("product", &filter.product),
