@@ -84,5 +84,10 @@ fn the_readme_examples_work_against_the_real_binary() {
         if path.ends_with("/search") {
             assert!(!json["hits"].as_array().unwrap().is_empty(), "README search example found nothing: {body:?}");
         }
+        if path.ends_with("/dify/retrieval") {
+            let records = json["records"].as_array().unwrap();
+            assert!(!records.is_empty(), "README Dify example found nothing: {body:?}");
+            assert!(records.iter().all(|r| r["score"].as_f64().unwrap() >= 0.5 && r["metadata"].is_object()));
+        }
     }
 }
