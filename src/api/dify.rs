@@ -203,7 +203,7 @@ impl KnowledgeBases {
     }
 
     pub fn parse(text: &str) -> Result<Self, String> {
-        let file: KnowledgeFile = serde_yaml::from_str(text).map_err(|error| error.to_string())?;
+        let file: KnowledgeFile = serde_yaml_ng::from_str(text).map_err(|error| error.to_string())?;
         let mut bases = HashMap::with_capacity(file.knowledge_bases.len());
         for (id, entry) in file.knowledge_bases {
             validate_tenant(&id).map_err(|error| format!("knowledge base id {id:?}: {error}"))?;

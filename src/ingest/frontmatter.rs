@@ -35,14 +35,14 @@ fn parse_front_matter(yaml: &str) -> Result<FrontMatter, String> {
     if yaml.trim().is_empty() {
         return Ok(FrontMatter::default());
     }
-    let value: serde_yaml::Value = serde_yaml::from_str(yaml).map_err(|error| error.to_string())?;
-    let serde_yaml::Value::Mapping(map) = value else { return Err("front matter is not a mapping".to_string()) };
+    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(yaml).map_err(|error| error.to_string())?;
+    let serde_yaml_ng::Value::Mapping(map) = value else { return Err("front matter is not a mapping".to_string()) };
     let text = |key: &str| map.get(key).map(scalar_text).unwrap_or_default();
     let tags = match map.get("tags") {
-        Some(serde_yaml::Value::Sequence(items)) => items
+        Some(serde_yaml_ng::Value::Sequence(items)) => items
             .iter()
             .map(|item| match item {
-                serde_yaml::Value::Mapping(tag) => tag.get("label").map(scalar_text).unwrap_or_default(),
+                serde_yaml_ng::Value::Mapping(tag) => tag.get("label").map(scalar_text).unwrap_or_default(),
                 other => scalar_text(other),
             })
             .filter(|tag| !tag.is_empty())
@@ -59,14 +59,14 @@ fn parse_front_matter(yaml: &str) -> Result<FrontMatter, String> {
     })
 }
 
-fn scalar_text(value: &serde_yaml::Value) -> String {
+fn scalar_text(value: &serde_yaml_ng::Value) -> String {
     match value {
-        serde_yaml::Value::String(text) => text.clone(),
-        serde_yaml::Value::Number(number) => number.to_string(),
-        serde_yaml::Value::Bool(flag) => flag.to_string(),
-        serde_yaml::Value::Null
-        | serde_yaml::Value::Sequence(_)
-        | serde_yaml::Value::Mapping(_)
-        | serde_yaml::Value::Tagged(_) => String::new(),
+        serde_yaml_ng::Value::String(text) => text.clone(),
+        serde_yaml_ng::Value::Number(number) => number.to_string(),
+        serde_yaml_ng::Value::Bool(flag) => flag.to_string(),
+        serde_yaml_ng::Value::Null
+        | serde_yaml_ng::Value::Sequence(_)
+        | serde_yaml_ng::Value::Mapping(_)
+        | serde_yaml_ng::Value::Tagged(_) => String::new(),
     }
 }

@@ -129,7 +129,7 @@ pub enum MappingError {
 impl MappingRules {
     /// Parses mapping YAML; `origin` names the file in errors.
     pub fn from_yaml(yaml: &str, origin: &str) -> Result<Self, MappingError> {
-        let file: MappingFile = serde_yaml::from_str(yaml)
+        let file: MappingFile = serde_yaml_ng::from_str(yaml)
             .map_err(|error| MappingError::Invalid { path: origin.to_string(), message: error.to_string() })?;
         let rules = file
             .rules
