@@ -9,6 +9,7 @@ pub mod eval;
 pub mod fixtures;
 pub mod index;
 pub mod ingest;
+pub mod metrics;
 pub mod model;
 pub mod rerank;
 pub mod router;

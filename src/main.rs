@@ -82,7 +82,7 @@ async fn serve(mut settings: Settings, port: Option<u16>) -> Result<(), String> 
     let state = retrieval_service::startup::build_state(settings).await.map_err(|e| e.to_string())?;
     let listener =
         retrieval_service::server::listen(&address).await.map_err(|e| format!("cannot listen on {address}: {e}"))?;
-    tracing::info!(%address, backend = state.search.index.backend_name(), "retrieval service listening");
+    tracing::info!(%address, backend = state.search.index().backend_name(), "retrieval service listening");
     retrieval_service::server::serve(listener, state, async {
         let _ = tokio::signal::ctrl_c().await;
     })

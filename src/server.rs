@@ -131,7 +131,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send,
 ) -> io::Result<()> {
     let limits = ServerLimits::from_settings(&state.settings);
-    let metrics = Arc::clone(&state.http_metrics);
+    let metrics = Arc::clone(&state.metrics);
     let app = crate::app(state);
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     let connections = Arc::new(OpenConnections::default());
@@ -166,13 +166,13 @@ pub async fn serve(
         let permit = match free {
             Some(permit) => Some(Some(permit)),
             None if connections.evict_longest_idle() => {
-                metrics.connections_evicted.fetch_add(1, Ordering::Relaxed);
+                metrics.connections_evicted.inc();
                 Some(None)
             }
             None => None,
         };
         let Some(permit) = permit else {
-            metrics.connections_refused.fetch_add(1, Ordering::Relaxed);
+            metrics.connections_refused.inc();
             let now = started.elapsed().as_secs();
             let last = last_refusal_log.load(Ordering::Relaxed);
             if (now >= last + 10 || last == 0)
@@ -198,17 +198,17 @@ pub async fn serve(
                 None => match connections.wait_for(&permits).await {
                     Some(permit) => permit,
                     None => {
-                        metrics.connections_refused.fetch_add(1, Ordering::Relaxed);
+                        metrics.connections_refused.inc();
                         return;
                     }
                 },
             };
-            metrics.connections_open.fetch_add(1, Ordering::Relaxed);
+            metrics.connections_open.inc();
             let activity = Arc::new(Activity::new());
             let id = connections.add(&activity);
             serve_connection(stream, app, limits, close, activity).await;
             connections.remove(id);
-            metrics.connections_open.fetch_sub(1, Ordering::Relaxed);
+            metrics.connections_open.dec();
             drop(permit);
         });
     }

@@ -1,12 +1,11 @@
 //! Start-up wiring: settings → backends → `AppState`. Shared by `main` and the end-to-end tests.
 
-use crate::api::metrics::HttpMetrics;
 use crate::config::{Settings, VectorBackend};
 use crate::embed::Embedder;
 use crate::index::{InMemoryIndex, VectorIndex};
-use crate::search::{SearchCounters, SearchService};
+use crate::search::SearchService;
 use crate::state::AppState;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -106,25 +105,17 @@ pub fn state_with_reranker(
     embedder: Arc<dyn Embedder>,
     reranker: Arc<dyn crate::rerank::Reranker>,
 ) -> AppState {
+    let metrics = Arc::new(crate::metrics::Metrics::new());
     let themes = crate::router::YamlThemesProvider::load(&settings.themes_path);
     let router_config = themes.router_config().clone();
-    let llm_router = build_llm_router(&settings);
-    let search = SearchService {
-        index,
-        embedder,
-        themes: Arc::new(themes),
-        theme_cache: Default::default(),
-        router_config,
-        llm_router,
-        boosting: crate::search::boosting_config::BoostingConfig::load_shared(&settings.boosting_path),
-        synonyms: Arc::new(crate::search::synonyms::Synonyms::load_dir(&settings.synonyms_dir)),
-        reranker,
-        rerank_timeout: Duration::from_secs_f64(settings.rerank_timeout_seconds),
-        runtime: Arc::new(RwLock::new(settings.runtime())),
-        counters: Arc::new(SearchCounters::default()),
-        max_query_chars: settings.max_query_chars,
-        default_dimension: settings.embedding_dimension,
-    };
+    let search = SearchService::new(index, embedder, settings.runtime())
+        .with_themes(Arc::new(themes), router_config)
+        .with_llm_router(build_llm_router(&settings))
+        .with_boosting(crate::search::boosting_config::BoostingConfig::load_shared(&settings.boosting_path))
+        .with_synonyms(Arc::new(crate::search::synonyms::Synonyms::load_dir(&settings.synonyms_dir)))
+        .with_reranker(reranker, Duration::from_secs_f64(settings.rerank_timeout_seconds))
+        .with_metrics(Arc::clone(&metrics))
+        .with_limits(settings.max_query_chars, settings.embedding_dimension);
     // A key file that cannot be read or parsed fails closed: no key is accepted. (`serve` never
     // gets here with such a file: `Settings::validate` reports it at start-up.)
     let api_keys = crate::api::auth::ApiKeys::load(&settings.api_keys).unwrap_or_else(|error| {
@@ -144,7 +135,7 @@ pub fn state_with_reranker(
         in_flight: Arc::new(tokio::sync::Semaphore::new(settings.max_in_flight_requests)),
         settings: Arc::new(settings),
         search: Arc::new(search),
-        http_metrics: Arc::new(HttpMetrics::default()),
+        metrics,
     }
 }
 

@@ -1,6 +1,5 @@
 //! `AppState`: everything handlers share, built once at start-up (no globals).
 
-use crate::api::metrics::HttpMetrics;
 use crate::config::Settings;
 use crate::search::SearchService;
 use std::sync::Arc;
@@ -9,7 +8,8 @@ use std::sync::Arc;
 pub struct AppState {
     pub settings: Arc<Settings>,
     pub search: Arc<SearchService>,
-    pub http_metrics: Arc<HttpMetrics>,
+    /// Every metric of `/metrics`; the search service records into the same one.
+    pub metrics: Arc<crate::metrics::Metrics>,
     /// Whether a rerank endpoint exists, so `/config` can refuse to enable reranking without one.
     pub rerank_configured: bool,
     /// Permits for requests in progress (`RETR_MAX_IN_FLIGHT_REQUESTS`); none left → 503.

@@ -218,6 +218,13 @@ async fn health_stats_and_metrics() {
     let text = text.as_str().unwrap().to_string();
     assert!(text.contains("retrieval_searches_total 1"), "{text}");
     assert!(text.contains("retrieval_search_duration_seconds_count 1"), "{text}");
+    // Per route, method and status; the 404 of a tenant-less stats call is counted under its route.
+    let search_line =
+        "retrieval_http_request_duration_seconds_count{route=\"/internal/retrieval/search\",method=\"POST\",status=\"200\"} 1";
+    assert!(text.contains(search_line), "{text}");
+    assert!(text.contains("route=\"/internal/retrieval/stats\",method=\"GET\",status=\"404\"}"), "{text}");
+    // The /metrics request itself is in flight while it renders.
+    assert!(text.contains("retrieval_http_requests_in_flight 1"), "{text}");
 }
 
 #[tokio::test]

@@ -64,7 +64,7 @@ async fn hanging_embedding_server_costs_at_most_its_timeout() {
     assert_eq!(codes(&body), vec!["embedding_fallback"]);
     assert!(elapsed < Duration::from_millis(500) + MARGIN, "{elapsed:?}");
     let (_, metrics) = send(&state, "GET", "/metrics", None).await;
-    assert!(metrics.as_str().unwrap().contains("retrieval_embedding_fallbacks_total"), "{metrics}");
+    assert!(metrics.as_str().unwrap().contains("retrieval_embedding_fallbacks_total 1\n"), "{metrics}");
 }
 
 #[tokio::test]

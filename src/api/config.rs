@@ -73,24 +73,26 @@ pub async fn update_config(
     _admin: AdminAuth,
     ApiJson(patch): ApiJson<RuntimePatch>,
 ) -> Result<Json<RuntimeSettings>, ApiError> {
-    let mut current = state.search.runtime.write().unwrap_or_else(|poisoned| poisoned.into_inner());
     let wants_rerank = patch.rerank_enabled == Some(true);
     let wants_llm = patch.theme_router_mode == Some(RouterMode::Llm);
-    let updated = patch.apply(current.clone());
-    let mut problems: Vec<String> = updated.problems().into_iter().map(|(k, v)| format!("{k}: {v}")).collect();
-    if wants_rerank && !state.rerank_configured {
-        problems.push("rerank_enabled: no rerank endpoint is configured (RETR_RERANK_API_BASE)".to_string());
-    }
-    if wants_llm && state.search.llm_router.is_none() {
-        problems.push(
-            "theme_router_mode: llm needs a chat endpoint (RETR_RERANK_API_BASE with RETR_RERANK_BACKEND=chat)"
-                .to_string(),
-        );
-    }
-    if !problems.is_empty() {
-        return Err(ApiError::invalid(problems.join("; ")));
-    }
-    *current = updated.clone();
+    let updated = state.search.update_runtime(|current| {
+        let updated = patch.apply(current.clone());
+        let mut problems: Vec<String> = updated.problems().into_iter().map(|(k, v)| format!("{k}: {v}")).collect();
+        if wants_rerank && !state.rerank_configured {
+            problems.push("rerank_enabled: no rerank endpoint is configured (RETR_RERANK_API_BASE)".to_string());
+        }
+        if wants_llm && !state.search.has_llm_router() {
+            problems.push(
+                "theme_router_mode: llm needs a chat endpoint (RETR_RERANK_API_BASE with RETR_RERANK_BACKEND=chat)"
+                    .to_string(),
+            );
+        }
+        if problems.is_empty() {
+            Ok(updated)
+        } else {
+            Err(ApiError::invalid(problems.join("; ")))
+        }
+    })?;
     tracing::info!(?updated, "runtime settings updated");
     Ok(Json(updated))
 }

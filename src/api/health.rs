@@ -8,7 +8,6 @@ use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
 use serde::{Deserialize, Serialize};
-use std::sync::atomic::Ordering;
 
 /// `GET /health`: `ok` (200) or `unavailable` (503) with the backend's error.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -29,8 +28,8 @@ pub struct HealthResponse {
     (status = 200, description = "ok", body = HealthResponse),
     (status = 503, description = "backend unavailable or no index", body = HealthResponse)))]
 pub async fn health(State(state): State<AppState>) -> impl IntoResponse {
-    let backend = state.search.index.backend_name().to_string();
-    match state.search.index.health().await {
+    let backend = state.search.index().backend_name().to_string();
+    match state.search.index().health().await {
         Ok(()) => (
             StatusCode::OK,
             Json(HealthResponse {
@@ -40,7 +39,7 @@ pub async fn health(State(state): State<AppState>) -> impl IntoResponse {
                 error: None,
             }),
         ),
-        Err(error) => match state.search.index.staleness() {
+        Err(error) => match state.search.index().staleness() {
             // Searches still answer from the last good replica: report the outage, stay in service.
             Some(stale) => (
                 StatusCode::OK,
@@ -105,7 +104,7 @@ pub async fn stats(
     let tenant_id = query.tenant_id.ok_or_else(|| ApiError::invalid("tenant_id: query parameter is required"))?;
     key.check(&tenant_id)?;
     crate::search::validate_tenant(&tenant_id)?;
-    let stats = state.search.index.stats().await.map_err(crate::search::SearchError::from)?;
+    let stats = state.search.index().stats().await.map_err(crate::search::SearchError::from)?;
     let Some(tenant) = stats.tenants.get(&tenant_id) else {
         return Err(crate::search::SearchError::UnknownTenant(tenant_id).into());
     };
@@ -121,35 +120,10 @@ pub async fn stats(
     }))
 }
 
-/// Prometheus text exposition of the service's counters.
+/// Every metric, in the OpenMetrics text format (`crate::metrics`).
 #[utoipa::path(get, path = "/metrics", tag = "meta",
-    responses((status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain")))]
+    responses((status = 200, description = "OpenMetrics text exposition", body = String,
+        content_type = "application/openmetrics-text")))]
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    let counters = &state.search.counters;
-    let mut body = String::new();
-    let mut counter = |name: &str, help: &str, value: u64| {
-        body.push_str(&format!("# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}\n"));
-    };
-    counter(
-        "retrieval_searches_total",
-        "Searches that reached the cascade.",
-        counters.searches.load(Ordering::Relaxed),
-    );
-    counter(
-        "retrieval_embedding_fallbacks_total",
-        "Queries embedded with pseudo-embeddings because the provider failed.",
-        crate::embed::embedding_fallback_count(),
-    );
-    counter(
-        "retrieval_rerank_failures_total",
-        "Reranks that failed and kept the original order.",
-        counters.rerank_failures.load(Ordering::Relaxed),
-    );
-    counter(
-        "retrieval_text_fallbacks_total",
-        "Searches answered by the text fallback.",
-        counters.text_fallbacks.load(Ordering::Relaxed),
-    );
-    state.http_metrics.render(&mut body);
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body)
+    ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], state.metrics.render())
 }

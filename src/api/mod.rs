@@ -6,7 +6,6 @@ pub mod context;
 pub mod dify;
 pub mod extract;
 pub mod health;
-pub mod metrics;
 pub mod openapi;
 pub mod search;
 pub mod window;
@@ -14,7 +13,7 @@ pub mod window;
 use crate::config::RequestLogLevel;
 use crate::error::{ApiError, ErrorCode};
 use crate::state::AppState;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{header, HeaderName, HeaderValue};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -117,7 +116,7 @@ async fn shed(State(state): State<AppState>, request: Request, next: Next) -> Re
         return next.run(request).await;
     }
     let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
-        state.http_metrics.requests_shed.fetch_add(1, Ordering::Relaxed);
+        state.metrics.requests_shed.inc();
         let mut response = ApiError::new(
             ErrorCode::Overloaded,
             format!("more than {} requests in progress; retry later", state.settings.max_in_flight_requests),
@@ -150,11 +149,30 @@ fn log_request(level: RequestLogLevel, method: &axum::http::Method, path: &str, 
     }
 }
 
+/// Counts a request in `requests_in_flight` while it lives (also when the caller leaves and the
+/// request future is dropped).
+struct InFlight(std::sync::Arc<crate::metrics::Metrics>);
+
+impl InFlight {
+    fn enter(metrics: &std::sync::Arc<crate::metrics::Metrics>) -> Self {
+        metrics.requests_in_flight.inc();
+        Self(std::sync::Arc::clone(metrics))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.requests_in_flight.dec();
+    }
+}
+
 /// Bounds every request by `request_timeout_seconds`, catches handler panics as a JSON 500 and
 /// records metrics.
 async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let started = Instant::now();
     let path = request.uri().path().to_string();
+    let route = request.extensions().get::<MatchedPath>().map(|matched| matched.as_str().to_string());
+    let _in_flight = InFlight::enter(&state.metrics);
     let timeout = Duration::from_secs_f64(state.settings.request_timeout_seconds);
     let method = request.method().clone();
     // The handler runs in its own task; it keeps the request span (and so the request id).
@@ -169,7 +187,7 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
         }
     };
     let elapsed = started.elapsed();
-    state.http_metrics.observe(&path, response.status().as_u16(), elapsed);
+    state.metrics.observe_request(route.as_deref(), method.as_str(), response.status().as_u16(), elapsed);
     log_request(state.settings.request_log_level, &method, &path, response.status().as_u16(), elapsed);
     response
 }

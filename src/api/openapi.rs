@@ -210,7 +210,7 @@ pub async fn document(state: &AppState) -> Value {
     let health = document["paths"]["/health"].clone();
     document["paths"][format!("{}/health", super::PREFIX)] = health;
     add_error_statuses(&mut document);
-    let dimension = match state.search.index.dimension().await {
+    let dimension = match state.search.index().dimension().await {
         Ok(Some(dimension)) => dimension,
         _ => state.settings.embedding_dimension,
     };
@@ -245,7 +245,7 @@ pub async fn document(state: &AppState) -> Value {
             runtime["rerank_enabled"] = json!({"type": "boolean", "enum": [false],
                 "description": "true needs a rerank endpoint (RETR_RERANK_API_BASE), which this deployment has not"});
         }
-        if state.search.llm_router.is_none() {
+        if !state.search.has_llm_router() {
             runtime["theme_router_mode"] = json!({"type": "string", "enum": ["none", "heuristic"],
                 "description": "llm needs a chat endpoint, which this deployment has not"});
         }

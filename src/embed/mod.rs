@@ -9,7 +9,7 @@ pub mod pseudo;
 use async_trait::async_trait;
 
 pub use cache::CachedEmbedder;
-pub use fallback::{build_embedder, build_ingest_embedder, embed_query_with_fallback, embedding_fallback_count};
+pub use fallback::{build_embedder, build_ingest_embedder, embed_query_with_fallback};
 pub use http::{HttpEmbedder, HttpEmbedderConfig};
 pub use pseudo::PseudoEmbedder;
 

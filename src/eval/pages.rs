@@ -289,7 +289,14 @@ pub async fn run_pages(
     let mut modes = Vec::new();
     let mut failures = Vec::new();
     for &mode in &run.modes {
-        service.runtime.write().unwrap_or_else(|p| p.into_inner()).theme_router_mode = mode;
+        service
+            .update_runtime(|current| {
+                Ok::<_, std::convert::Infallible>(crate::config::RuntimeSettings {
+                    theme_router_mode: mode,
+                    ..current.clone()
+                })
+            })
+            .ok();
         let mut outcomes = Vec::with_capacity(run.questions.len());
         for question in run.questions {
             let request = SearchRequest {

@@ -8,8 +8,6 @@ use crate::config::{RouterMode, RuntimeSettings, MAX_RESULTS_CAP};
 use crate::embed::{Embedder, InputKind};
 use crate::index::InMemoryIndex;
 use crate::model::{Metadata, Record, Snapshot};
-use crate::rerank::NoopReranker;
-use crate::router::{RouterConfig, YamlThemesProvider};
 use crate::search::boosting_config::{BoostingConfig, FusionConfig};
 use crate::search::ranking::RankingMode;
 use crate::search::{SearchRequest, SearchService};
@@ -147,22 +145,9 @@ pub fn pipeline_service(index: Arc<InMemoryIndex>, options: &EvalOptions) -> Arc
         rerank_top_n: 1,
         theme_router_mode: RouterMode::None,
     };
-    Arc::new(SearchService {
-        index,
-        embedder: Arc::new(crate::embed::PseudoEmbedder::new(1)),
-        themes: Arc::new(YamlThemesProvider::from_themes(Vec::new(), RouterConfig::default())),
-        theme_cache: Default::default(),
-        router_config: RouterConfig::default(),
-        llm_router: None,
-        boosting: Arc::new(boosting),
-        synonyms: Default::default(),
-        reranker: Arc::new(NoopReranker),
-        rerank_timeout: std::time::Duration::from_secs(1),
-        runtime: Arc::new(std::sync::RwLock::new(runtime)),
-        counters: Default::default(),
-        max_query_chars: usize::MAX,
-        default_dimension: 0,
-    })
+    // Every eval query carries its precomputed embedding: the embedder is never asked.
+    let unused_embedder = Arc::new(crate::embed::PseudoEmbedder::new(1));
+    Arc::new(SearchService::new(index, unused_embedder, runtime).with_boosting(Arc::new(boosting)))
 }
 
 /// Metrics and latency of one ranker over every judged query.

@@ -19,6 +19,7 @@ pub use types::*;
 use crate::config::{RouterMode, RuntimeSettings, MAX_RESULTS_CAP};
 use crate::embed::{embed_query_with_fallback, Embedder, PseudoEmbedder};
 use crate::index::{RecordFilter, VectorIndex};
+use crate::metrics::Metrics;
 use crate::model::Record;
 use crate::rerank::Reranker;
 use crate::router::{route_query, LlmRouter, RouterConfig, RoutingResult, ThemesProvider};
@@ -27,7 +28,6 @@ use boosting_config::BoostingConfig;
 use ranking::{RankingContext, RankingMode};
 use routing::RoutingInfo;
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
@@ -41,31 +41,24 @@ pub const MAX_ID_CHARS: usize = 1024;
 pub const MAX_TAGS: usize = 100;
 pub const MAX_TAG_CHARS: usize = 200;
 
-/// Process-wide counters read by `/metrics`.
-#[derive(Debug, Default)]
-pub struct SearchCounters {
-    pub searches: AtomicU64,
-    pub rerank_failures: AtomicU64,
-    pub text_fallbacks: AtomicU64,
-}
-
 /// Runs searches against one index with one embedder; shared by every handler through `AppState`.
+/// Built with [`SearchService::new`] and the `with_*` setters; handlers use its methods.
 pub struct SearchService {
-    pub index: Arc<dyn VectorIndex>,
-    pub embedder: Arc<dyn Embedder>,
-    pub themes: Arc<dyn ThemesProvider>,
-    pub theme_cache: std::sync::OnceLock<Arc<Vec<crate::router::Theme>>>,
-    pub router_config: RouterConfig,
-    pub llm_router: Option<Arc<LlmRouter>>,
-    pub boosting: Arc<BoostingConfig>,
+    index: Arc<dyn VectorIndex>,
+    embedder: Arc<dyn Embedder>,
+    themes: Arc<dyn ThemesProvider>,
+    theme_cache: std::sync::OnceLock<Arc<Vec<crate::router::Theme>>>,
+    router_config: RouterConfig,
+    llm_router: Option<Arc<LlmRouter>>,
+    boosting: Arc<BoostingConfig>,
     /// Per-tenant query synonyms (`RETR_SYNONYMS_DIR`).
-    pub synonyms: Arc<synonyms::Synonyms>,
-    pub reranker: Arc<dyn Reranker>,
-    pub rerank_timeout: std::time::Duration,
-    pub runtime: Arc<RwLock<RuntimeSettings>>,
-    pub counters: Arc<SearchCounters>,
-    pub max_query_chars: usize,
-    pub default_dimension: usize,
+    synonyms: Arc<synonyms::Synonyms>,
+    reranker: Arc<dyn Reranker>,
+    rerank_timeout: std::time::Duration,
+    runtime: RwLock<RuntimeSettings>,
+    metrics: Arc<Metrics>,
+    max_query_chars: usize,
+    default_dimension: usize,
 }
 
 /// Window request after validation.
@@ -200,6 +193,93 @@ pub fn build_filter(request: &SearchRequest, enable_filters: bool) -> Result<Rec
 }
 
 impl SearchService {
+    /// A service over `index` with `embedder` for queries and `runtime` as its starting runtime
+    /// settings: no themes, no LLM router, neutral boosting, no synonyms, no reranker, its own
+    /// metrics, no query length limit. The `with_*` setters change each.
+    pub fn new(index: Arc<dyn VectorIndex>, embedder: Arc<dyn Embedder>, runtime: RuntimeSettings) -> Self {
+        Self {
+            index,
+            embedder,
+            themes: Arc::new(crate::router::YamlThemesProvider::from_themes(Vec::new(), RouterConfig::default())),
+            theme_cache: Default::default(),
+            router_config: RouterConfig::default(),
+            llm_router: None,
+            boosting: Default::default(),
+            synonyms: Default::default(),
+            reranker: Arc::new(crate::rerank::NoopReranker),
+            rerank_timeout: std::time::Duration::from_secs(10),
+            runtime: RwLock::new(runtime),
+            metrics: Default::default(),
+            max_query_chars: usize::MAX,
+            default_dimension: 0,
+        }
+    }
+
+    /// The themes and the router settings (both from the themes file).
+    pub fn with_themes(mut self, themes: Arc<dyn ThemesProvider>, router_config: RouterConfig) -> Self {
+        self.router_config = router_config;
+        self.themes = themes;
+        self.theme_cache = Default::default();
+        self
+    }
+
+    pub fn with_llm_router(mut self, llm_router: Option<Arc<LlmRouter>>) -> Self {
+        self.llm_router = llm_router;
+        self
+    }
+
+    pub fn with_boosting(mut self, boosting: Arc<BoostingConfig>) -> Self {
+        self.boosting = boosting;
+        self
+    }
+
+    pub fn with_synonyms(mut self, synonyms: Arc<synonyms::Synonyms>) -> Self {
+        self.synonyms = synonyms;
+        self
+    }
+
+    /// The reranker and how long a rerank may take before the search goes on without it.
+    pub fn with_reranker(mut self, reranker: Arc<dyn Reranker>, timeout: std::time::Duration) -> Self {
+        self.reranker = reranker;
+        self.rerank_timeout = timeout;
+        self
+    }
+
+    /// Where searches are counted (the `/metrics` of the service).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The longest accepted query, and the query vector dimension while the index has none.
+    pub fn with_limits(mut self, max_query_chars: usize, default_dimension: usize) -> Self {
+        self.max_query_chars = max_query_chars;
+        self.default_dimension = default_dimension;
+        self
+    }
+
+    /// The index searches read (health, stats and the OpenAPI completion ask it too).
+    pub fn index(&self) -> &dyn VectorIndex {
+        self.index.as_ref()
+    }
+
+    /// Whether an LLM theme router is configured (`theme_router_mode: llm` needs one).
+    pub fn has_llm_router(&self) -> bool {
+        self.llm_router.is_some()
+    }
+
+    /// Applies `update` to the runtime settings under the write lock: the settings it returns
+    /// replace the current ones; on `Err` nothing changes.
+    pub fn update_runtime<E>(
+        &self,
+        update: impl FnOnce(&RuntimeSettings) -> std::result::Result<RuntimeSettings, E>,
+    ) -> std::result::Result<RuntimeSettings, E> {
+        let mut current = self.runtime.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let updated = update(&current)?;
+        *current = updated.clone();
+        Ok(updated)
+    }
+
     /// The themes, read from the provider once and shared (a provider is not asked per request).
     pub fn theme_list(&self) -> Arc<Vec<crate::router::Theme>> {
         let cached = self.theme_cache.get_or_init(|| Arc::new(self.themes.list_themes()));
@@ -257,6 +337,7 @@ impl SearchService {
         let pseudo = PseudoEmbedder::new(dimension);
         let (vector, degradation) = embed_query_with_fallback(self.embedder.as_ref(), &pseudo, &request.query).await;
         if let Some(message) = degradation {
+            self.metrics.embedding_fallbacks.inc();
             degradations.push(Degradation::new("embedding_fallback", message));
         }
         Ok(vector)
@@ -287,7 +368,7 @@ impl SearchService {
         if !self.index.tenant_exists(&request.tenant_id).await? {
             return Err(SearchError::UnknownTenant(request.tenant_id.clone()));
         }
-        self.counters.searches.fetch_add(1, Ordering::Relaxed);
+        self.metrics.searches.inc();
         let mut degradations = Vec::new();
 
         let routing = match &chosen_theme {
@@ -381,11 +462,11 @@ impl SearchService {
             routing::cover_named_themes(&mut output, &routing, &themes, max_results);
         }
         if let Some(degradation) = output.rerank_degradation.take() {
-            self.counters.rerank_failures.fetch_add(1, Ordering::Relaxed);
+            self.metrics.rerank_failures.inc();
             degradations.push(degradation);
         }
         if output.fallback_used {
-            self.counters.text_fallbacks.fetch_add(1, Ordering::Relaxed);
+            self.metrics.text_fallbacks.inc();
         }
         let clarification =
             if chosen_theme.is_none() { routing::clarification(&routing, &output.hits, &themes) } else { None };

@@ -1,0 +1,211 @@
+//! Every metric of `/metrics`, in one registry of the Prometheus project's Rust client
+//! (`prometheus-client`), exposed in the OpenMetrics text format. One `Metrics` is built at
+//! start-up and shared through `AppState` and the `SearchService`: no process-wide statics.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+use std::time::Duration;
+
+/// Latency buckets in seconds: 1 ms to 10 s (a search takes about 1 ms; upstream calls seconds).
+const BUCKETS: [f64; 12] = [0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0];
+
+/// The content type of [`Metrics::render`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClassLabels {
+    class: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabels {
+    /// The matched route template (`unmatched` for 404s: the label set stays bounded).
+    route: String,
+    method: String,
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UpstreamLabels {
+    upstream: &'static str,
+    outcome: &'static str,
+}
+
+fn histogram() -> Histogram {
+    Histogram::new(BUCKETS)
+}
+
+/// The service's metrics.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// Searches that reached the cascade.
+    pub searches: Counter,
+    /// Queries embedded with pseudo-embeddings because the provider failed.
+    pub embedding_fallbacks: Counter,
+    /// Reranks that failed and kept the original order.
+    pub rerank_failures: Counter,
+    /// Searches answered by the text fallback.
+    pub text_fallbacks: Counter,
+    /// Requests answered 503 `overloaded` (`RETR_MAX_IN_FLIGHT_REQUESTS` in progress).
+    pub requests_shed: Counter,
+    /// Connections closed at once because `RETR_MAX_CONNECTIONS` were open and busy.
+    pub connections_refused: Counter,
+    /// Idle connections closed to make room for a new one at `RETR_MAX_CONNECTIONS`.
+    pub connections_evicted: Counter,
+    /// Connections open now.
+    pub connections_open: Gauge,
+    /// Requests in progress now (`/health` and `/metrics` included).
+    pub requests_in_flight: Gauge,
+    http_requests: Family<ClassLabels, Counter>,
+    search_duration: Histogram,
+    request_duration: Family<RouteLabels, Histogram, fn() -> Histogram>,
+    upstream_duration: Family<UpstreamLabels, Histogram, fn() -> Histogram>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("retrieval");
+        let metrics = Self {
+            searches: Counter::default(),
+            embedding_fallbacks: Counter::default(),
+            rerank_failures: Counter::default(),
+            text_fallbacks: Counter::default(),
+            requests_shed: Counter::default(),
+            connections_refused: Counter::default(),
+            connections_evicted: Counter::default(),
+            connections_open: Gauge::default(),
+            requests_in_flight: Gauge::default(),
+            http_requests: Family::default(),
+            search_duration: histogram(),
+            request_duration: Family::new_with_constructor(histogram),
+            upstream_duration: Family::new_with_constructor(histogram),
+            registry: Registry::default(),
+        };
+        registry.register("searches", "Searches that reached the cascade", metrics.searches.clone());
+        registry.register(
+            "embedding_fallbacks",
+            "Queries embedded with pseudo-embeddings because the provider failed",
+            metrics.embedding_fallbacks.clone(),
+        );
+        registry.register(
+            "rerank_failures",
+            "Reranks that failed and kept the original order",
+            metrics.rerank_failures.clone(),
+        );
+        registry.register("text_fallbacks", "Searches answered by the text fallback", metrics.text_fallbacks.clone());
+        registry.register(
+            "requests_shed",
+            "Requests answered 503 overloaded (RETR_MAX_IN_FLIGHT_REQUESTS in progress)",
+            metrics.requests_shed.clone(),
+        );
+        registry.register(
+            "connections_refused",
+            "Connections closed at once (RETR_MAX_CONNECTIONS open, every one busy)",
+            metrics.connections_refused.clone(),
+        );
+        registry.register(
+            "connections_evicted",
+            "Idle connections closed to make room for a new one (RETR_MAX_CONNECTIONS open)",
+            metrics.connections_evicted.clone(),
+        );
+        registry.register("connections_open", "Connections open now", metrics.connections_open.clone());
+        registry.register(
+            "http_requests_in_flight",
+            "HTTP requests in progress now",
+            metrics.requests_in_flight.clone(),
+        );
+        registry.register("http_requests", "HTTP requests by status class", metrics.http_requests.clone());
+        registry.register_with_unit(
+            "search_duration",
+            "Latency of /search",
+            Unit::Seconds,
+            metrics.search_duration.clone(),
+        );
+        registry.register_with_unit(
+            "http_request_duration",
+            "Latency of HTTP requests by route template, method and status",
+            Unit::Seconds,
+            metrics.request_duration.clone(),
+        );
+        registry.register_with_unit(
+            "upstream_request_duration",
+            "Latency of calls to upstream services (embedding, rerank, llm router, chroma) by outcome",
+            Unit::Seconds,
+            metrics.upstream_duration.clone(),
+        );
+        Self { registry, ..metrics }
+    }
+
+    /// Records one finished HTTP request. `route` is the matched route template, if any.
+    pub fn observe_request(&self, route: Option<&str>, method: &str, status: u16, elapsed: Duration) {
+        let class = match status / 100 {
+            1 => "1xx",
+            2 => "2xx",
+            3 => "3xx",
+            4 => "4xx",
+            _ => "5xx",
+        };
+        self.http_requests.get_or_create(&ClassLabels { class }).inc();
+        let labels = RouteLabels {
+            route: route.unwrap_or("unmatched").to_string(),
+            method: method.to_string(),
+            status: status.to_string(),
+        };
+        self.request_duration.get_or_create(&labels).observe(elapsed.as_secs_f64());
+        if route.is_some_and(|route| route.ends_with("/search")) {
+            self.search_duration.observe(elapsed.as_secs_f64());
+        }
+    }
+
+    /// Records one call to an upstream service: `upstream` names it (`embedding`, `rerank`,
+    /// `llm_router`, `chroma`), `outcome` is `ok` or the error kind.
+    pub fn observe_upstream(&self, upstream: &'static str, outcome: &'static str, elapsed: Duration) {
+        self.upstream_duration.get_or_create(&UpstreamLabels { upstream, outcome }).observe(elapsed.as_secs_f64());
+    }
+
+    /// The OpenMetrics text of every metric.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_counted_by_class_route_and_status() {
+        let metrics = Metrics::new();
+        metrics.observe_request(Some("/internal/retrieval/search"), "POST", 200, Duration::from_millis(3));
+        metrics.observe_request(None, "GET", 404, Duration::from_millis(1));
+        metrics.searches.inc();
+        metrics.observe_upstream("embedding", "timeout", Duration::from_secs(2));
+        let text = metrics.render();
+        for line in [
+            "retrieval_searches_total 1",
+            "retrieval_http_requests_total{class=\"2xx\"} 1",
+            "retrieval_http_requests_total{class=\"4xx\"} 1",
+            "retrieval_search_duration_seconds_count 1",
+            "retrieval_http_request_duration_seconds_count{route=\"/internal/retrieval/search\",method=\"POST\",status=\"200\"} 1",
+            "retrieval_http_request_duration_seconds_count{route=\"unmatched\",method=\"GET\",status=\"404\"} 1",
+            "retrieval_upstream_request_duration_seconds_count{upstream=\"embedding\",outcome=\"timeout\"} 1",
+            "# EOF",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+    }
+}
