@@ -5,7 +5,9 @@ pub mod config;
 pub mod embed;
 pub mod error;
 pub mod eval;
-#[doc(hidden)]
+/// Test support: the fixture corpus (unit tests, and the integration tests through the
+/// `test-support` feature).
+#[cfg(any(test, feature = "test-support"))]
 pub mod fixtures;
 pub mod index;
 pub mod ingest;
