@@ -12,7 +12,7 @@ use retrieval_service::search::boosting::{boost_and_sort, BoostContext};
 use retrieval_service::search::boosting_config::BoostingConfig;
 use retrieval_service::search::fusion::{RankedList, ReciprocalRankFusion};
 use retrieval_service::search::ranking::Ranked;
-use retrieval_service::search::{SearchRequest, SearchService};
+use retrieval_service::search::{SearchRequest, SearchService, TenantId};
 use std::hint::black_box;
 use std::sync::Arc;
 
@@ -131,11 +131,10 @@ fn synthetic_snapshot() -> Snapshot {
 fn queries() -> Vec<SearchRequest> {
     let mut rng = Pseudo(42);
     (0..16)
-        .map(|_| SearchRequest {
-            query: words(&mut rng, 4),
-            tenant_id: TENANT.into(),
-            query_embedding: Some(rng.vector()),
-            ..SearchRequest::default()
+        .map(|_| {
+            let query = words(&mut rng, 4);
+            let tenant = TenantId::new(TENANT).expect("a valid tenant id");
+            SearchRequest { query_embedding: Some(rng.vector()), ..SearchRequest::new(tenant, query) }
         })
         .collect()
 }

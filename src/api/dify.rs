@@ -22,7 +22,7 @@ use super::extract::ApiJson;
 use crate::config::MAX_RESULTS_CAP;
 use crate::error::{ApiError, ErrorCode};
 use crate::index::condition::{unix_seconds, Clause, Comparison, Field, Logic, MetadataCondition, Number, Test};
-use crate::search::{validate_tenant, SearchRequest, MAX_ID_LIST, MAX_TAG_CHARS};
+use crate::search::{validate_tenant, SearchRequest, TenantId, MAX_ID_LIST, MAX_TAG_CHARS};
 use crate::state::AppState;
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
@@ -142,7 +142,7 @@ impl FromRequestParts<AppState> for DifyKey {
 /// One knowledge base: a tenant, a fixed filter every hit passes, and optionally a theme.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KnowledgeBase {
-    pub tenant_id: String,
+    pub tenant_id: TenantId,
     pub theme: Option<String>,
     pub filter: Vec<Clause>,
 }
@@ -207,7 +207,7 @@ impl KnowledgeBases {
         let mut bases = HashMap::with_capacity(file.knowledge_bases.len());
         for (id, entry) in file.knowledge_bases {
             validate_tenant(&id).map_err(|error| format!("knowledge base id {id:?}: {error}"))?;
-            validate_tenant(&entry.tenant_id).map_err(|error| format!("{id}: tenant_id: {error}"))?;
+            let tenant_id = TenantId::new(entry.tenant_id).map_err(|error| format!("{id}: {error}"))?;
             let mut filter = Vec::with_capacity(entry.filter.len());
             for (name, wanted) in entry.filter {
                 let field = Field::parse(&name).ok_or_else(|| format!("{id}: filter: {}", unknown_field(&name)))?;
@@ -222,7 +222,7 @@ impl KnowledgeBases {
                     },
                 ));
             }
-            bases.insert(id, KnowledgeBase { tenant_id: entry.tenant_id, theme: entry.theme, filter });
+            bases.insert(id, KnowledgeBase { tenant_id, theme: entry.theme, filter });
         }
         if bases.is_empty() {
             return Err("no knowledge base in the file (every knowledge_id would be refused)".into());
@@ -234,8 +234,8 @@ impl KnowledgeBases {
     pub fn resolve(&self, knowledge_id: &str) -> Option<KnowledgeBase> {
         match &self.bases {
             Some(bases) => bases.get(knowledge_id).cloned(),
-            None => validate_tenant(knowledge_id).ok().map(|()| KnowledgeBase {
-                tenant_id: knowledge_id.to_string(),
+            None => TenantId::new(knowledge_id).ok().map(|tenant_id| KnowledgeBase {
+                tenant_id,
                 theme: None,
                 filter: Vec::new(),
             }),
@@ -401,12 +401,10 @@ pub async fn retrieval(
         clauses.push(Clause::Group(compile(condition)?));
     }
     let search = SearchRequest {
-        query: request.query.clone(),
-        tenant_id: base.tenant_id.clone(),
         max_results: Some(setting.top_k),
         theme: base.theme.clone(),
         condition: (!clauses.is_empty()).then(|| Arc::new(MetadataCondition::all(clauses))),
-        ..SearchRequest::default()
+        ..SearchRequest::new(base.tenant_id.clone(), request.query.clone())
     };
     let answer = state.search.search(&search).await.map_err(|error| match ApiError::from(error) {
         not_found if not_found.code == ErrorCode::TenantNotFound => DifyError::no_knowledge_base(&request.knowledge_id),

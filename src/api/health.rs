@@ -87,7 +87,7 @@ pub struct StatsResponse {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StatsQuery {
-    tenant_id: Option<String>,
+    tenant_id: Option<crate::search::TenantId>,
 }
 
 /// Index statistics of one tenant (seed 002 `get_index_stats`). The tenant is required: stats
@@ -103,10 +103,9 @@ pub async fn stats(
     let Query(query) = query.map_err(|rejection| ApiError::invalid(rejection.body_text()))?;
     let tenant_id = query.tenant_id.ok_or_else(|| ApiError::invalid("tenant_id: query parameter is required"))?;
     key.check(&tenant_id)?;
-    crate::search::validate_tenant(&tenant_id)?;
     let stats = state.search.index().stats().await.map_err(crate::search::SearchError::from)?;
-    let Some(tenant) = stats.tenants.get(&tenant_id) else {
-        return Err(crate::search::SearchError::UnknownTenant(tenant_id).into());
+    let Some(tenant) = stats.tenants.get(tenant_id.as_str()) else {
+        return Err(crate::search::SearchError::UnknownTenant(tenant_id.into()).into());
     };
     Ok(Json(StatsResponse {
         backend: stats.backend,
@@ -116,7 +115,7 @@ pub async fn stats(
         counts: StatsCounts { docs: tenant.docs, sections: tenant.sections, chunks: tenant.chunks },
         source_files: tenant.source_files.clone(),
         config: state.search.runtime_settings(),
-        tenant_id,
+        tenant_id: tenant_id.into(),
     }))
 }
 

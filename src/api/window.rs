@@ -16,7 +16,8 @@ const DEFAULT_WINDOW: i64 = 1;
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WindowRequest {
-    tenant_id: String,
+    #[schema(value_type = String)]
+    tenant_id: crate::search::TenantId,
     doc_id: String,
     anchor_chunk_id: String,
     window_before: Option<i64>,

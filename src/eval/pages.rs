@@ -277,6 +277,7 @@ pub async fn run_pages(
         }
     };
     let docs = stats.tenants.get(&tenant).map_or(0, |t| t.docs);
+    let tenant_id = crate::search::TenantId::new(tenant.clone()).map_err(|e| EvalError::Index(e.to_string()))?;
     let cached: Arc<dyn Embedder> =
         Arc::new(CachedEmbedder::open(embedder, run.embedding_cache, settings.ingest_embedding_batch_size));
     // Embed every question once up front (cached on disk), so the latency column is the search
@@ -300,11 +301,9 @@ pub async fn run_pages(
         let mut outcomes = Vec::with_capacity(run.questions.len());
         for question in run.questions {
             let request = SearchRequest {
-                query: question.query.clone(),
-                tenant_id: tenant.clone(),
                 max_results: Some(run.cutoff as i64),
                 include_steps: true,
-                ..SearchRequest::default()
+                ..SearchRequest::new(tenant_id.clone(), question.query.clone())
             };
             let response = service.search(&request).await.map_err(|e| EvalError::Index(e.to_string()))?;
             outcomes.push(judge(question, &response, mode.as_str(), run.cutoff));

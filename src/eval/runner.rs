@@ -18,6 +18,10 @@ use std::time::Instant;
 /// The tenant every eval record belongs to.
 pub const EVAL_TENANT: &str = "eval";
 
+fn eval_tenant() -> crate::search::TenantId {
+    crate::search::TenantId::new(EVAL_TENANT).expect("EVAL_TENANT is a valid tenant id")
+}
+
 #[derive(Debug, Clone)]
 pub struct EvalOptions {
     /// The k of nDCG@k, Recall@k and MRR@k.
@@ -114,11 +118,9 @@ impl Ranker for PipelineRanker {
     }
     async fn rank(&self, query: &EvalQuery, embedding: &[f32], limit: usize) -> Result<Vec<String>, EvalError> {
         let request = SearchRequest {
-            query: query.text.clone(),
-            tenant_id: EVAL_TENANT.to_string(),
             max_results: Some(limit as i64),
             query_embedding: Some(embedding.to_vec()),
-            ..SearchRequest::default()
+            ..SearchRequest::new(eval_tenant(), query.text.clone())
         };
         let response =
             self.service.search_with_mode(&request, self.mode).await.map_err(|e| EvalError::Index(e.to_string()))?;

@@ -11,9 +11,11 @@ pub mod ranking;
 pub mod rerank;
 pub mod routing;
 pub mod synonyms;
+pub mod tenant;
 pub mod types;
 
 pub use error::{Result, SearchError};
+pub use tenant::TenantId;
 pub use types::*;
 
 use crate::config::{RouterMode, RuntimeSettings, MAX_RESULTS_CAP};
@@ -64,7 +66,7 @@ pub struct SearchService {
 /// Window request after validation.
 #[derive(Debug, Clone)]
 pub struct WindowQuery {
-    pub tenant_id: String,
+    pub tenant_id: TenantId,
     pub doc_id: String,
     pub anchor_chunk_id: String,
     pub before: usize,
@@ -301,7 +303,6 @@ impl SearchService {
                 format!("is {length} characters long; the limit is {}", self.max_query_chars),
             ));
         }
-        validate_tenant(&request.tenant_id)?;
         if let Some(trace_id) = &request.trace_id {
             check_chars("trace_id", "the trace id", trace_id, MAX_TRACE_ID_CHARS)?;
         }
@@ -366,7 +367,7 @@ impl SearchService {
             None => None,
         };
         if !self.index.tenant_exists(&request.tenant_id).await? {
-            return Err(SearchError::UnknownTenant(request.tenant_id.clone()));
+            return Err(SearchError::UnknownTenant(request.tenant_id.to_string()));
         }
         self.metrics.searches.inc();
         let mut degradations = Vec::new();
@@ -497,7 +498,6 @@ impl SearchService {
 
     /// The chunks around an anchor chunk of one doc, sorted by (page, chunk_index).
     pub async fn window(&self, query: &WindowQuery) -> Result<Vec<Arc<Record>>> {
-        validate_tenant(&query.tenant_id)?;
         validate_id("doc_id", &query.doc_id)?;
         validate_id("anchor_chunk_id", &query.anchor_chunk_id)?;
         let mut chunks = self.index.doc_chunks(&query.tenant_id, &query.doc_id).await?;

@@ -16,7 +16,7 @@ fn service(adjust: impl FnOnce(&mut RuntimeSettings)) -> Arc<SearchService> {
 }
 
 fn request(query: &str, tenant: &str) -> SearchRequest {
-    SearchRequest { query: query.into(), tenant_id: tenant.into(), include_steps: true, ..SearchRequest::default() }
+    SearchRequest { include_steps: true, ..SearchRequest::new(TenantId::new(tenant).unwrap(), query) }
 }
 
 fn all_tenants(response: &SearchResponse, index: &fixtures::Tenants) -> Vec<String> {
@@ -146,8 +146,6 @@ async fn bad_requests_are_rejected_with_the_field() {
     let cases: Vec<(SearchRequest, &str)> = vec![
         (request("   ", "t1"), "query"),
         (request(&"я".repeat(2001), "t1"), "query"),
-        (request("x", ""), "tenant_id"),
-        (request("x", "t1/../t2"), "tenant_id"),
         (SearchRequest { max_results: Some(0), ..request("x", "t1") }, "max_results"),
         (SearchRequest { query_embedding: Some(vec![0.1; 3]), ..request("x", "t1") }, "query_embedding"),
     ];
@@ -158,6 +156,10 @@ async fn bad_requests_are_rejected_with_the_field() {
         }
     }
     assert!(matches!(service.search(&request("x", "nobody")).await, Err(SearchError::UnknownTenant(_))));
+    // A tenant id is checked where it is parsed: no search can be asked for a malformed one.
+    for bad in ["", "t1/../t2"] {
+        assert!(matches!(TenantId::new(bad), Err(SearchError::InvalidRequest { field, .. }) if field == "tenant_id"));
+    }
 }
 
 #[tokio::test]
@@ -174,7 +176,7 @@ async fn precomputed_query_embedding_skips_the_embedder() {
 async fn window_returns_ordered_neighbours_for_the_tenant_only() {
     let service = service(|_| {});
     let query = |tenant: &str, doc: &str, anchor: &str, before, after| WindowQuery {
-        tenant_id: tenant.into(),
+        tenant_id: TenantId::new(tenant).unwrap(),
         doc_id: doc.into(),
         anchor_chunk_id: anchor.into(),
         before,

@@ -18,11 +18,12 @@ pub struct SearchFilters {
 
 /// `POST /internal/retrieval/search`. Unknown fields are rejected so that a misspelt filter
 /// never silently widens a search.
-#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchRequest {
     pub query: String,
-    pub tenant_id: String,
+    #[schema(value_type = String)]
+    pub tenant_id: super::TenantId,
     pub max_results: Option<i64>,
     #[serde(default)]
     pub filters: SearchFilters,
@@ -46,6 +47,29 @@ pub struct SearchRequest {
     /// base's fixed filter).
     #[serde(skip)]
     pub condition: Option<std::sync::Arc<crate::index::condition::MetadataCondition>>,
+}
+
+impl SearchRequest {
+    /// A request for `query` in `tenant_id` with every option at its default.
+    pub fn new(tenant_id: super::TenantId, query: impl Into<String>) -> Self {
+        Self {
+            query: query.into(),
+            tenant_id,
+            max_results: None,
+            filters: SearchFilters::default(),
+            doc_ids: None,
+            section_ids: None,
+            enable_filters: None,
+            rerank_enabled: None,
+            trace_id: None,
+            user_metadata: None,
+            include_steps: false,
+            explain: false,
+            query_embedding: None,
+            theme: None,
+            condition: None,
+        }
+    }
 }
 
 /// `user_metadata` as the request spells it: unknown fields are rejected here too (a
