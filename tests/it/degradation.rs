@@ -1,12 +1,10 @@
 //! Searches with a dead or hanging embedding provider and a hanging or hostile reranker still
 //! answer, within their timeouts, and say what degraded.
 
-mod common;
-#[path = "common/fake_http.rs"]
-mod fake_http;
+use crate::common::fake_http;
 
 use axum::http::StatusCode;
-use common::send;
+use crate::common::send;
 use fake_http::{closed_port_url, FakeResponse, FakeServer};
 use retrieval_service::config::Settings;
 use retrieval_service::index::InMemoryIndex;

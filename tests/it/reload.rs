@@ -1,9 +1,8 @@
 //! The snapshot is rewritten while searches run: they see the new data and none fails.
 
-mod common;
 
 use axum::http::StatusCode;
-use common::send;
+use crate::common::send;
 use retrieval_service::config::Settings;
 use retrieval_service::embed::PseudoEmbedder;
 use retrieval_service::index::memory::write_snapshot_file;

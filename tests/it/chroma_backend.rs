@@ -3,7 +3,6 @@
 //! returns for the same snapshot, never leak another tenant's records, and fail fast with
 //! `Unavailable` (then recover) when Chroma is unreachable. The unreachable cases need no server.
 
-mod common;
 
 use retrieval_service::config::Settings;
 use retrieval_service::embed::PseudoEmbedder;
@@ -452,7 +451,7 @@ async fn service_recovers_when_chroma_comes_back() {
         Arc::clone(&index),
         Arc::new(PseudoEmbedder::new(DIMENSION)),
     );
-    let (status, body) = common::send(
+    let (status, body) = crate::common::send(
         &state,
         "POST",
         "/internal/retrieval/search",
@@ -464,14 +463,14 @@ async fn service_recovers_when_chroma_comes_back() {
     let codes: Vec<&str> = body["degradations"].as_array().unwrap().iter().filter_map(|d| d["code"].as_str()).collect();
     assert!(codes.contains(&"backend_stale"), "{body}");
     wait_for(|| async {
-        let (status, health) = common::send(&state, "GET", "/health", None).await;
+        let (status, health) = crate::common::send(&state, "GET", "/health", None).await;
         status == axum::http::StatusCode::OK && health["status"] == "degraded"
     })
     .await;
 
     enabled.store(true, Ordering::Release);
     wait_for(|| async { index.health().await.is_ok() && index.staleness().is_none() }).await;
-    let (_, body) = common::send(
+    let (_, body) = crate::common::send(
         &state,
         "POST",
         "/internal/retrieval/search",

@@ -1,7 +1,7 @@
 //! A scriptable fake HTTP server on 127.0.0.1:0 for client contract tests: it answers each request
 //! with a given status, body, headers and delay, and records every request it received.
 //!
-//! Include it with `#[path = "common/fake_http.rs"] mod fake_http;`.
+//! Use it as `crate::common::fake_http`.
 #![allow(dead_code)]
 
 use axum::body::Body;

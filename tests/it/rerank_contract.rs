@@ -1,8 +1,7 @@
 //! Contract tests of the chat-completions and `/rerank` clients against a scripted local server
 //! playing a hostile LLM: every malformed answer must leave each original section exactly once.
 
-#[path = "common/fake_http.rs"]
-mod fake_http;
+use crate::common::fake_http;
 
 use fake_http::{closed_port_url, FakeResponse, FakeServer};
 use retrieval_service::config::{RerankBackend, Secret, Settings};

@@ -2,9 +2,8 @@
 //! load shedding. Every wait is bounded by `HANG` so a regression fails instead of hanging;
 //! nothing asserts a duration.
 
-mod common;
 
-use common::fixture_state;
+use crate::common::fixture_state;
 use retrieval_service::config::Settings;
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -1,7 +1,6 @@
 //! Contract tests of `HttpEmbedder` (and the query fallback) against a scripted local HTTP server.
 
-#[path = "common/fake_http.rs"]
-mod fake_http;
+use crate::common::fake_http;
 
 use fake_http::{closed_port_url, FakeResponse, FakeServer};
 use retrieval_service::config::{Secret, Settings};

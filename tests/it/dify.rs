@@ -2,7 +2,6 @@
 //! published contract: the error codes, every comparison operator, empty results, metadata never
 //! null, and tenant isolation through `knowledge_id`.
 
-mod common;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
@@ -378,7 +377,7 @@ async fn the_base_path_is_configurable() {
     assert_eq!(status, StatusCode::OK, "{text}");
     let (status, _, _) = post(&state, DIFY, &ask("t1", "Gradle", 3, None), None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    let (_, document) = common::send(&state, "GET", "/internal/retrieval/openapi.json", None).await;
+    let (_, document) = crate::common::send(&state, "GET", "/internal/retrieval/openapi.json", None).await;
     assert!(document["paths"]["/kb/dify/retrieval"]["post"].is_object(), "the document follows the base path");
     assert!(document["paths"][DIFY].is_null());
 }

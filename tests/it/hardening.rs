@@ -1,10 +1,9 @@
 //! Hostile-input hardening (issue 15): bounded work per request, one strict JSON parsing path,
 //! load shedding, admin authentication and the smaller defects, through the router.
 
-mod common;
 
 use axum::http::StatusCode;
-use common::{error_code, fixture_state, send};
+use crate::common::{error_code, fixture_state, send};
 use serde_json::{json, Value};
 
 const SEARCH: &str = "/internal/retrieval/search";
@@ -386,7 +385,7 @@ async fn compressed_bodies_are_415_not_ignored() {
         .header("content-encoding", "gzip")
         .body(axum::body::Body::from(&b"\x1f\x8b\x08\x00\x00\x00\x00\x00"[..]))
         .unwrap();
-    let (status, answer) = common::send_request(&state, request).await;
+    let (status, answer) = crate::common::send_request(&state, request).await;
     assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{answer}");
     assert_eq!(error_code(&answer), "unsupported_media_type");
 }

@@ -1,0 +1,24 @@
+//! The integration tests, as one test binary (one link of the crate instead of one per file):
+//! each file is a module. `cargo test --test it <module>::` runs one module's tests.
+
+mod common;
+
+mod api;
+mod backends;
+mod boosting_config;
+mod chroma_backend;
+mod chroma_writer;
+mod degradation;
+mod dify;
+mod e2e_readme;
+mod embed_contract;
+mod embed_e2e;
+mod eval;
+mod hardening;
+mod ingest;
+mod logs;
+mod reload;
+mod rerank_contract;
+mod router;
+mod scenarios;
+mod server;
