@@ -2,6 +2,7 @@
 //! (`prometheus-client`), exposed in the OpenMetrics text format. One `Metrics` is built at
 //! start-up and shared through `AppState` and the `SearchService`: no process-wide statics.
 
+use crate::index::{IndexStats, ReplicaStatus};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -27,6 +28,12 @@ struct RouteLabels {
     route: String,
     method: String,
     status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TenantLabels {
+    tenant: String,
+    level: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -65,6 +72,10 @@ pub struct Metrics {
     search_duration: Histogram,
     request_duration: Family<RouteLabels, Histogram, fn() -> Histogram>,
     upstream_duration: Family<UpstreamLabels, Histogram, fn() -> Histogram>,
+    replica_records_loaded: Counter,
+    replica_age: Gauge<f64, std::sync::atomic::AtomicU64>,
+    replica_last_load: Gauge<f64, std::sync::atomic::AtomicU64>,
+    tenant_records: Family<TenantLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -90,6 +101,10 @@ impl Metrics {
             search_duration: histogram(),
             request_duration: Family::new_with_constructor(histogram),
             upstream_duration: Family::new_with_constructor(histogram),
+            replica_records_loaded: Counter::default(),
+            replica_age: Gauge::default(),
+            replica_last_load: Gauge::default(),
+            tenant_records: Family::default(),
             registry: Registry::default(),
         };
         registry.register("searches", "Searches that reached the cascade", metrics.searches.clone());
@@ -144,7 +159,47 @@ impl Metrics {
             Unit::Seconds,
             metrics.upstream_duration.clone(),
         );
+        registry.register(
+            "replica_records_loaded",
+            "Records fetched by the replica's refreshes (snapshot file or Chroma) since start-up",
+            metrics.replica_records_loaded.clone(),
+        );
+        registry.register_with_unit(
+            "replica_age",
+            "Since the replica was last confirmed current (loaded, or its source polled unchanged)",
+            Unit::Seconds,
+            metrics.replica_age.clone(),
+        );
+        registry.register_with_unit(
+            "replica_last_load",
+            "How long the replica's last load took",
+            Unit::Seconds,
+            metrics.replica_last_load.clone(),
+        );
+        registry.register("tenant_records", "Records per tenant and level", metrics.tenant_records.clone());
         Self { registry, ..metrics }
+    }
+
+    /// Brings the index gauges up to date (called as `/metrics` is scraped): the replica's
+    /// freshness and the record counts per tenant and level.
+    pub fn observe_index(&self, replica: Option<&ReplicaStatus>, stats: Option<&IndexStats>) {
+        if let Some(replica) = replica {
+            let counted = self.replica_records_loaded.get();
+            if replica.records_loaded_total > counted {
+                self.replica_records_loaded.inc_by(replica.records_loaded_total - counted);
+            }
+            self.replica_age.set(replica.age_seconds.unwrap_or(f64::NAN));
+            self.replica_last_load.set(replica.last_load_seconds.unwrap_or(f64::NAN));
+        }
+        if let Some(stats) = stats {
+            self.tenant_records.clear();
+            for (tenant, counts) in &stats.tenants {
+                for (level, count) in [("doc", counts.docs), ("section", counts.sections), ("chunk", counts.chunks)] {
+                    let labels = TenantLabels { tenant: tenant.clone(), level };
+                    self.tenant_records.get_or_create(&labels).set(count as i64);
+                }
+            }
+        }
     }
 
     /// Records one finished HTTP request. `route` is the matched route template, if any.

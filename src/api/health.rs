@@ -21,6 +21,20 @@ pub struct HealthResponse {
     pub mock_mode: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// How current the replica is, when the index reloads from a source (a snapshot file, Chroma).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replica: Option<ReplicaHealth>,
+}
+
+/// The replica part of `/health`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ReplicaHealth {
+    /// Seconds since the replica was last confirmed current; absent before the first load.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub age_seconds: Option<f64>,
+    /// Why the last refresh failed, while it keeps failing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_refresh_error: Option<String>,
 }
 
 /// Liveness and backend health (also at `/internal/retrieval/health`).
@@ -29,6 +43,11 @@ pub struct HealthResponse {
     (status = 503, description = "backend unavailable or no index", body = HealthResponse)))]
 pub async fn health(State(state): State<AppState>) -> impl IntoResponse {
     let backend = state.search.index().backend_name().to_string();
+    let replica = state
+        .search
+        .index()
+        .replica_status()
+        .map(|status| ReplicaHealth { age_seconds: status.age_seconds, last_refresh_error: status.last_refresh_error });
     match state.search.index().health().await {
         Ok(()) => (
             StatusCode::OK,
@@ -37,6 +56,7 @@ pub async fn health(State(state): State<AppState>) -> impl IntoResponse {
                 backend,
                 mock_mode: Some(state.settings.mock_mode),
                 error: None,
+                replica,
             }),
         ),
         Err(error) => match state.search.index().staleness() {
@@ -48,6 +68,7 @@ pub async fn health(State(state): State<AppState>) -> impl IntoResponse {
                     backend,
                     mock_mode: Some(state.settings.mock_mode),
                     error: Some(stale),
+                    replica,
                 }),
             ),
             None => (
@@ -57,6 +78,7 @@ pub async fn health(State(state): State<AppState>) -> impl IntoResponse {
                     backend,
                     mock_mode: None,
                     error: Some(error.message),
+                    replica,
                 }),
             ),
         },
@@ -124,5 +146,8 @@ pub async fn stats(
     responses((status = 200, description = "OpenMetrics text exposition", body = String,
         content_type = "application/openmetrics-text")))]
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    let index = state.search.index();
+    let stats = index.stats().await.ok();
+    state.metrics.observe_index(index.replica_status().as_ref(), stats.as_ref());
     ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], state.metrics.render())
 }

@@ -12,7 +12,7 @@ use super::dify::{
     DifyCondition, DifyErrorBody, DifyMetadataCondition, DifyRecord, DifyRecordMetadata, DifyRetrievalRequest,
     DifyRetrievalResponse, LogicalOperator, RetrievalSetting, DEFAULT_BASE_PATH, MAX_CONDITIONS,
 };
-use super::health::{HealthResponse, StatsCounts, StatsResponse};
+use super::health::{HealthResponse, ReplicaHealth, StatsCounts, StatsResponse};
 use super::window::{WindowChunk, WindowRequest, WindowResponse, MAX_WINDOW};
 use crate::config::{RouterMode, RuntimeSettings, MAX_RESULTS_CAP, MAX_TOPK_PER_DOC, MAX_TOP_K};
 use crate::error::ErrorCode;
@@ -70,6 +70,7 @@ use utoipa::OpenApi;
         ContextResponse,
         ContextSource,
         HealthResponse,
+        ReplicaHealth,
         StatsResponse,
         StatsCounts,
         DifyRetrievalRequest,

@@ -53,6 +53,8 @@ struct ReplicaState {
     attempted_at: Option<Instant>,
     /// When the replica in `loaded` was last confirmed current (loaded, or polled unchanged).
     fresh_at: Option<Instant>,
+    last_load: Option<Duration>,
+    records_loaded: u64,
 }
 
 /// The Chroma-backed index: see the module documentation for the query plan.
@@ -185,6 +187,8 @@ impl ChromaIndex {
         let mut state = self.replica.write().unwrap_or_else(|poisoned| poisoned.into_inner());
         state.loaded = Some(Arc::new(loaded));
         state.fresh_at = Some(Instant::now());
+        state.last_load = Some(started.elapsed());
+        state.records_loaded += signature.counts.iter().map(|&count| count as u64).sum::<u64>();
         state.dimension = dimension;
         // A write that raced the load changes the signature again, so the next poll reloads.
         state.signature = Some(signature);
@@ -441,6 +445,16 @@ impl VectorIndex for ChromaIndex {
             }
             _ => None,
         }
+    }
+
+    fn replica_status(&self) -> Option<super::ReplicaStatus> {
+        let state = self.replica.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        Some(super::ReplicaStatus {
+            age_seconds: state.fresh_at.map(|at| at.elapsed().as_secs_f64()),
+            last_refresh_error: state.error.as_ref().map(|error| error.to_string()),
+            last_load_seconds: state.last_load.map(|load| load.as_secs_f64()),
+            records_loaded_total: state.records_loaded,
+        })
     }
 
     /// A heartbeat within the timeout, then a usable replica.

@@ -3,7 +3,9 @@
 
 use super::features::{IdOrder, RecordFeatures};
 use super::tenant_level::{top_k, Residual, TenantLevel};
-use super::{IndexError, IndexErrorKind, IndexStats, RecordFilter, Result, ScoredRecord, TenantStats, VectorIndex};
+use super::{
+    IndexError, IndexErrorKind, IndexStats, RecordFilter, ReplicaStatus, Result, ScoredRecord, TenantStats, VectorIndex,
+};
 use crate::model::{Level, Record, Snapshot};
 use async_trait::async_trait;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -296,6 +298,10 @@ struct IndexState {
     loaded: Option<Arc<LoadedIndex>>,
     error: Option<IndexError>,
     stamp: Option<FileStamp>,
+    /// When the file was last read or checked unchanged.
+    fresh_at: Option<std::time::Instant>,
+    last_load: Option<Duration>,
+    records_loaded: u64,
 }
 
 /// The in-memory backend. Searches read the current `LoadedIndex` through an `Arc`, so a reload
@@ -336,17 +342,26 @@ impl InMemoryIndex {
         {
             let state = self.state.read().unwrap_or_else(|poisoned| poisoned.into_inner());
             if stamp.is_some() && state.stamp == stamp {
+                drop(state);
+                let mut state = self.state.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+                state.fresh_at = Some(std::time::Instant::now());
                 return false;
             }
         }
+        let started = std::time::Instant::now();
         let result = read_snapshot_file(path).and_then(LoadedIndex::build);
         let mut state = self.state.write().unwrap_or_else(|poisoned| poisoned.into_inner());
         state.stamp = stamp;
         match result {
             Ok(loaded) => {
                 tracing::info!(path = %path.display(), "index snapshot loaded");
+                let stats = loaded.stats();
+                state.records_loaded +=
+                    stats.tenants.values().map(|t| (t.docs + t.sections + t.chunks) as u64).sum::<u64>();
                 state.loaded = Some(Arc::new(loaded));
                 state.error = None;
+                state.fresh_at = Some(std::time::Instant::now());
+                state.last_load = Some(started.elapsed());
                 true
             }
             Err(error) => {
@@ -397,6 +412,17 @@ impl InMemoryIndex {
 
 #[async_trait]
 impl VectorIndex for InMemoryIndex {
+    fn replica_status(&self) -> Option<ReplicaStatus> {
+        self.path.as_ref()?;
+        let state = self.state.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        Some(ReplicaStatus {
+            age_seconds: state.fresh_at.map(|at| at.elapsed().as_secs_f64()),
+            last_refresh_error: state.error.as_ref().map(|error| error.to_string()),
+            last_load_seconds: state.last_load.map(|load| load.as_secs_f64()),
+            records_loaded_total: state.records_loaded,
+        })
+    }
+
     fn backend_name(&self) -> &'static str {
         "memory"
     }

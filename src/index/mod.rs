@@ -67,6 +67,19 @@ pub struct TenantStats {
     pub indexed_at: String,
 }
 
+/// How current a reloading replica is (`/health`, `/metrics`): `None` for a fixed snapshot.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReplicaStatus {
+    /// Seconds since the replica was last confirmed current (loaded, or its source polled unchanged).
+    pub age_seconds: Option<f64>,
+    /// Why the last refresh failed, while it keeps failing.
+    pub last_refresh_error: Option<String>,
+    /// How long the last load of the replica took, in seconds.
+    pub last_load_seconds: Option<f64>,
+    /// Records fetched by every load since start-up.
+    pub records_loaded_total: u64,
+}
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct IndexStats {
     pub backend: String,
@@ -127,6 +140,11 @@ pub trait VectorIndex: Send + Sync {
     /// Why answers may be out of date (the store of record cannot be reached and searches are
     /// answered from the last good replica), or `None` when they are current.
     fn staleness(&self) -> Option<String> {
+        None
+    }
+
+    /// The replica's freshness, when the index reloads from a source (a snapshot file, Chroma).
+    fn replica_status(&self) -> Option<ReplicaStatus> {
         None
     }
 }

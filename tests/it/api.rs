@@ -1,9 +1,8 @@
 //! Router tests for every endpoint and every class of bad input, via `app(state).oneshot`.
 
-
+use crate::common::{error_code, fixture_state, send, send_request};
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use crate::common::{error_code, fixture_state, send, send_request};
 use serde_json::{json, Value};
 
 const SEARCH: &str = "/internal/retrieval/search";

@@ -2,9 +2,8 @@
 //! the in-memory backend and on a real Chroma server (`RETR_TEST_CHROMA_URL`, started by
 //! scripts/test.sh) must give the same hits in the same order, and never another tenant's data.
 
-
-use axum::http::StatusCode;
 use crate::common::send;
+use axum::http::StatusCode;
 use retrieval_service::config::{Settings, VectorBackend};
 use retrieval_service::embed::PseudoEmbedder;
 use retrieval_service::index::{ChromaIndex, InMemoryIndex};

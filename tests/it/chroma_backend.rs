@@ -3,7 +3,6 @@
 //! returns for the same snapshot, never leak another tenant's records, and fail fast with
 //! `Unavailable` (then recover) when Chroma is unreachable. The unreachable cases need no server.
 
-
 use retrieval_service::config::Settings;
 use retrieval_service::embed::PseudoEmbedder;
 use retrieval_service::index::{ChromaIndex, InMemoryIndex, IndexErrorKind, RecordFilter, ScoredRecord, VectorIndex};

@@ -3,8 +3,8 @@
 
 use crate::common::fake_http;
 
-use axum::http::StatusCode;
 use crate::common::send;
+use axum::http::StatusCode;
 use fake_http::{closed_port_url, FakeResponse, FakeServer};
 use retrieval_service::config::Settings;
 use retrieval_service::index::InMemoryIndex;

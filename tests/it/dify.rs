@@ -2,7 +2,6 @@
 //! published contract: the error codes, every comparison operator, empty results, metadata never
 //! null, and tenant isolation through `knowledge_id`.
 
-
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;

@@ -1,9 +1,8 @@
 //! Hostile-input hardening (issue 15): bounded work per request, one strict JSON parsing path,
 //! load shedding, admin authentication and the smaller defects, through the router.
 
-
-use axum::http::StatusCode;
 use crate::common::{error_code, fixture_state, send};
+use axum::http::StatusCode;
 use serde_json::{json, Value};
 
 const SEARCH: &str = "/internal/retrieval/search";

@@ -1,7 +1,6 @@
 //! Request logging: one `request done` line per request at `RETR_REQUEST_LOG_LEVEL`, and the
 //! request id on every line of the request (also those written inside the handler's task).
 
-
 use crate::common::{fixture_state, send};
 use retrieval_service::config::RequestLogLevel;
 use serde_json::{json, Value};

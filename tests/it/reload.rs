@@ -1,8 +1,7 @@
 //! The snapshot is rewritten while searches run: they see the new data and none fails.
 
-
-use axum::http::StatusCode;
 use crate::common::send;
+use axum::http::StatusCode;
 use retrieval_service::config::Settings;
 use retrieval_service::embed::PseudoEmbedder;
 use retrieval_service::index::memory::write_snapshot_file;
@@ -89,4 +88,21 @@ async fn rewriting_the_snapshot_under_load_drops_no_request() {
     assert_eq!(status, StatusCode::OK);
     assert!(response["steps"]["docs"].to_string().contains("generation-3"));
     assert!(completed.load(Ordering::Relaxed) > 10);
+    // Ops see the replica's age and why the last refresh failed, and the records loaded so far.
+    let (status, health) = send(&state, "GET", "/health", None).await;
+    assert_eq!(status, StatusCode::OK, "{health}");
+    assert!(health["replica"]["age_seconds"].as_f64().is_some(), "{health}");
+    assert!(health["replica"]["last_refresh_error"].as_str().is_some_and(|e| e.contains("index.json")), "{health}");
+    let (_, metrics) = send(&state, "GET", "/metrics", None).await;
+    let metrics = metrics.as_str().unwrap().to_string();
+    let loaded = metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("retrieval_replica_records_loaded_total "))
+        .and_then(|value| value.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no records counter in {metrics}"));
+    let per_load =
+        fixtures::snapshot().docs.len() + fixtures::snapshot().sections.len() + fixtures::snapshot().chunks.len();
+    assert!(loaded >= 4 * per_load as u64, "four loads at least: {loaded}");
+    assert!(metrics.contains("retrieval_tenant_records{tenant=\"t1\",level=\"doc\"}"), "{metrics}");
+    assert!(metrics.contains("retrieval_replica_last_load_seconds "), "{metrics}");
 }

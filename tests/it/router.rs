@@ -2,7 +2,6 @@
 //! §4.6 scenarios (routing → hit labels → clarification / filter → context), and the LLM router
 //! against a local fake chat-completions server.
 
-
 use axum::extract::{Path, State};
 use axum::routing::post;
 use axum::{Json, Router};
@@ -388,7 +387,8 @@ async fn the_reranker_and_the_llm_router_share_one_base_url_without_v1() {
         s.theme_router_mode = RouterMode::Llm;
     });
     let body = json!({"query": "как подключить Android SDK через gradle", "tenant_id": "t1", "rerank_enabled": true});
-    let (status, answer) = crate::common::send(&state, "POST", "/internal/retrieval/search", Some(&body.to_string())).await;
+    let (status, answer) =
+        crate::common::send(&state, "POST", "/internal/retrieval/search", Some(&body.to_string())).await;
     assert_eq!(status, axum::http::StatusCode::OK, "{answer}");
     let paths = paths.lock().unwrap().clone();
     assert!(paths.len() >= 2, "the router and the reranker both call: {paths:?}");

@@ -1,9 +1,8 @@
 //! Seed 003 §4.6 scenarios on the bundled demo corpus, through the HTTP router with the shipped
 //! config (themes.yaml, boosting.yaml, mapping.yaml) — what `serve` does in mock mode.
 
-
-use axum::http::StatusCode;
 use crate::common::send;
+use axum::http::StatusCode;
 use retrieval_service::config::Settings;
 use retrieval_service::{startup, AppState};
 use serde_json::{json, Value};

@@ -2,7 +2,6 @@
 //! load shedding. Every wait is bounded by `HANG` so a regression fails instead of hanging;
 //! nothing asserts a duration.
 
-
 use crate::common::fixture_state;
 use retrieval_service::config::Settings;
 use std::net::SocketAddr;
