@@ -406,11 +406,13 @@ pub async fn retrieval(
         condition: (!clauses.is_empty()).then(|| Arc::new(MetadataCondition::all(clauses))),
         ..SearchRequest::new(base.tenant_id.clone(), request.query.clone())
     };
-    let answer = state.search.search(&search).await.map_err(|error| match ApiError::from(error) {
-        not_found if not_found.code == ErrorCode::TenantNotFound => DifyError::no_knowledge_base(&request.knowledge_id),
-        other => other.into(),
-    })?;
-    let texts = state.search.hit_texts(&base.tenant_id, &answer.hits).await.map_err(ApiError::from)?;
+    let (answer, texts) =
+        state.search.search_with_texts(&search).await.map_err(|error| match ApiError::from(error) {
+            not_found if not_found.code == ErrorCode::TenantNotFound => {
+                DifyError::no_knowledge_base(&request.knowledge_id)
+            }
+            other => other.into(),
+        })?;
     let threshold = setting.score_threshold as f32;
     let records = answer
         .hits

@@ -447,6 +447,11 @@ impl VectorIndex for ChromaIndex {
         }
     }
 
+    async fn pin(&self) -> Option<Arc<dyn VectorIndex>> {
+        let loaded = self.replica().await.ok()?;
+        Some(super::memory::PinnedIndex::shared(loaded, "chroma", self.staleness()))
+    }
+
     fn replica_status(&self) -> Option<super::ReplicaStatus> {
         let state = self.replica.read().unwrap_or_else(|poisoned| poisoned.into_inner());
         Some(super::ReplicaStatus {

@@ -475,6 +475,91 @@ impl VectorIndex for InMemoryIndex {
     async fn health(&self) -> Result<()> {
         self.current().map(|_| ())
     }
+
+    async fn pin(&self) -> Option<Arc<dyn VectorIndex>> {
+        self.current().ok().map(|loaded| PinnedIndex::shared(loaded, "memory", None))
+    }
+}
+
+/// One loaded snapshot as a `VectorIndex` (`VectorIndex::pin`): every call reads the same
+/// snapshot, whatever reloads happen meanwhile.
+#[derive(Debug)]
+pub struct PinnedIndex {
+    loaded: Arc<LoadedIndex>,
+    backend: &'static str,
+    staleness: Option<String>,
+}
+
+impl PinnedIndex {
+    pub fn shared(loaded: Arc<LoadedIndex>, backend: &'static str, staleness: Option<String>) -> Arc<dyn VectorIndex> {
+        Arc::new(Self { loaded, backend, staleness })
+    }
+}
+
+#[async_trait]
+impl VectorIndex for PinnedIndex {
+    fn backend_name(&self) -> &'static str {
+        self.backend
+    }
+
+    async fn knn(&self, level: Level, filter: &RecordFilter, query: &[f32], k: usize) -> Result<Vec<ScoredRecord>> {
+        self.loaded.knn(level, filter, query, k)
+    }
+
+    async fn lexical(
+        &self,
+        level: Level,
+        filter: &RecordFilter,
+        terms: &[String],
+        k: usize,
+    ) -> Result<Vec<ScoredRecord>> {
+        Ok(self.loaded.lexical(level, filter, terms, k))
+    }
+
+    async fn get(&self, level: Level, filter: &RecordFilter, limit: usize) -> Result<Vec<Arc<Record>>> {
+        Ok(self.loaded.get(level, filter, limit))
+    }
+
+    async fn text_search(
+        &self,
+        level: Level,
+        filter: &RecordFilter,
+        needles: &[String],
+        limit: usize,
+    ) -> Result<Vec<Arc<Record>>> {
+        Ok(self.loaded.text_search(level, filter, needles, limit))
+    }
+
+    async fn doc_chunks(&self, tenant_id: &str, doc_id: &str) -> Result<Vec<Arc<Record>>> {
+        let filter = RecordFilter { doc_ids: Some(vec![doc_id.to_string()]), ..RecordFilter::tenant(tenant_id) };
+        Ok(self.loaded.get(Level::Chunk, &filter, usize::MAX))
+    }
+
+    async fn tenant_exists(&self, tenant_id: &str) -> Result<bool> {
+        Ok(self.loaded.level(Level::Doc).tenants.contains_key(tenant_id))
+    }
+
+    async fn dimension(&self) -> Result<Option<usize>> {
+        Ok(Some(self.loaded.dimension))
+    }
+
+    async fn stats(&self) -> Result<IndexStats> {
+        let mut stats = self.loaded.stats();
+        stats.backend = self.backend.to_string();
+        Ok(stats)
+    }
+
+    async fn health(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn staleness(&self) -> Option<String> {
+        self.staleness.clone()
+    }
+
+    async fn pin(&self) -> Option<Arc<dyn VectorIndex>> {
+        Some(PinnedIndex::shared(Arc::clone(&self.loaded), self.backend, self.staleness.clone()))
+    }
 }
 
 #[cfg(test)]
@@ -565,5 +650,25 @@ mod tests {
                 assert_eq!(ids_and_scores(&index.lexical(level, &filter, &terms, 2)), expected, "{level:?} {filter:?}");
             }
         }
+    }
+
+    #[tokio::test]
+    async fn a_pinned_snapshot_stays_the_same_across_a_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index.json");
+        write_snapshot_file(&path, &fixtures::snapshot()).unwrap();
+        let index = InMemoryIndex::from_file(&path);
+        let pinned = index.pin().await.expect("a loaded snapshot pins");
+        let mut smaller = fixtures::snapshot();
+        smaller.docs.retain(|record| record.meta.tenant_id == "t1");
+        smaller.sections.retain(|record| record.meta.tenant_id == "t1");
+        smaller.chunks.retain(|record| record.meta.tenant_id == "t1");
+        // A different size, so the reload sees a change even within the file time's resolution.
+        write_snapshot_file(&path, &smaller).unwrap();
+        assert!(index.reload_if_changed());
+        assert!(!index.tenant_exists("t2").await.unwrap(), "the index moved on");
+        assert!(pinned.tenant_exists("t2").await.unwrap(), "the pinned snapshot did not");
+        let filter = RecordFilter::tenant("t2");
+        assert_eq!(pinned.get(Level::Doc, &filter, 10).await.unwrap().len(), 1);
     }
 }

@@ -147,6 +147,13 @@ pub trait VectorIndex: Send + Sync {
     fn replica_status(&self) -> Option<ReplicaStatus> {
         None
     }
+
+    /// The current snapshot as an index of its own, so that one search reads one snapshot from
+    /// its first call to its last even when a reload lands in between. `None` when nothing is
+    /// loaded (the index's own calls then report why).
+    async fn pin(&self) -> Option<Arc<dyn VectorIndex>> {
+        None
+    }
 }
 
 /// Cosine similarity; 0 when either vector is zero or the lengths differ, never NaN.

@@ -3,7 +3,7 @@
 //! theme within a character budget.
 
 use super::{Result, RetrievalHit, SearchRequest, SearchResponse, SearchService};
-use crate::index::RecordFilter;
+use crate::index::{RecordFilter, VectorIndex};
 use crate::model::Level;
 use crate::router::{format_context, ContextSource, FormattedContext};
 use std::collections::{HashMap, HashSet};
@@ -19,38 +19,41 @@ pub struct ContextAnswer {
     pub source_hits: Vec<usize>,
 }
 
-impl SearchService {
-    /// The text of each hit (sections' and chunks' own text, docs' title and summary), by hit id,
-    /// read from the hits' own tenant. A hit whose record is gone (a reload in between) has none.
-    pub async fn hit_texts(&self, tenant_id: &str, hits: &[RetrievalHit]) -> Result<HashMap<String, String>> {
-        let mut texts = HashMap::with_capacity(hits.len());
-        for level in Level::ALL {
-            let ids: HashSet<&str> = hits.iter().filter(|hit| hit.level == level).map(|hit| hit.id.as_str()).collect();
-            if ids.is_empty() {
-                continue;
-            }
-            let mut filter = RecordFilter::tenant(tenant_id);
-            match level {
-                Level::Section => filter.section_ids = Some(ids.iter().map(|id| id.to_string()).collect()),
-                Level::Chunk | Level::Doc => {
-                    let docs: HashSet<&str> =
-                        hits.iter().filter(|hit| hit.level == level).map(|hit| hit.doc_id.as_str()).collect();
-                    filter.doc_ids = Some(docs.into_iter().map(str::to_string).collect());
-                }
-            }
-            for record in self.index.get(level, &filter, usize::MAX).await? {
-                if ids.contains(record.id.as_str()) {
-                    texts.insert(record.id.clone(), record.text.clone());
-                }
+/// The text of each hit (sections' and chunks' own text, docs' title and summary), by hit id,
+/// read from the hits' own tenant in `index` (the snapshot the search ran on).
+pub async fn hit_texts(
+    index: &dyn VectorIndex,
+    tenant_id: &str,
+    hits: &[RetrievalHit],
+) -> Result<HashMap<String, String>> {
+    let mut texts = HashMap::with_capacity(hits.len());
+    for level in Level::ALL {
+        let ids: HashSet<&str> = hits.iter().filter(|hit| hit.level == level).map(|hit| hit.id.as_str()).collect();
+        if ids.is_empty() {
+            continue;
+        }
+        let mut filter = RecordFilter::tenant(tenant_id);
+        match level {
+            Level::Section => filter.section_ids = Some(ids.iter().map(|id| id.to_string()).collect()),
+            Level::Chunk | Level::Doc => {
+                let docs: HashSet<&str> =
+                    hits.iter().filter(|hit| hit.level == level).map(|hit| hit.doc_id.as_str()).collect();
+                filter.doc_ids = Some(docs.into_iter().map(str::to_string).collect());
             }
         }
-        Ok(texts)
+        for record in index.get(level, &filter, usize::MAX).await? {
+            if ids.contains(record.id.as_str()) {
+                texts.insert(record.id.clone(), record.text.clone());
+            }
+        }
     }
+    Ok(texts)
+}
 
+impl SearchService {
     /// Searches, then formats the hits' text as one context of at most `budget_chars` characters.
     pub async fn context(&self, request: &SearchRequest, budget_chars: usize) -> Result<ContextAnswer> {
-        let search = self.search(request).await?;
-        let texts = self.hit_texts(&request.tenant_id, &search.hits).await?;
+        let (search, texts) = self.search_with_texts(request).await?;
         let mut source_hits = Vec::new();
         let sources: Vec<ContextSource> = search
             .hits

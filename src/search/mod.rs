@@ -29,7 +29,7 @@ use boosting::BoostContext;
 use boosting_config::BoostingConfig;
 use ranking::{RankingContext, RankingMode};
 use routing::RoutingInfo;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
@@ -315,14 +315,19 @@ impl SearchService {
         }
     }
 
-    async fn index_dimension(&self) -> Result<usize> {
-        Ok(self.index.dimension().await?.unwrap_or(self.default_dimension))
+    async fn index_dimension(&self, index: &dyn VectorIndex) -> Result<usize> {
+        Ok(index.dimension().await?.unwrap_or(self.default_dimension))
     }
 
     /// The query vector: the caller's precomputed one (dimension-checked), else the embedder's,
     /// else — when the embedder fails — the pseudo-embedding, with a degradation.
-    async fn query_vector(&self, request: &SearchRequest, degradations: &mut Vec<Degradation>) -> Result<Vec<f32>> {
-        let dimension = self.index_dimension().await?;
+    async fn query_vector(
+        &self,
+        index: &dyn VectorIndex,
+        request: &SearchRequest,
+        degradations: &mut Vec<Degradation>,
+    ) -> Result<Vec<f32>> {
+        let dimension = self.index_dimension(index).await?;
         if let Some(vector) = &request.query_embedding {
             if vector.len() != dimension {
                 return Err(SearchError::invalid(
@@ -351,6 +356,29 @@ impl SearchService {
 
     /// Runs one search with the given ranking mode (`eval` compares the modes).
     pub async fn search_with_mode(&self, request: &SearchRequest, mode: RankingMode) -> Result<SearchResponse> {
+        let pinned = self.index.pin().await;
+        self.search_on(pinned.as_deref().unwrap_or(self.index.as_ref()), request, mode).await
+    }
+
+    /// Searches, then reads the hits' texts from the same snapshot (`/context`, the Dify API).
+    pub async fn search_with_texts(
+        &self,
+        request: &SearchRequest,
+    ) -> Result<(SearchResponse, HashMap<String, String>)> {
+        let pinned = self.index.pin().await;
+        let index = pinned.as_deref().unwrap_or(self.index.as_ref());
+        let response = self.search_on(index, request, RankingMode::Hybrid).await?;
+        let texts = context::hit_texts(index, &request.tenant_id, &response.hits).await?;
+        Ok((response, texts))
+    }
+
+    /// One search, every index call on `index` (one pinned snapshot).
+    async fn search_on(
+        &self,
+        index: &dyn VectorIndex,
+        request: &SearchRequest,
+        mode: RankingMode,
+    ) -> Result<SearchResponse> {
         let started = Instant::now();
         let runtime = self.runtime_settings();
         let max_results = self.validate(request, &runtime)?;
@@ -366,7 +394,7 @@ impl SearchService {
             ),
             None => None,
         };
-        if !self.index.tenant_exists(&request.tenant_id).await? {
+        if !index.tenant_exists(&request.tenant_id).await? {
             return Err(SearchError::UnknownTenant(request.tenant_id.to_string()));
         }
         self.metrics.searches.inc();
@@ -386,7 +414,7 @@ impl SearchService {
                 .await
             }
         };
-        if let Some(message) = self.index.staleness() {
+        if let Some(message) = index.staleness() {
             degradations.push(Degradation::new("backend_stale", message));
         }
         if let Some(message) = &routing.degradation {
@@ -403,7 +431,7 @@ impl SearchService {
         let mut terms = crate::text::terms(&request.query);
         let synonyms = self.synonyms.expand(&request.tenant_id, &terms);
         terms.extend(synonyms);
-        let vector = self.query_vector(request, &mut degradations).await?;
+        let vector = self.query_vector(index, request, &mut degradations).await?;
         let query_words: Vec<String> =
             request.query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_string).collect();
         let boost_context =
@@ -428,7 +456,7 @@ impl SearchService {
                 max_results,
                 query_words: query_words.clone(),
             };
-            cascade::run(self.index.as_ref(), input)
+            cascade::run(index, input)
         };
         // The caller's chosen theme always filters. The router's proposed filter applies only when
         // the retrieval evidence agrees: the unfiltered search's best `hard_filter_agreeing_hits`
