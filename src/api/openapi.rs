@@ -155,6 +155,9 @@ fn add_request_limits(schemas: &mut Value) {
     merge(&mut search["max_results"], json!({"minimum": 1, "maximum": i64::MAX}));
     merge(&mut search["trace_id"], json!({"maxLength": MAX_TRACE_ID_CHARS}));
     merge(&mut search["doc_ids"], id_list());
+    merge(&mut search["doc_top_k"], json!({"minimum": 1, "maximum": MAX_TOP_K}));
+    merge(&mut search["section_top_k"], json!({"minimum": 1, "maximum": MAX_TOP_K}));
+    merge(&mut search["topk_per_doc"], json!({"minimum": 1, "maximum": MAX_TOPK_PER_DOC}));
     merge(&mut search["section_ids"], id_list());
     merge(
         &mut search["query_embedding"]["items"],
@@ -232,6 +235,11 @@ pub async fn document(state: &AppState) -> Value {
             search["theme"] = json!({"type": ["string", "null"], "enum": values,
                 "description": "a theme id offered by a clarification: the search is filtered to it"});
         }
+    }
+    if !state.search.has_llm_router() {
+        // The search's own router mode: the derive's enum less `llm` (and `null`: absent).
+        schemas["SearchRequest"]["properties"]["router_mode"] = json!({"type": ["string", "null"],
+            "enum": ["none", "heuristic", null], "description": "llm needs a chat endpoint, which this deployment has not"});
     }
     // `/context` takes every `/search` field plus `max_context_chars`.
     let mut context = schemas["SearchRequest"].clone();

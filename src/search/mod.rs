@@ -292,6 +292,37 @@ impl SearchService {
         self.runtime.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
     }
 
+    /// The runtime settings with this request's overrides (`router_mode`, the top-k knobs), each
+    /// checked against the same ranges as `POST /config`; the shared settings never change.
+    fn request_runtime(&self, request: &SearchRequest) -> Result<RuntimeSettings> {
+        let mut runtime = self.runtime_settings();
+        let knob = |field: &str, value: Option<i64>, current: usize| -> Result<usize> {
+            match value {
+                None => Ok(current),
+                Some(value) if value < 1 => {
+                    Err(SearchError::invalid(field, format!("must be at least 1, got {value}")))
+                }
+                Some(value) => Ok(usize::try_from(value).unwrap_or(usize::MAX)),
+            }
+        };
+        runtime.doc_top_k = knob("doc_top_k", request.doc_top_k, runtime.doc_top_k)?;
+        runtime.section_top_k = knob("section_top_k", request.section_top_k, runtime.section_top_k)?;
+        runtime.topk_per_doc = knob("topk_per_doc", request.topk_per_doc, runtime.topk_per_doc)?;
+        if let Some(mode) = request.router_mode {
+            if mode == RouterMode::Llm && self.llm_router.is_none() {
+                return Err(SearchError::invalid("router_mode", "llm needs a chat endpoint, which is not configured"));
+            }
+            runtime.theme_router_mode = mode;
+        }
+        let overridden = ["doc_top_k", "section_top_k", "topk_per_doc"];
+        if let Some((field, problem)) =
+            runtime.problems().into_iter().find(|(field, _)| overridden.contains(&field.as_str()))
+        {
+            return Err(SearchError::invalid(field, problem));
+        }
+        Ok(runtime)
+    }
+
     fn validate(&self, request: &SearchRequest, runtime: &RuntimeSettings) -> Result<usize> {
         if is_blank(&request.query) {
             return Err(SearchError::invalid("query", "must not be empty (or only spaces and invisible characters)"));
@@ -380,7 +411,7 @@ impl SearchService {
         mode: RankingMode,
     ) -> Result<SearchResponse> {
         let started = Instant::now();
-        let runtime = self.runtime_settings();
+        let runtime = self.request_runtime(request)?;
         let max_results = self.validate(request, &runtime)?;
         let mut filter = build_filter(request, request.enable_filters.unwrap_or(runtime.enable_filters))?;
         let themes = self.theme_list();

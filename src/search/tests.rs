@@ -196,3 +196,30 @@ async fn window_returns_ordered_neighbours_for_the_tenant_only() {
         Err(SearchError::NotFound(_))
     ));
 }
+
+#[tokio::test]
+async fn a_request_may_override_the_router_mode_and_the_top_k_knobs_for_itself_only() {
+    let service = service(|_| {});
+    let wide = service.search(&request("Gradle SDK теги отчёт", "t1")).await.unwrap();
+    let narrow = SearchRequest { doc_top_k: Some(1), ..request("Gradle SDK теги отчёт", "t1") };
+    let narrow = service.search(&narrow).await.unwrap();
+    // The gate keeps one doc, padded to `min_docs` (3): fewer than the default gate lets through.
+    let gated = |response: &SearchResponse| response.steps.as_ref().unwrap().docs.len();
+    assert_eq!(gated(&narrow), 3, "{:?}", narrow.steps);
+    assert!(gated(&wide) > 3, "{:?}", wide.steps);
+    let unrouted = SearchRequest { router_mode: Some(RouterMode::None), ..request("Gradle SDK", "t1") };
+    assert_eq!(service.search(&unrouted).await.unwrap().routing.result.mode_used, RouterMode::None);
+    assert_eq!(service.runtime_settings(), Settings::default().runtime(), "the shared settings never change");
+    let bad = [
+        (SearchRequest { doc_top_k: Some(0), ..request("x", "t1") }, "doc_top_k"),
+        (SearchRequest { section_top_k: Some(1001), ..request("x", "t1") }, "section_top_k"),
+        (SearchRequest { topk_per_doc: Some(-3), ..request("x", "t1") }, "topk_per_doc"),
+        (SearchRequest { router_mode: Some(RouterMode::Llm), ..request("x", "t1") }, "router_mode"),
+    ];
+    for (req, field) in bad {
+        match service.search(&req).await {
+            Err(SearchError::InvalidRequest { field: got, .. }) => assert_eq!(got, field),
+            other => panic!("{field}: expected InvalidRequest, got {other:?}"),
+        }
+    }
+}

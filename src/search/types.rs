@@ -42,6 +42,14 @@ pub struct SearchRequest {
     pub query_embedding: Option<Vec<f32>>,
     /// A theme chosen by the user after a clarification: the search is filtered to it.
     pub theme: Option<String>,
+    /// This search's theme router mode instead of the runtime setting (`llm` needs a chat endpoint).
+    pub router_mode: Option<crate::config::RouterMode>,
+    /// This search's doc gate instead of the runtime `doc_top_k` (1–1000).
+    pub doc_top_k: Option<i64>,
+    /// This search's section step instead of the runtime `section_top_k` (1–1000).
+    pub section_top_k: Option<i64>,
+    /// This search's hits per doc instead of the runtime `topk_per_doc` (1–50).
+    pub topk_per_doc: Option<i64>,
     /// Metadata conditions every hit must pass, whatever `enable_filters` says. Not part of the
     /// `/search` body: the Dify endpoint sets it (its `metadata_condition` and the knowledge
     /// base's fixed filter).
@@ -67,6 +75,10 @@ impl SearchRequest {
             explain: false,
             query_embedding: None,
             theme: None,
+            router_mode: None,
+            doc_top_k: None,
+            section_top_k: None,
+            topk_per_doc: None,
             condition: None,
         }
     }
