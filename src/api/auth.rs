@@ -167,6 +167,11 @@ fn parse_digest(hex: &str) -> Option<[u8; 32]> {
 pub struct TenantKey(Option<Arc<Grant>>);
 
 impl TenantKey {
+    /// Whether the key may read `tenant_id` (always, when no key store is configured).
+    pub fn allows(&self, tenant_id: &str) -> bool {
+        self.0.as_ref().is_none_or(|grant| grant.allows(tenant_id))
+    }
+
     /// `Ok` when the key may read `tenant_id` (or no key store is configured).
     pub fn check(&self, tenant_id: &str) -> Result<(), ApiError> {
         match &self.0 {

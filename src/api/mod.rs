@@ -8,6 +8,7 @@ pub mod extract;
 pub mod health;
 pub mod openapi;
 pub mod search;
+pub mod ui;
 pub mod window;
 
 use crate::config::RequestLogLevel;
@@ -54,7 +55,11 @@ pub fn router(state: AppState) -> Router {
         .route("/context", post(context::context))
         .route("/stats", get(health::stats))
         .route("/health", get(health::health))
-        .route("/openapi.json", get(openapi_document));
+        .route("/openapi.json", get(openapi_document))
+        .route("/tenants", get(ui::tenants))
+        .route("/ui", get(ui::page))
+        .route("/ui/app.js", get(ui::script))
+        .route("/ui/app.css", get(ui::style));
     let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let request_ids = CounterRequestId { prefix: format!("{:x}", started.as_millis()), next: Default::default() };
     let header = HeaderName::from_static(REQUEST_ID_HEADER);

@@ -13,6 +13,7 @@ use super::dify::{
     DifyRetrievalResponse, LogicalOperator, RetrievalSetting, DEFAULT_BASE_PATH, MAX_CONDITIONS,
 };
 use super::health::{HealthResponse, ReplicaHealth, StatsCounts, StatsResponse};
+use super::ui::{TenantSummary, TenantsResponse};
 use super::window::{WindowChunk, WindowRequest, WindowResponse, MAX_WINDOW};
 use crate::config::{RouterMode, RuntimeSettings, MAX_RESULTS_CAP, MAX_TOPK_PER_DOC, MAX_TOP_K};
 use crate::error::ErrorCode;
@@ -45,6 +46,7 @@ use utoipa::OpenApi;
         super::health::metrics,
         super::openapi_document,
         super::dify::retrieval,
+        super::ui::tenants,
     ),
     components(schemas(
         SearchRequest,
@@ -82,6 +84,8 @@ use utoipa::OpenApi;
         DifyRecord,
         DifyRecordMetadata,
         DifyErrorBody,
+        TenantsResponse,
+        TenantSummary,
     ))
 )]
 struct ApiDoc;
@@ -124,6 +128,9 @@ fn add_error_statuses(document: &mut Value) {
             }
             if ["/search", "/context", "/chunks/window", "/stats"].iter().any(|p| path.ends_with(p)) {
                 codes.extend(["401", "403", "404", "422"]);
+            }
+            if path.ends_with("/tenants") {
+                codes.push("401");
             }
             if path.ends_with("/config") && method == "post" {
                 codes.push("401");

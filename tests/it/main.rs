@@ -22,3 +22,4 @@ mod rerank_contract;
 mod router;
 mod scenarios;
 mod server;
+mod ui;
