@@ -3,6 +3,7 @@
 use crate::config::{Settings, VectorBackend};
 use crate::embed::Embedder;
 use crate::index::{InMemoryIndex, VectorIndex};
+use crate::metrics::Metrics;
 use crate::search::SearchService;
 use crate::state::AppState;
 use std::sync::Arc;
@@ -14,9 +15,11 @@ pub enum StartupError {
     Backend(String),
 }
 
-/// The query/passage embedder the settings select (pseudo-embeddings when no API base is set).
-pub fn build_embedder(settings: &Settings) -> Result<Arc<dyn Embedder>, StartupError> {
-    crate::embed::build_embedder(settings).map_err(|error| StartupError::Backend(format!("embedding client: {error}")))
+/// The query/passage embedder the settings select (pseudo-embeddings when no API base is set);
+/// its calls are recorded in `metrics` when given.
+pub fn build_embedder(settings: &Settings, metrics: Option<Arc<Metrics>>) -> Result<Arc<dyn Embedder>, StartupError> {
+    crate::embed::build_embedder(settings, metrics)
+        .map_err(|error| StartupError::Backend(format!("embedding client: {error}")))
 }
 
 /// The embedder of `ingest` and `eval` (long timeout, ingest batch size).
@@ -36,7 +39,12 @@ pub fn load_mapping(settings: &Settings) -> Result<crate::ingest::mapping::Mappi
 }
 
 /// Builds the index the settings select. Must run inside a tokio runtime (starts the reloader).
-pub async fn build_index(settings: &Settings, embedder: &dyn Embedder) -> Result<Arc<dyn VectorIndex>, StartupError> {
+/// Chroma calls are recorded in `metrics` when given.
+pub async fn build_index(
+    settings: &Settings,
+    embedder: &dyn Embedder,
+    metrics: Option<Arc<Metrics>>,
+) -> Result<Arc<dyn VectorIndex>, StartupError> {
     match settings.backend() {
         VectorBackend::Memory => match &settings.index_path {
             Some(path) => {
@@ -58,6 +66,9 @@ pub async fn build_index(settings: &Settings, embedder: &dyn Embedder) -> Result
         VectorBackend::Chroma => {
             let index = crate::index::ChromaIndex::new(settings)
                 .map_err(|error| StartupError::Backend(format!("chroma client: {error}")))?;
+            if let Some(metrics) = metrics {
+                index.set_metrics(metrics);
+            }
             // A first load before serving; Chroma being down is not fatal (searches answer 503
             // and the refresher recovers by itself).
             if let Err(error) = index.refresh().await {
@@ -70,7 +81,7 @@ pub async fn build_index(settings: &Settings, embedder: &dyn Embedder) -> Result
 }
 
 /// The LLM theme router: chat completions at the rerank endpoint, when one is configured.
-pub fn build_llm_router(settings: &Settings) -> Option<Arc<crate::router::LlmRouter>> {
+pub fn build_llm_router(settings: &Settings, metrics: Option<Arc<Metrics>>) -> Option<Arc<crate::router::LlmRouter>> {
     if settings.rerank_api_base.is_empty() || settings.rerank_backend != crate::config::RerankBackend::Chat {
         return None;
     }
@@ -81,7 +92,7 @@ pub fn build_llm_router(settings: &Settings) -> Option<Arc<crate::router::LlmRou
         settings.rerank_api_key.clone(),
         timeout,
     ) {
-        Ok(router) => Some(Arc::new(router)),
+        Ok(router) => Some(Arc::new(router.with_metrics(metrics))),
         Err(error) => {
             tracing::warn!(%error, "llm theme router unavailable; llm mode will use the heuristic");
             None
@@ -91,11 +102,16 @@ pub fn build_llm_router(settings: &Settings) -> Option<Arc<crate::router::LlmRou
 
 /// Assembles the shared state from settings and ready-made parts (tests inject their own index).
 pub fn state_with(settings: Settings, index: Arc<dyn VectorIndex>, embedder: Arc<dyn Embedder>) -> AppState {
-    let reranker = crate::rerank::build_reranker(&settings).unwrap_or_else(|error| {
+    let metrics = Arc::new(Metrics::new());
+    let reranker = build_reranker(&settings, &metrics);
+    state_from_parts(settings, index, embedder, reranker, metrics)
+}
+
+fn build_reranker(settings: &Settings, metrics: &Arc<Metrics>) -> Arc<dyn crate::rerank::Reranker> {
+    crate::rerank::build_reranker(settings, Some(Arc::clone(metrics))).unwrap_or_else(|error| {
         tracing::warn!(%error, "rerank client unavailable; reranking will report a degradation");
         Arc::new(crate::rerank::NoopReranker)
-    });
-    state_with_reranker(settings, index, embedder, reranker)
+    })
 }
 
 /// `state_with` and an explicit reranker (tests inject fakes).
@@ -105,12 +121,22 @@ pub fn state_with_reranker(
     embedder: Arc<dyn Embedder>,
     reranker: Arc<dyn crate::rerank::Reranker>,
 ) -> AppState {
-    let metrics = Arc::new(crate::metrics::Metrics::new());
+    state_from_parts(settings, index, embedder, reranker, Arc::new(Metrics::new()))
+}
+
+/// The state over ready-made parts, recording into `metrics` (the clients built for it too).
+fn state_from_parts(
+    settings: Settings,
+    index: Arc<dyn VectorIndex>,
+    embedder: Arc<dyn Embedder>,
+    reranker: Arc<dyn crate::rerank::Reranker>,
+    metrics: Arc<Metrics>,
+) -> AppState {
     let themes = crate::router::YamlThemesProvider::load(&settings.themes_path);
     let router_config = themes.router_config().clone();
     let search = SearchService::new(index, embedder, settings.runtime())
         .with_themes(Arc::new(themes), router_config)
-        .with_llm_router(build_llm_router(&settings))
+        .with_llm_router(build_llm_router(&settings, Some(Arc::clone(&metrics))))
         .with_boosting(crate::search::boosting_config::BoostingConfig::load_shared(&settings.boosting_path))
         .with_synonyms(Arc::new(crate::search::synonyms::Synonyms::load_dir(&settings.synonyms_dir)))
         .with_reranker(reranker, Duration::from_secs_f64(settings.rerank_timeout_seconds))
@@ -139,10 +165,13 @@ pub fn state_with_reranker(
     }
 }
 
+/// The state `serve` runs on: every outbound client records its calls in the state's metrics.
 pub async fn build_state(settings: Settings) -> Result<AppState, StartupError> {
-    let embedder = build_embedder(&settings)?;
-    let index = build_index(&settings, embedder.as_ref()).await?;
-    let state = state_with(settings, index, embedder);
+    let metrics = Arc::new(Metrics::new());
+    let embedder = build_embedder(&settings, Some(Arc::clone(&metrics)))?;
+    let index = build_index(&settings, embedder.as_ref(), Some(Arc::clone(&metrics))).await?;
+    let reranker = build_reranker(&settings, &metrics);
+    let state = state_from_parts(settings, index, embedder, reranker, metrics);
     let themes = state.search.theme_list();
     for (knowledge_id, theme) in state.dify.themes() {
         if !themes.iter().any(|known| known.id == theme) {

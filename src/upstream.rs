@@ -1,5 +1,277 @@
-//! What every outbound OpenAI-compatible client (embeddings, reranker, LLM router) shares: the
-//! one rule for turning a configured base URL into an endpoint.
+//! What every outbound HTTP client shares (the embedding client, both rerank clients, the LLM theme
+//! router, the Chroma client): one `reqwest::Client` builder, one error kind with
+//! `is_retryable`, one pure `classify(status, body)`, one retry policy honouring `Retry-After`,
+//! one `post_json` with a deadline, one chat-completions call, and one rule for OpenAI-style base
+//! URLs. Each client keeps only its own request shape and response parsing, and maps
+//! [`UpstreamErrorKind`] onto its module's error kind where the rest of the code matches on it.
+
+use crate::metrics::Metrics;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+/// How much of an error body an error message quotes.
+const ERROR_BODY_CHARS: usize = 300;
+
+/// Why an outbound call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamErrorKind {
+    /// The request itself is wrong (4xx, an input too long): sending it again fails again.
+    BadRequest,
+    /// 401/403, or a 429 for an exhausted quota: waiting does not help.
+    Unauthorized,
+    NotFound,
+    /// No answer in time (a client timeout, 408, 504).
+    Timeout,
+    /// 429: the provider asks to slow down (with `Retry-After`, usually).
+    RateLimited,
+    /// Cannot connect, or a 5xx: the server is down or overloaded.
+    Unavailable,
+    /// A 2xx whose body is not what the API promises.
+    InvalidResponse,
+    Internal,
+}
+
+impl UpstreamErrorKind {
+    /// Transient failures, worth another attempt.
+    pub fn is_retryable(self) -> bool {
+        matches!(self, Self::Timeout | Self::RateLimited | Self::Unavailable)
+    }
+
+    /// The label of `retrieval_upstream_request_duration_seconds`'s `outcome`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::BadRequest => "bad_request",
+            Self::Unauthorized => "unauthorized",
+            Self::NotFound => "not_found",
+            Self::Timeout => "timeout",
+            Self::RateLimited => "rate_limited",
+            Self::Unavailable => "unavailable",
+            Self::InvalidResponse => "invalid_response",
+            Self::Internal => "internal",
+        }
+    }
+}
+
+/// A failed outbound call: its kind, a message for logs and degradations, and the delay the
+/// server asked for (`Retry-After`), if any.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamError {
+    pub kind: UpstreamErrorKind,
+    pub message: String,
+    pub retry_after: Option<Duration>,
+}
+
+impl UpstreamError {
+    pub fn new(kind: UpstreamErrorKind, message: impl Into<String>) -> Self {
+        Self { kind, message: message.into(), retry_after: None }
+    }
+}
+
+impl std::fmt::Display for UpstreamError {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "{:?}: {}", self.kind, self.message)
+    }
+}
+
+/// The kind of a non-success answer, by status and body; a 2xx reaching here had an unusable body.
+pub fn classify(status: u16, body: &str) -> UpstreamErrorKind {
+    let lower = || body.to_ascii_lowercase();
+    match status {
+        200..=299 => UpstreamErrorKind::InvalidResponse,
+        // OpenAI answers 429 for an exhausted quota too; waiting does not help.
+        429 if lower().contains("insufficient_quota") => UpstreamErrorKind::Unauthorized,
+        429 => UpstreamErrorKind::RateLimited,
+        408 | 504 => UpstreamErrorKind::Timeout,
+        401 | 403 => UpstreamErrorKind::Unauthorized,
+        404 => UpstreamErrorKind::NotFound,
+        // TEI answers 424 when the model fails on this input: retrying the same input fails again.
+        424 => UpstreamErrorKind::Internal,
+        400..=499 => UpstreamErrorKind::BadRequest,
+        500..=599 if lower().contains("maximum context length") || lower().contains("too long") => {
+            UpstreamErrorKind::BadRequest
+        }
+        500..=599 => UpstreamErrorKind::Unavailable,
+        _ => UpstreamErrorKind::InvalidResponse,
+    }
+}
+
+/// The one `reqwest::Client` builder: `timeout` bounds connecting and each whole request.
+pub fn http_client_builder(timeout: Duration) -> reqwest::ClientBuilder {
+    reqwest::Client::builder().timeout(timeout).connect_timeout(timeout).pool_idle_timeout(Duration::from_secs(90))
+}
+
+/// A client from [`http_client_builder`].
+pub fn http_client(timeout: Duration) -> Result<reqwest::Client, UpstreamError> {
+    build(http_client_builder(timeout))
+}
+
+/// Builds `builder` (a client builder's only failure is the TLS back end failing to initialise).
+pub fn build(builder: reqwest::ClientBuilder) -> Result<reqwest::Client, UpstreamError> {
+    builder
+        .build()
+        .map_err(|error| UpstreamError::new(UpstreamErrorKind::Internal, format!("building the HTTP client: {error}")))
+}
+
+/// A transport failure (no HTTP answer, or its body could not be read).
+pub fn transport_error(error: &reqwest::Error) -> UpstreamError {
+    let kind = if error.is_timeout() {
+        UpstreamErrorKind::Timeout
+    } else if error.is_decode() {
+        UpstreamErrorKind::InvalidResponse
+    } else {
+        UpstreamErrorKind::Unavailable
+    };
+    UpstreamError::new(kind, format!("request failed: {error}"))
+}
+
+/// `Retry-After` in seconds (the HTTP-date form is ignored: providers send seconds).
+pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    value
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|seconds| seconds.is_finite() && *seconds >= 0.0)
+        .map(Duration::from_secs_f64)
+}
+
+/// How a call is retried: at most `max_attempts` attempts for retryable failures, waiting
+/// `first_delay` and doubling, or what `Retry-After` asks (at most `max_retry_after`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    pub max_attempts: u32,
+    pub first_delay: Duration,
+    pub max_retry_after: Duration,
+}
+
+impl RetryPolicy {
+    /// One attempt, no retry (rerank, LLM routing: a failure only costs their improvement).
+    pub const ONCE: RetryPolicy =
+        RetryPolicy { max_attempts: 1, first_delay: Duration::ZERO, max_retry_after: Duration::ZERO };
+
+    /// The wait before attempt `attempt + 1` after a failure of attempt `attempt` (from 1).
+    pub fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        match retry_after {
+            Some(wait) => wait.min(self.max_retry_after),
+            None => self.first_delay.saturating_mul(1 << (attempt.max(1) - 1).min(16)),
+        }
+    }
+}
+
+/// One outbound call: where, with which key, how long and how often.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    /// `embedding`, `rerank`, `llm_router` or `chroma` (the metric's `upstream` label).
+    pub upstream: &'static str,
+    pub url: &'a str,
+    pub bearer: Option<&'a str>,
+    /// Each attempt's bound (the client's own timeout applies too).
+    pub attempt_timeout: Duration,
+    /// The whole call's bound across attempts and waits; `None`: attempts are bounded one by one.
+    pub deadline: Option<Instant>,
+    pub retry: RetryPolicy,
+    pub metrics: Option<&'a Metrics>,
+}
+
+/// POSTs `body` as JSON and returns the success body. Retryable failures are retried per
+/// `call.retry` while time is left before `call.deadline`; each attempt is recorded in the
+/// upstream latency metric with its outcome.
+pub async fn post_json<B: Serialize + ?Sized>(
+    client: &reqwest::Client,
+    call: &Call<'_>,
+    body: &B,
+) -> Result<String, UpstreamError> {
+    let mut attempt = 1u32;
+    loop {
+        let left = call.deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()));
+        let attempt_timeout = left.map_or(call.attempt_timeout, |left| left.min(call.attempt_timeout));
+        let started = Instant::now();
+        let outcome = match tokio::time::timeout(attempt_timeout, post_once(client, call, body)).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(UpstreamError::new(
+                UpstreamErrorKind::Timeout,
+                format!("no answer within {} ms", attempt_timeout.as_millis()),
+            )),
+        };
+        if let Some(metrics) = call.metrics {
+            let label = outcome.as_ref().map_or_else(|error| error.kind.as_str(), |_| "ok");
+            metrics.observe_upstream(call.upstream, label, started.elapsed());
+        }
+        let error = match outcome {
+            Ok(text) => return Ok(text),
+            Err(error) => error,
+        };
+        if !error.kind.is_retryable() || attempt >= call.retry.max_attempts {
+            return Err(error);
+        }
+        let delay = call.retry.delay(attempt, error.retry_after);
+        if let Some(deadline) = call.deadline {
+            if Instant::now() + delay >= deadline {
+                let message = format!("{} (no time left to retry)", error.message);
+                return Err(UpstreamError { message, ..error });
+            }
+        }
+        tracing::warn!(
+            upstream = call.upstream,
+            attempt,
+            kind = ?error.kind,
+            delay_ms = delay.as_millis() as u64,
+            error = %error.message,
+            "upstream attempt failed, retrying"
+        );
+        tokio::time::sleep(delay).await;
+        attempt += 1;
+    }
+}
+
+async fn post_once<B: Serialize + ?Sized>(
+    client: &reqwest::Client,
+    call: &Call<'_>,
+    body: &B,
+) -> Result<String, UpstreamError> {
+    let mut request = client.post(call.url).json(body);
+    if let Some(key) = call.bearer.filter(|key| !key.is_empty()) {
+        request = request.bearer_auth(key);
+    }
+    let response = request.send().await.map_err(|error| transport_error(&error))?;
+    let status = response.status().as_u16();
+    let wait = retry_after(response.headers());
+    let text = response.text().await.map_err(|error| transport_error(&error))?;
+    if !(200..300).contains(&status) {
+        let excerpt: String = text.chars().take(ERROR_BODY_CHARS).collect();
+        let mut error =
+            UpstreamError::new(classify(status, &text), format!("HTTP {status} from {}: {excerpt}", call.url));
+        error.retry_after = wait;
+        return Err(error);
+    }
+    Ok(text)
+}
+
+/// One chat-completions call (the reranker's chat backend and the LLM theme router): a system and
+/// a user message at temperature 0; returns the first choice's message content.
+pub async fn chat_completion(
+    client: &reqwest::Client,
+    call: &Call<'_>,
+    model: &str,
+    system: &str,
+    user: &str,
+) -> Result<String, UpstreamError> {
+    let body = json!({
+        "model": model,
+        "temperature": 0,
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+    });
+    let text = post_json(client, call, &body).await?;
+    let invalid = |message: String| UpstreamError::new(UpstreamErrorKind::InvalidResponse, message);
+    let answer: Value =
+        serde_json::from_str(&text).map_err(|error| invalid(format!("not a chat completion: {error}")))?;
+    answer
+        .pointer("/choices/0/message/content")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| invalid("chat completion without choices[0].message.content".into()))
+}
 
 /// `{base}/v1/{path}` for an OpenAI-style base given with or without its `/v1` segment
 /// (`http://host:8000`, `http://host:8000/v1/` and `https://api.openai.com/v1` all work), so one
@@ -16,7 +288,7 @@ pub fn openai_endpoint(api_base: &str, path: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::openai_endpoint;
+    use super::*;
 
     #[test]
     fn a_base_with_or_without_v1_gives_the_same_endpoint() {
@@ -25,5 +297,57 @@ mod tests {
             assert_eq!(openai_endpoint(base, "/embeddings"), "http://h:1/v1/embeddings", "{base}");
         }
         assert_eq!(openai_endpoint("https://api.openai.com/v1", "embeddings"), "https://api.openai.com/v1/embeddings");
+    }
+
+    #[test]
+    fn classify_table() {
+        use UpstreamErrorKind::*;
+        let table = [
+            (200, "", InvalidResponse),
+            (400, "", BadRequest),
+            (401, "", Unauthorized),
+            (403, "", Unauthorized),
+            (404, "", NotFound),
+            (408, "", Timeout),
+            (409, "", BadRequest),
+            (413, "", BadRequest),
+            (422, "", BadRequest),
+            (424, "", Internal),
+            (429, "", RateLimited),
+            (429, r#"{"error":{"code":"insufficient_quota"}}"#, Unauthorized),
+            (500, "", Unavailable),
+            (500, "This model's maximum context length is 512 tokens", BadRequest),
+            (502, "", Unavailable),
+            (503, "", Unavailable),
+            (504, "", Timeout),
+            (302, "", InvalidResponse),
+        ];
+        for (status, body, kind) in table {
+            assert_eq!(classify(status, body), kind, "{status} {body}");
+        }
+    }
+
+    #[test]
+    fn only_transient_kinds_are_retried() {
+        use UpstreamErrorKind::*;
+        for kind in [Timeout, RateLimited, Unavailable] {
+            assert!(kind.is_retryable(), "{kind:?}");
+        }
+        for kind in [BadRequest, Unauthorized, NotFound, InvalidResponse, Internal] {
+            assert!(!kind.is_retryable(), "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn retry_after_wins_over_backoff_up_to_its_cap() {
+        let policy = RetryPolicy {
+            max_attempts: 4,
+            first_delay: Duration::from_millis(100),
+            max_retry_after: Duration::from_secs(2),
+        };
+        assert_eq!(policy.delay(1, None), Duration::from_millis(100));
+        assert_eq!(policy.delay(3, None), Duration::from_millis(400));
+        assert_eq!(policy.delay(1, Some(Duration::from_secs(1))), Duration::from_secs(1));
+        assert_eq!(policy.delay(1, Some(Duration::from_secs(60))), Duration::from_secs(2));
     }
 }

@@ -9,11 +9,17 @@ use std::sync::Arc;
 
 /// The embedder the settings select: the pseudo-embedder when `embedding_api_base` is empty,
 /// otherwise the HTTP client behind a query cache of `embedding_cache_size` entries.
-pub fn build_embedder(settings: &Settings) -> Result<Arc<dyn Embedder>, EmbedError> {
+pub fn build_embedder(
+    settings: &Settings,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
+) -> Result<Arc<dyn Embedder>, EmbedError> {
     if settings.embedding_api_base.trim().is_empty() {
         return Ok(Arc::new(PseudoEmbedder::new(settings.embedding_dimension)));
     }
-    let http = HttpEmbedder::new(HttpEmbedderConfig::from_settings(settings))?;
+    let mut http = HttpEmbedder::new(HttpEmbedderConfig::from_settings(settings))?;
+    if let Some(metrics) = metrics {
+        http = http.with_metrics(metrics);
+    }
     Ok(Arc::new(CachedEmbedder::new(Arc::new(http), settings.embedding_cache_size)))
 }
 
@@ -118,12 +124,12 @@ mod tests {
     #[test]
     fn empty_base_builds_the_pseudo_embedder_otherwise_http() {
         let settings = Settings { embedding_dimension: 16, ..Settings::default() };
-        let embedder = build_embedder(&settings).unwrap();
+        let embedder = build_embedder(&settings, None).unwrap();
         assert!(embedder.is_pseudo());
         assert_eq!(embedder.model_name(), PseudoEmbedder::MODEL_NAME);
 
         let settings = Settings { embedding_api_base: "http://127.0.0.1:9".into(), ..Settings::default() };
-        let embedder = build_embedder(&settings).unwrap();
+        let embedder = build_embedder(&settings, None).unwrap();
         assert!(!embedder.is_pseudo());
         assert_eq!(embedder.model_name(), settings.embedding_model);
     }

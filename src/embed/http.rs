@@ -3,14 +3,15 @@
 
 use super::{EmbedError, EmbedErrorKind, Embedder, InputKind, Result};
 use crate::config::{Secret, Settings};
+use crate::metrics::Metrics;
+use crate::upstream::{Call, RetryPolicy};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The longest `Retry-After` honoured for passage batches (queries are bounded by the timeout instead).
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
-/// How much of an error body is kept in an error message.
-const ERROR_BODY_CHARS: usize = 300;
 
 /// Everything the client needs; `from_settings` maps the `RETR_EMBEDDING_*` settings.
 #[derive(Debug, Clone)]
@@ -52,27 +53,8 @@ impl HttpEmbedderConfig {
     }
 }
 
-/// Classifies a non-success answer of an embedding provider by status and body.
-///
-/// A 2xx status reaching this function means its body was unusable: `InvalidResponse`.
-pub fn classify(status: u16, body: &str) -> EmbedErrorKind {
-    let body = body.to_ascii_lowercase();
-    match status {
-        200..=299 => EmbedErrorKind::InvalidResponse,
-        // OpenAI answers 429 for an exhausted quota too; waiting does not help.
-        429 if body.contains("insufficient_quota") => EmbedErrorKind::Unauthorized,
-        429 => EmbedErrorKind::RateLimited,
-        408 => EmbedErrorKind::Timeout,
-        401 | 403 => EmbedErrorKind::Unauthorized,
-        404 => EmbedErrorKind::NotFound,
-        // TEI answers 424 when the model fails on this input: retrying the same input fails again.
-        424 => EmbedErrorKind::Internal,
-        400..=499 => EmbedErrorKind::BadRequest,
-        500..=599 if body.contains("maximum context length") || body.contains("too long") => EmbedErrorKind::BadRequest,
-        500..=599 => EmbedErrorKind::Unavailable,
-        _ => EmbedErrorKind::InvalidResponse,
-    }
-}
+/// The status classification of every outbound client (`upstream::classify`).
+pub use crate::upstream::classify;
 
 #[derive(Serialize)]
 struct EmbeddingRequest<'a> {
@@ -128,34 +110,26 @@ pub fn validate_embeddings(
     Ok(items.into_iter().map(|(_, vector)| vector).collect())
 }
 
-/// One failed attempt: the error and, for a 429, the delay the provider asked for.
-struct AttemptFailure {
-    error: EmbedError,
-    retry_after: Option<Duration>,
-}
-
-impl From<EmbedError> for AttemptFailure {
-    fn from(error: EmbedError) -> Self {
-        Self { error, retry_after: None }
-    }
-}
-
 /// The OpenAI-compatible embedding client; cheap to clone (one shared `reqwest::Client`).
 #[derive(Debug, Clone)]
 pub struct HttpEmbedder {
     config: HttpEmbedderConfig,
     endpoint: String,
     client: reqwest::Client,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl HttpEmbedder {
     pub fn new(config: HttpEmbedderConfig) -> Result<Self> {
-        let client =
-            reqwest::Client::builder().timeout(config.timeout).connect_timeout(config.timeout).build().map_err(
-                |error| EmbedError::new(EmbedErrorKind::Internal, format!("building the HTTP client: {error}")),
-            )?;
+        let client = crate::upstream::http_client(config.timeout)?;
         let endpoint = embeddings_endpoint(&config.api_base);
-        Ok(Self { config, endpoint, client })
+        Ok(Self { config, endpoint, client, metrics: None })
+    }
+
+    /// Records every call in `metrics` (`retrieval_upstream_request_duration_seconds`).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     pub fn config(&self) -> &HttpEmbedderConfig {
@@ -174,88 +148,37 @@ impl HttpEmbedder {
     /// provider adds at most that to a search; passage batches (ingestion) only bound each attempt.
     async fn embed_batch(&self, inputs: &[String], kind: InputKind) -> Result<Vec<Vec<f32>>> {
         let started = Instant::now();
-        let deadline = match kind {
-            InputKind::Query => Some(started + self.config.timeout),
-            InputKind::Passage => None,
-        };
-        let mut attempt = 1u32;
-        loop {
-            let attempt_timeout = match deadline {
-                Some(deadline) => deadline.saturating_duration_since(Instant::now()).min(self.config.timeout),
-                None => self.config.timeout,
-            };
-            let outcome = match tokio::time::timeout(attempt_timeout, self.send_once(inputs, kind)).await {
-                Ok(outcome) => outcome,
-                Err(_) => Err(AttemptFailure::from(timeout_error(attempt_timeout))),
-            };
-            let failure = match outcome {
-                Ok(vectors) => {
-                    tracing::debug!(
-                        model = %self.config.model,
-                        num_inputs = inputs.len(),
-                        attempt,
-                        latency_ms = started.elapsed().as_millis() as u64,
-                        "embedded batch"
-                    );
-                    return Ok(vectors);
-                }
-                Err(failure) => failure,
-            };
-            if !failure.error.kind.is_retryable() || attempt >= self.config.max_attempts {
-                return Err(failure.error);
-            }
-            let backoff = self.config.retry_delay.saturating_mul(1 << (attempt - 1).min(16));
-            let delay = failure.retry_after.map(|wait| wait.min(MAX_RETRY_AFTER)).unwrap_or(backoff);
-            if let Some(deadline) = deadline {
-                if Instant::now() + delay >= deadline {
-                    let mut error = failure.error;
-                    error.message =
-                        format!("{} (no time left to retry within {:?})", error.message, self.config.timeout);
-                    return Err(error);
-                }
-            }
-            tracing::warn!(
-                model = %self.config.model,
-                attempt,
-                kind = ?failure.error.kind,
-                delay_ms = delay.as_millis() as u64,
-                error = %failure.error.message,
-                "embedding attempt failed, retrying"
-            );
-            tokio::time::sleep(delay).await;
-            attempt += 1;
-        }
-    }
-
-    async fn send_once(
-        &self,
-        inputs: &[String],
-        kind: InputKind,
-    ) -> std::result::Result<Vec<Vec<f32>>, AttemptFailure> {
         let body = EmbeddingRequest {
             model: &self.config.model,
             input: inputs,
             input_type: self.config.send_input_type.then(|| kind.as_str()),
         };
-        let mut request = self.client.post(&self.endpoint).json(&body);
-        if !self.config.api_key.is_empty() {
-            request = request.bearer_auth(self.config.api_key.expose());
-        }
-        let response = request.send().await.map_err(|error| transport_error(&error))?;
-        let status = response.status();
-        let retry_after = parse_retry_after(response.headers());
-        let text = response.text().await.map_err(|error| transport_error(&error))?;
-        if !status.is_success() {
-            let kind = classify(status.as_u16(), &text);
-            let message =
-                format!("HTTP {} from {}: {}", status.as_u16(), self.endpoint, truncate(&text, ERROR_BODY_CHARS));
-            return Err(AttemptFailure { error: EmbedError::new(kind, message), retry_after });
-        }
+        let call = Call {
+            upstream: "embedding",
+            url: &self.endpoint,
+            bearer: Some(self.config.api_key.expose()),
+            attempt_timeout: self.config.timeout,
+            deadline: (kind == InputKind::Query).then(|| started + self.config.timeout),
+            retry: RetryPolicy {
+                max_attempts: self.config.max_attempts,
+                first_delay: self.config.retry_delay,
+                max_retry_after: MAX_RETRY_AFTER,
+            },
+            metrics: self.metrics.as_deref(),
+        };
+        let text = crate::upstream::post_json(&self.client, &call, &body).await?;
         let parsed: EmbeddingResponse = serde_json::from_str(&text).map_err(|error| {
             EmbedError::new(EmbedErrorKind::InvalidResponse, format!("malformed embeddings answer: {error}"))
         })?;
         let items = parsed.data.into_iter().map(|item| (item.index, item.embedding)).collect();
-        Ok(validate_embeddings(items, inputs.len(), self.config.expected_dimension)?)
+        let vectors = validate_embeddings(items, inputs.len(), self.config.expected_dimension)?;
+        tracing::debug!(
+            model = %self.config.model,
+            num_inputs = inputs.len(),
+            latency_ms = started.elapsed().as_millis() as u64,
+            "embedded batch"
+        );
+        Ok(vectors)
     }
 }
 
@@ -280,35 +203,6 @@ pub fn embeddings_endpoint(api_base: &str) -> String {
     crate::upstream::openai_endpoint(api_base, "embeddings")
 }
 
-fn timeout_error(after: Duration) -> EmbedError {
-    EmbedError::new(EmbedErrorKind::Timeout, format!("no answer within {} ms", after.as_millis()))
-}
-
-fn transport_error(error: &reqwest::Error) -> EmbedError {
-    let kind = if error.is_timeout() {
-        EmbedErrorKind::Timeout
-    } else if error.is_decode() {
-        EmbedErrorKind::InvalidResponse
-    } else {
-        EmbedErrorKind::Unavailable
-    };
-    EmbedError::new(kind, format!("request failed: {error}"))
-}
-
-/// `Retry-After` in seconds (the HTTP-date form is ignored: providers send seconds).
-fn parse_retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
-    let seconds: f64 = value.trim().parse().ok()?;
-    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
-}
-
-fn truncate(text: &str, max_chars: usize) -> String {
-    match text.char_indices().nth(max_chars) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,7 +224,7 @@ mod tests {
             (500, "This model's maximum context length is 512 tokens", EmbedErrorKind::BadRequest),
             (502, "", EmbedErrorKind::Unavailable),
             (503, "model is loading", EmbedErrorKind::Unavailable),
-            (504, "", EmbedErrorKind::Unavailable),
+            (504, "", EmbedErrorKind::Timeout),
             (200, "not json", EmbedErrorKind::InvalidResponse),
             (302, "", EmbedErrorKind::InvalidResponse),
         ];

@@ -29,31 +29,9 @@ impl InputKind {
     }
 }
 
-/// Why an embedding call failed; `is_retryable` decides whether the client tries again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EmbedErrorKind {
-    BadRequest,
-    Unauthorized,
-    NotFound,
-    Timeout,
-    RateLimited,
-    Unavailable,
-    InvalidResponse,
-    Internal,
-}
-
-impl EmbedErrorKind {
-    pub fn is_retryable(self) -> bool {
-        match self {
-            EmbedErrorKind::Timeout | EmbedErrorKind::RateLimited | EmbedErrorKind::Unavailable => true,
-            EmbedErrorKind::BadRequest
-            | EmbedErrorKind::Unauthorized
-            | EmbedErrorKind::NotFound
-            | EmbedErrorKind::InvalidResponse
-            | EmbedErrorKind::Internal => false,
-        }
-    }
-}
+/// Why an embedding call failed: the shared kind of every outbound client (`upstream`), whose
+/// `is_retryable` decides whether the client tries again.
+pub type EmbedErrorKind = crate::upstream::UpstreamErrorKind;
 
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("embedding failed ({kind:?}): {message}")]
@@ -65,6 +43,12 @@ pub struct EmbedError {
 impl EmbedError {
     pub fn new(kind: EmbedErrorKind, message: impl Into<String>) -> Self {
         Self { kind, message: message.into() }
+    }
+}
+
+impl From<crate::upstream::UpstreamError> for EmbedError {
+    fn from(error: crate::upstream::UpstreamError) -> Self {
+        Self { kind: error.kind, message: error.message }
     }
 }
 

@@ -106,6 +106,11 @@ impl ChromaIndex {
         }))
     }
 
+    /// Records every Chroma call from now on in `metrics` (`retrieval_upstream_request_duration_seconds`).
+    pub fn set_metrics(&self, metrics: Arc<crate::metrics::Metrics>) {
+        self.client.set_metrics(metrics);
+    }
+
     pub fn collection_name(&self, level: Level) -> &str {
         &self.collection_names[level_slot(level)]
     }

@@ -4,7 +4,7 @@
 use super::client::{RerankClientConfig, RerankHttp};
 use super::{RerankCandidate, RerankError, RerankErrorKind, RerankScore, Reranker, Result};
 use async_trait::async_trait;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::HashSet;
 
 const MAX_QUERY_CHARS: usize = 1_000;
@@ -36,21 +36,12 @@ impl Reranker for ChatReranker {
         if candidates.is_empty() {
             return Ok(Vec::new());
         }
-        let body = json!({
-            "model": self.http.config.model,
-            "temperature": 0,
-            "messages": [
-                {"role": "system", "content": SYSTEM_PROMPT},
-                {"role": "user", "content": build_user_prompt(query, candidates)},
-            ],
-        });
-        let text = self.http.post_json(&self.endpoint, &body).await?;
-        let answer: Value = serde_json::from_str(&text).map_err(|error| {
-            RerankError::new(RerankErrorKind::InvalidResponse, format!("malformed chat completion: {error}"))
-        })?;
-        let content = answer.pointer("/choices/0/message/content").and_then(Value::as_str).ok_or_else(|| {
-            RerankError::new(RerankErrorKind::InvalidResponse, "chat completion has no choices[0].message.content")
-        })?;
+        let user = build_user_prompt(query, candidates);
+        let call = self.http.call(&self.endpoint);
+        let content =
+            crate::upstream::chat_completion(self.http.client(), &call, &self.http.config.model, SYSTEM_PROMPT, &user)
+                .await?;
+        let content = content.as_str();
         let known_ids: Vec<String> = candidates.iter().map(|candidate| candidate.section_id.clone()).collect();
         parse_rerank_answer(content, &known_ids)
     }

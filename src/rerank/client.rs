@@ -2,9 +2,10 @@
 
 use super::{RerankError, RerankErrorKind, Result};
 use crate::config::{Secret, Settings};
+use crate::metrics::Metrics;
+use crate::upstream::{Call, RetryPolicy, UpstreamErrorKind};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-const ERROR_BODY_CHARS: usize = 300;
 
 #[derive(Debug, Clone)]
 pub struct RerankClientConfig {
@@ -13,6 +14,8 @@ pub struct RerankClientConfig {
     pub model: String,
     /// The deadline of one whole rerank call: connecting, sending and reading the answer.
     pub timeout: Duration,
+    /// Where each call is recorded (`retrieval_upstream_request_duration_seconds`), if anywhere.
+    pub metrics: Option<Arc<Metrics>>,
 }
 
 impl RerankClientConfig {
@@ -22,22 +25,35 @@ impl RerankClientConfig {
             api_key: settings.rerank_api_key.clone(),
             model: settings.rerank_model.clone(),
             timeout: Duration::from_secs_f64(settings.rerank_timeout_seconds),
+            metrics: None,
         }
     }
 }
 
-/// Classifies a non-success answer of a rerank provider; a 2xx here means an unusable body.
+/// Classifies a non-success answer of a rerank provider (`upstream::classify`); a 2xx here
+/// means an unusable body.
 pub fn classify(status: u16, body: &str) -> RerankErrorKind {
-    match status {
-        200..=299 => RerankErrorKind::InvalidResponse,
-        429 if body.contains("insufficient_quota") => RerankErrorKind::Unauthorized,
-        429 => RerankErrorKind::RateLimited,
-        408 => RerankErrorKind::Timeout,
-        401 | 403 => RerankErrorKind::Unauthorized,
-        404 => RerankErrorKind::NotFound,
-        400..=499 => RerankErrorKind::BadRequest,
-        500..=599 => RerankErrorKind::Unavailable,
-        _ => RerankErrorKind::InvalidResponse,
+    crate::upstream::classify(status, body).into()
+}
+
+impl From<UpstreamErrorKind> for RerankErrorKind {
+    fn from(kind: UpstreamErrorKind) -> Self {
+        match kind {
+            UpstreamErrorKind::BadRequest => RerankErrorKind::BadRequest,
+            UpstreamErrorKind::Unauthorized => RerankErrorKind::Unauthorized,
+            UpstreamErrorKind::NotFound => RerankErrorKind::NotFound,
+            UpstreamErrorKind::Timeout => RerankErrorKind::Timeout,
+            UpstreamErrorKind::RateLimited => RerankErrorKind::RateLimited,
+            UpstreamErrorKind::Unavailable => RerankErrorKind::Unavailable,
+            UpstreamErrorKind::InvalidResponse => RerankErrorKind::InvalidResponse,
+            UpstreamErrorKind::Internal => RerankErrorKind::Internal,
+        }
+    }
+}
+
+impl From<crate::upstream::UpstreamError> for RerankError {
+    fn from(error: crate::upstream::UpstreamError) -> Self {
+        RerankError::new(error.kind.into(), error.message)
     }
 }
 
@@ -50,10 +66,7 @@ pub(crate) struct RerankHttp {
 
 impl RerankHttp {
     pub(crate) fn new(config: RerankClientConfig) -> Result<Self> {
-        let client =
-            reqwest::Client::builder().timeout(config.timeout).connect_timeout(config.timeout).build().map_err(
-                |error| RerankError::new(RerankErrorKind::Internal, format!("building the HTTP client: {error}")),
-            )?;
+        let client = crate::upstream::http_client(config.timeout)?;
         Ok(Self { config, client })
     }
 
@@ -67,45 +80,28 @@ impl RerankHttp {
         crate::upstream::openai_endpoint(&self.config.api_base, path)
     }
 
+    pub(crate) fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+
+    /// One rerank call to `url`: not retried (a failure only keeps the original order), bounded
+    /// as a whole by the timeout.
+    pub(crate) fn call<'a>(&'a self, url: &'a str) -> Call<'a> {
+        Call {
+            upstream: "rerank",
+            url,
+            bearer: Some(self.config.api_key.expose()),
+            attempt_timeout: self.config.timeout,
+            deadline: Some(Instant::now() + self.config.timeout),
+            retry: RetryPolicy::ONCE,
+            metrics: self.config.metrics.as_deref(),
+        }
+    }
+
     /// POSTs `body` and returns the success body; every failure, including the deadline, is an error.
     pub(crate) async fn post_json(&self, url: &str, body: &serde_json::Value) -> Result<String> {
-        let started = Instant::now();
-        let outcome = tokio::time::timeout(self.config.timeout, self.post_once(url, body)).await;
-        let outcome = outcome.unwrap_or_else(|_| {
-            Err(RerankError::new(
-                RerankErrorKind::Timeout,
-                format!("no answer within {} ms", self.config.timeout.as_millis()),
-            ))
-        });
-        tracing::debug!(
-            model = %self.config.model,
-            ok = outcome.is_ok(),
-            latency_ms = started.elapsed().as_millis() as u64,
-            "rerank request finished"
-        );
-        outcome
+        Ok(crate::upstream::post_json(&self.client, &self.call(url), body).await?)
     }
-
-    async fn post_once(&self, url: &str, body: &serde_json::Value) -> Result<String> {
-        let mut request = self.client.post(url).json(body);
-        if !self.config.api_key.is_empty() {
-            request = request.bearer_auth(self.config.api_key.expose());
-        }
-        let response = request.send().await.map_err(|error| transport_error(&error))?;
-        let status = response.status();
-        let text = response.text().await.map_err(|error| transport_error(&error))?;
-        if !status.is_success() {
-            let snippet: String = text.chars().take(ERROR_BODY_CHARS).collect();
-            let message = format!("HTTP {} from {url}: {snippet}", status.as_u16());
-            return Err(RerankError::new(classify(status.as_u16(), &text), message));
-        }
-        Ok(text)
-    }
-}
-
-fn transport_error(error: &reqwest::Error) -> RerankError {
-    let kind = if error.is_timeout() { RerankErrorKind::Timeout } else { RerankErrorKind::Unavailable };
-    RerankError::new(kind, format!("request failed: {error}"))
 }
 
 #[cfg(test)]
@@ -124,6 +120,7 @@ mod tests {
             (429, "insufficient_quota", RerankErrorKind::Unauthorized),
             (500, "", RerankErrorKind::Unavailable),
             (503, "", RerankErrorKind::Unavailable),
+            (504, "", RerankErrorKind::Timeout),
             (200, "", RerankErrorKind::InvalidResponse),
         ];
         for (status, body, expected) in cases {

@@ -84,11 +84,11 @@ impl Reranker for NoopReranker {
 
 /// The reranker the settings select: `NoopReranker` when `rerank_api_base` is empty, otherwise the
 /// `rerank_backend` client (chat completions or a dedicated `/rerank` API).
-pub fn build_reranker(settings: &Settings) -> Result<Arc<dyn Reranker>> {
+pub fn build_reranker(settings: &Settings, metrics: Option<Arc<crate::metrics::Metrics>>) -> Result<Arc<dyn Reranker>> {
     if settings.rerank_api_base.trim().is_empty() {
         return Ok(Arc::new(NoopReranker));
     }
-    let config = RerankClientConfig::from_settings(settings);
+    let config = RerankClientConfig { metrics, ..RerankClientConfig::from_settings(settings) };
     Ok(match settings.rerank_backend {
         RerankBackend::Chat => Arc::new(ChatReranker::new(config)?),
         RerankBackend::RerankApi => Arc::new(RerankApiReranker::new(config)?),

@@ -5,22 +5,15 @@
 use super::heuristic::{fill_ranking, rank};
 use super::{RouterConfig, RoutingResult, Theme, UserMetadata};
 use crate::config::{RouterMode, Secret};
+use crate::metrics::Metrics;
+use crate::upstream::{Call, RetryPolicy};
 use serde::Deserialize;
-use serde_json::json;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LlmRouterErrorKind {
-    BadRequest,
-    Unauthorized,
-    NotFound,
-    RateLimited,
-    Timeout,
-    Unavailable,
-    /// The endpoint answered 200 with something that is not a usable theme list.
-    InvalidResponse,
-    Internal,
-}
+/// Why a routing call failed: the shared kind of every outbound client (`upstream`);
+/// `InvalidResponse` also covers a 200 whose answer is not a usable theme list.
+pub type LlmRouterErrorKind = crate::upstream::UpstreamErrorKind;
 
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{kind:?}: {message}")]
@@ -35,35 +28,16 @@ impl LlmRouterError {
     }
 }
 
-/// Maps a non-success HTTP status of the chat endpoint to an error kind; `body` is kept short.
+/// Maps a non-success HTTP status of the chat endpoint to an error (`upstream::classify`).
 pub fn classify(status: u16, body: &str) -> LlmRouterError {
-    let kind = match status {
-        400 | 413 | 422 => LlmRouterErrorKind::BadRequest,
-        401 | 403 => LlmRouterErrorKind::Unauthorized,
-        404 => LlmRouterErrorKind::NotFound,
-        408 | 504 => LlmRouterErrorKind::Timeout,
-        429 => LlmRouterErrorKind::RateLimited,
-        500..=599 => LlmRouterErrorKind::Unavailable,
-        _ => LlmRouterErrorKind::Internal,
-    };
     let excerpt: String = body.chars().take(200).collect();
-    LlmRouterError::new(kind, format!("chat endpoint answered {status}: {excerpt}"))
+    LlmRouterError::new(crate::upstream::classify(status, body), format!("chat endpoint answered {status}: {excerpt}"))
 }
 
-#[derive(Deserialize)]
-struct ChatResponse {
-    choices: Vec<ChatChoice>,
-}
-
-#[derive(Deserialize)]
-struct ChatChoice {
-    message: ChatMessage,
-}
-
-#[derive(Deserialize)]
-struct ChatMessage {
-    #[serde(default)]
-    content: Option<String>,
+impl From<crate::upstream::UpstreamError> for LlmRouterError {
+    fn from(error: crate::upstream::UpstreamError) -> Self {
+        LlmRouterError::new(error.kind, error.message)
+    }
 }
 
 #[derive(Deserialize)]
@@ -168,10 +142,11 @@ fn user_prompt(query: &str, user_metadata: Option<&UserMetadata>, themes: &[Them
 #[derive(Debug, Clone)]
 pub struct LlmRouter {
     client: reqwest::Client,
-    endpoint: reqwest::Url,
+    endpoint: String,
     model: String,
     api_key: Secret,
     timeout: Duration,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl LlmRouter {
@@ -179,14 +154,17 @@ impl LlmRouter {
     /// one `RETR_RERANK_API_BASE` serves both); requests go to `{base}/v1/chat/completions` and
     /// are abandoned after `timeout`.
     pub fn new(api_base: &str, model: &str, api_key: Secret, timeout: Duration) -> Result<Self, LlmRouterError> {
-        let endpoint = reqwest::Url::parse(&crate::upstream::openai_endpoint(api_base, "chat/completions"))
+        let endpoint = crate::upstream::openai_endpoint(api_base, "chat/completions");
+        reqwest::Url::parse(&endpoint)
             .map_err(|error| LlmRouterError::new(LlmRouterErrorKind::BadRequest, format!("bad api base: {error}")))?;
-        let client = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout)
-            .build()
-            .map_err(|error| LlmRouterError::new(LlmRouterErrorKind::Internal, error.to_string()))?;
-        Ok(Self { client, endpoint, model: model.to_string(), api_key, timeout })
+        let client = crate::upstream::http_client(timeout)?;
+        Ok(Self { client, endpoint, model: model.to_string(), api_key, timeout, metrics: None })
+    }
+
+    /// Records every call in `metrics` (`retrieval_upstream_request_duration_seconds`).
+    pub fn with_metrics(mut self, metrics: Option<Arc<Metrics>>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// Asks the model which of `themes` the query is about and builds the routing result.
@@ -199,49 +177,21 @@ impl LlmRouter {
         config: &RouterConfig,
     ) -> Result<RoutingResult, LlmRouterError> {
         let started = Instant::now();
-        let call = self.complete(user_prompt(query, user_metadata, themes));
-        let content = tokio::time::timeout(self.timeout, call).await.map_err(|_| {
-            LlmRouterError::new(LlmRouterErrorKind::Timeout, format!("no answer within {:?}", self.timeout))
-        })??;
+        let call = Call {
+            upstream: "llm_router",
+            url: &self.endpoint,
+            bearer: Some(self.api_key.expose()),
+            attempt_timeout: self.timeout,
+            deadline: Some(started + self.timeout),
+            retry: RetryPolicy::ONCE,
+            metrics: self.metrics.as_deref(),
+        };
+        let prompt = user_prompt(query, user_metadata, themes);
+        let content =
+            crate::upstream::chat_completion(&self.client, &call, &self.model, SYSTEM_PROMPT, &prompt).await?;
         let picked = parse_theme_answer(&content, themes)?;
         tracing::debug!(latency_ms = started.elapsed().as_millis() as u64, num_picked = picked.len(), "llm routed");
         Ok(llm_routing_result(&picked, themes, config))
-    }
-
-    async fn complete(&self, prompt: String) -> Result<String, LlmRouterError> {
-        let body = json!({
-            "model": self.model,
-            "temperature": 0,
-            "messages": [
-                {"role": "system", "content": SYSTEM_PROMPT},
-                {"role": "user", "content": prompt},
-            ],
-        });
-        let mut request = self.client.post(self.endpoint.clone()).json(&body);
-        if !self.api_key.is_empty() {
-            request = request.bearer_auth(self.api_key.expose());
-        }
-        let response = request.send().await.map_err(|error| {
-            let kind = if error.is_timeout() { LlmRouterErrorKind::Timeout } else { LlmRouterErrorKind::Unavailable };
-            LlmRouterError::new(kind, format!("chat request failed: {error}"))
-        })?;
-        let status = response.status().as_u16();
-        let text = response.text().await.map_err(|error| {
-            let kind = if error.is_timeout() { LlmRouterErrorKind::Timeout } else { LlmRouterErrorKind::Unavailable };
-            LlmRouterError::new(kind, format!("reading chat response failed: {error}"))
-        })?;
-        if !(200..300).contains(&status) {
-            return Err(classify(status, &text));
-        }
-        let parsed: ChatResponse = serde_json::from_str(&text).map_err(|error| {
-            LlmRouterError::new(LlmRouterErrorKind::InvalidResponse, format!("not a chat completion: {error}"))
-        })?;
-        parsed
-            .choices
-            .into_iter()
-            .next()
-            .and_then(|choice| choice.message.content)
-            .ok_or_else(|| LlmRouterError::new(LlmRouterErrorKind::InvalidResponse, "chat completion without content"))
     }
 }
 
@@ -276,7 +226,7 @@ mod tests {
             (500, LlmRouterErrorKind::Unavailable),
             (503, LlmRouterErrorKind::Unavailable),
             (504, LlmRouterErrorKind::Timeout),
-            (302, LlmRouterErrorKind::Internal),
+            (302, LlmRouterErrorKind::InvalidResponse),
         ];
         for (status, kind) in table {
             assert_eq!(classify(status, "x").kind, kind, "{status}");

@@ -19,7 +19,7 @@ const MARGIN: Duration = Duration::from_millis(1500);
 fn state(adjust: impl FnOnce(&mut Settings)) -> AppState {
     let mut settings = Settings { embedding_dimension: fixtures::DIMENSION, ..Settings::default() };
     adjust(&mut settings);
-    let embedder = startup::build_embedder(&settings).unwrap();
+    let embedder = startup::build_embedder(&settings, None).unwrap();
     let index = Arc::new(InMemoryIndex::from_snapshot(fixtures::snapshot()).unwrap());
     startup::state_with(settings, index, embedder)
 }

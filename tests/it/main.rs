@@ -23,3 +23,4 @@ mod router;
 mod scenarios;
 mod server;
 mod ui;
+mod upstream_contract;

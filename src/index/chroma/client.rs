@@ -3,19 +3,27 @@
 
 use super::wire::{CollectionInfo, ErrorBody, GetResponse, PreFlightChecks, QueryResponse};
 use crate::index::{IndexError, IndexErrorKind, Result};
+use crate::metrics::Metrics;
+use crate::upstream::{RetryPolicy, UpstreamErrorKind};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-const RETRIES_ON_SERVER_ERROR: u32 = 2;
-const RETRY_DELAY: Duration = Duration::from_millis(50);
+/// A 5xx answer is retried twice (50 ms, then 100 ms): a local Chroma sometimes fails a read
+/// racing a write ("Error finding id"). Every call here is idempotent.
+const RETRY: RetryPolicy =
+    RetryPolicy { max_attempts: 3, first_delay: Duration::from_millis(50), max_retry_after: Duration::from_secs(1) };
 
-/// The kind of a Chroma error response: pure, so it is tested without a server.
+/// The kind of a Chroma error response (`upstream::classify`, seen as an index error): pure, so
+/// it is tested without a server.
 pub fn classify(status: u16, body: &str) -> IndexErrorKind {
-    match status {
-        404 => IndexErrorKind::NotFound,
-        400 | 409 | 413 | 415 | 422 => IndexErrorKind::BadRequest,
-        408 | 429 | 500..=599 => IndexErrorKind::Unavailable,
+    match crate::upstream::classify(status, body) {
+        UpstreamErrorKind::NotFound => IndexErrorKind::NotFound,
+        UpstreamErrorKind::BadRequest => IndexErrorKind::BadRequest,
+        UpstreamErrorKind::Timeout | UpstreamErrorKind::RateLimited | UpstreamErrorKind::Unavailable => {
+            IndexErrorKind::Unavailable
+        }
         _ if body.contains("InvalidArgument") => IndexErrorKind::BadRequest,
         _ => IndexErrorKind::Internal,
     }
@@ -33,21 +41,24 @@ fn error_message(status: u16, body: &str) -> String {
 #[derive(Debug, Clone)]
 pub struct ChromaClient {
     http: reqwest::Client,
+    /// Where each call is recorded (`retrieval_upstream_request_duration_seconds`), once set.
+    metrics: Arc<OnceLock<Arc<Metrics>>>,
     api_url: String,
     database_url: String,
 }
 
 impl ChromaClient {
     pub fn new(host: &str, tenant: &str, database: &str, timeout: Duration) -> Result<Self> {
-        let http = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout)
-            .pool_max_idle_per_host(32)
-            .build()
-            .map_err(|error| IndexError::new(IndexErrorKind::Internal, format!("http client: {error}")))?;
+        let http = crate::upstream::build(crate::upstream::http_client_builder(timeout).pool_max_idle_per_host(32))
+            .map_err(|error| IndexError::new(IndexErrorKind::Internal, error.message))?;
         let api_url = format!("{}/api/v2", host.trim_end_matches('/'));
         let database_url = format!("{api_url}/tenants/{tenant}/databases/{database}");
-        Ok(Self { http, api_url, database_url })
+        Ok(Self { http, metrics: Arc::default(), api_url, database_url })
+    }
+
+    /// Records every call from now on in `metrics`.
+    pub fn set_metrics(&self, metrics: Arc<Metrics>) {
+        let _ = self.metrics.set(metrics);
     }
 
     pub async fn heartbeat(&self) -> Result<()> {
@@ -126,22 +137,21 @@ impl ChromaClient {
         Err(IndexError::new(classify(status, &body), error_message(status, &body)))
     }
 
-    /// Sends `request`; a 5xx answer is retried up to `RETRIES_ON_SERVER_ERROR` times, since a
-    /// local Chroma sometimes fails a read racing a write ("Error finding id"). Every call here
-    /// is idempotent (reads, upserts by id, deletes by condition, metadata replacement).
+    /// Sends `request`; a 5xx answer is retried per `RETRY` (every call here is idempotent:
+    /// reads, upserts by id, deletes by condition, metadata replacement).
     async fn send<T: DeserializeOwned>(&self, request: reqwest::RequestBuilder, operation: &'static str) -> Result<T> {
-        let mut attempt = 0;
+        let mut attempt = 1;
         let (status, body) = loop {
             let Some(this_try) = request.try_clone() else {
                 break self.execute(request, operation).await?;
             };
             let (status, body) = self.execute(this_try, operation).await?;
-            if status < 500 || attempt >= RETRIES_ON_SERVER_ERROR {
+            if status < 500 || attempt >= RETRY.max_attempts {
                 break (status, body);
             }
-            attempt += 1;
             tracing::debug!(operation, status, attempt, "chroma server error; retrying");
-            tokio::time::sleep(RETRY_DELAY * attempt).await;
+            tokio::time::sleep(RETRY.delay(attempt, None)).await;
+            attempt += 1;
         };
         if !(200..300).contains(&status) {
             let body = String::from_utf8_lossy(&body);
@@ -159,9 +169,22 @@ impl ChromaClient {
             let what = if error.is_timeout() { "timed out" } else { "failed" };
             IndexError::new(IndexErrorKind::Unavailable, format!("chroma {operation} {what}: {error}"))
         };
-        let response = request.send().await.map_err(unavailable)?;
+        let observe = |outcome: &'static str| {
+            if let Some(metrics) = self.metrics.get() {
+                metrics.observe_upstream("chroma", outcome, started.elapsed());
+            }
+        };
+        let response = request.send().await.map_err(|error| {
+            observe(if error.is_timeout() { "timeout" } else { "unavailable" });
+            unavailable(error)
+        })?;
         let status = response.status().as_u16();
-        let body = response.bytes().await.map_err(unavailable)?.to_vec();
+        let body = response.bytes().await.map_err(|error| {
+            observe("unavailable");
+            unavailable(error)
+        })?;
+        let body = body.to_vec();
+        observe(if (200..300).contains(&status) { "ok" } else { crate::upstream::classify(status, "").as_str() });
         let span = tracing::Span::current();
         span.record("status", status);
         span.record("latency_ms", started.elapsed().as_millis() as u64);
