@@ -194,6 +194,8 @@ pub struct Settings {
     pub max_query_chars: usize,
     pub max_body_bytes: usize,
     pub request_timeout_seconds: f64,
+    /// How long a search waits for its `min_index_version` before 503 `index_not_ready`.
+    pub index_version_wait_seconds: f64,
     pub header_read_timeout_seconds: f64,
     pub keep_alive_timeout_seconds: f64,
     pub max_connections: usize,
@@ -272,6 +274,7 @@ impl Default for Settings {
             max_query_chars: 2000,
             max_body_bytes: 1 << 20,
             request_timeout_seconds: 30.0,
+            index_version_wait_seconds: 5.0,
             header_read_timeout_seconds: 10.0,
             keep_alive_timeout_seconds: 60.0,
             max_connections: 1024,
@@ -374,6 +377,7 @@ impl Settings {
             }
         };
         positive("request_timeout_seconds", self.request_timeout_seconds);
+        positive("index_version_wait_seconds", self.index_version_wait_seconds);
         positive("header_read_timeout_seconds", self.header_read_timeout_seconds);
         positive("keep_alive_timeout_seconds", self.keep_alive_timeout_seconds);
         positive("chroma_timeout_seconds", self.chroma_timeout_seconds);
@@ -447,6 +451,16 @@ impl Settings {
         }
         if let Err(error) = crate::api::dify::validate_base_path(&self.dify_base_path) {
             problems.push(("dify_base_path".into(), error));
+        }
+        if self.index_version_wait_seconds >= self.request_timeout_seconds {
+            problems.push((
+                "index_version_wait_seconds".into(),
+                format!(
+                    "must be below RETR_REQUEST_TIMEOUT_SECONDS ({}) so a waiting search answers 503 index_not_ready, \
+                     not 504, got {}",
+                    self.request_timeout_seconds, self.index_version_wait_seconds
+                ),
+            ));
         }
         if self.max_query_chars < 1 {
             problems.push(("max_query_chars".into(), "must be at least 1".into()));

@@ -26,6 +26,8 @@ pub enum ErrorCode {
     TenantNotFound,
     NotFound,
     IndexNotFound,
+    /// A request's `min_index_version` was not reached within the wait.
+    IndexNotReady,
     IndexCorrupted,
     BackendUnavailable,
     /// More requests in progress than `RETR_MAX_IN_FLIGHT_REQUESTS`: shed with 503 and `Retry-After`.
@@ -36,7 +38,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for the OpenAPI document.
-    pub const ALL: [ErrorCode; 17] = [
+    pub const ALL: [ErrorCode; 18] = [
         ErrorCode::InvalidJson,
         ErrorCode::InvalidRequest,
         ErrorCode::UnsupportedMediaType,
@@ -49,6 +51,7 @@ impl ErrorCode {
         ErrorCode::TenantNotFound,
         ErrorCode::NotFound,
         ErrorCode::IndexNotFound,
+        ErrorCode::IndexNotReady,
         ErrorCode::IndexCorrupted,
         ErrorCode::BackendUnavailable,
         ErrorCode::Overloaded,
@@ -70,6 +73,7 @@ impl ErrorCode {
             ErrorCode::TenantNotFound => "tenant_not_found",
             ErrorCode::NotFound => "not_found",
             ErrorCode::IndexNotFound => "index_not_found",
+            ErrorCode::IndexNotReady => "index_not_ready",
             ErrorCode::IndexCorrupted => "index_corrupted",
             ErrorCode::BackendUnavailable => "backend_unavailable",
             ErrorCode::Overloaded => "overloaded",
@@ -90,6 +94,7 @@ impl ErrorCode {
             ErrorCode::RouteNotFound | ErrorCode::TenantNotFound | ErrorCode::NotFound => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ErrorCode::IndexNotFound
+            | ErrorCode::IndexNotReady
             | ErrorCode::IndexCorrupted
             | ErrorCode::BackendUnavailable
             | ErrorCode::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
@@ -139,6 +144,7 @@ impl From<SearchError> for ApiError {
             SearchError::InvalidRequest { .. } => ApiError::new(ErrorCode::InvalidRequest, error.to_string()),
             SearchError::UnknownTenant(_) => ApiError::new(ErrorCode::TenantNotFound, error.to_string()),
             SearchError::NotFound(message) => ApiError::new(ErrorCode::NotFound, message),
+            SearchError::IndexNotReady(message) => ApiError::new(ErrorCode::IndexNotReady, message),
             SearchError::Index(index_error) => {
                 let code = match index_error.kind {
                     IndexErrorKind::NotFound => ErrorCode::IndexNotFound,

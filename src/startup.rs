@@ -141,7 +141,8 @@ fn state_from_parts(
         .with_synonyms(Arc::new(crate::search::synonyms::Synonyms::load_dir(&settings.synonyms_dir)))
         .with_reranker(reranker, Duration::from_secs_f64(settings.rerank_timeout_seconds))
         .with_metrics(Arc::clone(&metrics))
-        .with_limits(settings.max_query_chars, settings.embedding_dimension);
+        .with_limits(settings.max_query_chars, settings.embedding_dimension)
+        .with_version_wait(Duration::from_secs_f64(settings.index_version_wait_seconds));
     // A key file that cannot be read or parsed fails closed: no key is accepted. (`serve` never
     // gets here with such a file: `Settings::validate` reports it at start-up.)
     let api_keys = crate::api::auth::ApiKeys::load(&settings.api_keys).unwrap_or_else(|error| {

@@ -98,6 +98,9 @@ pub struct StatsCounts {
 pub struct StatsResponse {
     pub tenant_id: String,
     pub backend: String,
+    /// The version of the index these figures come from (absent for a fixed snapshot).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index_version: Option<String>,
     pub embedding_model: String,
     pub dimension: usize,
     pub indexed_at: String,
@@ -130,6 +133,7 @@ pub async fn stats(
         return Err(crate::search::SearchError::UnknownTenant(tenant_id.into()).into());
     };
     Ok(Json(StatsResponse {
+        index_version: state.search.index().version().map(|version| version.to_string()),
         backend: stats.backend,
         embedding_model: stats.embedding_model,
         dimension: stats.dimension,

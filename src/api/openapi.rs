@@ -163,6 +163,7 @@ fn add_request_limits(schemas: &mut Value) {
     merge(&mut search["trace_id"], json!({"maxLength": MAX_TRACE_ID_CHARS}));
     merge(&mut search["doc_ids"], id_list());
     merge(&mut search["doc_top_k"], json!({"minimum": 1, "maximum": MAX_TOP_K}));
+    merge(&mut search["min_index_version"], json!({"pattern": "^[0-9]{1,19}$"}));
     merge(&mut search["section_top_k"], json!({"minimum": 1, "maximum": MAX_TOP_K}));
     merge(&mut search["topk_per_doc"], json!({"minimum": 1, "maximum": MAX_TOPK_PER_DOC}));
     merge(&mut search["section_ids"], id_list());
@@ -247,6 +248,12 @@ pub async fn document(state: &AppState) -> Value {
         // The search's own router mode: the derive's enum less `llm` (and `null`: absent).
         schemas["SearchRequest"]["properties"]["router_mode"] = json!({"type": ["string", "null"],
             "enum": ["none", "heuristic", null], "description": "llm needs a chat endpoint, which this deployment has not"});
+    }
+    if state.search.index().replica_status().is_none() {
+        // A fixed snapshot has no versions: no search can wait for one.
+        if let Some(properties) = schemas["SearchRequest"]["properties"].as_object_mut() {
+            properties.remove("min_index_version");
+        }
     }
     // `/context` takes every `/search` field plus `max_context_chars`.
     let mut context = schemas["SearchRequest"].clone();

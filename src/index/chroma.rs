@@ -75,6 +75,12 @@ pub struct ChromaIndex {
     write_limits: tokio::sync::OnceCell<writer::WriteLimits>,
 }
 
+/// The number a version marker starts with (`<nanoseconds>-<pid>-<counter>`, written by every
+/// write through this service; `writer::next_version`).
+pub fn parse_version(marker: &str) -> Option<u64> {
+    marker.split('-').next()?.parse().ok()
+}
+
 fn level_slot(level: Level) -> usize {
     match level {
         Level::Doc => 0,
@@ -452,9 +458,21 @@ impl VectorIndex for ChromaIndex {
         }
     }
 
+    fn version(&self) -> Option<u64> {
+        let state = self.replica.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        state.loaded.as_ref()?;
+        state.signature.as_ref().and_then(|signature| parse_version(&signature.version))
+    }
+
     async fn pin(&self) -> Option<Arc<dyn VectorIndex>> {
-        let loaded = self.replica().await.ok()?;
-        Some(super::memory::PinnedIndex::shared(loaded, "chroma", self.staleness()))
+        self.replica().await.ok()?;
+        // The replica and the version it was loaded at, read together.
+        let (loaded, version) = {
+            let state = self.replica.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let version = state.signature.as_ref().and_then(|signature| parse_version(&signature.version));
+            (Arc::clone(state.loaded.as_ref()?), version)
+        };
+        Some(super::memory::PinnedIndex::shared(loaded, "chroma", self.staleness(), version))
     }
 
     fn replica_status(&self) -> Option<super::ReplicaStatus> {

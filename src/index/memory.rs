@@ -288,6 +288,13 @@ pub fn write_snapshot_file(path: &Path, snapshot: &Snapshot) -> std::io::Result<
 
 type FileStamp = (SystemTime, u64);
 
+/// The version of a snapshot file: its modification time in nanoseconds since the epoch (what
+/// `ingest` prints, and what `/search` reports once the file is loaded).
+pub fn file_version(path: &Path) -> Option<u64> {
+    let modified = std::fs::metadata(path).ok()?.modified().ok()?;
+    Some(modified.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos().min(u128::from(u64::MAX)) as u64)
+}
+
 fn file_stamp(path: &Path) -> Option<FileStamp> {
     let metadata = std::fs::metadata(path).ok()?;
     Some((metadata.modified().ok()?, metadata.len()))
@@ -302,6 +309,8 @@ struct IndexState {
     fresh_at: Option<std::time::Instant>,
     last_load: Option<Duration>,
     records_loaded: u64,
+    /// The loaded file's version (`file_version` when it was read).
+    version: Option<u64>,
 }
 
 /// The in-memory backend. Searches read the current `LoadedIndex` through an `Arc`, so a reload
@@ -349,6 +358,7 @@ impl InMemoryIndex {
             }
         }
         let started = std::time::Instant::now();
+        let version = file_version(path);
         let result = read_snapshot_file(path).and_then(LoadedIndex::build);
         let mut state = self.state.write().unwrap_or_else(|poisoned| poisoned.into_inner());
         state.stamp = stamp;
@@ -362,6 +372,7 @@ impl InMemoryIndex {
                 state.error = None;
                 state.fresh_at = Some(std::time::Instant::now());
                 state.last_load = Some(started.elapsed());
+                state.version = version;
                 true
             }
             Err(error) => {
@@ -476,8 +487,15 @@ impl VectorIndex for InMemoryIndex {
         self.current().map(|_| ())
     }
 
+    fn version(&self) -> Option<u64> {
+        self.state.read().unwrap_or_else(|poisoned| poisoned.into_inner()).version
+    }
+
     async fn pin(&self) -> Option<Arc<dyn VectorIndex>> {
-        self.current().ok().map(|loaded| PinnedIndex::shared(loaded, "memory", None))
+        // Read together, so the version is the pinned snapshot's.
+        let state = self.state.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let loaded = Arc::clone(state.loaded.as_ref()?);
+        Some(PinnedIndex::shared(loaded, "memory", None, state.version))
     }
 }
 
@@ -488,11 +506,17 @@ pub struct PinnedIndex {
     loaded: Arc<LoadedIndex>,
     backend: &'static str,
     staleness: Option<String>,
+    version: Option<u64>,
 }
 
 impl PinnedIndex {
-    pub fn shared(loaded: Arc<LoadedIndex>, backend: &'static str, staleness: Option<String>) -> Arc<dyn VectorIndex> {
-        Arc::new(Self { loaded, backend, staleness })
+    pub fn shared(
+        loaded: Arc<LoadedIndex>,
+        backend: &'static str,
+        staleness: Option<String>,
+        version: Option<u64>,
+    ) -> Arc<dyn VectorIndex> {
+        Arc::new(Self { loaded, backend, staleness, version })
     }
 }
 
@@ -557,8 +581,12 @@ impl VectorIndex for PinnedIndex {
         self.staleness.clone()
     }
 
+    fn version(&self) -> Option<u64> {
+        self.version
+    }
+
     async fn pin(&self) -> Option<Arc<dyn VectorIndex>> {
-        Some(PinnedIndex::shared(Arc::clone(&self.loaded), self.backend, self.staleness.clone()))
+        Some(PinnedIndex::shared(Arc::clone(&self.loaded), self.backend, self.staleness.clone(), self.version))
     }
 }
 

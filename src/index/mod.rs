@@ -148,6 +148,13 @@ pub trait VectorIndex: Send + Sync {
         None
     }
 
+    /// The version of the data searches read now: the store's write version (Chroma), or the
+    /// snapshot file's modification time in nanoseconds (file backend). Grows with every write;
+    /// `None` for a fixed snapshot (the demo corpus, tests).
+    fn version(&self) -> Option<u64> {
+        None
+    }
+
     /// The current snapshot as an index of its own, so that one search reads one snapshot from
     /// its first call to its last even when a reload lands in between. `None` when nothing is
     /// loaded (the index's own calls then report why).

@@ -57,6 +57,7 @@ impl IndexWriter for ChromaSourceWriter {
         self.index.upsert(Level::Section, &batch.records.sections).await.map_err(chroma_error)?;
         self.index.upsert(Level::Chunk, &batch.records.chunks).await.map_err(chroma_error)?;
         self.index.set_index_info(&batch.embedding_model, &batch.indexed_at).await.map_err(chroma_error)?;
-        Ok(WriteOutcome { location: self.location.clone(), bytes: None, removed_docs })
+        let version = self.index.stored_version().await.map_err(chroma_error)?;
+        Ok(WriteOutcome { location: self.location.clone(), bytes: None, removed_docs, version })
     }
 }

@@ -128,6 +128,8 @@ pub struct IngestReport {
     /// Snapshot path (memory) or the writer's location.
     pub location: String,
     pub snapshot_bytes: Option<u64>,
+    /// The index version the write produced: pass it as `min_index_version` to read it back.
+    pub index_version: Option<u64>,
 }
 
 impl fmt::Display for IngestReport {
@@ -155,6 +157,12 @@ impl fmt::Display for IngestReport {
             "  seconds: load {:.1}, embed {:.1}, write {:.1}",
             self.phase_seconds.load, self.phase_seconds.embed, self.phase_seconds.write
         )?;
+        if let Some(version) = self.index_version {
+            writeln!(
+                f,
+                "  index_version {version} (a search with \"min_index_version\": \"{version}\" reads this write)"
+            )?;
+        }
         if let Some(bytes) = self.snapshot_bytes {
             writeln!(f, "  snapshot size {:.1} MiB", bytes as f64 / (1024.0 * 1024.0))?;
         }
@@ -263,6 +271,7 @@ pub async fn run_ingest_with_writer(
         elapsed: started.elapsed(),
         location: outcome.location,
         snapshot_bytes: outcome.bytes,
+        index_version: outcome.version,
     };
     tracing::info!(
         tenant_id = %report.tenant_id,

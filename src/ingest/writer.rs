@@ -50,6 +50,9 @@ pub struct WriteOutcome {
     pub bytes: Option<u64>,
     /// Docs of this source that were in the index before and are not any more.
     pub removed_docs: usize,
+    /// The index version this write produced (read-your-writes: a search may ask for it as
+    /// `min_index_version`).
+    pub version: Option<u64>,
 }
 
 /// A backend an ingest run can write to (the snapshot file here; Chroma implements it too).
@@ -88,7 +91,8 @@ impl IndexWriter for SnapshotWriter {
             write_snapshot_file(&path, &snapshot)
                 .map_err(|error| IngestError::Snapshot(format!("cannot write {}: {error}", path.display())))?;
             let bytes = std::fs::metadata(&path).ok().map(|m| m.len());
-            Ok(WriteOutcome { location: path.display().to_string(), bytes, removed_docs })
+            let version = crate::index::memory::file_version(&path);
+            Ok(WriteOutcome { location: path.display().to_string(), bytes, removed_docs, version })
         })
         .await
         .map_err(|error| IngestError::Internal(format!("snapshot writer task failed: {error}")))?

@@ -11,6 +11,9 @@ pub enum SearchError {
     UnknownTenant(String),
     #[error("{0}")]
     NotFound(String),
+    /// The index did not reach the request's `min_index_version` within the wait.
+    #[error("{0}")]
+    IndexNotReady(String),
     #[error(transparent)]
     Index(#[from] IndexError),
 }

@@ -31,7 +31,7 @@ use ranking::{RankingContext, RankingMode};
 use routing::RoutingInfo;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Longest accepted tenant id; tenant ids are `[A-Za-z0-9._-]`.
 pub const MAX_TENANT_ID_CHARS: usize = 128;
@@ -61,6 +61,8 @@ pub struct SearchService {
     metrics: Arc<Metrics>,
     max_query_chars: usize,
     default_dimension: usize,
+    /// How long a search waits for its `min_index_version`.
+    version_wait: std::time::Duration,
 }
 
 /// Window request after validation.
@@ -214,6 +216,7 @@ impl SearchService {
             metrics: Default::default(),
             max_query_chars: usize::MAX,
             default_dimension: 0,
+            version_wait: std::time::Duration::from_secs(5),
         }
     }
 
@@ -258,6 +261,38 @@ impl SearchService {
         self.max_query_chars = max_query_chars;
         self.default_dimension = default_dimension;
         self
+    }
+
+    /// How long a search waits for the `min_index_version` it asks for.
+    pub fn with_version_wait(mut self, wait: std::time::Duration) -> Self {
+        self.version_wait = wait;
+        self
+    }
+
+    /// Waits until the index reaches `min_index_version` (a string of digits), at most
+    /// `version_wait`; then `IndexNotReady`. An index without versions never reaches one.
+    async fn wait_for_version(&self, min_index_version: &str) -> Result<()> {
+        let wanted: u64 = min_index_version
+            .parse()
+            .ok()
+            .filter(|_| min_index_version.bytes().all(|b| b.is_ascii_digit()))
+            .ok_or_else(|| SearchError::invalid("min_index_version", "must be a version number (digits)"))?;
+        // A fixed snapshot (the demo corpus) never changes: nothing to wait for.
+        let wait = if self.index.replica_status().is_some() { self.version_wait } else { Duration::ZERO };
+        let deadline = Instant::now() + wait;
+        loop {
+            let current = self.index.version();
+            if current.is_some_and(|current| current >= wanted) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                let now = current.map_or("none (a fixed snapshot)".to_string(), |v| v.to_string());
+                return Err(SearchError::IndexNotReady(format!(
+                    "the index is at version {now}, not yet {wanted}, after waiting {wait:?}; retry later"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
     }
 
     /// The index searches read (health, stats and the OpenAPI completion ask it too).
@@ -387,6 +422,9 @@ impl SearchService {
 
     /// Runs one search with the given ranking mode (`eval` compares the modes).
     pub async fn search_with_mode(&self, request: &SearchRequest, mode: RankingMode) -> Result<SearchResponse> {
+        if let Some(version) = &request.min_index_version {
+            self.wait_for_version(version).await?;
+        }
         let pinned = self.index.pin().await;
         self.search_on(pinned.as_deref().unwrap_or(self.index.as_ref()), request, mode).await
     }
@@ -396,6 +434,9 @@ impl SearchService {
         &self,
         request: &SearchRequest,
     ) -> Result<(SearchResponse, HashMap<String, String>)> {
+        if let Some(version) = &request.min_index_version {
+            self.wait_for_version(version).await?;
+        }
         let pinned = self.index.pin().await;
         let index = pinned.as_deref().unwrap_or(self.index.as_ref());
         let response = self.search_on(index, request, RankingMode::Hybrid).await?;
@@ -549,6 +590,7 @@ impl SearchService {
             steps: request.include_steps.then(|| cascade::steps(&output, request.explain, &themes)),
             trace_id: request.trace_id.clone(),
             took_ms: started.elapsed().as_secs_f64() * 1000.0,
+            index_version: index.version().map(|version| version.to_string()),
             degradations,
             routing: RoutingInfo { result: routing, filter_applied, chosen_theme: chosen_theme.map(|t| t.id) },
             clarification,

@@ -50,6 +50,10 @@ pub struct SearchRequest {
     pub section_top_k: Option<i64>,
     /// This search's hits per doc instead of the runtime `topk_per_doc` (1–50).
     pub topk_per_doc: Option<i64>,
+    /// Read-your-writes: answer only from an index at least this version (what `ingest`
+    /// printed); the service waits up to `RETR_INDEX_VERSION_WAIT_SECONDS` for it, then answers
+    /// 503 `index_not_ready`. A string of digits (versions exceed JavaScript's safe integers).
+    pub min_index_version: Option<String>,
     /// Metadata conditions every hit must pass, whatever `enable_filters` says. Not part of the
     /// `/search` body: the Dify endpoint sets it (its `metadata_condition` and the knowledge
     /// base's fixed filter).
@@ -79,6 +83,7 @@ impl SearchRequest {
             doc_top_k: None,
             section_top_k: None,
             topk_per_doc: None,
+            min_index_version: None,
             condition: None,
         }
     }
@@ -237,6 +242,9 @@ pub struct SearchResponse {
     pub steps: Option<Steps>,
     pub trace_id: Option<String>,
     pub took_ms: f64,
+    /// The version of the index this answer was read from (absent for a fixed snapshot).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index_version: Option<String>,
     pub degradations: Vec<Degradation>,
     /// The theme router's result and whether it filtered.
     pub routing: super::routing::RoutingInfo,

@@ -280,6 +280,12 @@ async fn writes_reach_this_instance_at_once_and_other_instances_by_polling() {
         docs[0].meta.title == "Новый заголовок"
     })
     .await;
+
+    // Read-your-writes: the version a write leaves in Chroma is the one the reader reaches.
+    let written = writer.stored_version().await.unwrap().expect("every write leaves a version");
+    wait_for(|| async { reader.version().is_some_and(|version| version >= written) }).await;
+    let pinned = reader.pin().await.expect("a loaded replica pins");
+    assert!(pinned.version().is_some_and(|version| version >= written));
 }
 
 /// More chunks than one upsert batch, written with several batches in flight: every record

@@ -106,3 +106,64 @@ async fn rewriting_the_snapshot_under_load_drops_no_request() {
     assert!(metrics.contains("retrieval_tenant_records{tenant=\"t1\",level=\"doc\"}"), "{metrics}");
     assert!(metrics.contains("retrieval_replica_last_load_seconds "), "{metrics}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_can_wait_to_read_its_own_write() {
+    use retrieval_service::index::memory::file_version;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index.json");
+    write_snapshot_file(&path, &fixtures::snapshot()).unwrap();
+    let first = file_version(&path).unwrap();
+    let index = Arc::new(InMemoryIndex::from_file(&path));
+    index.spawn_reloader(Duration::from_millis(50));
+    let settings = Settings {
+        embedding_dimension: fixtures::DIMENSION,
+        min_score: -1.0,
+        index_version_wait_seconds: 3.0,
+        ..Settings::default()
+    };
+    let state = startup::state_with(settings, index, Arc::new(PseudoEmbedder::new(fixtures::DIMENSION)));
+    let search = |min: Option<String>| {
+        let state = state.clone();
+        async move {
+            let mut body = json!({"query": "квантовый телепорт", "tenant_id": "t1", "include_steps": true});
+            if let Some(min) = min {
+                body["min_index_version"] = json!(min);
+            }
+            send(&state, "POST", "/internal/retrieval/search", Some(&body.to_string())).await
+        }
+    };
+    let (status, body) = search(None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["index_version"], json!(first.to_string()), "the answer names the version it read");
+    let (_, stats) = send(&state, "GET", "/internal/retrieval/stats?tenant_id=t1", None).await;
+    assert_eq!(stats["index_version"], json!(first.to_string()));
+
+    // A write (what `ingest` does), then a search asking for exactly that version: it waits for
+    // the reload instead of answering from the old snapshot.
+    std::thread::sleep(Duration::from_millis(20));
+    write_snapshot_file(&path, &snapshot_with_extra_doc(7)).unwrap();
+    let written = file_version(&path).unwrap();
+    assert!(written > first);
+    let (status, body) = search(Some(written.to_string())).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body["index_version"].as_str().unwrap().parse::<u64>().unwrap() >= written);
+    assert!(body["steps"]["docs"].to_string().contains("generation-7"), "the write is visible: {body}");
+
+    // A version that never comes: 503 index_not_ready after the wait, not a hang.
+    let started = Instant::now();
+    let (status, body) = search(Some((written + 1_000_000_000_000).to_string())).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["error"]["code"], "index_not_ready");
+    assert!(started.elapsed() >= Duration::from_secs(3), "it waited {:?}", started.elapsed());
+    let (status, body) = search(Some("v1".into())).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+
+    // A fixed snapshot never changes: asking it for a version is answered at once.
+    let fixed = crate::common::fixture_state(|_| {});
+    let body = json!({"query": "x", "tenant_id": "t1", "min_index_version": "1"}).to_string();
+    let started = Instant::now();
+    let (status, body) = send(&fixed, "POST", "/internal/retrieval/search", Some(&body)).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::SERVICE_UNAVAILABLE, Some("index_not_ready")));
+    assert!(started.elapsed() < Duration::from_secs(2));
+}

@@ -219,6 +219,12 @@ impl ChromaIndex {
         self.update_docs_metadata(&[(MODEL_KEY, embedding_model), (INDEXED_AT_KEY, indexed_at)]).await
     }
 
+    /// The version marker Chroma holds now (the last write's, through any instance).
+    pub async fn stored_version(&self) -> Result<Option<u64>> {
+        let info = self.client.collection(self.collection_name(Level::Doc)).await?;
+        Ok(info.metadata_string(VERSION_KEY).and_then(super::parse_version))
+    }
+
     /// Bumps the version marker readers poll and makes this instance's next read reload.
     async fn mark_written(&self) -> Result<()> {
         let outcome = self.update_docs_metadata(&[(VERSION_KEY, &next_version())]).await;
