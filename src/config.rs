@@ -209,6 +209,8 @@ pub struct Settings {
     /// `RETR_DIFY_KNOWLEDGE_BASES`: a YAML file of the knowledge bases Dify may name; empty =
     /// every tenant is a knowledge base under its own id.
     pub dify_knowledge_bases: PathBuf,
+    /// `RETR_TENANTS`: the tenants this instance loads and serves (`a,b` or `shard:i/n`); empty = all.
+    pub tenants: String,
 
     pub chroma_host: String,
     pub chroma_path: Option<PathBuf>,
@@ -283,6 +285,7 @@ impl Default for Settings {
             api_keys: PathBuf::new(),
             dify_base_path: crate::api::dify::DEFAULT_BASE_PATH.into(),
             dify_knowledge_bases: PathBuf::new(),
+            tenants: String::new(),
             chroma_host: "http://127.0.0.1:8000".into(),
             chroma_path: None,
             chroma_tenant: "default_tenant".into(),
@@ -449,6 +452,9 @@ impl Settings {
         if let Err(error) = crate::api::dify::KnowledgeBases::load(&self.dify_knowledge_bases) {
             problems.push(("dify_knowledge_bases".into(), error));
         }
+        if let Err(error) = crate::index::scope::TenantScope::parse(&self.tenants) {
+            problems.push(("tenants".into(), error));
+        }
         if let Err(error) = crate::api::dify::validate_base_path(&self.dify_base_path) {
             problems.push(("dify_base_path".into(), error));
         }
@@ -508,6 +514,11 @@ impl Settings {
     }
 
     /// The backend this configuration selects: mock mode always runs in memory.
+    /// The tenants this instance serves (`RETR_TENANTS`; a spec `validate` refused serves all).
+    pub fn tenant_scope(&self) -> crate::index::scope::TenantScope {
+        crate::index::scope::TenantScope::parse(&self.tenants).unwrap_or_default()
+    }
+
     pub fn backend(&self) -> VectorBackend {
         if self.mock_mode {
             VectorBackend::Memory

@@ -26,6 +26,8 @@ pub enum ErrorCode {
     TenantNotFound,
     NotFound,
     IndexNotFound,
+    /// The tenant is served by another instance (`RETR_TENANTS`).
+    TenantNotServed,
     /// A request's `min_index_version` was not reached within the wait.
     IndexNotReady,
     IndexCorrupted,
@@ -38,7 +40,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for the OpenAPI document.
-    pub const ALL: [ErrorCode; 18] = [
+    pub const ALL: [ErrorCode; 19] = [
         ErrorCode::InvalidJson,
         ErrorCode::InvalidRequest,
         ErrorCode::UnsupportedMediaType,
@@ -51,6 +53,7 @@ impl ErrorCode {
         ErrorCode::TenantNotFound,
         ErrorCode::NotFound,
         ErrorCode::IndexNotFound,
+        ErrorCode::TenantNotServed,
         ErrorCode::IndexNotReady,
         ErrorCode::IndexCorrupted,
         ErrorCode::BackendUnavailable,
@@ -73,6 +76,7 @@ impl ErrorCode {
             ErrorCode::TenantNotFound => "tenant_not_found",
             ErrorCode::NotFound => "not_found",
             ErrorCode::IndexNotFound => "index_not_found",
+            ErrorCode::TenantNotServed => "tenant_not_served",
             ErrorCode::IndexNotReady => "index_not_ready",
             ErrorCode::IndexCorrupted => "index_corrupted",
             ErrorCode::BackendUnavailable => "backend_unavailable",
@@ -93,6 +97,7 @@ impl ErrorCode {
             ErrorCode::Forbidden => StatusCode::FORBIDDEN,
             ErrorCode::RouteNotFound | ErrorCode::TenantNotFound | ErrorCode::NotFound => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ErrorCode::TenantNotServed => StatusCode::MISDIRECTED_REQUEST,
             ErrorCode::IndexNotFound
             | ErrorCode::IndexNotReady
             | ErrorCode::IndexCorrupted
@@ -145,6 +150,7 @@ impl From<SearchError> for ApiError {
             SearchError::UnknownTenant(_) => ApiError::new(ErrorCode::TenantNotFound, error.to_string()),
             SearchError::NotFound(message) => ApiError::new(ErrorCode::NotFound, message),
             SearchError::IndexNotReady(message) => ApiError::new(ErrorCode::IndexNotReady, message),
+            SearchError::TenantNotServed(message) => ApiError::new(ErrorCode::TenantNotServed, message),
             SearchError::Index(index_error) => {
                 let code = match index_error.kind {
                     IndexErrorKind::NotFound => ErrorCode::IndexNotFound,

@@ -48,15 +48,16 @@ pub async fn build_index(
     match settings.backend() {
         VectorBackend::Memory => match &settings.index_path {
             Some(path) => {
-                let index = Arc::new(InMemoryIndex::from_file(path.clone()));
+                let index = Arc::new(InMemoryIndex::from_file_scoped(path.clone(), settings.tenant_scope()));
                 index.spawn_reloader(Duration::from_millis(settings.index_reload_interval_ms));
                 Ok(index)
             }
             None => {
                 let mapping = load_mapping(settings)?;
-                let snapshot = crate::ingest::demo::demo_snapshot(embedder, &mapping)
+                let mut snapshot = crate::ingest::demo::demo_snapshot(embedder, &mapping)
                     .await
                     .map_err(|error| StartupError::Backend(format!("cannot build the demo corpus: {error}")))?;
+                settings.tenant_scope().retain(&mut snapshot);
                 let index = InMemoryIndex::from_snapshot(snapshot)
                     .map_err(|error| StartupError::Backend(format!("demo corpus: {error}")))?;
                 tracing::info!("mock mode: serving the bundled demo corpus (tenants demo, acme)");
@@ -142,7 +143,8 @@ fn state_from_parts(
         .with_reranker(reranker, Duration::from_secs_f64(settings.rerank_timeout_seconds))
         .with_metrics(Arc::clone(&metrics))
         .with_limits(settings.max_query_chars, settings.embedding_dimension)
-        .with_version_wait(Duration::from_secs_f64(settings.index_version_wait_seconds));
+        .with_version_wait(Duration::from_secs_f64(settings.index_version_wait_seconds))
+        .with_tenant_scope(settings.tenant_scope());
     // A key file that cannot be read or parsed fails closed: no key is accepted. (`serve` never
     // gets here with such a file: `Settings::validate` reports it at start-up.)
     let api_keys = crate::api::auth::ApiKeys::load(&settings.api_keys).unwrap_or_else(|error| {

@@ -361,6 +361,7 @@ pub struct DifyRecordMetadata {
         (status = 403, description = "1002: unknown key, or the key may not read that knowledge base", body = DifyErrorBody),
         (status = 404, description = "2001: no such knowledge base", body = DifyErrorBody),
         (status = 413, description = "request body too large", body = DifyErrorBody),
+        (status = 421, description = "the knowledge base's tenant is served by another instance (RETR_TENANTS)", body = DifyErrorBody),
         (status = 415, description = "not `application/json`", body = DifyErrorBody),
         (status = 422, description = "a request the contract does not allow (field, operator, value, range)", body = DifyErrorBody),
         (status = 503, description = "index or backend unavailable", body = DifyErrorBody),

@@ -128,6 +128,7 @@ pub async fn stats(
     let Query(query) = query.map_err(|rejection| ApiError::invalid(rejection.body_text()))?;
     let tenant_id = query.tenant_id.ok_or_else(|| ApiError::invalid("tenant_id: query parameter is required"))?;
     key.check(&tenant_id)?;
+    state.search.check_served(&tenant_id)?;
     let stats = state.search.index().stats().await.map_err(crate::search::SearchError::from)?;
     let Some(tenant) = stats.tenants.get(tenant_id.as_str()) else {
         return Err(crate::search::SearchError::UnknownTenant(tenant_id.into()).into());

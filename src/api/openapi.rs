@@ -127,7 +127,7 @@ fn add_error_statuses(document: &mut Value) {
                 codes.extend(["400", "413", "415", "422"]);
             }
             if ["/search", "/context", "/chunks/window", "/stats"].iter().any(|p| path.ends_with(p)) {
-                codes.extend(["401", "403", "404", "422"]);
+                codes.extend(["401", "403", "404", "421", "422"]);
             }
             if path.ends_with("/tenants") {
                 codes.push("401");

@@ -73,6 +73,8 @@ pub struct ChromaIndex {
     /// One permit per upsert batch in flight, shared by every write through this index.
     write_permits: Semaphore,
     write_limits: tokio::sync::OnceCell<writer::WriteLimits>,
+    /// The tenants the replica holds (`RETR_TENANTS`); writes may touch any tenant.
+    scope: super::scope::TenantScope,
 }
 
 /// The number a version marker starts with (`<nanoseconds>-<pid>-<counter>`, written by every
@@ -109,6 +111,7 @@ impl ChromaIndex {
             write_concurrency: settings.chroma_write_concurrency.max(1),
             write_permits: Semaphore::new(settings.chroma_write_concurrency.max(1)),
             write_limits: tokio::sync::OnceCell::new(),
+            scope: settings.tenant_scope(),
         }))
     }
 
@@ -264,6 +267,12 @@ impl ChromaIndex {
             self.load_level(sections_id, sections_count, &permits),
             self.load_level(chunks_id, chunks_count, &permits),
         )?;
+        let (mut docs, mut sections, mut chunks) = (docs, sections, chunks);
+        if self.scope != super::scope::TenantScope::All {
+            for records in [&mut docs, &mut sections, &mut chunks] {
+                records.retain(|record| self.scope.serves(&record.meta.tenant_id));
+            }
+        }
         let indexed_at = if signature.indexed_at.is_empty() {
             docs.iter().map(|record| record.meta.indexed_at.as_str()).max().unwrap_or_default().to_string()
         } else {

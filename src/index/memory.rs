@@ -319,6 +319,8 @@ struct IndexState {
 pub struct InMemoryIndex {
     path: Option<PathBuf>,
     state: RwLock<IndexState>,
+    /// The tenants loaded from the file (`RETR_TENANTS`).
+    scope: super::scope::TenantScope,
 }
 
 impl InMemoryIndex {
@@ -328,13 +330,19 @@ impl InMemoryIndex {
         Ok(Self {
             path: None,
             state: RwLock::new(IndexState { loaded: Some(Arc::new(loaded)), ..IndexState::default() }),
+            scope: Default::default(),
         })
     }
 
     /// An index backed by a snapshot file. A missing or corrupt file is not fatal: the error is
     /// kept and reported by searches and `/health` until a valid file appears.
     pub fn from_file(path: impl Into<PathBuf>) -> Self {
-        let index = Self { path: Some(path.into()), state: RwLock::new(IndexState::default()) };
+        Self::from_file_scoped(path, super::scope::TenantScope::All)
+    }
+
+    /// `from_file`, keeping only the tenants of `scope` from every load.
+    pub fn from_file_scoped(path: impl Into<PathBuf>, scope: super::scope::TenantScope) -> Self {
+        let index = Self { path: Some(path.into()), state: RwLock::new(IndexState::default()), scope };
         index.reload_if_changed();
         index
     }
@@ -359,7 +367,12 @@ impl InMemoryIndex {
         }
         let started = std::time::Instant::now();
         let version = file_version(path);
-        let result = read_snapshot_file(path).and_then(LoadedIndex::build);
+        let result = read_snapshot_file(path)
+            .map(|mut snapshot| {
+                self.scope.retain(&mut snapshot);
+                snapshot
+            })
+            .and_then(LoadedIndex::build);
         let mut state = self.state.write().unwrap_or_else(|poisoned| poisoned.into_inner());
         state.stamp = stamp;
         match result {

@@ -11,6 +11,9 @@ pub enum SearchError {
     UnknownTenant(String),
     #[error("{0}")]
     NotFound(String),
+    /// The tenant is not among those this instance serves (`RETR_TENANTS`).
+    #[error("{0}")]
+    TenantNotServed(String),
     /// The index did not reach the request's `min_index_version` within the wait.
     #[error("{0}")]
     IndexNotReady(String),

@@ -63,6 +63,8 @@ pub struct SearchService {
     default_dimension: usize,
     /// How long a search waits for its `min_index_version`.
     version_wait: std::time::Duration,
+    /// The tenants this instance serves (`RETR_TENANTS`).
+    scope: crate::index::scope::TenantScope,
 }
 
 /// Window request after validation.
@@ -217,6 +219,7 @@ impl SearchService {
             max_query_chars: usize::MAX,
             default_dimension: 0,
             version_wait: std::time::Duration::from_secs(5),
+            scope: Default::default(),
         }
     }
 
@@ -261,6 +264,24 @@ impl SearchService {
         self.max_query_chars = max_query_chars;
         self.default_dimension = default_dimension;
         self
+    }
+
+    /// The tenants this instance serves; a request for another is `TenantNotServed`.
+    pub fn with_tenant_scope(mut self, scope: crate::index::scope::TenantScope) -> Self {
+        self.scope = scope;
+        self
+    }
+
+    /// `Ok` when this instance serves `tenant_id`; else the error that says so (never an empty
+    /// answer that reads as "no hits").
+    pub fn check_served(&self, tenant_id: &str) -> Result<()> {
+        if self.scope.serves(tenant_id) {
+            return Ok(());
+        }
+        Err(SearchError::TenantNotServed(format!(
+            "tenant {tenant_id:?} is served by another instance: this one serves {} (RETR_TENANTS)",
+            self.scope
+        )))
     }
 
     /// How long a search waits for the `min_index_version` it asks for.
@@ -422,6 +443,7 @@ impl SearchService {
 
     /// Runs one search with the given ranking mode (`eval` compares the modes).
     pub async fn search_with_mode(&self, request: &SearchRequest, mode: RankingMode) -> Result<SearchResponse> {
+        self.check_served(&request.tenant_id)?;
         if let Some(version) = &request.min_index_version {
             self.wait_for_version(version).await?;
         }
@@ -434,6 +456,7 @@ impl SearchService {
         &self,
         request: &SearchRequest,
     ) -> Result<(SearchResponse, HashMap<String, String>)> {
+        self.check_served(&request.tenant_id)?;
         if let Some(version) = &request.min_index_version {
             self.wait_for_version(version).await?;
         }
@@ -599,6 +622,7 @@ impl SearchService {
 
     /// The chunks around an anchor chunk of one doc, sorted by (page, chunk_index).
     pub async fn window(&self, query: &WindowQuery) -> Result<Vec<Arc<Record>>> {
+        self.check_served(&query.tenant_id)?;
         validate_id("doc_id", &query.doc_id)?;
         validate_id("anchor_chunk_id", &query.anchor_chunk_id)?;
         let mut chunks = self.index.doc_chunks(&query.tenant_id, &query.doc_id).await?;

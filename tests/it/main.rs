@@ -22,5 +22,6 @@ mod rerank_contract;
 mod router;
 mod scenarios;
 mod server;
+mod sharding;
 mod ui;
 mod upstream_contract;
