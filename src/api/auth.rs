@@ -20,7 +20,7 @@ use std::sync::Arc;
 pub const MIN_API_KEY_CHARS: usize = 16;
 
 /// The `Bearer` credential of a request, if it sends one.
-fn bearer(parts: &Parts) -> Option<&str> {
+pub(super) fn bearer(parts: &Parts) -> Option<&str> {
     parts
         .headers
         .get(header::AUTHORIZATION)

@@ -126,12 +126,8 @@ impl FromRequestParts<AppState> for DifyKey {
         if !state.api_keys.is_enabled() {
             return Ok(DifyKey(None));
         }
-        let header = parts.headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
-        let key = header
-            .and_then(|value| value.split_once(' '))
-            .filter(|(scheme, key)| scheme.eq_ignore_ascii_case("bearer") && !key.trim().is_empty())
-            .map(|(_, key)| key.trim())
-            .ok_or_else(DifyError::malformed_authorization)?;
+        let key =
+            super::auth::bearer(parts).filter(|key| !key.is_empty()).ok_or_else(DifyError::malformed_authorization)?;
         match state.api_keys.grant(key) {
             Some(grant) => Ok(DifyKey(Some(Arc::clone(grant)))),
             None => Err(DifyError::authorization_failed("Authorization failed: unknown API key.")),

@@ -443,11 +443,7 @@ impl SearchService {
 
     /// Runs one search with the given ranking mode (`eval` compares the modes).
     pub async fn search_with_mode(&self, request: &SearchRequest, mode: RankingMode) -> Result<SearchResponse> {
-        self.check_served(&request.tenant_id)?;
-        if let Some(version) = &request.min_index_version {
-            self.wait_for_version(version).await?;
-        }
-        let pinned = self.index.pin().await;
+        let pinned = self.pin_for(request).await?;
         self.search_on(pinned.as_deref().unwrap_or(self.index.as_ref()), request, mode).await
     }
 
@@ -456,15 +452,22 @@ impl SearchService {
         &self,
         request: &SearchRequest,
     ) -> Result<(SearchResponse, HashMap<String, String>)> {
-        self.check_served(&request.tenant_id)?;
-        if let Some(version) = &request.min_index_version {
-            self.wait_for_version(version).await?;
-        }
-        let pinned = self.index.pin().await;
+        let pinned = self.pin_for(request).await?;
         let index = pinned.as_deref().unwrap_or(self.index.as_ref());
         let response = self.search_on(index, request, RankingMode::Hybrid).await?;
         let texts = context::hit_texts(index, &request.tenant_id, &response.hits).await?;
         Ok((response, texts))
+    }
+
+    /// What every search does before it reads: the tenant is this instance's, the index has
+    /// reached the request's `min_index_version`, and the current snapshot is pinned (`None`:
+    /// nothing loaded, the index's own calls say why).
+    async fn pin_for(&self, request: &SearchRequest) -> Result<Option<Arc<dyn VectorIndex>>> {
+        self.check_served(&request.tenant_id)?;
+        if let Some(version) = &request.min_index_version {
+            self.wait_for_version(version).await?;
+        }
+        Ok(self.index.pin().await)
     }
 
     /// One search, every index call on `index` (one pinned snapshot).
