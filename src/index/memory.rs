@@ -13,59 +13,47 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
+/// One tenant's records of one level, numbered by ascending id.
 #[derive(Debug, Default)]
 struct LevelData {
     records: Vec<Arc<Record>>,
-    /// Position → the record's derived features (boosting reads them instead of the text).
+    /// Number → the record's derived features (boosting reads them instead of the text).
     features: Vec<Arc<RecordFeatures>>,
-    tenants: HashMap<String, TenantLevel>,
+    index: TenantLevel,
 }
 
 impl LevelData {
-    fn build(records: Vec<Record>, dimension: usize) -> Self {
-        let records: Vec<Arc<Record>> = records.into_iter().map(Arc::new).collect();
-        let mut positions_by_tenant: HashMap<String, Vec<usize>> = HashMap::new();
-        for (position, record) in records.iter().enumerate() {
-            positions_by_tenant.entry(record.meta.tenant_id.clone()).or_default().push(position);
-        }
-        let tenants: HashMap<String, TenantLevel> = positions_by_tenant
-            .into_iter()
-            .map(|(tenant, positions)| (tenant, TenantLevel::build(&records, positions, dimension)))
+    fn build(mut records: Vec<Arc<Record>>, dimension: usize) -> Self {
+        records.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+        let index = TenantLevel::build(&records, (0..records.len()).collect(), dimension);
+        let scope = Arc::new(());
+        let features = records
+            .iter()
+            .enumerate()
+            .map(|(number, record)| {
+                let mut derived = RecordFeatures::of(record);
+                derived.id_order = Some(IdOrder { scope: Arc::clone(&scope), number: number as u32 });
+                Arc::new(derived)
+            })
             .collect();
-        let mut features: Vec<Option<Arc<RecordFeatures>>> = vec![None; records.len()];
-        for tenant in tenants.values() {
-            let scope = Arc::new(());
-            for (number, &position) in tenant.positions.iter().enumerate() {
-                let id_order = IdOrder { scope: Arc::clone(&scope), number: number as u32 };
-                let mut derived = RecordFeatures::of(&records[position]);
-                derived.id_order = Some(id_order);
-                features[position] = Some(Arc::new(derived));
-            }
-        }
-        // Every record belongs to exactly one tenant, so every position was filled.
-        let features = features.into_iter().flatten().collect();
-        Self { records, features, tenants }
+        Self { records, features, index }
     }
 
-    /// The tenant's records of this level that pass `filter`, as numbers in id order.
-    fn matching(&self, filter: &RecordFilter) -> Option<(&TenantLevel, Vec<usize>)> {
-        let tenant = self.tenants.get(&filter.tenant_id)?;
+    /// The records that pass `filter` (whose tenant is this one), as numbers in id order.
+    fn matching(&self, filter: &RecordFilter) -> Vec<usize> {
         let residual = Residual::of(filter);
-        let mut numbers = tenant.candidates(filter);
-        numbers.retain(|&number| residual.accepts(&self.records[tenant.positions[number]]));
-        Some((tenant, numbers))
+        let mut numbers = self.index.candidates(filter);
+        numbers.retain(|&number| residual.accepts(&self.records[number]));
+        numbers
     }
 
-    fn scored_records(&self, tenant: &TenantLevel, scored: &[(f32, usize)]) -> Vec<ScoredRecord> {
+    fn scored_records(&self, scored: &[(f32, usize)]) -> Vec<ScoredRecord> {
         scored
             .iter()
-            .map(|&(score, number)| {
-                let position = tenant.positions[number];
-                ScoredRecord {
-                    record: Arc::clone(&self.records[position]),
-                    score,
-                    features: Some(Arc::clone(&self.features[position])),
-                }
+            .map(|&(score, number)| ScoredRecord {
+                record: Arc::clone(&self.records[number]),
+                score,
+                features: Some(Arc::clone(&self.features[number])),
             })
             .collect()
     }
@@ -80,13 +68,50 @@ pub fn lexical_text(record: &Record) -> String {
     }
 }
 
-/// A validated snapshot, ready to search.
-#[derive(Debug)]
+/// One tenant's part of a loaded index: its docs, sections and chunks, each level with its own
+/// vectors, BM25 statistics and id maps. A refresh that touches one tenant rebuilds only its part;
+/// the other tenants' parts are shared, not copied.
+#[derive(Debug, Default)]
+pub struct TenantIndex {
+    levels: [LevelData; 3],
+}
+
+impl TenantIndex {
+    /// Indexes one tenant's records (already validated, all of that tenant).
+    pub fn build(levels: [Vec<Arc<Record>>; 3], dimension: usize) -> Self {
+        Self { levels: levels.map(|records| LevelData::build(records, dimension)) }
+    }
+
+    fn level(&self, level: Level) -> &LevelData {
+        &self.levels[level_slot(level)]
+    }
+
+    /// The tenant's records of `level`, by ascending id.
+    pub fn records(&self, level: Level) -> &[Arc<Record>] {
+        &self.level(level).records
+    }
+
+    /// Records on all three levels.
+    pub fn record_count(&self) -> usize {
+        self.levels.iter().map(|level| level.records.len()).sum()
+    }
+}
+
+fn level_slot(level: Level) -> usize {
+    match level {
+        Level::Doc => 0,
+        Level::Section => 1,
+        Level::Chunk => 2,
+    }
+}
+
+/// A validated snapshot, ready to search: one `TenantIndex` per tenant.
+#[derive(Debug, Clone)]
 pub struct LoadedIndex {
     embedding_model: String,
     dimension: usize,
     indexed_at: String,
-    levels: [LevelData; 3],
+    tenants: HashMap<String, Arc<TenantIndex>>,
 }
 
 impl LoadedIndex {
@@ -94,24 +119,65 @@ impl LoadedIndex {
     pub fn build(snapshot: Snapshot) -> Result<Self> {
         validate_snapshot(&snapshot)?;
         let dimension = snapshot.docs.first().map(|r| r.embedding.len()).unwrap_or(snapshot.dimension);
-        Ok(Self {
-            embedding_model: snapshot.embedding_model,
-            dimension,
-            indexed_at: snapshot.indexed_at,
-            levels: [
-                LevelData::build(snapshot.docs, dimension),
-                LevelData::build(snapshot.sections, dimension),
-                LevelData::build(snapshot.chunks, dimension),
-            ],
-        })
+        let mut by_tenant: HashMap<String, [Vec<Arc<Record>>; 3]> = HashMap::new();
+        for (slot, records) in [snapshot.docs, snapshot.sections, snapshot.chunks].into_iter().enumerate() {
+            for record in records {
+                by_tenant.entry(record.meta.tenant_id.clone()).or_default()[slot].push(Arc::new(record));
+            }
+        }
+        let tenants = by_tenant
+            .into_iter()
+            .map(|(tenant, levels)| (tenant, Arc::new(TenantIndex::build(levels, dimension))))
+            .collect();
+        Ok(Self { embedding_model: snapshot.embedding_model, dimension, indexed_at: snapshot.indexed_at, tenants })
     }
 
-    fn level(&self, level: Level) -> &LevelData {
-        match level {
-            Level::Doc => &self.levels[0],
-            Level::Section => &self.levels[1],
-            Level::Chunk => &self.levels[2],
+    /// A copy of this index with some tenants' parts replaced (`Some`) or removed (`None`); the
+    /// other tenants' parts are shared with `self`.
+    pub fn with_tenants(&self, changes: Vec<(String, Option<Arc<TenantIndex>>)>) -> Self {
+        let mut next = self.clone();
+        for (tenant, part) in changes {
+            match part {
+                Some(part) => next.tenants.insert(tenant, part),
+                None => next.tenants.remove(&tenant),
+            };
         }
+        next
+    }
+
+    /// Sets the index-wide facts `stats` reports (after an incremental refresh).
+    pub fn set_info(&mut self, embedding_model: &str, indexed_at: &str) {
+        embedding_model.clone_into(&mut self.embedding_model);
+        indexed_at.clone_into(&mut self.indexed_at);
+    }
+
+    pub fn dimension(&self) -> usize {
+        self.dimension
+    }
+
+    /// One tenant's part, when the tenant has records.
+    pub fn tenant(&self, tenant_id: &str) -> Option<&Arc<TenantIndex>> {
+        self.tenants.get(tenant_id)
+    }
+
+    /// Records on all levels of all tenants.
+    pub fn record_count(&self) -> usize {
+        self.tenants.values().map(|tenant| tenant.record_count()).sum()
+    }
+
+    /// Records per level of all tenants: docs, sections, chunks.
+    pub fn level_counts(&self) -> [usize; 3] {
+        let mut counts = [0; 3];
+        for tenant in self.tenants.values() {
+            for (count, level) in counts.iter_mut().zip(&tenant.levels) {
+                *count += level.records.len();
+            }
+        }
+        counts
+    }
+
+    fn level_of(&self, level: Level, tenant_id: &str) -> Option<&LevelData> {
+        self.tenants.get(tenant_id).map(|tenant| tenant.level(level))
     }
 
     pub fn knn(&self, level: Level, filter: &RecordFilter, query: &[f32], k: usize) -> Result<Vec<ScoredRecord>> {
@@ -121,37 +187,34 @@ impl LoadedIndex {
                 format!("query vector has dimension {}, the index has {}", query.len(), self.dimension),
             ));
         }
-        let data = self.level(level);
-        let Some((tenant, numbers)) = data.matching(filter) else { return Ok(Vec::new()) };
-        let mut scored = tenant.cosine_scores(&numbers, query);
+        let Some(data) = self.level_of(level, &filter.tenant_id) else { return Ok(Vec::new()) };
+        let numbers = data.matching(filter);
+        let mut scored = data.index.cosine_scores(&numbers, query);
         top_k(&mut scored, k);
-        Ok(data.scored_records(tenant, &scored))
+        Ok(data.scored_records(&scored))
     }
 
     pub fn lexical(&self, level: Level, filter: &RecordFilter, terms: &[String], k: usize) -> Vec<ScoredRecord> {
-        let data = self.level(level);
-        let Some(tenant) = data.tenants.get(&filter.tenant_id) else { return Vec::new() };
+        let Some(data) = self.level_of(level, &filter.tenant_id) else { return Vec::new() };
         let restricted = filter.doc_ids.is_some() || filter.section_ids.is_some();
         let allowed: Option<Vec<bool>> = restricted.then(|| {
-            let mut allowed = vec![false; tenant.positions.len()];
-            tenant.candidates(filter).into_iter().for_each(|number| allowed[number] = true);
+            let mut allowed = vec![false; data.records.len()];
+            data.index.candidates(filter).into_iter().for_each(|number| allowed[number] = true);
             allowed
         });
         let residual = Residual::of(filter);
         let accept = |number: usize| {
-            allowed.as_ref().is_none_or(|allowed| allowed[number])
-                && residual.accepts(&data.records[tenant.positions[number]])
+            allowed.as_ref().is_none_or(|allowed| allowed[number]) && residual.accepts(&data.records[number])
         };
         let mut scored: Vec<(f32, usize)> =
-            tenant.lexical.score(terms, accept).into_iter().map(|(number, score)| (score, number)).collect();
+            data.index.lexical.score(terms, accept).into_iter().map(|(number, score)| (score, number)).collect();
         top_k(&mut scored, k);
-        data.scored_records(tenant, &scored)
+        data.scored_records(&scored)
     }
 
     pub fn get(&self, level: Level, filter: &RecordFilter, limit: usize) -> Vec<Arc<Record>> {
-        let data = self.level(level);
-        let Some((tenant, numbers)) = data.matching(filter) else { return Vec::new() };
-        numbers.into_iter().take(limit).map(|number| Arc::clone(&data.records[tenant.positions[number]])).collect()
+        let Some(data) = self.level_of(level, &filter.tenant_id) else { return Vec::new() };
+        data.matching(filter).into_iter().take(limit).map(|number| Arc::clone(&data.records[number])).collect()
     }
 
     pub fn text_search(
@@ -161,52 +224,50 @@ impl LoadedIndex {
         needles: &[String],
         limit: usize,
     ) -> Vec<Arc<Record>> {
-        let data = self.level(level);
-        let Some((tenant, numbers)) = data.matching(filter) else { return Vec::new() };
-        numbers
+        let Some(data) = self.level_of(level, &filter.tenant_id) else { return Vec::new() };
+        data.matching(filter)
             .into_iter()
-            .map(|number| &data.records[tenant.positions[number]])
+            .map(|number| &data.records[number])
             .filter(|record| needles.iter().any(|needle| record.text.contains(needle.as_str())))
             .take(limit)
             .map(Arc::clone)
             .collect()
     }
 
+    /// Whether the tenant has any doc.
+    pub fn has_tenant(&self, tenant_id: &str) -> bool {
+        self.tenants.get(tenant_id).is_some_and(|tenant| !tenant.records(Level::Doc).is_empty())
+    }
+
     pub fn stats(&self) -> IndexStats {
-        let mut tenants: HashMap<String, TenantStats> = HashMap::new();
-        let mut sources: HashMap<String, BTreeSet<String>> = HashMap::new();
-        for level in Level::ALL {
-            for record in &self.level(level).records {
-                let entry = tenants.entry(record.meta.tenant_id.clone()).or_default();
-                match level {
-                    Level::Doc => {
-                        entry.docs += 1;
-                        if record.meta.indexed_at > entry.indexed_at {
-                            entry.indexed_at = record.meta.indexed_at.clone();
-                        }
-                        if !record.meta.source.is_empty() {
-                            sources
-                                .entry(record.meta.tenant_id.clone())
-                                .or_default()
-                                .insert(record.meta.source.clone());
-                        }
-                    }
-                    Level::Section => entry.sections += 1,
-                    Level::Chunk => entry.chunks += 1,
-                }
-            }
-        }
-        for (tenant, files) in sources {
-            if let Some(entry) = tenants.get_mut(&tenant) {
-                entry.source_files = files.into_iter().collect();
-            }
-        }
+        let tenants = self
+            .tenants
+            .iter()
+            .map(|(tenant_id, tenant)| {
+                let docs = tenant.records(Level::Doc);
+                let source_files: BTreeSet<&str> =
+                    docs.iter().map(|record| record.meta.source.as_str()).filter(|source| !source.is_empty()).collect();
+                let stats = TenantStats {
+                    docs: docs.len(),
+                    sections: tenant.records(Level::Section).len(),
+                    chunks: tenant.records(Level::Chunk).len(),
+                    source_files: source_files.into_iter().map(str::to_string).collect(),
+                    indexed_at: docs
+                        .iter()
+                        .map(|record| record.meta.indexed_at.as_str())
+                        .max()
+                        .unwrap_or("")
+                        .to_string(),
+                };
+                (tenant_id.clone(), stats)
+            })
+            .collect();
         IndexStats {
             backend: "memory".to_string(),
             embedding_model: self.embedding_model.clone(),
             dimension: self.dimension,
             indexed_at: self.indexed_at.clone(),
-            tenants: tenants.into_iter().collect(),
+            tenants,
         }
     }
 }
@@ -378,9 +439,7 @@ impl InMemoryIndex {
         match result {
             Ok(loaded) => {
                 tracing::info!(path = %path.display(), "index snapshot loaded");
-                let stats = loaded.stats();
-                state.records_loaded +=
-                    stats.tenants.values().map(|t| (t.docs + t.sections + t.chunks) as u64).sum::<u64>();
+                state.records_loaded += loaded.record_count() as u64;
                 state.loaded = Some(Arc::new(loaded));
                 state.error = None;
                 state.fresh_at = Some(std::time::Instant::now());
@@ -485,7 +544,7 @@ impl VectorIndex for InMemoryIndex {
     }
 
     async fn tenant_exists(&self, tenant_id: &str) -> Result<bool> {
-        Ok(self.current()?.level(Level::Doc).tenants.contains_key(tenant_id))
+        Ok(self.current()?.has_tenant(tenant_id))
     }
 
     async fn dimension(&self) -> Result<Option<usize>> {
@@ -573,7 +632,7 @@ impl VectorIndex for PinnedIndex {
     }
 
     async fn tenant_exists(&self, tenant_id: &str) -> Result<bool> {
-        Ok(self.loaded.level(Level::Doc).tenants.contains_key(tenant_id))
+        Ok(self.loaded.has_tenant(tenant_id))
     }
 
     async fn dimension(&self) -> Result<Option<usize>> {
