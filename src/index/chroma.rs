@@ -3,13 +3,17 @@
 //! engine), so every query is exact and identical to the in-memory backend, and a search costs
 //! no Chroma round trip at all.
 //!
-//! Freshness: every write through `ChromaIndex` bumps the `index_version` metadata of the docs
-//! collection; the refresher polls the collections (UUID, count, version) every
-//! `index_reload_interval_ms` and reloads the replica when anything changed, including a
-//! collection recreated under the same name. A write through this instance makes the next read
-//! reload first. When Chroma cannot be reached, searches and health fail with `Unavailable` until
-//! a poll succeeds again.
+//! Freshness: every write through `ChromaIndex` logs what it changed (`changes`) and bumps the
+//! `index_version` metadata of the docs collection. The refresher polls the collections (UUID,
+//! count, version) and the change log every `index_reload_interval_ms`. A logged change re-reads
+//! only the changed docs of the changed tenant and swaps only that tenant's part of the replica;
+//! a change nothing explains (a collection recreated under the same name, counts or a version
+//! that no entry accounts for) reloads the whole replica. A write through this instance makes the
+//! next read refresh first. When Chroma cannot be reached, searches keep answering from the last
+//! good replica, flagged stale; without one they fail with `Unavailable`.
 
+mod changes;
+pub use changes::ChangeScope;
 mod client;
 mod wire;
 mod writer;
@@ -19,9 +23,10 @@ use super::{sort_scored, IndexError, IndexErrorKind, IndexStats, RecordFilter, R
 use crate::config::Settings;
 use crate::model::{Level, Record, Snapshot};
 use async_trait::async_trait;
+use changes::ChangeEntry;
 use client::ChromaClient;
 use serde_json::json;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -55,6 +60,10 @@ struct ReplicaState {
     fresh_at: Option<Instant>,
     last_load: Option<Duration>,
     records_loaded: u64,
+    /// Change-log entries already reflected in `loaded`: id → (version, at_ms).
+    applied: HashMap<String, (String, i64)>,
+    /// The newest `at_ms` of an entry seen; the next poll reads from `cursor_ms − LOOKBACK_MS`.
+    cursor_ms: i64,
 }
 
 /// The Chroma-backed index: see the module documentation for the query plan.
@@ -65,6 +74,9 @@ pub struct ChromaIndex {
     database: String,
     collection_names: [String; 3],
     collection_ids: RwLock<Option<[String; 3]>>,
+    /// The change log's collection (`{collection}_changes`) and its UUID once known.
+    changes_name: String,
+    changes_collection: RwLock<Option<String>>,
     replica: RwLock<ReplicaState>,
     reload: tokio::sync::Mutex<()>,
     dirty: AtomicBool,
@@ -104,6 +116,8 @@ impl ChromaIndex {
             database: settings.chroma_database.clone(),
             collection_names: [format!("{prefix}_docs"), format!("{prefix}_sections"), format!("{prefix}_chunks")],
             collection_ids: RwLock::new(None),
+            changes_name: format!("{prefix}_changes"),
+            changes_collection: RwLock::new(None),
             replica: RwLock::new(ReplicaState::default()),
             reload: tokio::sync::Mutex::new(()),
             dirty: AtomicBool::new(false),
@@ -146,7 +160,7 @@ impl ChromaIndex {
     pub async fn refresh(&self) -> Result<bool> {
         let _guard = self.reload.lock().await;
         let force = self.dirty.swap(false, Ordering::AcqRel);
-        let outcome = self.refresh_locked(force).await;
+        let outcome = self.refresh_locked().await;
         let mut state = self.replica.write().unwrap_or_else(|poisoned| poisoned.into_inner());
         state.attempted_at = Some(Instant::now());
         match &outcome {
@@ -168,25 +182,66 @@ impl ChromaIndex {
         outcome
     }
 
-    async fn refresh_locked(&self, force: bool) -> Result<bool> {
+    async fn refresh_locked(&self) -> Result<bool> {
         let signature = self.poll_signature().await?;
-        {
+        let (previous, cursor_ms, full) = {
             let state = self.replica.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-            if !force && state.loaded.is_some() && state.signature.as_ref() == Some(&signature) {
-                drop(state);
-                self.replica.write().unwrap_or_else(|poisoned| poisoned.into_inner()).fresh_at = Some(Instant::now());
-                return Ok(false);
-            }
+            let same_collections =
+                state.signature.as_ref().is_some_and(|previous| previous.collection_ids == signature.collection_ids);
+            // Entries older than the retention may be pruned: a replica that long out of touch
+            // cannot trust the log to hold every change it missed.
+            let out_of_touch =
+                state.fresh_at.is_none_or(|at| at.elapsed() > Duration::from_millis(changes::RETENTION_MS as u64 / 2));
+            let full = state.loaded.is_none() || !same_collections || out_of_touch;
+            (state.signature.clone(), state.cursor_ms, full)
+        };
+        if full {
+            return self.reload_all(signature).await;
         }
+        let entries = self.poll_changes(cursor_ms - changes::LOOKBACK_MS).await?;
+        let (new, version_known) = {
+            let state = self.replica.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let new: Vec<ChangeEntry> =
+                entries.into_iter().filter(|entry| !state.applied.contains_key(&entry.id)).collect();
+            let unchanged = previous.as_ref().is_some_and(|previous| previous.version == signature.version);
+            let version_known = unchanged
+                || state.applied.values().any(|(version, _)| *version == signature.version)
+                || new.iter().any(|entry| entry.version == signature.version);
+            (new, version_known)
+        };
+        let counts_unexplained = new.is_empty()
+            && previous.as_ref().is_some_and(|previous| previous.counts != signature.counts)
+            && previous.as_ref().is_some_and(|previous| previous.version == signature.version);
+        if !version_known || counts_unexplained {
+            tracing::info!(version = %signature.version, "chroma changed without a logged change; reloading the replica");
+            return self.reload_all(signature).await;
+        }
+        if new.is_empty() {
+            let mut state = self.replica.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if let Some(loaded) = state.loaded.as_mut() {
+                if loaded.stats_info() != (signature.embedding_model.as_str(), signature.indexed_at.as_str()) {
+                    let mut updated = LoadedIndex::clone(loaded);
+                    updated.set_info(&signature.embedding_model, &signature.indexed_at);
+                    *loaded = Arc::new(updated);
+                }
+            }
+            state.fresh_at = Some(Instant::now());
+            state.signature = Some(signature);
+            return Ok(false);
+        }
+        self.apply_changes(signature, new).await.map(|()| true)
+    }
+
+    /// Reads the whole replica again. The change log is read first, so a write landing during
+    /// the load is applied (again, harmlessly) by the next refresh.
+    async fn reload_all(&self, signature: Signature) -> Result<bool> {
         let started = Instant::now();
+        let entries = self.poll_changes(writer::now_ms() - changes::RETENTION_MS).await?;
         let (loaded, dimension) = match self.load_replica(&signature).await {
             Ok(replica) => replica,
             Err(error) if self.current_loaded().is_some() => {
                 // Chroma answers, so the replica we have keeps serving; the next poll retries.
                 tracing::warn!(%error, "chroma replica reload failed; keeping the previous replica");
-                if force {
-                    self.dirty.store(true, Ordering::Release);
-                }
                 return Ok(false);
             }
             Err(error) => return Err(error),
@@ -199,14 +254,179 @@ impl ChromaIndex {
             "chroma replica loaded"
         );
         let mut state = self.replica.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        state.records_loaded += loaded.record_count() as u64;
         state.loaded = Some(Arc::new(loaded));
         state.fresh_at = Some(Instant::now());
         state.last_load = Some(started.elapsed());
-        state.records_loaded += signature.counts.iter().map(|&count| count as u64).sum::<u64>();
         state.dimension = dimension;
-        // A write that raced the load changes the signature again, so the next poll reloads.
+        state.applied = entries.iter().map(|entry| (entry.id.clone(), (entry.version.clone(), entry.at_ms))).collect();
+        state.cursor_ms = entries.iter().map(|entry| entry.at_ms).max().unwrap_or_else(writer::now_ms);
+        // A write that raced the load changes the signature again, so the next poll catches up.
         state.signature = Some(signature);
         Ok(true)
+    }
+
+    /// Re-reads what the new change-log entries name and swaps only the changed tenants' parts.
+    async fn apply_changes(&self, signature: Signature, new: Vec<ChangeEntry>) -> Result<()> {
+        let started = Instant::now();
+        let mut by_tenant: BTreeMap<String, ChangeScope> = BTreeMap::new();
+        for entry in new.iter().filter(|entry| self.scope.serves(&entry.tenant_id)) {
+            let scope = match by_tenant.remove(&entry.tenant_id) {
+                Some(scope) => scope.merge(entry.scope.clone()),
+                None => entry.scope.clone(),
+            };
+            by_tenant.insert(entry.tenant_id.clone(), scope);
+        }
+        let Some(base) = self.current_loaded() else {
+            return Err(IndexError::new(IndexErrorKind::Unavailable, "chroma replica not loaded yet"));
+        };
+        let mut parts = Vec::new();
+        let mut fetched = 0usize;
+        for (tenant, scope) in by_tenant {
+            let levels = self.fetch_changed(&tenant, &scope).await?;
+            fetched += levels.iter().map(Vec::len).sum::<usize>();
+            let (base, dimension) = (Arc::clone(&base), base.dimension());
+            let tenant_for_build = tenant.clone();
+            let part = tokio::task::spawn_blocking(move || {
+                super::memory::rebuild_tenant(&base, &tenant_for_build, &scope, levels, dimension)
+            })
+            .await
+            .map_err(|error| {
+                IndexError::new(IndexErrorKind::Internal, format!("tenant rebuild panicked: {error}"))
+            })??;
+            parts.push((tenant, part));
+        }
+        let tenants = parts.len();
+        let mut next = base.with_tenants(parts);
+        next.set_info(&signature.embedding_model, &signature.indexed_at);
+        tracing::info!(
+            tenants,
+            records = fetched,
+            latency_ms = started.elapsed().as_millis() as u64,
+            "chroma replica refreshed incrementally"
+        );
+        let mut state = self.replica.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        state.loaded = Some(Arc::new(next));
+        state.fresh_at = Some(Instant::now());
+        state.last_load = Some(started.elapsed());
+        state.records_loaded += fetched as u64;
+        for entry in new {
+            state.cursor_ms = state.cursor_ms.max(entry.at_ms);
+            state.applied.insert(entry.id, (entry.version, entry.at_ms));
+        }
+        // Entries out of the look-back window are never polled again.
+        let horizon = state.cursor_ms - 2 * changes::LOOKBACK_MS;
+        state.applied.retain(|_, (_, at_ms)| *at_ms >= horizon);
+        state.signature = Some(signature);
+        Ok(())
+    }
+
+    /// The change-log entries written at or after `since_ms` (none when nothing was ever logged).
+    async fn poll_changes(&self, since_ms: i64) -> Result<Vec<ChangeEntry>> {
+        let info = match self.client.collection(&self.changes_name).await {
+            Ok(info) => info,
+            Err(error) if error.kind == IndexErrorKind::NotFound => return Ok(Vec::new()),
+            Err(error) => return Err(error),
+        };
+        let mut entries = Vec::new();
+        let mut offset = 0;
+        loop {
+            let body = json!({
+                "where": {"at_ms": {"$gte": since_ms}},
+                "include": ["metadatas", "documents"],
+                "limit": LOAD_PAGE_SIZE,
+                "offset": offset,
+            });
+            let page = self.client.get(&info.id, &body).await?;
+            let count = page.ids.len();
+            let metadatas = page.metadatas.unwrap_or_default().into_iter().chain(std::iter::repeat(None));
+            let documents = page.documents.unwrap_or_default().into_iter().chain(std::iter::repeat(None));
+            for ((id, metadata), document) in page.ids.into_iter().zip(metadatas).zip(documents) {
+                match changes::parse_entry(id.clone(), metadata, document) {
+                    Some(entry) => entries.push(entry),
+                    None => tracing::warn!(%id, "ignoring a malformed change-log entry"),
+                }
+            }
+            if count < LOAD_PAGE_SIZE {
+                return Ok(entries);
+            }
+            offset += LOAD_PAGE_SIZE;
+        }
+    }
+
+    /// The records, on each level, of what `scope` names in `tenant`: its docs, or all of it.
+    async fn fetch_changed(&self, tenant: &str, scope: &ChangeScope) -> Result<[Vec<Record>; 3]> {
+        let tenant_condition = json!({"tenant_id": {"$eq": tenant}});
+        let clauses: Vec<serde_json::Value> = match scope {
+            ChangeScope::Tenant => vec![tenant_condition],
+            ChangeScope::Docs(docs) => {
+                let docs: Vec<&String> = docs.iter().collect();
+                docs.chunks(changes::IDS_PER_FETCH)
+                    .map(|ids| json!({"$and": [tenant_condition, {"doc_id": {"$in": ids}}]}))
+                    .collect()
+            }
+        };
+        let ids = self.collection_id_list()?;
+        let fetch_level = |slot: usize| {
+            let (clauses, id) = (&clauses, &ids[slot]);
+            async move {
+                let mut records = Vec::new();
+                for clause in clauses {
+                    records.extend(self.fetch_where(id, clause).await?);
+                }
+                Ok::<_, IndexError>(records)
+            }
+        };
+        let (docs, sections, chunks) = tokio::try_join!(fetch_level(0), fetch_level(1), fetch_level(2))?;
+        Ok([docs, sections, chunks])
+    }
+
+    fn collection_id_list(&self) -> Result<[String; 3]> {
+        self.collection_ids
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+            .ok_or_else(|| IndexError::new(IndexErrorKind::Unavailable, "chroma collections not resolved yet"))
+    }
+
+    /// Every record of one collection matching `where_clause`, a page at a time.
+    async fn fetch_where(&self, collection_id: &str, where_clause: &serde_json::Value) -> Result<Vec<Record>> {
+        let mut records = Vec::new();
+        loop {
+            let body = json!({
+                "where": where_clause,
+                "include": ["embeddings", "metadatas", "documents"],
+                "limit": LOAD_PAGE_SIZE,
+                "offset": records.len(),
+            });
+            let page = self.client.get(collection_id, &body).await?.into_records()?;
+            let full = page.len() == LOAD_PAGE_SIZE;
+            records.extend(page);
+            if !full {
+                return Ok(records);
+            }
+        }
+    }
+
+    /// The metadata of every doc of one tenant, read from Chroma (not the replica): what an
+    /// ingest needs to know which docs a source owns, without loading any replica.
+    pub async fn tenant_doc_metadata(&self, tenant: &str) -> Result<Vec<crate::model::Metadata>> {
+        let collection_id = self.collection_id(Level::Doc).await?;
+        let mut metas = Vec::new();
+        loop {
+            let body = json!({
+                "where": {"tenant_id": {"$eq": tenant}},
+                "include": ["metadatas"],
+                "limit": LOAD_PAGE_SIZE,
+                "offset": metas.len(),
+            });
+            let page = self.client.get(&collection_id, &body).await?.into_metadatas()?;
+            let full = page.len() == LOAD_PAGE_SIZE;
+            metas.extend(page);
+            if !full {
+                return Ok(metas);
+            }
+        }
     }
 
     fn current_loaded(&self) -> Option<Arc<LoadedIndex>> {

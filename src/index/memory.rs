@@ -145,6 +145,11 @@ impl LoadedIndex {
         next
     }
 
+    /// The embedding model and indexing date `stats` reports.
+    pub fn stats_info(&self) -> (&str, &str) {
+        (&self.embedding_model, &self.indexed_at)
+    }
+
     /// Sets the index-wide facts `stats` reports (after an incremental refresh).
     pub fn set_info(&mut self, embedding_model: &str, indexed_at: &str) {
         embedding_model.clone_into(&mut self.embedding_model);
@@ -272,6 +277,42 @@ impl LoadedIndex {
     }
 }
 
+/// Tenant `tenant`'s part after a change: its records in `base` outside `scope`, plus `fetched`
+/// (what Chroma holds now for `scope`). Validated like a snapshot; `None` when nothing is left.
+pub fn rebuild_tenant(
+    base: &LoadedIndex,
+    tenant: &str,
+    scope: &super::chroma::ChangeScope,
+    fetched: [Vec<Record>; 3],
+    dimension: usize,
+) -> Result<Option<Arc<TenantIndex>>> {
+    let mut levels: [Vec<Arc<Record>>; 3] = Default::default();
+    for (slot, (level, fetched)) in Level::ALL.into_iter().zip(fetched).enumerate() {
+        let mut fresh: Vec<Record> = fetched;
+        // Offset paging under a concurrent write may repeat a record; keep its first copy.
+        let mut seen = HashSet::new();
+        fresh.retain(|record| seen.insert(record.id.clone()));
+        validate_records(level, fresh.iter(), dimension)?;
+        if let Some(record) = fresh.iter().find(|record| record.meta.tenant_id != tenant) {
+            return Err(corrupt(format!("record {} of another tenant in a delta of {tenant}", record.id)));
+        }
+        let kept = base.tenant(tenant).map(|part| part.records(level)).unwrap_or_default();
+        let kept = kept.iter().filter(|record| match scope {
+            super::chroma::ChangeScope::Tenant => false,
+            super::chroma::ChangeScope::Docs(docs) => !docs.contains(&record.meta.doc_id),
+        });
+        levels[slot] = kept.cloned().chain(fresh.into_iter().map(Arc::new)).collect();
+        let mut ids = HashSet::new();
+        if let Some(record) = levels[slot].iter().find(|record| !ids.insert(record.id.as_str())) {
+            return Err(corrupt(format!("duplicate {} id {}", level.as_str(), record.id)));
+        }
+    }
+    if levels.iter().all(Vec::is_empty) {
+        return Ok(None);
+    }
+    Ok(Some(Arc::new(TenantIndex::build(levels, dimension))))
+}
+
 fn corrupt(message: impl Into<String>) -> IndexError {
     IndexError::new(IndexErrorKind::Corrupt, format!("index empty or corrupted: {}", message.into()))
 }
@@ -295,24 +336,32 @@ fn validate_snapshot(snapshot: &Snapshot) -> Result<()> {
         return Err(corrupt(format!("dimension is {} but records have {}", snapshot.dimension, dimension)));
     }
     for level in Level::ALL {
+        validate_records(level, snapshot.records(level).iter(), dimension)?;
         let mut seen = HashSet::new();
         for record in snapshot.records(level) {
-            if record.meta.tenant_id.is_empty() || record.id.is_empty() || record.meta.doc_id.is_empty() {
-                return Err(corrupt(format!("a {} record lacks id, tenant_id or doc_id", level.as_str())));
-            }
-            if record.level() != level {
-                return Err(corrupt(format!(
-                    "record {} is listed as a {} but its ids say otherwise",
-                    record.id,
-                    level.as_str()
-                )));
-            }
-            if record.embedding.len() != dimension || record.embedding.iter().any(|v| !v.is_finite()) {
-                return Err(corrupt(format!("record {} has a bad embedding", record.id)));
-            }
             if !seen.insert((record.meta.tenant_id.as_str(), record.id.as_str())) {
                 return Err(corrupt(format!("duplicate {} id {}", level.as_str(), record.id)));
             }
+        }
+    }
+    Ok(())
+}
+
+/// Each record has its ids, belongs to `level` and has a finite embedding of `dimension`.
+fn validate_records<'a>(level: Level, records: impl Iterator<Item = &'a Record>, dimension: usize) -> Result<()> {
+    for record in records {
+        if record.meta.tenant_id.is_empty() || record.id.is_empty() || record.meta.doc_id.is_empty() {
+            return Err(corrupt(format!("a {} record lacks id, tenant_id or doc_id", level.as_str())));
+        }
+        if record.level() != level {
+            return Err(corrupt(format!(
+                "record {} is listed as a {} but its ids say otherwise",
+                record.id,
+                level.as_str()
+            )));
+        }
+        if record.embedding.len() != dimension || record.embedding.iter().any(|v| !v.is_finite()) {
+            return Err(corrupt(format!("record {} has a bad embedding", record.id)));
         }
     }
     Ok(())

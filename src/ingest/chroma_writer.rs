@@ -3,7 +3,7 @@
 
 use super::writer::{IndexWriter, IngestBatch, SourceScope, WriteOutcome};
 use super::IngestError;
-use crate::index::{ChromaIndex, IndexErrorKind, RecordFilter, VectorIndex};
+use crate::index::{ChromaIndex, RecordFilter};
 use crate::model::Level;
 use async_trait::async_trait;
 use std::collections::BTreeSet;
@@ -28,22 +28,11 @@ fn chroma_error(error: crate::index::IndexError) -> IngestError {
 impl IndexWriter for ChromaSourceWriter {
     async fn replace_source(&self, scope: &SourceScope, batch: IngestBatch) -> Result<WriteOutcome, IngestError> {
         self.index.ensure_collections().await.map_err(chroma_error)?;
-        // The replica tells which docs this source owns now; an empty index owns none.
-        let existing = match self.index.refresh().await {
-            Ok(_) => match self.index.get(Level::Doc, &RecordFilter::tenant(scope.tenant_id.clone()), usize::MAX).await
-            {
-                Ok(records) => records,
-                Err(error) if error.kind == IndexErrorKind::NotFound => Vec::new(),
-                Err(error) => return Err(chroma_error(error)),
-            },
-            Err(error) if error.kind == IndexErrorKind::NotFound => Vec::new(),
-            Err(error) => return Err(chroma_error(error)),
-        };
-        let owned: BTreeSet<String> = existing
-            .iter()
-            .filter(|record| scope.owns(&record.meta))
-            .map(|record| record.meta.doc_id.clone())
-            .collect();
+        // Chroma tells which docs this source owns now (their metadata only: no replica is
+        // loaded, so an ingest costs the same whatever the size of the index).
+        let existing = self.index.tenant_doc_metadata(&scope.tenant_id).await.map_err(chroma_error)?;
+        let owned: BTreeSet<String> =
+            existing.iter().filter(|meta| scope.owns(meta)).map(|meta| meta.doc_id.clone()).collect();
         let incoming: BTreeSet<String> = batch.records.docs.iter().map(|record| record.meta.doc_id.clone()).collect();
         let removed_docs = owned.difference(&incoming).count();
         let to_delete: Vec<String> = owned.union(&incoming).cloned().collect();

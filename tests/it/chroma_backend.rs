@@ -288,6 +288,81 @@ async fn writes_reach_this_instance_at_once_and_other_instances_by_polling() {
     assert!(pinned.version().is_some_and(|version| version >= written));
 }
 
+fn records_loaded(index: &ChromaIndex) -> u64 {
+    index.replica_status().expect("a replica reports its status").records_loaded_total
+}
+
+/// A write through the service is logged, and a replica applies it by re-reading only the changed
+/// docs of that tenant: deletes are applied, the other tenant is not read again. A change nothing
+/// logged (a write straight to Chroma) still reaches the replica, by a full reload.
+#[tokio::test]
+async fn a_logged_write_rereads_only_the_changed_docs_and_applies_deletes() {
+    let Some(url) = chroma_url() else { return };
+    let prefix = unique_prefix();
+    let writer = ChromaIndex::new(&settings(&url, &prefix)).unwrap();
+    let corpus = snapshot();
+    writer.replace_tenants(&corpus).await.unwrap();
+    let total = (corpus.docs.len() + corpus.sections.len() + corpus.chunks.len()) as u64;
+    let reader = ChromaIndex::new(&settings(&url, &prefix)).unwrap();
+    assert!(reader.refresh().await.unwrap());
+    assert_eq!(records_loaded(&reader), total, "the first load reads everything");
+    assert!(!reader.refresh().await.unwrap(), "nothing changed, nothing read");
+    assert_eq!(records_loaded(&reader), total);
+
+    // acme: doc2 deleted on every level, doc1's doc record rewritten with a new title.
+    let acme = RecordFilter::tenant("acme");
+    let doc2 = RecordFilter { doc_ids: Some(vec!["doc2".into()]), ..acme.clone() };
+    for level in Level::ALL {
+        writer.delete_matching(level, &doc2).await.unwrap();
+    }
+    let mut doc1 = corpus.docs.iter().find(|doc| doc.meta.tenant_id == "acme" && doc.id == "doc1").unwrap().clone();
+    doc1.meta.title = "Новый заголовок".into();
+    writer.upsert(Level::Doc, std::slice::from_ref(&doc1)).await.unwrap();
+
+    assert!(reader.refresh().await.unwrap());
+    let doc1_records = 1 + 2 + 4;
+    assert_eq!(records_loaded(&reader) - total, doc1_records, "only doc1 and doc2 of acme were read again");
+    assert_eq!(ids(&reader.get(Level::Doc, &acme, 100).await.unwrap()), ["doc0", "doc1", "doc3"]);
+    assert!(reader.get(Level::Chunk, &doc2, 100).await.unwrap().is_empty(), "the deleted doc's chunks are gone");
+    assert!(reader.get(Level::Section, &doc2, 100).await.unwrap().is_empty());
+    let acme_doc1 = RecordFilter { doc_ids: Some(vec!["doc1".into()]), ..acme.clone() };
+    assert_eq!(reader.get(Level::Doc, &acme_doc1, 1).await.unwrap()[0].meta.title, "Новый заголовок");
+    assert_eq!(reader.get(Level::Chunk, &acme_doc1, 100).await.unwrap().len(), 4, "doc1's chunks kept");
+    let beta = RecordFilter::tenant("beta");
+    assert_eq!(reader.get(Level::Chunk, &beta, 100).await.unwrap().len(), 16, "the other tenant is intact");
+    let stats = reader.stats().await.unwrap();
+    assert_eq!((stats.tenants["acme"].docs, stats.tenants["acme"].chunks), (3, 12));
+
+    // A whole-tenant delete removes the tenant from the replica.
+    writer.delete_tenant("beta").await.unwrap();
+    let before = records_loaded(&reader);
+    assert!(reader.refresh().await.unwrap());
+    assert_eq!(records_loaded(&reader), before, "a deleted tenant has nothing to read");
+    assert!(!reader.tenant_exists("beta").await.unwrap());
+    assert!(reader.tenant_exists("acme").await.unwrap());
+
+    // A delete straight to Chroma, outside the service: counts change with no logged write.
+    let settings = settings(&url, &prefix);
+    let client = reqwest::Client::new();
+    let base =
+        format!("{url}/api/v2/tenants/{}/databases/{}/collections", settings.chroma_tenant, settings.chroma_database);
+    let collection: serde_json::Value =
+        client.get(format!("{base}/{prefix}_chunks")).send().await.unwrap().json().await.unwrap();
+    let deleted = client
+        .post(format!("{base}/{}/delete", collection["id"].as_str().unwrap()))
+        .json(&serde_json::json!({"where": {"doc_id": {"$eq": "doc3"}}}))
+        .send()
+        .await
+        .unwrap();
+    assert!(deleted.status().is_success());
+    let before = records_loaded(&reader);
+    assert!(reader.refresh().await.unwrap());
+    let remaining = (3 + 6 + 12 - 4) as u64;
+    assert_eq!(records_loaded(&reader) - before, remaining, "an unexplained change reloads everything");
+    let doc3 = RecordFilter { doc_ids: Some(vec!["doc3".into()]), ..acme };
+    assert!(reader.get(Level::Chunk, &doc3, 100).await.unwrap().is_empty());
+}
+
 /// More chunks than one upsert batch, written with several batches in flight: every record
 /// arrives once, and replacing the tenant again leaves exactly the new records (no duplicates, the
 /// dropped doc's records gone).

@@ -28,6 +28,8 @@ struct FakeChroma {
     /// (collection id, records, embeddings are base64 strings) of every upsert.
     batches: Mutex<Vec<(String, usize, bool)>>,
     metadata_updates: AtomicUsize,
+    /// The change-log entries written (upserts to `fake_changes`, not record batches).
+    change_entries: Mutex<Vec<Value>>,
 }
 
 async fn answer(
@@ -41,6 +43,11 @@ async fn answer(
     if path.ends_with("/pre-flight-checks") {
         let checks = json!({"max_batch_size": fake.max_batch_size, "supports_base64_encoding": fake.base64});
         return (StatusCode::OK, Json(checks));
+    }
+    if path.ends_with("/fake_changes/upsert") {
+        let metadatas = body["metadatas"].as_array().cloned().unwrap_or_default();
+        fake.change_entries.lock().unwrap().extend(metadatas);
+        return (StatusCode::OK, Json(json!({})));
     }
     if path.ends_with("/upsert") {
         let call = fake.upserts.fetch_add(1, Ordering::SeqCst) + 1;
@@ -119,6 +126,9 @@ async fn upserts_are_split_into_batches_of_at_most_1000_or_the_server_limit() {
     assert_eq!(batch_sizes(&fake), [1000, 1000, 500]);
     assert!(fake.batches.lock().unwrap().iter().all(|(collection, _, base64)| collection == "fake_chunks" && *base64));
     assert_eq!(fake.metadata_updates.load(Ordering::SeqCst), 1, "one version bump per upsert call");
+    let entries = fake.change_entries.lock().unwrap().clone();
+    assert_eq!(entries.len(), 1, "one change-log entry per tenant written: {entries:?}");
+    assert_eq!(entries[0]["tenant_id"], "acme");
 
     let (url, fake) = start(FakeChroma { max_batch_size: 300, base64: false, ..FakeChroma::default() }).await;
     index(&url, 2).upsert(Level::Chunk, &chunks(700)).await.unwrap();

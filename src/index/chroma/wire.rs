@@ -182,6 +182,16 @@ impl GetResponse {
     }
 }
 
+impl GetResponse {
+    /// The metadata of each record of the page (a `get` with `include: [metadatas]`).
+    pub fn into_metadatas(self) -> Result<Vec<crate::model::Metadata>> {
+        let metadatas = self
+            .metadatas
+            .ok_or_else(|| IndexError::new(IndexErrorKind::Corrupt, "chroma get returned no metadatas".to_string()))?;
+        metadatas.into_iter().map(|metadata| metadata_from_chroma(metadata.unwrap_or_default())).collect()
+    }
+}
+
 /// `POST …/query` for one query vector.
 #[derive(Debug, Deserialize)]
 pub struct QueryResponse {

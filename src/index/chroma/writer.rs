@@ -1,13 +1,14 @@
 //! Writing to Chroma: collections created on demand, batched upserts with base64 embeddings
 //! (several batches in flight), deletes by `where`, and the version marker readers poll.
 
+use super::changes::{self, ChangeScope};
 use super::wire::EmbeddingEncoding;
 use super::{level_slot, wire, ChromaIndex};
 use crate::index::{IndexError, IndexErrorKind, RecordFilter, Result};
 use crate::model::{Level, Record, Snapshot};
 use futures_util::{StreamExt, TryStreamExt};
 use serde_json::{json, Map, Value};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -45,6 +46,20 @@ static VERSION_COUNTER: AtomicU64 = AtomicU64::new(0);
 fn next_version() -> String {
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|elapsed| elapsed.as_nanos()).unwrap_or_default();
     format!("{nanos}-{}-{}", std::process::id(), VERSION_COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Milliseconds since the epoch (the change log's clock).
+pub(super) fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|elapsed| elapsed.as_millis() as i64).unwrap_or_default()
+}
+
+/// What writing `records` changes: the docs they belong to, per tenant.
+fn changed_docs(records: &[Record]) -> Vec<(String, ChangeScope)> {
+    let mut docs: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for record in records {
+        docs.entry(record.meta.tenant_id.as_str()).or_default().insert(record.meta.doc_id.clone());
+    }
+    docs.into_iter().map(|(tenant, docs)| (tenant.to_string(), ChangeScope::Docs(docs))).collect()
 }
 
 fn validate(level: Level, record: &Record) -> Result<()> {
@@ -146,7 +161,7 @@ impl ChromaIndex {
             ok = written.is_ok(),
             "chroma upsert"
         );
-        let marked = self.mark_written().await;
+        let marked = self.mark_written(changed_docs(records)).await;
         written.and(marked)
     }
 
@@ -167,14 +182,19 @@ impl ChromaIndex {
         let Some(where_clause) = wire::where_clause(filter) else {
             return Ok(0);
         };
-        self.delete_where(level, json!({ "where": where_clause })).await
+        let scope = match (&filter.doc_ids, filter.section_ids.is_none()) {
+            (Some(doc_ids), true) => ChangeScope::Docs(doc_ids.iter().cloned().collect()),
+            _ => ChangeScope::Tenant,
+        };
+        self.delete_where(level, json!({ "where": where_clause }), vec![(filter.tenant_id.clone(), scope)]).await
     }
 
     /// Deletes every record of one tenant on all three levels.
     pub async fn delete_tenant(&self, tenant_id: &str) -> Result<usize> {
         let mut deleted = 0;
         for level in Level::ALL {
-            deleted += self.delete_where(level, json!({"where": {"tenant_id": {"$eq": tenant_id}}})).await?;
+            let body = json!({"where": {"tenant_id": {"$eq": tenant_id}}});
+            deleted += self.delete_where(level, body, vec![(tenant_id.to_string(), ChangeScope::Tenant)]).await?;
         }
         Ok(deleted)
     }
@@ -184,16 +204,17 @@ impl ChromaIndex {
         let where_clause = json!({"$and": [{"tenant_id": {"$eq": tenant_id}}, {"source": {"$eq": source}}]});
         let mut deleted = 0;
         for level in Level::ALL {
-            deleted += self.delete_where(level, json!({ "where": where_clause })).await?;
+            let body = json!({ "where": where_clause });
+            deleted += self.delete_where(level, body, vec![(tenant_id.to_string(), ChangeScope::Tenant)]).await?;
         }
         Ok(deleted)
     }
 
-    async fn delete_where(&self, level: Level, body: Value) -> Result<usize> {
+    async fn delete_where(&self, level: Level, body: Value, changes: Vec<(String, ChangeScope)>) -> Result<usize> {
         let client = &self.client;
         let body = &body;
         let deleted = self.on_collection(level, |id| async move { client.delete(&id, body).await }).await?;
-        self.mark_written().await?;
+        self.mark_written(changes).await?;
         Ok(deleted)
     }
 
@@ -206,7 +227,10 @@ impl ChromaIndex {
             Level::ALL.iter().flat_map(|&level| snapshot.records(level)).map(|r| r.meta.tenant_id.as_str()).collect();
         if !tenants.is_empty() {
             let body = json!({"where": {"tenant_id": {"$in": tenants}}});
-            let [docs, sections, chunks] = Level::ALL.map(|level| self.delete_where(level, body.clone()));
+            let changes: Vec<(String, ChangeScope)> =
+                tenants.iter().map(|tenant| (tenant.to_string(), ChangeScope::Tenant)).collect();
+            let [docs, sections, chunks] =
+                Level::ALL.map(|level| self.delete_where(level, body.clone(), changes.clone()));
             tokio::try_join!(docs, sections, chunks)?;
         }
         let [docs, sections, chunks] = Level::ALL.map(|level| self.upsert(level, snapshot.records(level)));
@@ -225,11 +249,55 @@ impl ChromaIndex {
         Ok(info.metadata_string(VERSION_KEY).and_then(super::parse_version))
     }
 
-    /// Bumps the version marker readers poll and makes this instance's next read reload.
-    async fn mark_written(&self) -> Result<()> {
-        let outcome = self.update_docs_metadata(&[(VERSION_KEY, &next_version())]).await;
+    /// Logs what a write changed (`changes`), then bumps the version marker readers poll to
+    /// the entries' version, and makes this instance's next read refresh. When logging fails
+    /// the marker is bumped anyway: readers see a version no entry explains and reload in full.
+    async fn mark_written(&self, changes: Vec<(String, ChangeScope)>) -> Result<()> {
+        let version = next_version();
+        let logged = if changes.is_empty() { Ok(()) } else { self.log_changes(&version, &changes).await };
+        let marked = self.update_docs_metadata(&[(VERSION_KEY, &version)]).await;
         self.dirty.store(true, Ordering::Release);
-        outcome
+        logged.and(marked)
+    }
+
+    /// Appends the entries of one write to the change log and prunes entries past retention.
+    async fn log_changes(&self, version: &str, changes: &[(String, ChangeScope)]) -> Result<()> {
+        let at_ms = now_ms();
+        let body = changes::entries_body(version, at_ms, changes);
+        let client = &self.client;
+        let body = &body;
+        self.on_changes_collection(|id| async move { client.upsert(&id, body).await }).await?;
+        let prune = json!({"where": {"at_ms": {"$lt": at_ms - changes::RETENTION_MS}}});
+        let prune = &prune;
+        self.on_changes_collection(|id| async move { client.delete(&id, prune).await }).await.map(|_| ())
+    }
+
+    /// The change log's collection UUID, created when missing.
+    pub(super) async fn changes_collection_id(&self) -> Result<String> {
+        let cached = self.changes_collection.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+        if let Some(id) = cached {
+            return Ok(id);
+        }
+        let mut metadata = Map::new();
+        metadata.insert("role".into(), Value::from("change log of the retrieval service"));
+        let info = self.client.get_or_create(&self.changes_name, &metadata).await?;
+        *self.changes_collection.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(info.id.clone());
+        Ok(info.id)
+    }
+
+    /// `on_collection` for the change log.
+    pub(super) async fn on_changes_collection<T, F, Fut>(&self, operation: F) -> Result<T>
+    where
+        F: Fn(String) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        match operation(self.changes_collection_id().await?).await {
+            Err(error) if error.kind == IndexErrorKind::NotFound => {
+                *self.changes_collection.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
+                operation(self.changes_collection_id().await?).await
+            }
+            outcome => outcome,
+        }
     }
 
     /// Chroma replaces collection metadata on update, so the current keys are read and merged.
