@@ -23,9 +23,13 @@ struct LevelData {
 }
 
 impl LevelData {
-    fn build(mut records: Vec<Arc<Record>>, dimension: usize) -> Self {
-        records.sort_unstable_by(|a, b| a.id.cmp(&b.id));
-        let index = TenantLevel::build(&records, (0..records.len()).collect(), dimension);
+    /// Indexes one tenant's records of one level with their embeddings. The vectors are kept in
+    /// the scan matrix only: the records themselves carry none (`Record::embedding` is empty).
+    fn build(mut rows: Vec<(Arc<Record>, Vec<f32>)>, dimension: usize) -> Self {
+        rows.sort_unstable_by(|a, b| a.0.id.cmp(&b.0.id));
+        let (records, vectors): (Vec<Arc<Record>>, Vec<Vec<f32>>) = rows.into_iter().unzip();
+        let index = TenantLevel::build(&records, &vectors, dimension);
+        drop(vectors);
         let scope = Arc::new(());
         let features = records
             .iter()
@@ -77,9 +81,9 @@ pub struct TenantIndex {
 }
 
 impl TenantIndex {
-    /// Indexes one tenant's records (already validated, all of that tenant).
-    pub fn build(levels: [Vec<Arc<Record>>; 3], dimension: usize) -> Self {
-        Self { levels: levels.map(|records| LevelData::build(records, dimension)) }
+    /// Indexes one tenant's records with their embeddings (already validated, all of that tenant).
+    fn build(levels: [Vec<(Arc<Record>, Vec<f32>)>; 3], dimension: usize) -> Self {
+        Self { levels: levels.map(|rows| LevelData::build(rows, dimension)) }
     }
 
     fn level(&self, level: Level) -> &LevelData {
@@ -119,10 +123,10 @@ impl LoadedIndex {
     pub fn build(snapshot: Snapshot) -> Result<Self> {
         validate_snapshot(&snapshot)?;
         let dimension = snapshot.docs.first().map(|r| r.embedding.len()).unwrap_or(snapshot.dimension);
-        let mut by_tenant: HashMap<String, [Vec<Arc<Record>>; 3]> = HashMap::new();
+        let mut by_tenant: HashMap<String, [Vec<(Arc<Record>, Vec<f32>)>; 3]> = HashMap::new();
         for (slot, records) in [snapshot.docs, snapshot.sections, snapshot.chunks].into_iter().enumerate() {
             for record in records {
-                by_tenant.entry(record.meta.tenant_id.clone()).or_default()[slot].push(Arc::new(record));
+                by_tenant.entry(record.meta.tenant_id.clone()).or_default()[slot].push(without_embedding(record));
             }
         }
         let tenants = by_tenant
@@ -286,7 +290,7 @@ pub fn rebuild_tenant(
     fetched: [Vec<Record>; 3],
     dimension: usize,
 ) -> Result<Option<Arc<TenantIndex>>> {
-    let mut levels: [Vec<Arc<Record>>; 3] = Default::default();
+    let mut levels: [Vec<(Arc<Record>, Vec<f32>)>; 3] = Default::default();
     for (slot, (level, fetched)) in Level::ALL.into_iter().zip(fetched).enumerate() {
         let mut fresh: Vec<Record> = fetched;
         // Offset paging under a concurrent write may repeat a record; keep its first copy.
@@ -296,21 +300,35 @@ pub fn rebuild_tenant(
         if let Some(record) = fresh.iter().find(|record| record.meta.tenant_id != tenant) {
             return Err(corrupt(format!("record {} of another tenant in a delta of {tenant}", record.id)));
         }
-        let kept = base.tenant(tenant).map(|part| part.records(level)).unwrap_or_default();
-        let kept = kept.iter().filter(|record| match scope {
-            super::chroma::ChangeScope::Tenant => false,
-            super::chroma::ChangeScope::Docs(docs) => !docs.contains(&record.meta.doc_id),
-        });
-        levels[slot] = kept.cloned().chain(fresh.into_iter().map(Arc::new)).collect();
+        let mut rows: Vec<(Arc<Record>, Vec<f32>)> = Vec::new();
+        if let Some(old) = base.tenant(tenant).map(|part| part.level(level)) {
+            for (number, record) in old.records.iter().enumerate() {
+                let kept = match scope {
+                    super::chroma::ChangeScope::Tenant => false,
+                    super::chroma::ChangeScope::Docs(docs) => !docs.contains(&record.meta.doc_id),
+                };
+                if kept {
+                    rows.push((Arc::clone(record), old.index.vector(number)));
+                }
+            }
+        }
+        rows.extend(fresh.into_iter().map(without_embedding));
         let mut ids = HashSet::new();
-        if let Some(record) = levels[slot].iter().find(|record| !ids.insert(record.id.as_str())) {
+        if let Some((record, _)) = rows.iter().find(|(record, _)| !ids.insert(record.id.as_str())) {
             return Err(corrupt(format!("duplicate {} id {}", level.as_str(), record.id)));
         }
+        levels[slot] = rows;
     }
     if levels.iter().all(Vec::is_empty) {
         return Ok(None);
     }
     Ok(Some(Arc::new(TenantIndex::build(levels, dimension))))
+}
+
+/// A record as the index keeps it (no embedding), and its embedding.
+fn without_embedding(mut record: Record) -> (Arc<Record>, Vec<f32>) {
+    let embedding = std::mem::take(&mut record.embedding);
+    (Arc::new(record), embedding)
 }
 
 fn corrupt(message: impl Into<String>) -> IndexError {
@@ -799,6 +817,46 @@ mod tests {
                 assert_eq!(ids_and_scores(&index.lexical(level, &filter, &terms, 2)), expected, "{level:?} {filter:?}");
             }
         }
+    }
+
+    /// A tenant rebuilt from a delta scores exactly like one built from the whole snapshot: kept
+    /// records' vectors come back from the scan matrix unchanged, the changed doc's are the new ones.
+    #[test]
+    fn a_rebuilt_tenant_searches_like_a_fresh_build() {
+        let snapshot = fixtures::snapshot();
+        let base = LoadedIndex::build(snapshot.clone()).unwrap();
+        let changed_doc = snapshot.docs.iter().find(|doc| doc.meta.tenant_id == "t1").unwrap().meta.doc_id.clone();
+        let embedder = PseudoEmbedder::new(fixtures::DIMENSION);
+        let mut next = snapshot.clone();
+        let mut fetched: [Vec<Record>; 3] = Default::default();
+        for (slot, level) in Level::ALL.into_iter().enumerate() {
+            let records = match level {
+                Level::Doc => &mut next.docs,
+                Level::Section => &mut next.sections,
+                Level::Chunk => &mut next.chunks,
+            };
+            for record in records.iter_mut().filter(|r| r.meta.tenant_id == "t1" && r.meta.doc_id == changed_doc) {
+                record.text = format!("{} обновлено", record.text);
+                record.embedding = embedder.embed_one(&record.text);
+                fetched[slot].push(record.clone());
+            }
+        }
+        let scope = super::super::chroma::ChangeScope::Docs([changed_doc].into());
+        let part = rebuild_tenant(&base, "t1", &scope, fetched, base.dimension()).unwrap();
+        let rebuilt = base.with_tenants(vec![("t1".to_string(), part)]);
+        let fresh = LoadedIndex::build(next).unwrap();
+        let query = embedder.embed_one("обновлено установка");
+        let terms = crate::text::terms("обновлено установка");
+        for level in Level::ALL {
+            for tenant in ["t1", "t2"] {
+                let filter = RecordFilter::tenant(tenant);
+                let got = ids_and_scores(&rebuilt.knn(level, &filter, &query, 100).unwrap());
+                assert_eq!(got, ids_and_scores(&fresh.knn(level, &filter, &query, 100).unwrap()), "{level:?}");
+                let got = ids_and_scores(&rebuilt.lexical(level, &filter, &terms, 100));
+                assert_eq!(got, ids_and_scores(&fresh.lexical(level, &filter, &terms, 100)), "{level:?}");
+            }
+        }
+        assert!(Arc::ptr_eq(rebuilt.tenant("t2").unwrap(), base.tenant("t2").unwrap()), "t2 is shared, not copied");
     }
 
     #[tokio::test]

@@ -13,8 +13,8 @@ use std::sync::Arc;
 /// level, so comparing numbers breaks score ties by id without touching a string.
 #[derive(Debug, Default)]
 pub(super) struct TenantLevel {
-    /// Number → position in the level's list of records.
-    pub positions: Vec<usize>,
+    /// How many records the level has (numbered 0..len).
+    len: usize,
     vectors: VectorBlocks,
     /// Number → Euclidean norm of the record's embedding.
     norms: Vec<f32>,
@@ -27,25 +27,30 @@ pub(super) struct TenantLevel {
 }
 
 impl TenantLevel {
-    pub fn build(records: &[Arc<Record>], mut positions: Vec<usize>, dimension: usize) -> Self {
-        positions.sort_unstable_by(|&a, &b| records[a].id.cmp(&records[b].id));
-        let embeddings: Vec<&[f32]> = positions.iter().map(|&p| records[p].embedding.as_slice()).collect();
-        let vectors = VectorBlocks::build(&embeddings, dimension);
+    /// Indexes `records` (sorted by id) whose embeddings are `vectors` (same order).
+    pub fn build(records: &[Arc<Record>], vectors: &[Vec<f32>], dimension: usize) -> Self {
+        let embeddings: Vec<&[f32]> = vectors.iter().map(Vec::as_slice).collect();
         let norms = embeddings.iter().map(|e| e.iter().map(|v| v * v).sum::<f32>().sqrt()).collect();
+        let vectors = VectorBlocks::build(&embeddings, dimension);
         let lexical = Bm25Index::build(
-            positions.iter().map(|&p| crate::text::terms(&lexical_text(&records[p]))),
+            records.iter().map(|record| crate::text::terms(&lexical_text(record))),
             Bm25Params::default(),
         );
         let mut by_doc: HashMap<String, Vec<usize>> = HashMap::new();
         let mut by_section: HashMap<String, Vec<usize>> = HashMap::new();
-        for (number, &position) in positions.iter().enumerate() {
-            let meta = &records[position].meta;
+        for (number, record) in records.iter().enumerate() {
+            let meta = &record.meta;
             by_doc.entry(meta.doc_id.clone()).or_default().push(number);
             if let Some(section_id) = &meta.section_id {
                 by_section.entry(section_id.clone()).or_default().push(number);
             }
         }
-        Self { positions, vectors, norms, lexical, by_doc, by_section }
+        Self { len: records.len(), vectors, norms, lexical, by_doc, by_section }
+    }
+
+    /// The embedding of record `number`, read back from the scan matrix.
+    pub fn vector(&self, number: usize) -> Vec<f32> {
+        self.vectors.row(number)
     }
 
     /// The numbers of the records that the filter's id lists allow, ascending (that is, in id
@@ -59,7 +64,7 @@ impl TenantLevel {
             numbers
         };
         match (&filter.doc_ids, &filter.section_ids) {
-            (None, None) => (0..self.positions.len()).collect(),
+            (None, None) => (0..self.len).collect(),
             (Some(doc_ids), None) => numbers_of(&self.by_doc, doc_ids),
             (None, Some(section_ids)) => numbers_of(&self.by_section, section_ids),
             (Some(doc_ids), Some(section_ids)) => {
@@ -157,6 +162,11 @@ impl VectorBlocks {
             }
         }
         Self { dimension, data }
+    }
+
+    fn row(&self, number: usize) -> Vec<f32> {
+        let block = &self.data[(number / LANES) * self.dimension * LANES..][..self.dimension * LANES];
+        block.chunks_exact(LANES).map(|column| column[number % LANES]).collect()
     }
 
     /// The dot products of `query` with the rows of block `block` (`query.len() == dimension`).
