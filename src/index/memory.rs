@@ -13,6 +13,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
+/// A record as the index keeps it (without its embedding) and its embedding.
+type Row = (Arc<Record>, Vec<f32>);
+
 /// One tenant's records of one level, numbered by ascending id.
 #[derive(Debug, Default)]
 struct LevelData {
@@ -25,7 +28,7 @@ struct LevelData {
 impl LevelData {
     /// Indexes one tenant's records of one level with their embeddings. The vectors are kept in
     /// the scan matrix only: the records themselves carry none (`Record::embedding` is empty).
-    fn build(mut rows: Vec<(Arc<Record>, Vec<f32>)>, dimension: usize) -> Self {
+    fn build(mut rows: Vec<Row>, dimension: usize) -> Self {
         rows.sort_unstable_by(|a, b| a.0.id.cmp(&b.0.id));
         let (records, vectors): (Vec<Arc<Record>>, Vec<Vec<f32>>) = rows.into_iter().unzip();
         let index = TenantLevel::build(&records, &vectors, dimension);
@@ -82,7 +85,7 @@ pub struct TenantIndex {
 
 impl TenantIndex {
     /// Indexes one tenant's records with their embeddings (already validated, all of that tenant).
-    fn build(levels: [Vec<(Arc<Record>, Vec<f32>)>; 3], dimension: usize) -> Self {
+    fn build(levels: [Vec<Row>; 3], dimension: usize) -> Self {
         Self { levels: levels.map(|rows| LevelData::build(rows, dimension)) }
     }
 
@@ -123,7 +126,7 @@ impl LoadedIndex {
     pub fn build(snapshot: Snapshot) -> Result<Self> {
         validate_snapshot(&snapshot)?;
         let dimension = snapshot.docs.first().map(|r| r.embedding.len()).unwrap_or(snapshot.dimension);
-        let mut by_tenant: HashMap<String, [Vec<(Arc<Record>, Vec<f32>)>; 3]> = HashMap::new();
+        let mut by_tenant: HashMap<String, [Vec<Row>; 3]> = HashMap::new();
         for (slot, records) in [snapshot.docs, snapshot.sections, snapshot.chunks].into_iter().enumerate() {
             for record in records {
                 by_tenant.entry(record.meta.tenant_id.clone()).or_default()[slot].push(without_embedding(record));
@@ -290,7 +293,7 @@ pub fn rebuild_tenant(
     fetched: [Vec<Record>; 3],
     dimension: usize,
 ) -> Result<Option<Arc<TenantIndex>>> {
-    let mut levels: [Vec<(Arc<Record>, Vec<f32>)>; 3] = Default::default();
+    let mut levels: [Vec<Row>; 3] = Default::default();
     for (slot, (level, fetched)) in Level::ALL.into_iter().zip(fetched).enumerate() {
         let mut fresh: Vec<Record> = fetched;
         // Offset paging under a concurrent write may repeat a record; keep its first copy.
@@ -300,7 +303,7 @@ pub fn rebuild_tenant(
         if let Some(record) = fresh.iter().find(|record| record.meta.tenant_id != tenant) {
             return Err(corrupt(format!("record {} of another tenant in a delta of {tenant}", record.id)));
         }
-        let mut rows: Vec<(Arc<Record>, Vec<f32>)> = Vec::new();
+        let mut rows: Vec<Row> = Vec::new();
         if let Some(old) = base.tenant(tenant).map(|part| part.level(level)) {
             for (number, record) in old.records.iter().enumerate() {
                 let kept = match scope {
@@ -326,7 +329,7 @@ pub fn rebuild_tenant(
 }
 
 /// A record as the index keeps it (no embedding), and its embedding.
-fn without_embedding(mut record: Record) -> (Arc<Record>, Vec<f32>) {
+fn without_embedding(mut record: Record) -> Row {
     let embedding = std::mem::take(&mut record.embedding);
     (Arc::new(record), embedding)
 }
