@@ -19,7 +19,8 @@ mod wire;
 mod writer;
 
 use super::memory::LoadedIndex;
-use super::{sort_scored, IndexError, IndexErrorKind, IndexStats, RecordFilter, Result, ScoredRecord, VectorIndex};
+use super::replica::{Replica, SnapshotSource};
+use super::{sort_scored, IndexError, IndexErrorKind, RecordFilter, Result, ScoredRecord};
 use crate::config::Settings;
 use crate::model::{Level, Record, Snapshot};
 use async_trait::async_trait;
@@ -28,7 +29,7 @@ use client::ChromaClient;
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -49,18 +50,12 @@ struct Signature {
     indexed_at: String,
 }
 
+/// What the refresher knows of Chroma beyond the replica itself.
 #[derive(Debug, Default)]
-struct ReplicaState {
-    loaded: Option<Arc<LoadedIndex>>,
-    dimension: usize,
+struct SyncState {
+    /// The collections' state the replica reflects.
     signature: Option<Signature>,
-    error: Option<IndexError>,
-    attempted_at: Option<Instant>,
-    /// When the replica in `loaded` was last confirmed current (loaded, or polled unchanged).
-    fresh_at: Option<Instant>,
-    last_load: Option<Duration>,
-    records_loaded: u64,
-    /// Change-log entries already reflected in `loaded`: id → (version, at_ms).
+    /// Change-log entries already reflected in the replica: id → (version, at_ms).
     applied: HashMap<String, (String, i64)>,
     /// The newest `at_ms` of an entry seen; the next poll reads from `cursor_ms − LOOKBACK_MS`.
     cursor_ms: i64,
@@ -77,7 +72,8 @@ pub struct ChromaIndex {
     /// The change log's collection (`{collection}_changes`) and its UUID once known.
     changes_name: String,
     changes_collection: RwLock<Option<String>>,
-    replica: RwLock<ReplicaState>,
+    replica: Replica,
+    sync: Mutex<SyncState>,
     reload: tokio::sync::Mutex<()>,
     dirty: AtomicBool,
     refresh_interval: Duration,
@@ -118,7 +114,8 @@ impl ChromaIndex {
             collection_ids: RwLock::new(None),
             changes_name: format!("{prefix}_changes"),
             changes_collection: RwLock::new(None),
-            replica: RwLock::new(ReplicaState::default()),
+            replica: Replica::refreshed(),
+            sync: Mutex::new(SyncState::default()),
             reload: tokio::sync::Mutex::new(()),
             dirty: AtomicBool::new(false),
             refresh_interval: Duration::from_millis(settings.index_reload_interval_ms),
@@ -138,69 +135,52 @@ impl ChromaIndex {
         &self.collection_names[level_slot(level)]
     }
 
-    /// Polls Chroma every `index_reload_interval_ms` (first poll at once) and reloads the replica
-    /// when the collections changed, until the index is dropped.
+    /// Polls Chroma every `index_reload_interval_ms` (first poll at once) and refreshes the
+    /// replica when the collections changed, until the index is dropped.
     pub fn spawn_refresher(self: &Arc<Self>) {
-        let weak = Arc::downgrade(self);
-        let interval = self.refresh_interval;
-        tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(interval);
-            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                ticker.tick().await;
-                let Some(index) = weak.upgrade() else { break };
-                let _ = index.refresh().await;
-            }
-        });
+        super::replica::spawn_refresher(self, self.refresh_interval);
     }
 
-    /// Polls the collections and reloads the replica when they changed (or a write through this
-    /// instance happened). Returns whether a new replica was loaded; the outcome is also what
-    /// searches and `health` report until the next refresh.
+    /// Polls the collections and the change log and brings the replica up to date (or a write
+    /// through this instance happened). Returns whether a new replica was installed; a failure is
+    /// what searches and `health` report until the next refresh.
     pub async fn refresh(&self) -> Result<bool> {
         let _guard = self.reload.lock().await;
         let force = self.dirty.swap(false, Ordering::AcqRel);
         let outcome = self.refresh_locked().await;
-        let mut state = self.replica.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-        state.attempted_at = Some(Instant::now());
-        match &outcome {
-            Ok(_) => {
-                if let Some(previous) = state.error.take() {
-                    tracing::info!(previous_error = %previous, "chroma index available again");
-                }
+        if let Err(error) = &outcome {
+            if force {
+                self.dirty.store(true, Ordering::Release);
             }
-            Err(error) => {
-                if force {
-                    self.dirty.store(true, Ordering::Release);
-                }
-                if state.error.as_ref().map(|previous| &previous.message) != Some(&error.message) {
-                    tracing::warn!(%error, kind = ?error.kind, "chroma index refresh failed");
-                }
-                state.error = Some(error.clone());
-            }
+            self.replica.fail(error.clone());
         }
         outcome
+    }
+
+    fn sync(&self) -> std::sync::MutexGuard<'_, SyncState> {
+        self.sync.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     async fn refresh_locked(&self) -> Result<bool> {
         let signature = self.poll_signature().await?;
         let (previous, cursor_ms, full) = {
-            let state = self.replica.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let sync = self.sync();
             let same_collections =
-                state.signature.as_ref().is_some_and(|previous| previous.collection_ids == signature.collection_ids);
+                sync.signature.as_ref().is_some_and(|previous| previous.collection_ids == signature.collection_ids);
             // Entries older than the retention may be pruned: a replica that long out of touch
             // cannot trust the log to hold every change it missed.
+            let retention = Duration::from_millis(changes::RETENTION_MS as u64 / 2).as_secs_f64();
             let out_of_touch =
-                state.fresh_at.is_none_or(|at| at.elapsed() > Duration::from_millis(changes::RETENTION_MS as u64 / 2));
-            let full = state.loaded.is_none() || !same_collections || out_of_touch;
-            (state.signature.clone(), state.cursor_ms, full)
+                self.replica.status().and_then(|status| status.age_seconds).is_none_or(|age| age > retention);
+            let full = self.replica.current().is_none() || !same_collections || out_of_touch;
+            (sync.signature.clone(), sync.cursor_ms, full)
         };
         if full {
             return self.reload_all(signature).await;
         }
         let entries = self.poll_changes(cursor_ms - changes::LOOKBACK_MS).await?;
         let (new, version_known) = {
-            let state = self.replica.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let state = self.sync();
             let new: Vec<ChangeEntry> =
                 entries.into_iter().filter(|entry| !state.applied.contains_key(&entry.id)).collect();
             let unchanged = previous.as_ref().is_some_and(|previous| previous.version == signature.version);
@@ -217,16 +197,15 @@ impl ChromaIndex {
             return self.reload_all(signature).await;
         }
         if new.is_empty() {
-            let mut state = self.replica.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-            if let Some(loaded) = state.loaded.as_mut() {
+            if let Some(loaded) = self.replica.current() {
                 if loaded.stats_info() != (signature.embedding_model.as_str(), signature.indexed_at.as_str()) {
-                    let mut updated = LoadedIndex::clone(loaded);
+                    let mut updated = LoadedIndex::clone(&loaded);
                     updated.set_info(&signature.embedding_model, &signature.indexed_at);
-                    *loaded = Arc::new(updated);
+                    self.replica.replace(Arc::new(updated));
                 }
             }
-            state.fresh_at = Some(Instant::now());
-            state.signature = Some(signature);
+            self.replica.confirm(parse_version(&signature.version));
+            self.sync().signature = Some(signature);
             return Ok(false);
         }
         self.apply_changes(signature, new).await.map(|()| true)
@@ -237,9 +216,9 @@ impl ChromaIndex {
     async fn reload_all(&self, signature: Signature) -> Result<bool> {
         let started = Instant::now();
         let entries = self.poll_changes(writer::now_ms() - changes::RETENTION_MS).await?;
-        let (loaded, dimension) = match self.load_replica(&signature).await {
+        let loaded = match self.load_replica(&signature).await {
             Ok(replica) => replica,
-            Err(error) if self.current_loaded().is_some() => {
+            Err(error) if self.replica.current().is_some() => {
                 // Chroma answers, so the replica we have keeps serving; the next poll retries.
                 tracing::warn!(%error, "chroma replica reload failed; keeping the previous replica");
                 return Ok(false);
@@ -253,12 +232,9 @@ impl ChromaIndex {
             latency_ms = started.elapsed().as_millis() as u64,
             "chroma replica loaded"
         );
-        let mut state = self.replica.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-        state.records_loaded += loaded.record_count() as u64;
-        state.loaded = Some(Arc::new(loaded));
-        state.fresh_at = Some(Instant::now());
-        state.last_load = Some(started.elapsed());
-        state.dimension = dimension;
+        let records = loaded.record_count() as u64;
+        self.replica.swap(Arc::new(loaded), parse_version(&signature.version), started.elapsed(), records);
+        let mut state = self.sync();
         state.applied = entries.iter().map(|entry| (entry.id.clone(), (entry.version.clone(), entry.at_ms))).collect();
         state.cursor_ms = entries.iter().map(|entry| entry.at_ms).max().unwrap_or_else(writer::now_ms);
         // A write that raced the load changes the signature again, so the next poll catches up.
@@ -277,7 +253,7 @@ impl ChromaIndex {
             };
             by_tenant.insert(entry.tenant_id.clone(), scope);
         }
-        let Some(base) = self.current_loaded() else {
+        let Some(base) = self.replica.current() else {
             return Err(IndexError::new(IndexErrorKind::Unavailable, "chroma replica not loaded yet"));
         };
         let mut parts = Vec::new();
@@ -305,11 +281,8 @@ impl ChromaIndex {
             latency_ms = started.elapsed().as_millis() as u64,
             "chroma replica refreshed incrementally"
         );
-        let mut state = self.replica.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-        state.loaded = Some(Arc::new(next));
-        state.fresh_at = Some(Instant::now());
-        state.last_load = Some(started.elapsed());
-        state.records_loaded += fetched as u64;
+        self.replica.swap(Arc::new(next), parse_version(&signature.version), started.elapsed(), fetched as u64);
+        let mut state = self.sync();
         for entry in new {
             state.cursor_ms = state.cursor_ms.max(entry.at_ms);
             state.applied.insert(entry.id, (entry.version, entry.at_ms));
@@ -429,17 +402,11 @@ impl ChromaIndex {
         }
     }
 
-    fn current_loaded(&self) -> Option<Arc<LoadedIndex>> {
-        self.replica.read().unwrap_or_else(|poisoned| poisoned.into_inner()).loaded.clone()
-    }
-
-    async fn load_replica(&self, signature: &Signature) -> Result<(LoadedIndex, usize)> {
+    async fn load_replica(&self, signature: &Signature) -> Result<LoadedIndex> {
         let snapshot = self.load_snapshot(signature).await?;
-        let dimension = snapshot.docs.first().map(|record| record.embedding.len()).unwrap_or(0);
-        let loaded = tokio::task::spawn_blocking(move || LoadedIndex::build(snapshot))
+        tokio::task::spawn_blocking(move || LoadedIndex::build(snapshot))
             .await
-            .map_err(|error| IndexError::new(IndexErrorKind::Internal, format!("replica build panicked: {error}")))??;
-        Ok((loaded, dimension))
+            .map_err(|error| IndexError::new(IndexErrorKind::Internal, format!("replica build panicked: {error}")))?
     }
 
     async fn poll_signature(&self) -> Result<Signature> {
@@ -558,39 +525,6 @@ impl ChromaIndex {
         Ok(records)
     }
 
-    /// The replica searches run on. Reloads first after a write through this instance, and retries
-    /// a failed load at most once per refresh interval without making concurrent searches wait.
-    async fn replica(&self) -> Result<Arc<LoadedIndex>> {
-        if self.dirty.load(Ordering::Acquire) {
-            let _ = self.refresh().await;
-        } else {
-            let (never_tried, retry_due) = {
-                let state = self.replica.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-                // With a replica in hand, a search never waits on an unreachable Chroma: the
-                // refresher retries in the background and the search answers from the replica.
-                let retry_due = state.error.is_some()
-                    && state.loaded.is_none()
-                    && state.attempted_at.is_none_or(|attempted| attempted.elapsed() >= self.refresh_interval);
-                (state.attempted_at.is_none(), retry_due)
-            };
-            // The first load is awaited; a retry is skipped when another task is already refreshing.
-            if never_tried || (retry_due && self.reload.try_lock().is_ok()) {
-                let _ = self.refresh().await;
-            }
-        }
-        self.current()
-    }
-
-    fn current(&self) -> Result<Arc<LoadedIndex>> {
-        let state = self.replica.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-        match (&state.error, &state.loaded) {
-            // Chroma unreachable: the last good replica keeps answering (reported by `staleness`).
-            (_, Some(loaded)) => Ok(Arc::clone(loaded)),
-            (Some(error), None) => Err(error.clone()),
-            (None, None) => Err(IndexError::new(IndexErrorKind::Unavailable, "chroma replica not loaded yet")),
-        }
-    }
-
     /// The naive plan: one filtered kNN query answered by Chroma's HNSW index. Kept for the
     /// benchmark's comparison and the contract test of the `where` translation; searches use
     /// the replica.
@@ -622,101 +556,40 @@ impl ChromaIndex {
 }
 
 #[async_trait]
-impl VectorIndex for ChromaIndex {
+impl SnapshotSource for ChromaIndex {
     fn backend_name(&self) -> &'static str {
         "chroma"
     }
 
-    async fn knn(&self, level: Level, filter: &RecordFilter, query: &[f32], k: usize) -> Result<Vec<ScoredRecord>> {
-        self.replica().await?.knn(level, filter, query, k)
+    fn replica(&self) -> &Replica {
+        &self.replica
     }
 
-    async fn lexical(
-        &self,
-        level: Level,
-        filter: &RecordFilter,
-        terms: &[String],
-        k: usize,
-    ) -> Result<Vec<ScoredRecord>> {
-        Ok(self.replica().await?.lexical(level, filter, terms, k))
+    async fn poll(self: Arc<Self>) -> Result<bool> {
+        self.refresh().await
     }
 
-    async fn get(&self, level: Level, filter: &RecordFilter, limit: usize) -> Result<Vec<Arc<Record>>> {
-        Ok(self.replica().await?.get(level, filter, limit))
-    }
-
-    async fn text_search(
-        &self,
-        level: Level,
-        filter: &RecordFilter,
-        needles: &[String],
-        limit: usize,
-    ) -> Result<Vec<Arc<Record>>> {
-        Ok(self.replica().await?.text_search(level, filter, needles, limit))
-    }
-
-    async fn doc_chunks(&self, tenant_id: &str, doc_id: &str) -> Result<Vec<Arc<Record>>> {
-        let filter = RecordFilter { doc_ids: Some(vec![doc_id.to_string()]), ..RecordFilter::tenant(tenant_id) };
-        Ok(self.replica().await?.get(Level::Chunk, &filter, usize::MAX))
-    }
-
-    async fn tenant_exists(&self, tenant_id: &str) -> Result<bool> {
-        Ok(!self.replica().await?.get(Level::Doc, &RecordFilter::tenant(tenant_id), 1).is_empty())
-    }
-
-    async fn dimension(&self) -> Result<Option<usize>> {
-        self.replica().await?;
-        let state = self.replica.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-        Ok(Some(state.dimension).filter(|&dimension| dimension > 0))
-    }
-
-    async fn stats(&self) -> Result<IndexStats> {
-        let mut stats = self.replica().await?.stats();
-        stats.backend = self.backend_name().to_string();
-        Ok(stats)
-    }
-
-    fn staleness(&self) -> Option<String> {
-        let state = self.replica.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-        match (&state.error, &state.loaded) {
-            (Some(error), Some(_)) => {
-                let age = state.fresh_at.map_or(0, |at| at.elapsed().as_secs());
-                Some(format!("chroma cannot be refreshed ({error}); answering from the replica confirmed {age} s ago"))
-            }
-            _ => None,
+    /// Refreshes first after a write through this instance, and for the first load; retries a
+    /// failed first load at most once per refresh interval without making concurrent searches
+    /// wait. With a replica in hand, a search never waits on an unreachable Chroma: the refresher
+    /// retries in the background and the search answers from the replica (flagged stale).
+    async fn before_read(&self) {
+        if self.dirty.load(Ordering::Acquire) {
+            let _ = self.refresh().await;
+            return;
+        }
+        let (attempted_at, failing) = self.replica.attempt();
+        let retry_due = failing
+            && self.replica.current().is_none()
+            && attempted_at.is_none_or(|attempted| attempted.elapsed() >= self.refresh_interval);
+        // The first load is awaited; a retry is skipped when another task is already refreshing.
+        if attempted_at.is_none() || (retry_due && self.reload.try_lock().is_ok()) {
+            let _ = self.refresh().await;
         }
     }
 
-    fn version(&self) -> Option<u64> {
-        let state = self.replica.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-        state.loaded.as_ref()?;
-        state.signature.as_ref().and_then(|signature| parse_version(&signature.version))
-    }
-
-    async fn pin(&self) -> Option<Arc<dyn VectorIndex>> {
-        self.replica().await.ok()?;
-        // The replica and the version it was loaded at, read together.
-        let (loaded, version) = {
-            let state = self.replica.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-            let version = state.signature.as_ref().and_then(|signature| parse_version(&signature.version));
-            (Arc::clone(state.loaded.as_ref()?), version)
-        };
-        Some(super::memory::PinnedIndex::shared(loaded, "chroma", self.staleness(), version))
-    }
-
-    fn replica_status(&self) -> Option<super::ReplicaStatus> {
-        let state = self.replica.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-        Some(super::ReplicaStatus {
-            age_seconds: state.fresh_at.map(|at| at.elapsed().as_secs_f64()),
-            last_refresh_error: state.error.as_ref().map(|error| error.to_string()),
-            last_load_seconds: state.last_load.map(|load| load.as_secs_f64()),
-            records_loaded_total: state.records_loaded,
-        })
-    }
-
-    /// A heartbeat within the timeout, then a usable replica.
-    async fn health(&self) -> Result<()> {
-        self.client.heartbeat().await?;
-        self.replica().await.map(|_| ())
+    /// A heartbeat within the timeout.
+    async fn reachable(&self) -> Result<()> {
+        self.client.heartbeat().await
     }
 }

@@ -2,15 +2,14 @@
 //! corpus), reloaded in the background when the file changes without interrupting searches.
 
 use super::features::{IdOrder, RecordFeatures};
+use super::replica::{Replica, SnapshotSource};
 use super::tenant_level::{top_k, Residual, TenantLevel};
-use super::{
-    IndexError, IndexErrorKind, IndexStats, RecordFilter, ReplicaStatus, Result, ScoredRecord, TenantStats, VectorIndex,
-};
+use super::{IndexError, IndexErrorKind, IndexStats, RecordFilter, Result, ScoredRecord, TenantStats};
 use crate::model::{Level, Record, Snapshot};
 use async_trait::async_trait;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 /// A record as the index keeps it (without its embedding) and its embedding.
@@ -431,25 +430,18 @@ fn file_stamp(path: &Path) -> Option<FileStamp> {
     Some((metadata.modified().ok()?, metadata.len()))
 }
 
-#[derive(Debug, Default)]
-struct IndexState {
-    loaded: Option<Arc<LoadedIndex>>,
-    error: Option<IndexError>,
-    stamp: Option<FileStamp>,
-    /// When the file was last read or checked unchanged.
-    fresh_at: Option<std::time::Instant>,
-    last_load: Option<Duration>,
-    records_loaded: u64,
-    /// The loaded file's version (`file_version` when it was read).
-    version: Option<u64>,
-}
-
-/// The in-memory backend. Searches read the current `LoadedIndex` through an `Arc`, so a reload
-/// swaps it without blocking or failing requests that are running.
+/// The in-memory backend: a replica of a snapshot file (polled for changes) or of a fixed snapshot.
+/// Searches read the current `LoadedIndex` through an `Arc`, so a reload swaps it without
+/// blocking or failing requests that are running.
+///
+/// The snapshot file is one JSON document, so a change is read whole: unlike Chroma's change log
+/// it names no tenant, and only re-reading the file tells what changed.
 #[derive(Debug)]
 pub struct InMemoryIndex {
     path: Option<PathBuf>,
-    state: RwLock<IndexState>,
+    replica: Replica,
+    /// The file's modification time and size when it was last read.
+    stamp: Mutex<Option<FileStamp>>,
     /// The tenants loaded from the file (`RETR_TENANTS`).
     scope: super::scope::TenantScope,
 }
@@ -460,7 +452,8 @@ impl InMemoryIndex {
         let loaded = LoadedIndex::build(snapshot)?;
         Ok(Self {
             path: None,
-            state: RwLock::new(IndexState { loaded: Some(Arc::new(loaded)), ..IndexState::default() }),
+            replica: Replica::fixed(Arc::new(loaded), None, None),
+            stamp: Mutex::new(None),
             scope: Default::default(),
         })
     }
@@ -473,7 +466,7 @@ impl InMemoryIndex {
 
     /// `from_file`, keeping only the tenants of `scope` from every load.
     pub fn from_file_scoped(path: impl Into<PathBuf>, scope: super::scope::TenantScope) -> Self {
-        let index = Self { path: Some(path.into()), state: RwLock::new(IndexState::default()), scope };
+        let index = Self { path: Some(path.into()), replica: Replica::refreshed(), stamp: Mutex::new(None), scope };
         index.reload_if_changed();
         index
     }
@@ -487,14 +480,10 @@ impl InMemoryIndex {
     pub fn reload_if_changed(&self) -> bool {
         let Some(path) = &self.path else { return false };
         let stamp = file_stamp(path);
-        {
-            let state = self.state.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-            if stamp.is_some() && state.stamp == stamp {
-                drop(state);
-                let mut state = self.state.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-                state.fresh_at = Some(std::time::Instant::now());
-                return false;
-            }
+        let mut known = self.stamp.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if stamp.is_some() && *known == stamp {
+            self.replica.confirm(None);
+            return false;
         }
         let started = std::time::Instant::now();
         let version = file_version(path);
@@ -504,26 +493,16 @@ impl InMemoryIndex {
                 snapshot
             })
             .and_then(LoadedIndex::build);
-        let mut state = self.state.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-        state.stamp = stamp;
+        *known = stamp;
         match result {
             Ok(loaded) => {
                 tracing::info!(path = %path.display(), "index snapshot loaded");
-                state.records_loaded += loaded.record_count() as u64;
-                state.loaded = Some(Arc::new(loaded));
-                state.error = None;
-                state.fresh_at = Some(std::time::Instant::now());
-                state.last_load = Some(started.elapsed());
-                state.version = version;
+                let records = loaded.record_count() as u64;
+                self.replica.swap(Arc::new(loaded), version, started.elapsed(), records);
                 true
             }
             Err(error) => {
-                if state.loaded.is_some() {
-                    tracing::error!(path = %path.display(), %error, "snapshot reload failed; keeping the previous index");
-                } else {
-                    tracing::warn!(path = %path.display(), %error, "no index loaded");
-                }
-                state.error = Some(error);
+                self.replica.fail(error);
                 false
             }
         }
@@ -531,204 +510,32 @@ impl InMemoryIndex {
 
     /// Polls the snapshot file every `interval` on a blocking thread until the index is dropped.
     pub fn spawn_reloader(self: &Arc<Self>, interval: Duration) {
-        if self.path.is_none() {
-            return;
-        }
-        let weak = Arc::downgrade(self);
-        tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(interval);
-            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                ticker.tick().await;
-                let Some(index) = weak.upgrade() else { break };
-                if tokio::task::spawn_blocking(move || index.reload_if_changed()).await.is_err() {
-                    tracing::error!("snapshot reload task panicked");
-                }
-            }
-        });
-    }
-
-    fn current(&self) -> Result<Arc<LoadedIndex>> {
-        let state = self.state.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-        match (&state.loaded, &state.error) {
-            (Some(loaded), _) => Ok(Arc::clone(loaded)),
-            (None, Some(error)) => Err(error.clone()),
-            (None, None) => Err(IndexError::new(IndexErrorKind::NotFound, "index not found — run ingest")),
+        if self.path.is_some() {
+            super::replica::spawn_refresher(self, interval);
         }
     }
 
     /// The error of the last load attempt, when it failed (also while an older index still serves).
     pub fn last_error(&self) -> Option<IndexError> {
-        self.state.read().unwrap_or_else(|poisoned| poisoned.into_inner()).error.clone()
+        self.replica.last_error()
     }
 }
 
 #[async_trait]
-impl VectorIndex for InMemoryIndex {
-    fn replica_status(&self) -> Option<ReplicaStatus> {
-        self.path.as_ref()?;
-        let state = self.state.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-        Some(ReplicaStatus {
-            age_seconds: state.fresh_at.map(|at| at.elapsed().as_secs_f64()),
-            last_refresh_error: state.error.as_ref().map(|error| error.to_string()),
-            last_load_seconds: state.last_load.map(|load| load.as_secs_f64()),
-            records_loaded_total: state.records_loaded,
-        })
-    }
-
+impl SnapshotSource for InMemoryIndex {
     fn backend_name(&self) -> &'static str {
         "memory"
     }
 
-    async fn knn(&self, level: Level, filter: &RecordFilter, query: &[f32], k: usize) -> Result<Vec<ScoredRecord>> {
-        self.current()?.knn(level, filter, query, k)
+    fn replica(&self) -> &Replica {
+        &self.replica
     }
 
-    async fn lexical(
-        &self,
-        level: Level,
-        filter: &RecordFilter,
-        terms: &[String],
-        k: usize,
-    ) -> Result<Vec<ScoredRecord>> {
-        Ok(self.current()?.lexical(level, filter, terms, k))
-    }
-
-    async fn get(&self, level: Level, filter: &RecordFilter, limit: usize) -> Result<Vec<Arc<Record>>> {
-        Ok(self.current()?.get(level, filter, limit))
-    }
-
-    async fn text_search(
-        &self,
-        level: Level,
-        filter: &RecordFilter,
-        needles: &[String],
-        limit: usize,
-    ) -> Result<Vec<Arc<Record>>> {
-        Ok(self.current()?.text_search(level, filter, needles, limit))
-    }
-
-    async fn doc_chunks(&self, tenant_id: &str, doc_id: &str) -> Result<Vec<Arc<Record>>> {
-        let filter = RecordFilter { doc_ids: Some(vec![doc_id.to_string()]), ..RecordFilter::tenant(tenant_id) };
-        Ok(self.current()?.get(Level::Chunk, &filter, usize::MAX))
-    }
-
-    async fn tenant_exists(&self, tenant_id: &str) -> Result<bool> {
-        Ok(self.current()?.has_tenant(tenant_id))
-    }
-
-    async fn dimension(&self) -> Result<Option<usize>> {
-        Ok(Some(self.current()?.dimension))
-    }
-
-    async fn stats(&self) -> Result<IndexStats> {
-        Ok(self.current()?.stats())
-    }
-
-    async fn health(&self) -> Result<()> {
-        self.current().map(|_| ())
-    }
-
-    fn version(&self) -> Option<u64> {
-        self.state.read().unwrap_or_else(|poisoned| poisoned.into_inner()).version
-    }
-
-    async fn pin(&self) -> Option<Arc<dyn VectorIndex>> {
-        // Read together, so the version is the pinned snapshot's.
-        let state = self.state.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let loaded = Arc::clone(state.loaded.as_ref()?);
-        Some(PinnedIndex::shared(loaded, "memory", None, state.version))
-    }
-}
-
-/// One loaded snapshot as a `VectorIndex` (`VectorIndex::pin`): every call reads the same
-/// snapshot, whatever reloads happen meanwhile.
-#[derive(Debug)]
-pub struct PinnedIndex {
-    loaded: Arc<LoadedIndex>,
-    backend: &'static str,
-    staleness: Option<String>,
-    version: Option<u64>,
-}
-
-impl PinnedIndex {
-    pub fn shared(
-        loaded: Arc<LoadedIndex>,
-        backend: &'static str,
-        staleness: Option<String>,
-        version: Option<u64>,
-    ) -> Arc<dyn VectorIndex> {
-        Arc::new(Self { loaded, backend, staleness, version })
-    }
-}
-
-#[async_trait]
-impl VectorIndex for PinnedIndex {
-    fn backend_name(&self) -> &'static str {
-        self.backend
-    }
-
-    async fn knn(&self, level: Level, filter: &RecordFilter, query: &[f32], k: usize) -> Result<Vec<ScoredRecord>> {
-        self.loaded.knn(level, filter, query, k)
-    }
-
-    async fn lexical(
-        &self,
-        level: Level,
-        filter: &RecordFilter,
-        terms: &[String],
-        k: usize,
-    ) -> Result<Vec<ScoredRecord>> {
-        Ok(self.loaded.lexical(level, filter, terms, k))
-    }
-
-    async fn get(&self, level: Level, filter: &RecordFilter, limit: usize) -> Result<Vec<Arc<Record>>> {
-        Ok(self.loaded.get(level, filter, limit))
-    }
-
-    async fn text_search(
-        &self,
-        level: Level,
-        filter: &RecordFilter,
-        needles: &[String],
-        limit: usize,
-    ) -> Result<Vec<Arc<Record>>> {
-        Ok(self.loaded.text_search(level, filter, needles, limit))
-    }
-
-    async fn doc_chunks(&self, tenant_id: &str, doc_id: &str) -> Result<Vec<Arc<Record>>> {
-        let filter = RecordFilter { doc_ids: Some(vec![doc_id.to_string()]), ..RecordFilter::tenant(tenant_id) };
-        Ok(self.loaded.get(Level::Chunk, &filter, usize::MAX))
-    }
-
-    async fn tenant_exists(&self, tenant_id: &str) -> Result<bool> {
-        Ok(self.loaded.has_tenant(tenant_id))
-    }
-
-    async fn dimension(&self) -> Result<Option<usize>> {
-        Ok(Some(self.loaded.dimension))
-    }
-
-    async fn stats(&self) -> Result<IndexStats> {
-        let mut stats = self.loaded.stats();
-        stats.backend = self.backend.to_string();
-        Ok(stats)
-    }
-
-    async fn health(&self) -> Result<()> {
-        Ok(())
-    }
-
-    fn staleness(&self) -> Option<String> {
-        self.staleness.clone()
-    }
-
-    fn version(&self) -> Option<u64> {
-        self.version
-    }
-
-    async fn pin(&self) -> Option<Arc<dyn VectorIndex>> {
-        Some(PinnedIndex::shared(Arc::clone(&self.loaded), self.backend, self.staleness.clone(), self.version))
+    /// Re-reads the file when it changed, on a blocking thread (the file is read and parsed whole).
+    async fn poll(self: Arc<Self>) -> Result<bool> {
+        tokio::task::spawn_blocking(move || self.reload_if_changed()).await.map_err(|error| {
+            IndexError::new(IndexErrorKind::Internal, format!("snapshot reload task panicked: {error}"))
+        })
     }
 }
 
@@ -737,6 +544,7 @@ mod tests {
     use super::*;
     use crate::embed::PseudoEmbedder;
     use crate::fixtures;
+    use crate::index::VectorIndex;
 
     /// The definition the index must reproduce: every record of the level that passes the
     /// filter, scored by the rounded cosine, best first with ties by id, cut at `k`.

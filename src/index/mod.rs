@@ -7,6 +7,7 @@ pub mod features;
 pub mod filter;
 pub mod lexical;
 pub mod memory;
+pub mod replica;
 pub mod scope;
 mod tenant_level;
 

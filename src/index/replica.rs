@@ -1,0 +1,308 @@
+//! The replica engine both backends share. Searches never read the store of record: they read a
+//! `LoadedIndex` held by a `Replica`, which a `SnapshotSource` (the snapshot file, or Chroma)
+//! brings up to date. One refresh loop (`spawn_refresher`), one swap (`Replica::swap`), one error
+//! state (`Replica::fail`), and one `VectorIndex` implementation for every source: each call reads
+//! the current snapshot, and `pin` hands a search one snapshot for all of its calls.
+
+use super::memory::LoadedIndex;
+use super::{IndexError, IndexErrorKind, IndexStats, RecordFilter, ReplicaStatus, Result, ScoredRecord, VectorIndex};
+use crate::model::{Level, Record};
+use async_trait::async_trait;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Default)]
+struct State {
+    loaded: Option<Arc<LoadedIndex>>,
+    /// The version of the data in `loaded` (`VectorIndex::version`).
+    version: Option<u64>,
+    /// Why the last refresh failed, while it keeps failing.
+    error: Option<IndexError>,
+    attempted_at: Option<Instant>,
+    /// When `loaded` was last confirmed current (loaded, or its source polled unchanged).
+    fresh_at: Option<Instant>,
+    last_load: Option<Duration>,
+    records_loaded: u64,
+    /// A pinned copy's staleness note, fixed when it was pinned.
+    pinned_staleness: Option<String>,
+}
+
+/// The snapshot searches read, and what is known about its freshness.
+#[derive(Debug, Default)]
+pub struct Replica {
+    state: RwLock<State>,
+    /// Whether a source refreshes it (`false`: a fixed snapshot, which reports no status).
+    refreshed: bool,
+}
+
+impl Replica {
+    /// An empty replica that a source will load.
+    pub fn refreshed() -> Self {
+        Self { state: RwLock::default(), refreshed: true }
+    }
+
+    /// A replica over a fixed snapshot (the demo corpus, tests, a pinned copy); never refreshed.
+    pub fn fixed(loaded: Arc<LoadedIndex>, version: Option<u64>, staleness: Option<String>) -> Self {
+        let state = State { loaded: Some(loaded), version, pinned_staleness: staleness, ..State::default() };
+        Self { state: RwLock::new(state), refreshed: false }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The loaded snapshot, when there is one.
+    pub fn current(&self) -> Option<Arc<LoadedIndex>> {
+        self.read().loaded.clone()
+    }
+
+    /// The snapshot to answer from; without one, why there is none.
+    pub fn snapshot(&self) -> Result<Arc<LoadedIndex>> {
+        let state = self.read();
+        match (&state.loaded, &state.error) {
+            (Some(loaded), _) => Ok(Arc::clone(loaded)),
+            (None, Some(error)) => Err(error.clone()),
+            (None, None) => Err(IndexError::new(IndexErrorKind::Unavailable, "the index is not loaded yet")),
+        }
+    }
+
+    /// Installs a new snapshot read at `version`; `records_read` records were fetched for it.
+    pub fn swap(&self, loaded: Arc<LoadedIndex>, version: Option<u64>, took: Duration, records_read: u64) {
+        let mut state = self.write();
+        state.loaded = Some(loaded);
+        state.version = version;
+        state.error = None;
+        state.attempted_at = Some(Instant::now());
+        state.fresh_at = state.attempted_at;
+        state.last_load = Some(took);
+        state.records_loaded += records_read;
+    }
+
+    /// Replaces the snapshot by an equivalent one (the same data, new index-wide facts).
+    pub fn replace(&self, loaded: Arc<LoadedIndex>) {
+        self.write().loaded = Some(loaded);
+    }
+
+    /// The source was polled and the snapshot is current (at `version`, when it says).
+    pub fn confirm(&self, version: Option<u64>) {
+        let mut state = self.write();
+        if let Some(previous) = state.error.take() {
+            tracing::info!(previous_error = %previous, "index source available again");
+        }
+        if version.is_some() {
+            state.version = version;
+        }
+        state.attempted_at = Some(Instant::now());
+        state.fresh_at = state.attempted_at;
+    }
+
+    /// A refresh failed: searches keep the snapshot they have (flagged stale) or get `error`.
+    pub fn fail(&self, error: IndexError) {
+        let mut state = self.write();
+        state.attempted_at = Some(Instant::now());
+        if state.error.as_ref().map(|previous| &previous.message) != Some(&error.message) {
+            if state.loaded.is_some() {
+                tracing::warn!(%error, kind = ?error.kind, "index refresh failed; answering from the last good replica");
+            } else {
+                tracing::warn!(%error, kind = ?error.kind, "no index loaded");
+            }
+        }
+        state.error = Some(error);
+    }
+
+    /// The last refresh failed (and when it was attempted), or no refresh was attempted yet.
+    pub fn attempt(&self) -> (Option<Instant>, bool) {
+        let state = self.read();
+        (state.attempted_at, state.error.is_some())
+    }
+
+    pub fn last_error(&self) -> Option<IndexError> {
+        self.read().error.clone()
+    }
+
+    pub fn version(&self) -> Option<u64> {
+        let state = self.read();
+        state.loaded.as_ref().and(state.version)
+    }
+
+    /// Why answers may be out of date: the source cannot be refreshed and the last good snapshot
+    /// answers. `None` when current.
+    pub fn staleness(&self, backend: &str) -> Option<String> {
+        let state = self.read();
+        if state.pinned_staleness.is_some() {
+            return state.pinned_staleness.clone();
+        }
+        match (&state.error, &state.loaded) {
+            (Some(error), Some(_)) => {
+                let age = state.fresh_at.map_or(0, |at| at.elapsed().as_secs());
+                Some(format!(
+                    "the {backend} index cannot be refreshed ({error}); answering from the replica confirmed {age} s ago"
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    pub fn status(&self) -> Option<ReplicaStatus> {
+        if !self.refreshed {
+            return None;
+        }
+        let state = self.read();
+        Some(ReplicaStatus {
+            age_seconds: state.fresh_at.map(|at| at.elapsed().as_secs_f64()),
+            last_refresh_error: state.error.as_ref().map(|error| error.to_string()),
+            last_load_seconds: state.last_load.map(|load| load.as_secs_f64()),
+            records_loaded_total: state.records_loaded,
+        })
+    }
+
+    /// The current snapshot, its version and staleness, fixed as an index of its own.
+    pub fn pin(&self, backend: &'static str) -> Option<Arc<dyn VectorIndex>> {
+        let staleness = self.staleness(backend);
+        let state = self.read();
+        let loaded = Arc::clone(state.loaded.as_ref()?);
+        Some(Arc::new(PinnedIndex { backend, replica: Replica::fixed(loaded, state.version, staleness) }))
+    }
+}
+
+/// Where a replica's snapshots come from. Every `SnapshotSource` is a `VectorIndex` (below).
+#[async_trait]
+pub trait SnapshotSource: Send + Sync {
+    fn backend_name(&self) -> &'static str;
+
+    fn replica(&self) -> &Replica;
+
+    /// Polls the source once and brings the replica up to date (`Replica::swap`, `confirm` or
+    /// `fail`). Returns whether a new snapshot was installed.
+    async fn poll(self: Arc<Self>) -> Result<bool>;
+
+    /// Called before every read: a source may refresh first (a first load, a write through this
+    /// instance). Never waits on an unreachable source when a snapshot is loaded.
+    async fn before_read(&self) {}
+
+    /// Whether the store of record answers now (Chroma's heartbeat); `/health` asks.
+    async fn reachable(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Polls `source` every `interval` (first poll at once) until it is dropped: the one refresh loop.
+pub fn spawn_refresher<S: SnapshotSource + 'static>(source: &Arc<S>, interval: Duration) {
+    let weak = Arc::downgrade(source);
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            let Some(source) = weak.upgrade() else { break };
+            let _ = source.poll().await;
+        }
+    });
+}
+
+/// One snapshot, fixed: what `VectorIndex::pin` returns.
+#[derive(Debug)]
+pub struct PinnedIndex {
+    backend: &'static str,
+    replica: Replica,
+}
+
+#[async_trait]
+impl SnapshotSource for PinnedIndex {
+    fn backend_name(&self) -> &'static str {
+        self.backend
+    }
+
+    fn replica(&self) -> &Replica {
+        &self.replica
+    }
+
+    async fn poll(self: Arc<Self>) -> Result<bool> {
+        Ok(false)
+    }
+}
+
+async fn loaded<S: SnapshotSource + ?Sized>(source: &S) -> Result<Arc<LoadedIndex>> {
+    source.before_read().await;
+    source.replica().snapshot()
+}
+
+#[async_trait]
+impl<S: SnapshotSource> VectorIndex for S {
+    fn backend_name(&self) -> &'static str {
+        SnapshotSource::backend_name(self)
+    }
+
+    async fn knn(&self, level: Level, filter: &RecordFilter, query: &[f32], k: usize) -> Result<Vec<ScoredRecord>> {
+        loaded(self).await?.knn(level, filter, query, k)
+    }
+
+    async fn lexical(
+        &self,
+        level: Level,
+        filter: &RecordFilter,
+        terms: &[String],
+        k: usize,
+    ) -> Result<Vec<ScoredRecord>> {
+        Ok(loaded(self).await?.lexical(level, filter, terms, k))
+    }
+
+    async fn get(&self, level: Level, filter: &RecordFilter, limit: usize) -> Result<Vec<Arc<Record>>> {
+        Ok(loaded(self).await?.get(level, filter, limit))
+    }
+
+    async fn text_search(
+        &self,
+        level: Level,
+        filter: &RecordFilter,
+        needles: &[String],
+        limit: usize,
+    ) -> Result<Vec<Arc<Record>>> {
+        Ok(loaded(self).await?.text_search(level, filter, needles, limit))
+    }
+
+    async fn doc_chunks(&self, tenant_id: &str, doc_id: &str) -> Result<Vec<Arc<Record>>> {
+        let filter = RecordFilter { doc_ids: Some(vec![doc_id.to_string()]), ..RecordFilter::tenant(tenant_id) };
+        Ok(loaded(self).await?.get(Level::Chunk, &filter, usize::MAX))
+    }
+
+    async fn tenant_exists(&self, tenant_id: &str) -> Result<bool> {
+        Ok(loaded(self).await?.has_tenant(tenant_id))
+    }
+
+    async fn dimension(&self) -> Result<Option<usize>> {
+        Ok(Some(loaded(self).await?.dimension()).filter(|&dimension| dimension > 0))
+    }
+
+    async fn stats(&self) -> Result<IndexStats> {
+        let mut stats = loaded(self).await?.stats();
+        stats.backend = SnapshotSource::backend_name(self).to_string();
+        Ok(stats)
+    }
+
+    async fn health(&self) -> Result<()> {
+        self.reachable().await?;
+        loaded(self).await.map(|_| ())
+    }
+
+    fn staleness(&self) -> Option<String> {
+        self.replica().staleness(SnapshotSource::backend_name(self))
+    }
+
+    fn replica_status(&self) -> Option<ReplicaStatus> {
+        self.replica().status()
+    }
+
+    fn version(&self) -> Option<u64> {
+        self.replica().version()
+    }
+
+    async fn pin(&self) -> Option<Arc<dyn VectorIndex>> {
+        self.before_read().await;
+        self.replica().pin(SnapshotSource::backend_name(self))
+    }
+}
