@@ -482,7 +482,10 @@ impl InMemoryIndex {
         let stamp = file_stamp(path);
         let mut known = self.stamp.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if stamp.is_some() && *known == stamp {
-            self.replica.confirm(None);
+            // Unchanged: current if it loaded, still broken (and its error kept) if it did not.
+            if self.replica.last_error().is_none() {
+                self.replica.confirm(None);
+            }
             return false;
         }
         let started = std::time::Instant::now();

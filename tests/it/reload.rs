@@ -167,3 +167,38 @@ async fn a_search_can_wait_to_read_its_own_write() {
     assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::SERVICE_UNAVAILABLE, Some("index_not_ready")));
     assert!(started.elapsed() < Duration::from_secs(2));
 }
+
+/// A snapshot file that turns unreadable leaves the last good snapshot answering, flagged as
+/// `backend_stale` (the same replica engine as Chroma's), and `/health` names the refresh error;
+/// a good file clears both.
+#[tokio::test]
+async fn a_broken_snapshot_file_is_answered_from_the_last_good_one_flagged_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index.json");
+    write_snapshot_file(&path, &fixtures::snapshot()).unwrap();
+    let index = Arc::new(InMemoryIndex::from_file(&path));
+    let settings = Settings { embedding_dimension: fixtures::DIMENSION, min_score: -1.0, ..Settings::default() };
+    let state = startup::state_with(settings, index.clone(), Arc::new(PseudoEmbedder::new(fixtures::DIMENSION)));
+    let body = json!({"query": "установка SDK", "tenant_id": "t1"}).to_string();
+    let stale = |response: &serde_json::Value| {
+        response["degradations"].as_array().unwrap().iter().any(|degradation| degradation["code"] == "backend_stale")
+    };
+    let (status, response) = send(&state, "POST", "/internal/retrieval/search", Some(&body)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!stale(&response), "{response}");
+
+    std::fs::write(&path, "{\"format_version\": 1, \"docs\": [").unwrap();
+    assert!(!index.reload_if_changed());
+    let (status, response) = send(&state, "POST", "/internal/retrieval/search", Some(&body)).await;
+    assert_eq!(status, StatusCode::OK, "{response}");
+    assert!(!response["hits"].as_array().unwrap().is_empty(), "the last good snapshot still answers");
+    assert!(stale(&response), "{response}");
+    let (_, health) = send(&state, "GET", "/health", None).await;
+    let error = health["replica"]["last_refresh_error"].as_str().unwrap_or_default();
+    assert!(error.contains("corrupted"), "{health}");
+
+    write_snapshot_file(&path, &fixtures::snapshot()).unwrap();
+    assert!(index.reload_if_changed());
+    let (_, response) = send(&state, "POST", "/internal/retrieval/search", Some(&body)).await;
+    assert!(!stale(&response), "{response}");
+}
