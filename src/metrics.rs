@@ -172,7 +172,7 @@ impl Metrics {
         );
         registry.register_with_unit(
             "replica_last_load",
-            "How long the replica's last load took",
+            "How long the replica's last full load or incremental refresh took",
             Unit::Seconds,
             metrics.replica_last_load.clone(),
         );

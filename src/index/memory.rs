@@ -502,6 +502,7 @@ impl InMemoryIndex {
                 tracing::info!(path = %path.display(), "index snapshot loaded");
                 let records = loaded.record_count() as u64;
                 self.replica.swap(Arc::new(loaded), version, started.elapsed(), records);
+                super::replica::release_freed_memory();
                 true
             }
             Err(error) => {

@@ -76,9 +76,9 @@ pub struct ReplicaStatus {
     pub age_seconds: Option<f64>,
     /// Why the last refresh failed, while it keeps failing.
     pub last_refresh_error: Option<String>,
-    /// How long the last load of the replica took, in seconds.
+    /// How long the last full load or incremental refresh took, in seconds.
     pub last_load_seconds: Option<f64>,
-    /// Records fetched by every load since start-up.
+    /// Records fetched by every load and refresh since start-up.
     pub records_loaded_total: u64,
 }
 
