@@ -454,3 +454,64 @@ async fn themes_suggest_drafts_the_router_format() {
     assert_eq!(loaded.themes.len(), themes.len());
     assert!(loaded.themes.iter().any(|t| t.id == "sdk_android"));
 }
+
+/// `ingest --backend chroma` against a real Chroma: a re-ingest that drops a page removes it, the
+/// other source of the tenant is untouched, and a serving replica catches up by re-reading only the
+/// re-ingested source's docs (the change log), not the index.
+#[tokio::test]
+async fn chroma_reingest_is_read_back_incrementally() {
+    use retrieval_service::index::{ChromaIndex, VectorIndex};
+    use retrieval_service::ingest::chroma_writer::ChromaSourceWriter;
+    use retrieval_service::ingest::cli::run_ingest_with_writer;
+    let Some(url) = std::env::var("RETR_TEST_CHROMA_URL").ok().filter(|url| !url.is_empty()) else {
+        assert!(std::env::var("RETR_TEST_REQUIRE_SERVERS").is_err(), "RETR_TEST_CHROMA_URL is not set");
+        return;
+    };
+    let fixture = Fixture::new();
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let settings = Settings {
+        chroma_host: url,
+        chroma_collection: format!("ingest{}", nanos % 1_000_000_000_000),
+        ..fixture.settings.clone()
+    };
+    let index = ChromaIndex::new(&settings).unwrap();
+    let writer: Arc<dyn retrieval_service::ingest::writer::IndexWriter> =
+        Arc::new(ChromaSourceWriter::new(Arc::clone(&index), "chroma"));
+    let ingest = |args: IngestArgs| {
+        let (settings, writer) = (settings.clone(), Arc::clone(&writer));
+        async move {
+            let args = IngestArgs { backend: Some(IngestBackend::Chroma), ..args };
+            run_ingest_with_writer(&settings, CountingEmbedder::new(16), &args, Some(writer)).await.unwrap()
+        }
+    };
+    fixture.write("docs/admin/required-tags.md", ADMIN_TAGS);
+    fixture.write("docs/agent/chats.md", AGENT_CHATS);
+    let first = ingest(fixture.args("t1")).await;
+    assert!(first.index_version.is_some(), "ingest reports the version it wrote");
+    // A second source of the same tenant.
+    let other_tree = fixture.dir.path().join("other");
+    std::fs::create_dir_all(&other_tree).unwrap();
+    std::fs::write(other_tree.join("install.md"), SDK_INSTALL).unwrap();
+    ingest(IngestArgs { source_name: Some("sdk".into()), ..IngestArgs::new(&other_tree, "t1") }).await;
+
+    let reader = ChromaIndex::new(&settings).unwrap();
+    assert!(reader.refresh().await.unwrap());
+    let loaded = |index: &ChromaIndex| index.replica_status().unwrap().records_loaded_total;
+    let total = loaded(&reader);
+    let t1 = RecordFilter::tenant("t1");
+    assert_eq!(reader.get(Level::Doc, &t1, 100).await.unwrap().len(), 3);
+
+    std::fs::remove_file(fixture.tree().join("docs/agent/chats.md")).unwrap();
+    let report = ingest(fixture.args("t1")).await;
+    assert_eq!(report.removed_docs, 1);
+    assert!(reader.refresh().await.unwrap());
+    let docs: Vec<String> =
+        reader.get(Level::Doc, &t1, 100).await.unwrap().iter().map(|doc| doc.meta.doc_id.clone()).collect();
+    assert_eq!(docs.len(), 2, "{docs:?}");
+    assert!(docs.iter().all(|doc| !doc.contains("chats")), "the dropped page is gone: {docs:?}");
+    assert!(docs.iter().any(|doc| doc.contains("install")), "the other source is untouched: {docs:?}");
+    let reread = loaded(&reader) - total;
+    let required_tags = (report.docs + report.sections + report.chunks) as u64;
+    assert_eq!(reread, required_tags, "only the re-ingested source's docs were read again");
+    assert!(reader.version() >= report.index_version, "the replica reached the ingest's version");
+}
