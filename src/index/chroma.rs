@@ -59,6 +59,9 @@ struct SyncState {
     applied: HashMap<String, (String, i64)>,
     /// The newest `at_ms` of an entry seen; the next poll reads from `cursor_ms − LOOKBACK_MS`.
     cursor_ms: i64,
+    /// Collections whose counts moved without a logged change at the last poll: reloaded in full
+    /// when the next poll finds them the same.
+    unexplained: Option<Signature>,
 }
 
 /// The Chroma-backed index: see the module documentation for the query plan.
@@ -192,6 +195,16 @@ impl ChromaIndex {
         let counts_unexplained = new.is_empty()
             && previous.as_ref().is_some_and(|previous| previous.counts != signature.counts)
             && previous.as_ref().is_some_and(|previous| previous.version == signature.version);
+        if counts_unexplained {
+            // A writer logs each write right after it: counts that moved without an entry are
+            // either a write outside the service or one caught between its data and its entry.
+            // Only the first reloads; it is the same state again at the next poll.
+            let mut sync = self.sync();
+            if sync.unexplained.as_ref() != Some(&signature) {
+                sync.unexplained = Some(signature);
+                return Ok(false);
+            }
+        }
         if !version_known || counts_unexplained {
             tracing::info!(version = %signature.version, "chroma changed without a logged change; reloading the replica");
             return self.reload_all(signature).await;
@@ -205,7 +218,9 @@ impl ChromaIndex {
                 }
             }
             self.replica.confirm(parse_version(&signature.version));
-            self.sync().signature = Some(signature);
+            let mut sync = self.sync();
+            sync.signature = Some(signature);
+            sync.unexplained = None;
             return Ok(false);
         }
         self.apply_changes(signature, new).await.map(|()| true)
@@ -240,6 +255,7 @@ impl ChromaIndex {
         state.cursor_ms = entries.iter().map(|entry| entry.at_ms).max().unwrap_or_else(writer::now_ms);
         // A write that raced the load changes the signature again, so the next poll catches up.
         state.signature = Some(signature);
+        state.unexplained = None;
         Ok(true)
     }
 
@@ -292,6 +308,7 @@ impl ChromaIndex {
         let horizon = state.cursor_ms - 2 * changes::LOOKBACK_MS;
         state.applied.retain(|_, (_, at_ms)| *at_ms >= horizon);
         state.signature = Some(signature);
+        state.unexplained = None;
         Ok(())
     }
 
