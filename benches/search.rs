@@ -1,11 +1,14 @@
 //! Micro-benchmarks of the search path on a synthetic corpus built in process: one search through
 //! `SearchService` (200 docs × 5 sections × 4 chunks, one tenant, 384-d random vectors), and
-//! boosting, fusion and BM25 each alone. `cargo bench`; a regression shows without a load generator.
+//! boosting, fusion and BM25 each alone; and the rebuild of that tenant after a one-page write.
+//! `cargo bench`; a regression shows without a load generator.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use retrieval_service::config::Settings;
 use retrieval_service::embed::PseudoEmbedder;
+use retrieval_service::index::chroma::ChangeScope;
 use retrieval_service::index::lexical::{Bm25Index, Bm25Params};
+use retrieval_service::index::memory::{rebuild_tenant, LoadedIndex};
 use retrieval_service::index::{InMemoryIndex, RecordFilter, VectorIndex};
 use retrieval_service::model::{Level, Metadata, Record, Snapshot};
 use retrieval_service::search::boosting::{boost_and_sort, BoostContext};
@@ -210,10 +213,29 @@ fn bench_stages(c: &mut Criterion) {
     });
 }
 
+/// An incremental refresh after a one-page write: the tenant's part rebuilt from the loaded one
+/// plus the page's re-read records (what a Chroma replica does per changed tenant).
+fn bench_refresh(c: &mut Criterion) {
+    let snapshot = synthetic_snapshot();
+    let base = LoadedIndex::build(snapshot.clone()).expect("valid snapshot");
+    let doc_id = snapshot.docs[0].meta.doc_id.clone();
+    let page = |records: &[Record]| -> Vec<Record> {
+        records.iter().filter(|record| record.meta.doc_id == doc_id).cloned().collect()
+    };
+    let fetched = [page(&snapshot.docs), page(&snapshot.sections), page(&snapshot.chunks)];
+    let scope = ChangeScope::Docs([doc_id.clone()].into());
+    c.bench_function("refresh/one_page_of_5200_records", |b| {
+        b.iter(|| {
+            let part = rebuild_tenant(&base, TENANT, &scope, fetched.clone(), DIMENSION).expect("rebuild");
+            black_box(part.map(|part| part.record_count()))
+        })
+    });
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30).warm_up_time(std::time::Duration::from_secs(1))
         .measurement_time(std::time::Duration::from_secs(3));
-    targets = bench_search, bench_stages
+    targets = bench_search, bench_stages, bench_refresh
 }
 criterion_main!(benches);

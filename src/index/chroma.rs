@@ -275,8 +275,11 @@ impl ChromaIndex {
         };
         let mut parts = Vec::new();
         let mut fetched = 0usize;
+        let mut fetch_time = Duration::ZERO;
         for (tenant, scope) in by_tenant {
+            let fetch_started = Instant::now();
             let levels = self.fetch_changed(&tenant, &scope).await?;
+            fetch_time += fetch_started.elapsed();
             fetched += levels.iter().map(Vec::len).sum::<usize>();
             let (base, dimension) = (Arc::clone(&base), base.dimension());
             let tenant_for_build = tenant.clone();
@@ -296,6 +299,7 @@ impl ChromaIndex {
             tenants,
             records = fetched,
             latency_ms = started.elapsed().as_millis() as u64,
+            fetch_ms = fetch_time.as_millis() as u64,
             "chroma replica refreshed incrementally"
         );
         self.replica.swap(Arc::new(next), parse_version(&signature.version), started.elapsed(), fetched as u64);

@@ -29,21 +29,59 @@ pub struct Bm25Index {
 impl Bm25Index {
     /// Builds the index from each document's terms (already tokenized and stemmed).
     pub fn build(documents: impl IntoIterator<Item = Vec<String>>, params: Bm25Params) -> Self {
-        let mut postings: HashMap<String, Vec<(u32, u32)>> = HashMap::new();
-        let mut lengths = Vec::new();
+        let mut index = Self { params, ..Self::default() };
         for (number, terms) in documents.into_iter().enumerate() {
-            lengths.push(terms.len() as u32);
-            let mut counts: HashMap<String, u32> = HashMap::new();
-            for term in terms {
-                *counts.entry(term).or_default() += 1;
-            }
-            for (term, count) in counts {
-                postings.entry(term).or_default().push((number as u32, count));
+            index.lengths.push(0);
+            index.add(number as u32, terms);
+        }
+        index.finish()
+    }
+
+    /// This index over a new numbering of its documents plus some new ones, without tokenizing
+    /// the kept ones again: `kept[old]` is the new number of document `old` (`None`: dropped),
+    /// `added` the new documents' numbers and terms, `len` the documents in all. Scores are those
+    /// of a `build` over the same documents in the new order.
+    pub fn renumbered(
+        &self,
+        kept: &[Option<u32>],
+        added: impl IntoIterator<Item = (u32, Vec<String>)>,
+        len: usize,
+    ) -> Self {
+        let mut index = Self { params: self.params, lengths: vec![0; len], ..Self::default() };
+        for (old, new) in kept.iter().enumerate() {
+            if let Some(new) = new {
+                index.lengths[*new as usize] = self.lengths[old];
             }
         }
-        let total: u64 = lengths.iter().map(|&l| l as u64).sum();
-        let average_length = if lengths.is_empty() { 0.0 } else { total as f32 / lengths.len() as f32 };
-        Self { postings, lengths, average_length, params }
+        for (term, posting) in &self.postings {
+            let moved: Vec<(u32, u32)> =
+                posting.iter().filter_map(|&(old, count)| kept[old as usize].map(|new| (new, count))).collect();
+            if !moved.is_empty() {
+                index.postings.insert(term.clone(), moved);
+            }
+        }
+        for (number, terms) in added {
+            index.add(number, terms);
+        }
+        index.finish()
+    }
+
+    /// Counts the terms of document `number` (whose slot in `lengths` exists) into the postings.
+    fn add(&mut self, number: u32, terms: Vec<String>) {
+        self.lengths[number as usize] = terms.len() as u32;
+        let mut counts: HashMap<String, u32> = HashMap::new();
+        for term in terms {
+            *counts.entry(term).or_default() += 1;
+        }
+        for (term, count) in counts {
+            self.postings.entry(term).or_default().push((number, count));
+        }
+    }
+
+    fn finish(mut self) -> Self {
+        let total: u64 = self.lengths.iter().map(|&l| l as u64).sum();
+        self.average_length = if self.lengths.is_empty() { 0.0 } else { total as f32 / self.lengths.len() as f32 };
+        self
     }
 
     pub fn len(&self) -> usize {
@@ -120,6 +158,23 @@ mod tests {
         let scores = idx.score(&terms("alpha"), |n| n == 1);
         assert_eq!(scores.len(), 1);
         assert_eq!(scores[0].0, 1);
+    }
+
+    #[test]
+    fn a_renumbered_index_scores_like_a_fresh_build() {
+        let before = index(&["alpha beta", "beta gamma", "gamma delta", "alpha alpha"]);
+        // Document 1 is dropped, "beta epsilon" is new and sorts first; the others move up by one.
+        let kept = [Some(1), None, Some(2), Some(3)];
+        let renumbered = before.renumbered(&kept, [(0, terms("beta epsilon"))], 4);
+        let fresh = index(&["beta epsilon", "alpha beta", "gamma delta", "alpha alpha"]);
+        for query in ["alpha", "beta", "gamma epsilon", "delta alpha"] {
+            let mut got = renumbered.score(&terms(query), |_| true);
+            let mut want = fresh.score(&terms(query), |_| true);
+            got.sort_by_key(|&(number, _)| number);
+            want.sort_by_key(|&(number, _)| number);
+            assert_eq!(got, want, "{query}");
+        }
+        assert_eq!(renumbered.len(), 4);
     }
 
     #[test]

@@ -12,8 +12,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-/// A record as the index keeps it (without its embedding) and its embedding.
-type Row = (Arc<Record>, Vec<f32>);
+/// A record as the index keeps it (without its embedding), its embedding, and its number in the
+/// level the index is rebuilt from when it is kept from there.
+struct Row {
+    record: Arc<Record>,
+    embedding: Vec<f32>,
+    base_number: Option<usize>,
+}
 
 /// One tenant's records of one level, numbered by ascending id.
 #[derive(Debug, Default)]
@@ -27,21 +32,36 @@ struct LevelData {
 impl LevelData {
     /// Indexes one tenant's records of one level with their embeddings. The vectors are kept in
     /// the scan matrix only: the records themselves carry none (`Record::embedding` is empty).
-    fn build(mut rows: Vec<Row>, dimension: usize) -> Self {
-        rows.sort_unstable_by(|a, b| a.0.id.cmp(&b.0.id));
-        let (records, vectors): (Vec<Arc<Record>>, Vec<Vec<f32>>) = rows.into_iter().unzip();
-        let index = TenantLevel::build(&records, &vectors, dimension);
-        drop(vectors);
+    /// Rows kept from `base` reuse what it derived from their texts (features, BM25 terms), so a
+    /// refresh tokenizes only the records it re-read.
+    fn build(mut rows: Vec<Row>, dimension: usize, base: Option<&LevelData>) -> Self {
+        rows.sort_unstable_by(|a, b| a.record.id.cmp(&b.record.id));
         let scope = Arc::new(());
-        let features = records
-            .iter()
-            .enumerate()
-            .map(|(number, record)| {
-                let mut derived = RecordFeatures::of(record);
-                derived.id_order = Some(IdOrder { scope: Arc::clone(&scope), number: number as u32 });
-                Arc::new(derived)
-            })
-            .collect();
+        let mut kept: Vec<Option<u32>> = vec![None; base.map_or(0, |base| base.records.len())];
+        let mut added = Vec::new();
+        let (mut records, mut vectors, mut features) =
+            (Vec::with_capacity(rows.len()), Vec::with_capacity(rows.len()), Vec::with_capacity(rows.len()));
+        for (number, row) in rows.into_iter().enumerate() {
+            let mut derived = match (row.base_number, base) {
+                (Some(old), Some(base)) => {
+                    kept[old] = Some(number as u32);
+                    RecordFeatures::clone(&base.features[old])
+                }
+                _ => {
+                    added.push(number);
+                    RecordFeatures::of(&row.record)
+                }
+            };
+            derived.id_order = Some(IdOrder { scope: Arc::clone(&scope), number: number as u32 });
+            features.push(Arc::new(derived));
+            records.push(row.record);
+            vectors.push(row.embedding);
+        }
+        let lexical = base.map(|base| {
+            let added = added.iter().map(|&number| (number as u32, lexical_terms(&records[number])));
+            base.index.lexical.renumbered(&kept, added, records.len())
+        });
+        let index = TenantLevel::build(&records, &vectors, dimension, lexical);
         Self { records, features, index }
     }
 
@@ -65,12 +85,13 @@ impl LevelData {
     }
 }
 
-/// The text BM25 sees: the record's text plus its title, so a page title always counts.
-pub fn lexical_text(record: &Record) -> String {
+/// The terms BM25 indexes: those of the record's text plus its title, so a page title always
+/// counts.
+pub fn lexical_terms(record: &Record) -> Vec<String> {
     if record.text.contains(&record.meta.title) {
-        record.text.clone()
+        crate::text::terms(&record.text)
     } else {
-        format!("{}\n{}", record.meta.title, record.text)
+        crate::text::terms(&format!("{}\n{}", record.meta.title, record.text))
     }
 }
 
@@ -83,9 +104,16 @@ pub struct TenantIndex {
 }
 
 impl TenantIndex {
-    /// Indexes one tenant's records with their embeddings (already validated, all of that tenant).
-    fn build(levels: [Vec<Row>; 3], dimension: usize) -> Self {
-        Self { levels: levels.map(|rows| LevelData::build(rows, dimension)) }
+    /// Indexes one tenant's records with their embeddings (already validated, all of that tenant);
+    /// rows with a `base_number` are kept from `base`.
+    fn build(levels: [Vec<Row>; 3], dimension: usize, base: Option<&TenantIndex>) -> Self {
+        let mut slots = levels.into_iter().enumerate();
+        Self {
+            levels: std::array::from_fn(|_| {
+                let (slot, rows) = slots.next().expect("three levels");
+                LevelData::build(rows, dimension, base.map(|base| &base.levels[slot]))
+            }),
+        }
     }
 
     fn level(&self, level: Level) -> &LevelData {
@@ -133,7 +161,7 @@ impl LoadedIndex {
         }
         let tenants = by_tenant
             .into_iter()
-            .map(|(tenant, levels)| (tenant, Arc::new(TenantIndex::build(levels, dimension))))
+            .map(|(tenant, levels)| (tenant, Arc::new(TenantIndex::build(levels, dimension, None))))
             .collect();
         Ok(Self { embedding_model: snapshot.embedding_model, dimension, indexed_at: snapshot.indexed_at, tenants })
     }
@@ -292,6 +320,7 @@ pub fn rebuild_tenant(
     fetched: [Vec<Record>; 3],
     dimension: usize,
 ) -> Result<Option<Arc<TenantIndex>>> {
+    let base_part = base.tenant(tenant).map(Arc::as_ref);
     let mut levels: [Vec<Row>; 3] = Default::default();
     for (slot, (level, fetched)) in Level::ALL.into_iter().zip(fetched).enumerate() {
         let mut fresh: Vec<Record> = fetched;
@@ -303,34 +332,35 @@ pub fn rebuild_tenant(
             return Err(corrupt(format!("record {} of another tenant in a delta of {tenant}", record.id)));
         }
         let mut rows: Vec<Row> = Vec::new();
-        if let Some(old) = base.tenant(tenant).map(|part| part.level(level)) {
+        if let Some(old) = base_part.map(|part| part.level(level)) {
             for (number, record) in old.records.iter().enumerate() {
                 let kept = match scope {
                     super::chroma::ChangeScope::Tenant => false,
                     super::chroma::ChangeScope::Docs(docs) => !docs.contains(&record.meta.doc_id),
                 };
                 if kept {
-                    rows.push((Arc::clone(record), old.index.vector(number)));
+                    let embedding = old.index.vector(number);
+                    rows.push(Row { record: Arc::clone(record), embedding, base_number: Some(number) });
                 }
             }
         }
         rows.extend(fresh.into_iter().map(without_embedding));
         let mut ids = HashSet::new();
-        if let Some((record, _)) = rows.iter().find(|(record, _)| !ids.insert(record.id.as_str())) {
-            return Err(corrupt(format!("duplicate {} id {}", level.as_str(), record.id)));
+        if let Some(row) = rows.iter().find(|row| !ids.insert(row.record.id.as_str())) {
+            return Err(corrupt(format!("duplicate {} id {}", level.as_str(), row.record.id)));
         }
         levels[slot] = rows;
     }
     if levels.iter().all(Vec::is_empty) {
         return Ok(None);
     }
-    Ok(Some(Arc::new(TenantIndex::build(levels, dimension))))
+    Ok(Some(Arc::new(TenantIndex::build(levels, dimension, base_part))))
 }
 
-/// A record as the index keeps it (no embedding), and its embedding.
+/// A new record as the index keeps it (no embedding), with its embedding.
 fn without_embedding(mut record: Record) -> Row {
     let embedding = std::mem::take(&mut record.embedding);
-    (Arc::new(record), embedding)
+    Row { record: Arc::new(record), embedding, base_number: None }
 }
 
 fn corrupt(message: impl Into<String>) -> IndexError {

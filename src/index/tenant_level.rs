@@ -2,7 +2,7 @@
 //! blocks, the BM25 index, and maps from doc and section ids to record numbers.
 
 use super::lexical::{Bm25Index, Bm25Params};
-use super::memory::lexical_text;
+use super::memory::lexical_terms;
 use super::RecordFilter;
 use crate::model::Record;
 use std::collections::HashMap;
@@ -27,15 +27,15 @@ pub(super) struct TenantLevel {
 }
 
 impl TenantLevel {
-    /// Indexes `records` (sorted by id) whose embeddings are `vectors` (same order).
-    pub fn build(records: &[Arc<Record>], vectors: &[Vec<f32>], dimension: usize) -> Self {
+    /// Indexes `records` (sorted by id) whose embeddings are `vectors` (same order) and whose
+    /// lexical index is `lexical` (`None`: built here from their texts).
+    pub fn build(records: &[Arc<Record>], vectors: &[Vec<f32>], dimension: usize, lexical: Option<Bm25Index>) -> Self {
         let embeddings: Vec<&[f32]> = vectors.iter().map(Vec::as_slice).collect();
         let norms = embeddings.iter().map(|e| e.iter().map(|v| v * v).sum::<f32>().sqrt()).collect();
         let vectors = VectorBlocks::build(&embeddings, dimension);
-        let lexical = Bm25Index::build(
-            records.iter().map(|record| crate::text::terms(&lexical_text(record))),
-            Bm25Params::default(),
-        );
+        let lexical = lexical.unwrap_or_else(|| {
+            Bm25Index::build(records.iter().map(|record| lexical_terms(record)), Bm25Params::default())
+        });
         let mut by_doc: HashMap<String, Vec<usize>> = HashMap::new();
         let mut by_section: HashMap<String, Vec<usize>> = HashMap::new();
         for (number, record) in records.iter().enumerate() {
