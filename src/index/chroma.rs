@@ -18,16 +18,16 @@ mod client;
 mod wire;
 mod writer;
 
-use super::memory::LoadedIndex;
+use super::memory::{IndexBuilder, LoadedIndex};
 use super::replica::{Replica, SnapshotSource};
 use super::{sort_scored, IndexError, IndexErrorKind, RecordFilter, Result, ScoredRecord};
 use crate::config::Settings;
-use crate::model::{Level, Record, Snapshot};
+use crate::model::{Level, Record};
 use async_trait::async_trait;
 use changes::ChangeEntry;
 use client::ChromaClient;
 use serde_json::json;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -424,11 +424,79 @@ impl ChromaIndex {
         }
     }
 
+    /// Every record of the three collections, fetched in pages of which up to
+    /// `LOAD_PAGES_IN_FLIGHT` are requested at once; each page goes into the index builder as it
+    /// arrives (its vectors into the tenant levels' buffers), then the tenants are indexed off the
+    /// async threads.
     async fn load_replica(&self, signature: &Signature) -> Result<LoadedIndex> {
-        let snapshot = self.load_snapshot(signature).await?;
-        tokio::task::spawn_blocking(move || LoadedIndex::build(snapshot))
+        if signature.counts.iter().all(|&count| count == 0) {
+            return Err(IndexError::new(IndexErrorKind::NotFound, "chroma collections are empty — run ingest"));
+        }
+        let permits = Arc::new(Semaphore::new(LOAD_PAGES_IN_FLIGHT));
+        let fetch_page = |slot: usize, offset: usize| {
+            let (client, collection_id, permits) =
+                (self.client.clone(), signature.collection_ids[slot].clone(), Arc::clone(&permits));
+            async move {
+                let _permit = permits.acquire_owned().await.map_err(|error| {
+                    IndexError::new(IndexErrorKind::Internal, format!("replica load cancelled: {error}"))
+                })?;
+                let body = json!({
+                    "include": ["embeddings", "metadatas", "documents"],
+                    "limit": LOAD_PAGE_SIZE,
+                    "offset": offset,
+                });
+                client.get(&collection_id, &body).await?.into_records()
+            }
+        };
+        let mut pages = JoinSet::new();
+        let mut requested = [0usize; 3];
+        for (slot, &count) in signature.counts.iter().enumerate() {
+            for offset in (0..count.max(1)).step_by(LOAD_PAGE_SIZE) {
+                let page = fetch_page(slot, offset);
+                pages.spawn(async move { page.await.map(|records| (slot, records)) });
+                requested[slot] = offset + LOAD_PAGE_SIZE;
+            }
+        }
+        let mut builder = IndexBuilder::new(0);
+        let mut received = [0usize; 3];
+        while let Some(joined) = pages.join_next().await {
+            let (slot, records) = joined.map_err(|error| {
+                IndexError::new(IndexErrorKind::Internal, format!("page fetch panicked: {error}"))
+            })??;
+            received[slot] += records.len();
+            self.add_served(&mut builder, Level::ALL[slot], records)?;
+        }
+        // A collection that grew since it was counted: read on until a page comes back short.
+        for slot in 0..3 {
+            let mut offset = requested[slot];
+            while received[slot] >= offset {
+                let records = fetch_page(slot, offset).await?;
+                let full = records.len() == LOAD_PAGE_SIZE;
+                received[slot] += records.len();
+                self.add_served(&mut builder, Level::ALL[slot], records)?;
+                offset += LOAD_PAGE_SIZE;
+                if !full {
+                    break;
+                }
+            }
+        }
+        let indexed_at = if signature.indexed_at.is_empty() {
+            builder.latest_doc_indexed_at().to_string()
+        } else {
+            signature.indexed_at.clone()
+        };
+        let embedding_model = signature.embedding_model.clone();
+        tokio::task::spawn_blocking(move || builder.finish(embedding_model, indexed_at))
             .await
             .map_err(|error| IndexError::new(IndexErrorKind::Internal, format!("replica build panicked: {error}")))?
+    }
+
+    /// Adds the records of a loaded page whose tenant this instance serves.
+    fn add_served(&self, builder: &mut IndexBuilder, level: Level, records: Vec<Record>) -> Result<()> {
+        for record in records.into_iter().filter(|record| self.scope.serves(&record.meta.tenant_id)) {
+            builder.add(level, record)?;
+        }
+        Ok(())
     }
 
     async fn poll_signature(&self) -> Result<Signature> {
@@ -462,89 +530,6 @@ impl ChromaIndex {
             embedding_model: docs.metadata_string(writer::MODEL_KEY).unwrap_or_default().to_string(),
             indexed_at: docs.metadata_string(writer::INDEXED_AT_KEY).unwrap_or_default().to_string(),
         })
-    }
-
-    async fn load_snapshot(&self, signature: &Signature) -> Result<Snapshot> {
-        if signature.counts.iter().all(|&count| count == 0) {
-            return Err(IndexError::new(IndexErrorKind::NotFound, "chroma collections are empty — run ingest"));
-        }
-        let [docs_id, sections_id, chunks_id] = &signature.collection_ids;
-        let permits = Arc::new(Semaphore::new(LOAD_PAGES_IN_FLIGHT));
-        let [docs_count, sections_count, chunks_count] = signature.counts;
-        let (docs, sections, chunks) = tokio::try_join!(
-            self.load_level(docs_id, docs_count, &permits),
-            self.load_level(sections_id, sections_count, &permits),
-            self.load_level(chunks_id, chunks_count, &permits),
-        )?;
-        let (mut docs, mut sections, mut chunks) = (docs, sections, chunks);
-        if self.scope != super::scope::TenantScope::All {
-            for records in [&mut docs, &mut sections, &mut chunks] {
-                records.retain(|record| self.scope.serves(&record.meta.tenant_id));
-            }
-        }
-        let indexed_at = if signature.indexed_at.is_empty() {
-            docs.iter().map(|record| record.meta.indexed_at.as_str()).max().unwrap_or_default().to_string()
-        } else {
-            signature.indexed_at.clone()
-        };
-        Ok(Snapshot {
-            format_version: Snapshot::FORMAT_VERSION,
-            indexed_at,
-            embedding_model: signature.embedding_model.clone(),
-            dimension: 0,
-            docs,
-            sections,
-            chunks,
-        })
-    }
-
-    /// Every record of one collection, fetched in pages of which up to `LOAD_PAGES_IN_FLIGHT`
-    /// (shared by the three levels through `permits`) are requested at once.
-    async fn load_level(&self, collection_id: &str, count: usize, permits: &Arc<Semaphore>) -> Result<Vec<Record>> {
-        let fetch_page = |offset: usize| {
-            let (client, collection_id, permits) =
-                (self.client.clone(), collection_id.to_string(), Arc::clone(permits));
-            async move {
-                let _permit = permits.acquire_owned().await.map_err(|error| {
-                    IndexError::new(IndexErrorKind::Internal, format!("replica load cancelled: {error}"))
-                })?;
-                let body = json!({
-                    "include": ["embeddings", "metadatas", "documents"],
-                    "limit": LOAD_PAGE_SIZE,
-                    "offset": offset,
-                });
-                client.get(&collection_id, &body).await?.into_records()
-            }
-        };
-        let mut pages = JoinSet::new();
-        for (number, offset) in (0..count.max(1)).step_by(LOAD_PAGE_SIZE).enumerate() {
-            let page = fetch_page(offset);
-            pages.spawn(async move { page.await.map(|records| (number, records)) });
-        }
-        let mut numbered = Vec::new();
-        while let Some(joined) = pages.join_next().await {
-            let page = joined.map_err(|error| {
-                IndexError::new(IndexErrorKind::Internal, format!("page fetch panicked: {error}"))
-            })??;
-            numbered.push(page);
-        }
-        numbered.sort_by_key(|(number, _)| *number);
-        let mut records: Vec<Record> = numbered.into_iter().flat_map(|(_, records)| records).collect();
-        // The collection grew since it was counted: read on until a page comes back short.
-        let mut offset = count.div_ceil(LOAD_PAGE_SIZE).max(1) * LOAD_PAGE_SIZE;
-        while records.len() >= offset {
-            let page = fetch_page(offset).await?;
-            let full = page.len() == LOAD_PAGE_SIZE;
-            records.extend(page);
-            offset += LOAD_PAGE_SIZE;
-            if !full {
-                break;
-            }
-        }
-        // Offset paging under a concurrent write may repeat a record; keep its first copy.
-        let mut seen = HashSet::new();
-        records.retain(|record| seen.insert((record.meta.tenant_id.clone(), record.id.clone())));
-        Ok(records)
     }
 
     /// The naive plan: one filtered kNN query answered by Chroma's HNSW index. Kept for the

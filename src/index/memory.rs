@@ -12,12 +12,38 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-/// A record as the index keeps it (without its embedding), its embedding, and its number in the
-/// level the index is rebuilt from when it is kept from there.
-struct Row {
-    record: Arc<Record>,
-    embedding: Vec<f32>,
-    base_number: Option<usize>,
+/// One tenant's records of one level as they are gathered, before indexing: each record as the
+/// index keeps it (without its embedding), the embeddings back to back in one buffer (so a
+/// loaded page's per-record vectors are freed as soon as it is added), and, for a rebuild, the
+/// record's number in the level it is kept from.
+#[derive(Debug, Default)]
+struct LevelRows {
+    records: Vec<Arc<Record>>,
+    vectors: Vec<f32>,
+    base_numbers: Vec<Option<usize>>,
+}
+
+impl LevelRows {
+    fn push(&mut self, record: Arc<Record>, embedding: &[f32], base_number: Option<usize>) {
+        self.records.push(record);
+        self.vectors.extend_from_slice(embedding);
+        self.base_numbers.push(base_number);
+    }
+
+    /// A new record (whose embedding is taken out of it).
+    fn push_new(&mut self, mut record: Record) {
+        let embedding = std::mem::take(&mut record.embedding);
+        self.push(Arc::new(record), &embedding, None);
+    }
+
+    /// The row numbers by ascending record id; of rows with the same id (a record repeated by
+    /// offset paging under a concurrent write) only one is kept.
+    fn id_order(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.records.len()).collect();
+        order.sort_unstable_by(|&a, &b| self.records[a].id.cmp(&self.records[b].id));
+        order.dedup_by(|a, b| self.records[*a].id == self.records[*b].id);
+        order
+    }
 }
 
 /// One tenant's records of one level, numbered by ascending id.
@@ -34,34 +60,37 @@ impl LevelData {
     /// the scan matrix only: the records themselves carry none (`Record::embedding` is empty).
     /// Rows kept from `base` reuse what it derived from their texts (features, BM25 terms), so a
     /// refresh tokenizes only the records it re-read.
-    fn build(mut rows: Vec<Row>, dimension: usize, base: Option<&LevelData>) -> Self {
-        rows.sort_unstable_by(|a, b| a.record.id.cmp(&b.record.id));
+    fn build(rows: LevelRows, dimension: usize, base: Option<&LevelData>) -> Self {
+        let order = rows.id_order();
         let scope = Arc::new(());
         let mut kept: Vec<Option<u32>> = vec![None; base.map_or(0, |base| base.records.len())];
         let mut added = Vec::new();
         let (mut records, mut vectors, mut features) =
-            (Vec::with_capacity(rows.len()), Vec::with_capacity(rows.len()), Vec::with_capacity(rows.len()));
-        for (number, row) in rows.into_iter().enumerate() {
-            let mut derived = match (row.base_number, base) {
+            (Vec::with_capacity(order.len()), Vec::with_capacity(order.len()), Vec::with_capacity(order.len()));
+        for (number, &row) in order.iter().enumerate() {
+            let record = &rows.records[row];
+            let mut derived = match (rows.base_numbers[row], base) {
                 (Some(old), Some(base)) => {
                     kept[old] = Some(number as u32);
                     RecordFeatures::clone(&base.features[old])
                 }
                 _ => {
                     added.push(number);
-                    RecordFeatures::of(&row.record)
+                    RecordFeatures::of(record)
                 }
             };
             derived.id_order = Some(IdOrder { scope: Arc::clone(&scope), number: number as u32 });
             features.push(Arc::new(derived));
-            records.push(row.record);
-            vectors.push(row.embedding);
+            records.push(Arc::clone(record));
+            vectors.push(&rows.vectors[row * dimension..][..dimension]);
         }
         let lexical = base.map(|base| {
             let added = added.iter().map(|&number| (number as u32, lexical_terms(&records[number])));
             base.index.lexical.renumbered(&kept, added, records.len())
         });
         let index = TenantLevel::build(&records, &vectors, dimension, lexical);
+        drop(vectors);
+        drop(rows);
         Self { records, features, index }
     }
 
@@ -106,7 +135,7 @@ pub struct TenantIndex {
 impl TenantIndex {
     /// Indexes one tenant's records with their embeddings (already validated, all of that tenant);
     /// rows with a `base_number` are kept from `base`.
-    fn build(levels: [Vec<Row>; 3], dimension: usize, base: Option<&TenantIndex>) -> Self {
+    fn build(levels: [LevelRows; 3], dimension: usize, base: Option<&TenantIndex>) -> Self {
         let mut slots = levels.into_iter().enumerate();
         Self {
             levels: std::array::from_fn(|_| {
@@ -139,6 +168,68 @@ fn level_slot(level: Level) -> usize {
     }
 }
 
+/// Gathers an index's records one at a time (a page of a Chroma load at a time) and indexes them
+/// tenant by tenant. Each record's embedding is copied into its tenant level's buffer when it is
+/// added, so the records of a load never hold all their vectors at once next to the built index.
+#[derive(Debug, Default)]
+pub struct IndexBuilder {
+    /// 0 until the first record sets it.
+    dimension: usize,
+    tenants: HashMap<String, [LevelRows; 3]>,
+    counts: [usize; 3],
+    latest_doc_indexed_at: String,
+}
+
+impl IndexBuilder {
+    /// A builder for embeddings of `dimension` (0: that of the first record added).
+    pub fn new(dimension: usize) -> Self {
+        Self { dimension, ..Self::default() }
+    }
+
+    /// Adds one record of `level`, validated like a snapshot's.
+    pub fn add(&mut self, level: Level, record: Record) -> Result<()> {
+        if self.dimension == 0 {
+            self.dimension = record.embedding.len();
+            if self.dimension == 0 {
+                return Err(corrupt("records carry no embeddings"));
+            }
+        }
+        validate_records(level, std::iter::once(&record), self.dimension)?;
+        if level == Level::Doc && record.meta.indexed_at > self.latest_doc_indexed_at {
+            self.latest_doc_indexed_at.clone_from(&record.meta.indexed_at);
+        }
+        let slot = level_slot(level);
+        self.counts[slot] += 1;
+        let levels = match self.tenants.get_mut(&record.meta.tenant_id) {
+            Some(levels) => levels,
+            None => self.tenants.entry(record.meta.tenant_id.clone()).or_default(),
+        };
+        levels[slot].push_new(record);
+        Ok(())
+    }
+
+    /// The latest `indexed_at` of the docs added so far.
+    pub fn latest_doc_indexed_at(&self) -> &str {
+        &self.latest_doc_indexed_at
+    }
+
+    /// Indexes every tenant (freeing each one's gathered rows as it goes). No docs or no chunks
+    /// is `Corrupt`, as for a snapshot.
+    pub fn finish(self, embedding_model: String, indexed_at: String) -> Result<LoadedIndex> {
+        let [docs, _, chunks] = self.counts;
+        if docs == 0 || chunks == 0 {
+            return Err(corrupt("the snapshot has no docs or no chunks"));
+        }
+        let dimension = self.dimension;
+        let tenants = self
+            .tenants
+            .into_iter()
+            .map(|(tenant, levels)| (tenant, Arc::new(TenantIndex::build(levels, dimension, None))))
+            .collect();
+        Ok(LoadedIndex { embedding_model, dimension, indexed_at, tenants })
+    }
+}
+
 /// A validated snapshot, ready to search: one `TenantIndex` per tenant.
 #[derive(Debug, Clone)]
 pub struct LoadedIndex {
@@ -153,17 +244,13 @@ impl LoadedIndex {
     pub fn build(snapshot: Snapshot) -> Result<Self> {
         validate_snapshot(&snapshot)?;
         let dimension = snapshot.docs.first().map(|r| r.embedding.len()).unwrap_or(snapshot.dimension);
-        let mut by_tenant: HashMap<String, [Vec<Row>; 3]> = HashMap::new();
-        for (slot, records) in [snapshot.docs, snapshot.sections, snapshot.chunks].into_iter().enumerate() {
+        let mut builder = IndexBuilder::new(dimension);
+        for (level, records) in Level::ALL.into_iter().zip([snapshot.docs, snapshot.sections, snapshot.chunks]) {
             for record in records {
-                by_tenant.entry(record.meta.tenant_id.clone()).or_default()[slot].push(without_embedding(record));
+                builder.add(level, record)?;
             }
         }
-        let tenants = by_tenant
-            .into_iter()
-            .map(|(tenant, levels)| (tenant, Arc::new(TenantIndex::build(levels, dimension, None))))
-            .collect();
-        Ok(Self { embedding_model: snapshot.embedding_model, dimension, indexed_at: snapshot.indexed_at, tenants })
+        builder.finish(snapshot.embedding_model, snapshot.indexed_at)
     }
 
     /// A copy of this index with some tenants' parts replaced (`Some`) or removed (`None`); the
@@ -321,7 +408,7 @@ pub fn rebuild_tenant(
     dimension: usize,
 ) -> Result<Option<Arc<TenantIndex>>> {
     let base_part = base.tenant(tenant).map(Arc::as_ref);
-    let mut levels: [Vec<Row>; 3] = Default::default();
+    let mut levels: [LevelRows; 3] = Default::default();
     for (slot, (level, fetched)) in Level::ALL.into_iter().zip(fetched).enumerate() {
         let mut fresh: Vec<Record> = fetched;
         // Offset paging under a concurrent write may repeat a record; keep its first copy.
@@ -331,7 +418,7 @@ pub fn rebuild_tenant(
         if let Some(record) = fresh.iter().find(|record| record.meta.tenant_id != tenant) {
             return Err(corrupt(format!("record {} of another tenant in a delta of {tenant}", record.id)));
         }
-        let mut rows: Vec<Row> = Vec::new();
+        let mut rows = LevelRows::default();
         if let Some(old) = base_part.map(|part| part.level(level)) {
             for (number, record) in old.records.iter().enumerate() {
                 let kept = match scope {
@@ -339,28 +426,21 @@ pub fn rebuild_tenant(
                     super::chroma::ChangeScope::Docs(docs) => !docs.contains(&record.meta.doc_id),
                 };
                 if kept {
-                    let embedding = old.index.vector(number);
-                    rows.push(Row { record: Arc::clone(record), embedding, base_number: Some(number) });
+                    rows.push(Arc::clone(record), &old.index.vector(number), Some(number));
                 }
             }
         }
-        rows.extend(fresh.into_iter().map(without_embedding));
-        let mut ids = HashSet::new();
-        if let Some(row) = rows.iter().find(|row| !ids.insert(row.record.id.as_str())) {
-            return Err(corrupt(format!("duplicate {} id {}", level.as_str(), row.record.id)));
+        let mut ids: HashSet<&str> = rows.records.iter().map(|record| record.id.as_str()).collect();
+        if let Some(record) = fresh.iter().find(|record| !ids.insert(record.id.as_str())) {
+            return Err(corrupt(format!("duplicate {} id {}", level.as_str(), record.id)));
         }
+        fresh.into_iter().for_each(|record| rows.push_new(record));
         levels[slot] = rows;
     }
-    if levels.iter().all(Vec::is_empty) {
+    if levels.iter().all(|rows| rows.records.is_empty()) {
         return Ok(None);
     }
     Ok(Some(Arc::new(TenantIndex::build(levels, dimension, base_part))))
-}
-
-/// A new record as the index keeps it (no embedding), with its embedding.
-fn without_embedding(mut record: Record) -> Row {
-    let embedding = std::mem::take(&mut record.embedding);
-    Row { record: Arc::new(record), embedding, base_number: None }
 }
 
 fn corrupt(message: impl Into<String>) -> IndexError {

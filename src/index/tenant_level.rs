@@ -29,10 +29,9 @@ pub(super) struct TenantLevel {
 impl TenantLevel {
     /// Indexes `records` (sorted by id) whose embeddings are `vectors` (same order) and whose
     /// lexical index is `lexical` (`None`: built here from their texts).
-    pub fn build(records: &[Arc<Record>], vectors: &[Vec<f32>], dimension: usize, lexical: Option<Bm25Index>) -> Self {
-        let embeddings: Vec<&[f32]> = vectors.iter().map(Vec::as_slice).collect();
-        let norms = embeddings.iter().map(|e| e.iter().map(|v| v * v).sum::<f32>().sqrt()).collect();
-        let vectors = VectorBlocks::build(&embeddings, dimension);
+    pub fn build(records: &[Arc<Record>], vectors: &[&[f32]], dimension: usize, lexical: Option<Bm25Index>) -> Self {
+        let norms = vectors.iter().map(|e| e.iter().map(|v| v * v).sum::<f32>().sqrt()).collect();
+        let vectors = VectorBlocks::build(vectors, dimension);
         let lexical = lexical.unwrap_or_else(|| {
             Bm25Index::build(records.iter().map(|record| lexical_terms(record)), Bm25Params::default())
         });
