@@ -224,7 +224,12 @@ impl IndexBuilder {
         let tenants = self
             .tenants
             .into_iter()
-            .map(|(tenant, levels)| (tenant, Arc::new(TenantIndex::build(levels, dimension, None))))
+            .map(|(tenant, levels)| {
+                let part = Arc::new(TenantIndex::build(levels, dimension, None));
+                // The tenant's gathered rows are freed: give their pages back before the next one.
+                super::replica::release_freed_memory();
+                (tenant, part)
+            })
             .collect();
         Ok(LoadedIndex { embedding_model, dimension, indexed_at, tenants })
     }
