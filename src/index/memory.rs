@@ -752,6 +752,38 @@ mod tests {
     /// A tenant rebuilt from a delta scores exactly like one built from the whole snapshot: kept
     /// records' vectors come back from the scan matrix unchanged, the changed doc's are the new ones.
     #[test]
+    fn a_streamed_load_searches_like_a_snapshot_and_keeps_one_copy_of_a_repeated_record() {
+        let snapshot = fixtures::snapshot();
+        let whole = LoadedIndex::build(snapshot.clone()).unwrap();
+        // Pages arrive in any order, across levels, and offset paging may repeat a record.
+        let mut builder = IndexBuilder::new(0);
+        for (level, records) in Level::ALL.into_iter().zip([&snapshot.docs, &snapshot.sections, &snapshot.chunks]).rev()
+        {
+            for record in records.iter().rev().chain(records.first()) {
+                builder.add(level, record.clone()).unwrap();
+            }
+        }
+        let streamed = builder.finish(snapshot.embedding_model.clone(), snapshot.indexed_at.clone()).unwrap();
+        assert_eq!(streamed.level_counts(), whole.level_counts());
+        let embedder = PseudoEmbedder::new(fixtures::DIMENSION);
+        let query = embedder.embed_one("установка SDK");
+        let terms = crate::text::terms("установка SDK");
+        for level in Level::ALL {
+            let filter = RecordFilter::tenant("t1");
+            let got = ids_and_scores(&streamed.knn(level, &filter, &query, 100).unwrap());
+            assert_eq!(got, ids_and_scores(&whole.knn(level, &filter, &query, 100).unwrap()), "{level:?}");
+            let got = ids_and_scores(&streamed.lexical(level, &filter, &terms, 100));
+            assert_eq!(got, ids_and_scores(&whole.lexical(level, &filter, &terms, 100)), "{level:?}");
+        }
+        let mut bad = fixtures::snapshot().chunks[0].clone();
+        bad.embedding.pop();
+        let error = IndexBuilder::new(fixtures::DIMENSION).add(Level::Chunk, bad).unwrap_err();
+        assert_eq!(error.kind, IndexErrorKind::Corrupt);
+        let empty = IndexBuilder::new(0).finish(String::new(), String::new()).unwrap_err();
+        assert_eq!(empty.kind, IndexErrorKind::Corrupt);
+    }
+
+    #[test]
     fn a_rebuilt_tenant_searches_like_a_fresh_build() {
         let snapshot = fixtures::snapshot();
         let base = LoadedIndex::build(snapshot.clone()).unwrap();
