@@ -3,7 +3,11 @@
 //! depth, the starts of the text's lines, the tags as group labels).
 
 use crate::model::Record;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// How many boosting rules there are (`search::boosting::BoostRule::ORDER`).
+pub const BOOST_RULES: usize = 10;
 
 /// Longest line start kept per line; a marker longer than this is looked up in the text itself.
 const LINE_HEAD_BYTES: usize = 16;
@@ -26,6 +30,29 @@ pub struct RecordFeatures {
     first_bytes: [u64; 4],
     /// The record's place in its tenant and level of one loaded index, when an index set it.
     pub id_order: Option<IdOrder>,
+    /// The factors of the boosting rules that read only the record and the boosting config,
+    /// computed on the record's first boost under one config (`BoostCacheKey`) and reused by
+    /// every later request: boosting then costs a few multiplications per candidate.
+    boosts: OnceLock<(BoostCacheKey, [f32; BOOST_RULES])>,
+}
+
+/// Names one boosting config for the lifetime of the process: whoever holds a key promises that
+/// the config it stands for never changes (a `SearchService` makes one with its config).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BoostCacheKey(u64);
+
+impl BoostCacheKey {
+    /// A key no other config has.
+    pub fn new() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Self(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+impl Default for BoostCacheKey {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// Records of one tenant and level of one loaded index are numbered by ascending id: two
@@ -69,7 +96,26 @@ impl RecordFeatures {
             line_heads,
             first_bytes,
             id_order: None,
+            boosts: OnceLock::new(),
         }
+    }
+
+    /// The record's config-only boost factors under the config `key` names: cached on first use;
+    /// computed by `compute` (and not kept) when the record was first boosted under another key.
+    pub fn config_boosts(
+        &self,
+        key: BoostCacheKey,
+        compute: impl FnOnce() -> [f32; BOOST_RULES],
+    ) -> [f32; BOOST_RULES] {
+        if let Some((owner, factors)) = self.boosts.get() {
+            if *owner == key {
+                return *factors;
+            }
+        }
+        let factors = compute();
+        // Only the first config a record is boosted under is kept (a race may lose: no harm).
+        let _ = self.boosts.set((key, factors));
+        factors
     }
 
     /// Whether a line of the text, after its leading whitespace, starts with `marker`; `None` when

@@ -2,6 +2,7 @@
 //! from `BoostingConfig`. `boost_and_sort` is the one place where boosted hits are sorted.
 
 pub use crate::index::features::url_depth;
+use crate::index::features::{BoostCacheKey, BOOST_RULES};
 use crate::index::RecordFeatures;
 use crate::model::Metadata;
 use crate::router::ThemeFields;
@@ -22,6 +23,9 @@ pub struct RoutingHint {
 pub struct BoostContext {
     pub routing: Option<RoutingHint>,
     pub group_boosts: BTreeMap<String, f32>,
+    /// Names the boosting config when it never changes (the `SearchService`'s): records then keep
+    /// the factors of their config-only rules between requests. `None`: computed every time.
+    pub config_key: Option<BoostCacheKey>,
 }
 
 /// What boosting reads of a hit. `text` is optional: without it the structure rule has no effect.
@@ -51,7 +55,7 @@ pub enum BoostRule {
 }
 
 impl BoostRule {
-    pub const ORDER: [BoostRule; 10] = [
+    pub const ORDER: [BoostRule; BOOST_RULES] = [
         BoostRule::PageType,
         BoostRule::SectionPlatform,
         BoostRule::Theme,
@@ -236,38 +240,53 @@ fn depth_factor(cfg: &BoostingConfig, url: &str, depth: Option<u32>) -> f32 {
     }
 }
 
+/// The factors of the rules that read only the record and the config, in `BoostRule::ORDER`
+/// (1.0 in the slots of the rules that read the request).
+fn config_factors(cfg: &BoostingConfig, hit: &BoostInput<'_>) -> [f32; BOOST_RULES] {
+    let (meta, features) = (hit.meta, hit.features);
+    BoostRule::ORDER.map(|rule| match rule {
+        BoostRule::PageType => lookup(&cfg.page_type_boosts, &meta.page_type),
+        BoostRule::SectionPlatform => {
+            lookup(&cfg.section_boosts, &meta.section) * lookup(&cfg.platform_boosts, &meta.platform)
+        }
+        BoostRule::UrlPattern => match_rules(&cfg.url_patterns, &meta.url, features.map(|f| f.url_lower.as_str())),
+        BoostRule::TitleKeyword => {
+            match_rules(&cfg.title_keywords, &meta.title, features.map(|f| f.title_lower.as_str()))
+        }
+        BoostRule::Length => length_factor(cfg, meta.content_length),
+        BoostRule::Structure => structure_factor(cfg, hit.text, features),
+        BoostRule::Source => lookup(&cfg.source_boosts, &meta.source),
+        BoostRule::DepthPenalty => depth_factor(cfg, &meta.url, features.map(|f| f.url_depth)),
+        BoostRule::Theme | BoostRule::Group => 1.0,
+    })
+}
+
 /// Applies the ten rules to `base` (the normalised fused score) in `BoostRule::ORDER`:
 /// multiplicative rules multiply the running score, the theme rule adds to it. With
-/// `BoostingConfig::default()` and an empty context the score is returned unchanged.
+/// `BoostingConfig::default()` and an empty context the score is returned unchanged. The factors
+/// of the config-only rules come from the record's cache when `ctx.config_key` names the config.
 pub fn boost_score(base: f32, hit: &BoostInput<'_>, cfg: &BoostingConfig, ctx: &BoostContext) -> BoostOutcome {
     let meta = hit.meta;
-    let features = hit.features;
+    let fixed = match (ctx.config_key, hit.features) {
+        (Some(key), Some(features)) => features.config_boosts(key, || config_factors(cfg, hit)),
+        _ => config_factors(cfg, hit),
+    };
     let mut score = base;
     let mut factors = BoostRule::ORDER.map(|rule| (rule, BoostEffect::Multiply(1.0)));
-    for (slot, rule) in factors.iter_mut().zip(BoostRule::ORDER) {
+    for ((slot, rule), fixed) in factors.iter_mut().zip(BoostRule::ORDER).zip(fixed) {
         let effect = match rule {
-            BoostRule::PageType => BoostEffect::Multiply(lookup(&cfg.page_type_boosts, &meta.page_type)),
-            BoostRule::SectionPlatform => BoostEffect::Multiply(
-                lookup(&cfg.section_boosts, &meta.section) * lookup(&cfg.platform_boosts, &meta.platform),
-            ),
             BoostRule::Theme => BoostEffect::Add(theme_addend(cfg, ctx, meta)),
             BoostRule::Group => {
-                BoostEffect::Multiply(group_factor(cfg, ctx, meta, features.map(|f| f.labels.as_slice())))
+                BoostEffect::Multiply(group_factor(cfg, ctx, meta, hit.features.map(|f| f.labels.as_slice())))
             }
-            BoostRule::UrlPattern => {
-                BoostEffect::Multiply(match_rules(&cfg.url_patterns, &meta.url, features.map(|f| f.url_lower.as_str())))
-            }
-            BoostRule::TitleKeyword => BoostEffect::Multiply(match_rules(
-                &cfg.title_keywords,
-                &meta.title,
-                features.map(|f| f.title_lower.as_str()),
-            )),
-            BoostRule::Length => BoostEffect::Multiply(length_factor(cfg, meta.content_length)),
-            BoostRule::Structure => BoostEffect::Multiply(structure_factor(cfg, hit.text, features)),
-            BoostRule::Source => BoostEffect::Multiply(lookup(&cfg.source_boosts, &meta.source)),
-            BoostRule::DepthPenalty => {
-                BoostEffect::Multiply(depth_factor(cfg, &meta.url, features.map(|f| f.url_depth)))
-            }
+            BoostRule::PageType
+            | BoostRule::SectionPlatform
+            | BoostRule::UrlPattern
+            | BoostRule::TitleKeyword
+            | BoostRule::Length
+            | BoostRule::Structure
+            | BoostRule::Source
+            | BoostRule::DepthPenalty => BoostEffect::Multiply(fixed),
         };
         score = match effect {
             BoostEffect::Multiply(factor) => score * factor,

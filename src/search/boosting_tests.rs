@@ -44,6 +44,7 @@ fn no_config_leaves_score_unchanged() {
             secondary: Vec::new(),
         }),
         group_boosts: BTreeMap::new(),
+        config_key: None,
     };
     let outcome = boosted(&meta, Some("## Шаг 1\nНапример, так"), &BoostingConfig::default(), &ctx);
     assert_eq!(outcome.score, 0.5);
@@ -93,6 +94,7 @@ fn theme_rule_adds_for_primary_and_next_themes_only() {
             secondary: vec![theme("web"), theme("main"), theme("android")],
         }),
         group_boosts: BTreeMap::new(),
+        config_key: None,
     };
     let meta_on = |platform: &str| Metadata { platform: platform.into(), ..rich_meta() };
     assert!(close(boosted(&meta_on("ios"), None, &cfg, &ctx).score, 0.58));
@@ -113,7 +115,11 @@ fn group_rule_uses_tags_and_request_overrides_config() {
     let cfg = config("group_boosts: {getting-started: 1.2, legacy: 0.5}");
     let meta = rich_meta();
     assert!(close(boosted(&meta, None, &cfg, &BoostContext::default()).score, 0.6));
-    let ctx = BoostContext { routing: None, group_boosts: BTreeMap::from([("Getting-Started".to_string(), 1.4)]) };
+    let ctx = BoostContext {
+        routing: None,
+        group_boosts: BTreeMap::from([("Getting-Started".to_string(), 1.4)]),
+        config_key: None,
+    };
     assert_eq!(effect_of(&boosted(&meta, None, &cfg, &ctx), BoostRule::Group), BoostEffect::Multiply(1.4));
 }
 
@@ -191,6 +197,7 @@ fn rules_apply_in_fixed_order() {
             secondary: Vec::new(),
         }),
         group_boosts: BTreeMap::new(),
+        config_key: None,
     };
     // ((0.5 × 1.5) + 0.08) × 2.0: the addend comes after page type and before source.
     let outcome = boosted(&rich_meta(), None, &cfg, &ctx);
@@ -263,6 +270,32 @@ fn features_derived_at_load_boost_exactly_like_the_raw_record() {
         let derived = BoostInput { features: Some(&features), ..raw };
         assert_eq!(boost_score(0.7, &derived, &cfg, &ctx), boost_score(0.7, &raw, &cfg, &ctx), "{}", record.id);
     }
+}
+
+#[test]
+fn cached_factors_boost_like_fresh_ones_and_never_leak_into_another_config() {
+    let first = config("page_type_boosts: {faq: 1.5}\ntitle_keywords: {setup: {words: [установка], boost: 1.03}}");
+    let second = config("page_type_boosts: {faq: 0.5}\nlength: {optimal_min: 10, optimal_max: 20, optimal_boost: 1.2}");
+    let record = crate::model::Record {
+        id: "r".into(),
+        meta: Metadata {
+            page_type: "faq".into(), title: "Установка".into(), content_length: 15, ..rich_meta()
+        },
+        text: "## Установка\n1. шаг".into(),
+        embedding: Vec::new(),
+    };
+    let features = crate::index::RecordFeatures::of(&record);
+    let input = BoostInput { meta: &record.meta, text: Some(&record.text), features: Some(&features) };
+    let fresh = |cfg: &BoostingConfig| boost_score(0.6, &input, cfg, &BoostContext::default());
+    let (first_key, second_key) = (BoostCacheKey::new(), BoostCacheKey::new());
+    let cached = |cfg: &BoostingConfig, key| {
+        boost_score(0.6, &input, cfg, &BoostContext { config_key: Some(key), ..BoostContext::default() })
+    };
+    for _ in 0..2 {
+        assert_eq!(cached(&first, first_key), fresh(&first));
+        assert_eq!(cached(&second, second_key), fresh(&second));
+    }
+    assert_ne!(fresh(&first).score, fresh(&second).score);
 }
 
 #[test]

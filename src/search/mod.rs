@@ -53,6 +53,8 @@ pub struct SearchService {
     router_config: RouterConfig,
     llm_router: Option<Arc<LlmRouter>>,
     boosting: Arc<BoostingConfig>,
+    /// Names `boosting` (which never changes once set) for the records' boost factor caches.
+    boost_key: crate::index::features::BoostCacheKey,
     /// Per-tenant query synonyms (`RETR_SYNONYMS_DIR`).
     synonyms: Arc<synonyms::Synonyms>,
     reranker: Arc<dyn Reranker>,
@@ -211,6 +213,7 @@ impl SearchService {
             router_config: RouterConfig::default(),
             llm_router: None,
             boosting: Default::default(),
+            boost_key: crate::index::features::BoostCacheKey::new(),
             synonyms: Default::default(),
             reranker: Arc::new(crate::rerank::NoopReranker),
             rerank_timeout: std::time::Duration::from_secs(10),
@@ -238,6 +241,7 @@ impl SearchService {
 
     pub fn with_boosting(mut self, boosting: Arc<BoostingConfig>) -> Self {
         self.boosting = boosting;
+        self.boost_key = crate::index::features::BoostCacheKey::new();
         self
     }
 
@@ -532,8 +536,11 @@ impl SearchService {
         let vector = self.query_vector(index, request, &mut degradations).await?;
         let query_words: Vec<String> =
             request.query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_string).collect();
-        let boost_context =
-            BoostContext { routing: routing::routing_hint(&routing, &themes), ..BoostContext::default() };
+        let boost_context = BoostContext {
+            routing: routing::routing_hint(&routing, &themes),
+            config_key: Some(self.boost_key),
+            ..BoostContext::default()
+        };
         let rerank_enabled = request.rerank_enabled.unwrap_or(runtime.rerank_enabled);
         let run = |filter: crate::index::RecordFilter| {
             let input = cascade::CascadeInput {
