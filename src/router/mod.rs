@@ -58,7 +58,11 @@ impl ThemeFields {
     /// True when every set field equals the record's value (ASCII case-insensitive).
     pub fn matches(&self, meta: &Metadata) -> bool {
         let equal = |wanted: &Option<String>, actual: &str| {
-            wanted.as_deref().is_none_or(|wanted| wanted.eq_ignore_ascii_case(actual.trim()))
+            // Stored values are normally trimmed: an ASCII non-space at both ends needs no trim.
+            let plain = |byte: Option<&u8>| byte.is_some_and(|b| b.is_ascii() && !b.is_ascii_whitespace());
+            let bytes = actual.as_bytes();
+            let actual = if plain(bytes.first()) && plain(bytes.last()) { actual } else { actual.trim() };
+            wanted.as_deref().is_none_or(|wanted| wanted.eq_ignore_ascii_case(actual))
         };
         equal(&self.domain, &meta.domain)
             && equal(&self.section, &meta.section)

@@ -117,38 +117,50 @@ async fn choose_docs(
     } else {
         Vec::new()
     };
-    let mut lists: Vec<(Vec<String>, f32)> =
-        vec![(direct.iter().map(|d| d.record.meta.doc_id.clone()).collect(), cascade.doc_weight)];
+    let mut evidence = Vec::new();
     for (level, weight) in [(Level::Section, cascade.section_weight), (Level::Chunk, cascade.chunk_weight)] {
         if weight > 0.0 {
-            let ranked = rank_level_with(index, level, filter, ranking, depth, false).await?;
-            let mut seen = HashSet::new();
-            let pages: Vec<String> = ranked
-                .iter()
-                .map(|r| r.record.meta.doc_id.clone())
-                .filter(|doc_id| seen.insert(doc_id.clone()))
-                .collect();
-            lists.push((pages, weight));
+            evidence.push((rank_level_with(index, level, filter, ranking, depth, false).await?, weight));
         }
     }
+    // Page ids are borrowed from the ranked records: fusing them clones no string.
+    let mut lists: Vec<(Vec<&str>, f32)> =
+        vec![(direct.iter().map(|d| d.record.meta.doc_id.as_str()).collect(), cascade.doc_weight)];
+    for (ranked, weight) in &evidence {
+        let mut seen = HashSet::new();
+        let pages: Vec<&str> =
+            ranked.iter().map(|r| r.record.meta.doc_id.as_str()).filter(|doc_id| seen.insert(*doc_id)).collect();
+        lists.push((pages, *weight));
+    }
     let fusion = ReciprocalRankFusion::new(cascade.k);
-    let inputs: Vec<RankedList<'_, String>> = lists.iter().map(|(ids, w)| RankedList::new(ids, *w)).collect();
-    let fused = fusion.fuse(&inputs, k);
-    let mut by_id: HashMap<String, Ranked> = direct.into_iter().map(|d| (d.record.meta.doc_id.clone(), d)).collect();
-    let missing: Vec<String> = fused.iter().map(|f| f.id.clone()).filter(|id| !by_id.contains_key(id)).collect();
+    let inputs: Vec<RankedList<'_, &str>> = lists.iter().map(|(ids, w)| RankedList::new(ids, *w)).collect();
+    let position: HashMap<&str, usize> =
+        direct.iter().enumerate().map(|(number, d)| (d.record.meta.doc_id.as_str(), number)).collect();
+    // Each fused page: its place in `direct`, or its id when only the evidence named it.
+    let fused: Vec<(std::result::Result<usize, String>, f32, f32)> = fusion
+        .fuse(&inputs, k)
+        .into_iter()
+        .map(|item| (position.get(item.id).copied().ok_or_else(|| item.id.to_string()), item.score, item.normalized))
+        .collect();
+    let missing: Vec<String> = fused.iter().filter_map(|(place, ..)| place.as_ref().err().cloned()).collect();
+    let mut looked_up: HashMap<String, Ranked> = HashMap::new();
     if !missing.is_empty() {
         let lookup = RecordFilter { doc_ids: Some(missing.clone()), ..filter.clone() };
         for record in index.get(Level::Doc, &lookup, missing.len()).await? {
-            by_id.insert(record.meta.doc_id.clone(), Ranked::unscored(record, 0.0, false));
+            looked_up.insert(record.meta.doc_id.clone(), Ranked::unscored(record, 0.0, false));
         }
     }
+    let mut direct: Vec<Option<Ranked>> = direct.into_iter().map(Some).collect();
     Ok(fused
         .into_iter()
-        .filter_map(|item| {
-            let mut doc = by_id.remove(&item.id)?;
-            doc.fused = item.score;
-            doc.fused_normalized = item.normalized;
-            doc.score = item.normalized;
+        .filter_map(|(place, score, normalized)| {
+            let mut doc = match place {
+                Ok(number) => direct[number].take()?,
+                Err(id) => looked_up.remove(&id)?,
+            };
+            doc.fused = score;
+            doc.fused_normalized = normalized;
+            doc.score = normalized;
             Some(doc)
         })
         .collect())
