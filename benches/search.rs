@@ -7,6 +7,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use retrieval_service::config::Settings;
 use retrieval_service::embed::PseudoEmbedder;
 use retrieval_service::index::chroma::ChangeScope;
+use retrieval_service::index::features::BoostCacheKey;
 use retrieval_service::index::lexical::{Bm25Index, Bm25Params};
 use retrieval_service::index::memory::{rebuild_tenant, LoadedIndex};
 use retrieval_service::index::{InMemoryIndex, RecordFilter, VectorIndex};
@@ -198,6 +199,15 @@ fn bench_stages(c: &mut Criterion) {
         b.iter(|| {
             let mut hits = candidates.clone();
             boost_and_sort(&mut hits, &boosting, &context);
+            black_box(hits.len())
+        })
+    });
+    // As a SearchService boosts: its config named, so each record's config-only factors are kept.
+    let cached = BoostContext { config_key: Some(BoostCacheKey::new()), ..BoostContext::default() };
+    c.bench_function("boost/200_sections_cached", |b| {
+        b.iter(|| {
+            let mut hits = candidates.clone();
+            boost_and_sort(&mut hits, &boosting, &cached);
             black_box(hits.len())
         })
     });
