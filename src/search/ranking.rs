@@ -112,7 +112,7 @@ impl Boostable for Ranked {
 /// Score-aware fusion of the dense and lexical lists (record numbers, best first): each list's
 /// scores are normalised to [0, 1] — cosine min–max over its candidates, BM25 by its best score —
 /// and summed with the list weights; `normalized` divides by the weight total. Ties by number.
-fn score_fusion(lists: &[RankedList<'_, usize>; 2], dense: &[f32], lexical: &[f32]) -> Vec<FusedItem<usize>> {
+fn score_fusion(lists: &[RankedList<'_, usize>; 2], dense: &[f32], lexical: &[f32]) -> Vec<Fused> {
     let weights: Vec<f32> =
         lists.iter().map(|l| if l.weight.is_finite() && l.weight > 0.0 { l.weight } else { 0.0 }).collect();
     let total: f32 = weights.iter().sum();
@@ -132,7 +132,7 @@ fn score_fusion(lists: &[RankedList<'_, usize>; 2], dense: &[f32], lexical: &[f3
     };
     let (dense_low, dense_high) = range(lists[0].ids, dense);
     let (_, lexical_high) = range(lists[1].ids, lexical);
-    let mut items: Vec<FusedItem<usize>> = ranks
+    let mut items: Vec<Fused> = ranks
         .iter()
         .enumerate()
         .filter(|(_, r)| r[0].is_some() || r[1].is_some())
@@ -148,11 +148,27 @@ fn score_fusion(lists: &[RankedList<'_, usize>; 2], dense: &[f32], lexical: &[f3
             };
             let score = weights[0] * dense_part + weights[1] * lexical_part;
             let normalized = if total > 0.0 { (score / total).clamp(0.0, 1.0) } else { 0.0 };
-            FusedItem { id: number, ranks: r.to_vec(), score, normalized }
+            Fused { number, ranks: *r, score, normalized }
         })
         .collect();
-    items.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+    items.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.number.cmp(&b.number)));
     items
+}
+
+/// One record of a level after fusion: its number, its 1-based rank in the dense and the lexical
+/// list, and the fused score, raw and normalised (no allocation per candidate).
+struct Fused {
+    number: usize,
+    ranks: [Option<usize>; 2],
+    score: f32,
+    normalized: f32,
+}
+
+impl From<FusedItem<usize>> for Fused {
+    fn from(item: FusedItem<usize>) -> Self {
+        let rank = |list: usize| item.ranks.get(list).copied().flatten();
+        Self { number: item.id, ranks: [rank(0), rank(1)], score: item.score, normalized: item.normalized }
+    }
 }
 
 /// The distinct records of the two lists in id order, and the number (index in that order) of
@@ -237,23 +253,27 @@ pub async fn rank_level_with(
     };
     let lists = [RankedList::new(dense_numbers, dense_weight), RankedList::new(lexical_numbers, lexical_weight)];
     let fused = match fusion_config.method {
-        FusionMethod::Rrf => ReciprocalRankFusion::new(fusion_config.k).fuse(&lists, records.len()),
+        FusionMethod::Rrf => ReciprocalRankFusion::new(fusion_config.k)
+            .fuse(&lists, records.len())
+            .into_iter()
+            .map(Fused::from)
+            .collect(),
         FusionMethod::Score => score_fusion(&lists, &dense_scores, &lexical_scores),
     };
     let mut ranked: Vec<Ranked> = fused
         .into_iter()
         .filter(|item| item.normalized > 0.0)
         .map(|item| Ranked {
-            dense: item.ranks[0].map(|rank| (rank, dense_scores[item.id])),
-            lexical: item.ranks[1].map(|rank| (rank, lexical_scores[item.id])),
+            dense: item.ranks[0].map(|rank| (rank, dense_scores[item.number])),
+            lexical: item.ranks[1].map(|rank| (rank, lexical_scores[item.number])),
             score: item.normalized,
             fused: item.score,
             fused_normalized: item.normalized,
             boost: None,
             padded: false,
             rerank_score: None,
-            record: Arc::clone(&records[item.id].record),
-            features: records[item.id].features.clone(),
+            record: Arc::clone(&records[item.number].record),
+            features: records[item.number].features.clone(),
         })
         .collect();
     if boost {
