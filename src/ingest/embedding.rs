@@ -131,9 +131,23 @@ pub fn embedding_text(record: &Record) -> String {
                 format!("{path}\n{}", record.text)
             }
         }
-        Level::Doc | Level::Section => record.text.clone(),
+        Level::Doc => match product_prefix(record) {
+            Some(product) => format!("{product} > {}", record.text),
+            None => record.text.clone(),
+        },
+        Level::Section => record.text.clone(),
     };
     cut_chars(text, MAX_EMBEDDING_CHARS)
+}
+
+/// The product a page belongs to, when the mapping names one that its title does not repeat: a
+/// page titled «Настройки» is embedded as «AdGuard для Android > Настройки», so the page gate
+/// tells the products' settings pages apart (AdGuard dev questions: MRR 0.844 → 0.848, misses at
+/// the doc step 2 → 0 with router none). Chunks keep their heading path alone: the product in
+/// every chunk made a product's chunks alike and cost hit@1 (0.758 → 0.720).
+fn product_prefix(record: &Record) -> Option<&str> {
+    let product = record.meta.product.trim();
+    (!product.is_empty() && !record.meta.title.contains(product)).then_some(product)
 }
 
 fn cut_chars(text: String, max_chars: usize) -> String {
@@ -365,5 +379,19 @@ mod tests {
         let mut long = chunk.clone();
         long.text = "слово ".repeat(1000);
         assert_eq!(embedding_text(&long).chars().count(), MAX_EMBEDDING_CHARS);
+    }
+
+    #[test]
+    fn a_page_is_embedded_with_its_product_unless_the_title_names_it() {
+        let mut doc = page().docs.remove(0);
+        doc.meta.product = "AdGuard для Android".into();
+        let text = embedding_text(&doc);
+        assert!(text.starts_with("AdGuard для Android > Настройки"), "{text}");
+        doc.meta.title = "Настройки AdGuard для Android".into();
+        doc.text = "Настройки AdGuard для Android".into();
+        assert_eq!(embedding_text(&doc), "Настройки AdGuard для Android");
+        let mut chunk = page().chunks.remove(0);
+        chunk.meta.product = "AdGuard для Android".into();
+        assert!(!embedding_text(&chunk).contains("AdGuard для Android"), "chunks keep their heading path alone");
     }
 }

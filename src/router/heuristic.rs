@@ -25,6 +25,12 @@ fn words(text: &str) -> Vec<Word> {
         .collect()
 }
 
+/// Every word, function words included: a keyword phrase that has one («для сафари», the
+/// product's own name) is matched word for word, so it stays apart from its bare noun («сафари»).
+fn all_words(text: &str) -> Vec<Word> {
+    text::tokenize(text).into_iter().map(|raw| Word { stem: text::stem(&raw), raw }).collect()
+}
+
 /// Same stem, or a Latin keyword followed only by digits ("ios17", "android14", "windows11").
 fn word_matches(query: &Word, keyword: &Word) -> bool {
     if query.stem == keyword.stem {
@@ -45,6 +51,8 @@ fn phrase_occurs(query: &[Word], phrase: &[Word]) -> bool {
 /// A keyword (by its stem sequence) and the themes that list it.
 struct KeywordRule {
     phrase: Vec<Word>,
+    /// The phrase has function words: it is matched against the query's words with theirs.
+    with_stopwords: bool,
     themes: BTreeSet<usize>,
 }
 
@@ -79,14 +87,17 @@ fn keyword_rules(themes: &[Theme]) -> Vec<KeywordRule> {
     let mut by_stems: BTreeMap<Vec<String>, KeywordRule> = BTreeMap::new();
     for (index, theme) in themes.iter().enumerate() {
         for keyword in &theme.keywords {
-            let phrase = words(keyword);
-            if phrase.is_empty() {
+            let content = words(keyword);
+            if content.is_empty() {
                 continue;
             }
+            let every = all_words(keyword);
+            let with_stopwords = every.len() > content.len();
+            let phrase = if with_stopwords { every } else { content };
             let stems: Vec<String> = phrase.iter().map(|word| word.stem.clone()).collect();
             by_stems
                 .entry(stems)
-                .or_insert_with(|| KeywordRule { phrase, themes: BTreeSet::new() })
+                .or_insert_with(|| KeywordRule { phrase, with_stopwords, themes: BTreeSet::new() })
                 .themes
                 .insert(index);
         }
@@ -166,11 +177,13 @@ pub fn route_heuristic(
     config: &RouterConfig,
 ) -> RoutingResult {
     let query_words = words(query);
+    let query_all_words = all_words(query);
     let mut keyword_evidence = vec![0.0_f32; themes.len()];
     let mut named_by_keyword = vec![false; themes.len()];
     let rules = cached_keyword_rules(themes);
     for rule in rules.iter() {
-        if !phrase_occurs(&query_words, &rule.phrase) {
+        let searched = if rule.with_stopwords { &query_all_words } else { &query_words };
+        if !phrase_occurs(searched, &rule.phrase) {
             continue;
         }
         let weight = 1.0 + config.phrase_bonus * (rule.phrase.len() - 1) as f32;
@@ -205,6 +218,11 @@ pub fn route_heuristic(
         result.hard_filter = Some(themes[order[0]].fields());
     }
     result.named = named_by_keyword[order[0]] || user_evidence[order[0]] > 0.0;
+    result.named_themes = order
+        .iter()
+        .filter(|&&index| named_by_keyword[index] || user_evidence[index] > 0.0)
+        .map(|&index| themes[index].id.clone())
+        .collect();
     fill_ranking(&mut result, &order, &scores, themes, config.max_themes);
     result
 }
@@ -295,6 +313,25 @@ mod tests {
         let alone = route_heuristic("что нового", Some(&user), &themes(), &config);
         assert_eq!(alone.primary_theme.as_deref(), Some("ios"));
         assert!(alone.hard_filter.is_none());
+    }
+
+    #[test]
+    fn a_keyword_phrase_with_a_function_word_names_its_theme_apart_from_the_bare_noun() {
+        let themes = vec![
+            theme("ios", "ios", &["айфон", "сафари"]),
+            theme("mac", "mac", &["мак", "сафари"]),
+            theme("safari", "safari", &["для сафари", "сафари"]),
+        ];
+        let config = RouterConfig::default();
+        let named = route_heuristic("адгард для сафари режет рекламу?", None, &themes, &config);
+        assert_eq!(named.primary_theme.as_deref(), Some("safari"));
+        assert!(named.named && !named.requires_disambiguation);
+        assert_eq!(named.named_themes, ["safari"], "«сафари» alone names no theme");
+        let bare = route_heuristic("реклама в сафари", None, &themes, &config);
+        assert_eq!(bare.primary_theme, None, "«сафари» alone is shared by three themes");
+        assert!(bare.requires_disambiguation);
+        let apart = route_heuristic("для браузера сафари", None, &themes, &config);
+        assert_ne!(apart.primary_theme.as_deref(), Some("safari"), "the phrase must be contiguous");
     }
 
     #[test]

@@ -107,6 +107,11 @@ pub fn llm_routing_result(picked: &[(usize, f32)], themes: &[Theme], config: &Ro
         result.hard_filter = Some(themes[primary].fields());
     }
     result.named = top >= config.llm_hard_filter_min_score;
+    result.named_themes = order
+        .iter()
+        .filter(|&&index| scores[index] >= config.llm_hard_filter_min_score)
+        .map(|&index| themes[index].id.clone())
+        .collect();
     fill_ranking(&mut result, &order, &scores, themes, config.max_themes);
     result
 }

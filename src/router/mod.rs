@@ -55,6 +55,14 @@ impl ThemeFields {
         [&self.domain, &self.section, &self.platform, &self.role].iter().filter(|field| field.is_some()).count()
     }
 
+    /// True when the record is of another platform than the one this theme sets. A record of
+    /// no platform (a page for every product) never conflicts; roles and sections never do (a
+    /// role mentioned in a question is not the role asking it).
+    pub fn conflicts(&self, meta: &Metadata) -> bool {
+        let actual = meta.platform.trim();
+        self.platform.as_deref().is_some_and(|wanted| !actual.is_empty() && !wanted.trim().eq_ignore_ascii_case(actual))
+    }
+
     /// True when every set field equals the record's value (ASCII case-insensitive).
     pub fn matches(&self, meta: &Metadata) -> bool {
         let equal = |wanted: &Option<String>, actual: &str| {
@@ -107,6 +115,9 @@ pub struct RoutingResult {
     /// the primary theme; a question that names no theme may be ambiguous when its hits split.
     #[serde(skip)]
     pub named: bool,
+    /// Every theme the question or the user's metadata named that way (not only the primary).
+    #[serde(skip)]
+    pub named_themes: Vec<String>,
 }
 
 impl RoutingResult {
@@ -118,6 +129,7 @@ impl RoutingResult {
             scores: BTreeMap::new(),
             requires_disambiguation: false,
             named: false,
+            named_themes: Vec::new(),
             mode_used,
             hard_filter: None,
             degradation: None,

@@ -15,6 +15,9 @@ use std::collections::BTreeMap;
 pub struct RoutingHint {
     pub primary: Option<ThemeFields>,
     pub secondary: Vec<ThemeFields>,
+    /// The question itself (a keyword only that theme lists) or the user's metadata named the
+    /// primary theme.
+    pub named: bool,
 }
 
 /// Per-request context of boosting: the router's hint and request-level group boosts (label →
@@ -156,7 +159,10 @@ fn theme_addend(cfg: &BoostingConfig, ctx: &BoostContext, meta: &Metadata) -> f3
     if routing.secondary.iter().take(count).any(|theme| theme.matches(meta)) {
         return cfg.theme_boosts.secondary;
     }
-    0.0
+    match &routing.primary {
+        Some(primary) if routing.named && primary.conflicts(meta) => -cfg.theme_boosts.conflicting,
+        _ => 0.0,
+    }
 }
 
 /// Group labels are the record's tags; each distinct label with a factor multiplies once.

@@ -99,6 +99,9 @@ pub struct ThemeBoostConfig {
     pub primary: f32,
     pub secondary: f32,
     pub secondary_count: usize,
+    /// Subtracted from a hit of another specific theme when the question itself named its
+    /// primary theme (a page of another platform); pages of no platform lose nothing.
+    pub conflicting: f32,
 }
 
 /// How the doc step chooses pages. A page's score fuses (RRF with constant `k`) up to three
@@ -111,11 +114,14 @@ pub struct CascadeConfig {
     pub doc_weight: f32,
     pub section_weight: f32,
     pub chunk_weight: f32,
+    /// Added to every section's boosted score, times the boosted score of its page's
+    /// second-best ranked section: a page that answers with two sections. 0 = off.
+    pub second_section_weight: f32,
 }
 
 impl Default for CascadeConfig {
     fn default() -> Self {
-        Self { k: 20.0, doc_weight: 1.0, section_weight: 0.0, chunk_weight: 0.0 }
+        Self { k: 20.0, doc_weight: 1.0, section_weight: 0.0, chunk_weight: 0.0, second_section_weight: 0.0 }
     }
 }
 
@@ -344,7 +350,7 @@ impl Parser {
             }
         }
         if let Some(cascade) = section("cascade").and_then(|v| self.mapping("cascade", v)) {
-            let known = ["k", "doc_weight", "section_weight", "chunk_weight"];
+            let known = ["k", "doc_weight", "section_weight", "chunk_weight", "second_section_weight"];
             self.unknown_keys("cascade", cascade, &known);
             let defaults = CascadeConfig::default();
             let mut number = |name: &str, default: f32| {
@@ -355,15 +361,17 @@ impl Parser {
                 doc_weight: number("doc_weight", defaults.doc_weight),
                 section_weight: number("section_weight", defaults.section_weight),
                 chunk_weight: number("chunk_weight", defaults.chunk_weight),
+                second_section_weight: number("second_section_weight", defaults.second_section_weight),
             };
         }
         if let Some(theme) = section("theme_boosts").and_then(|v| self.mapping("theme_boosts", v)) {
-            self.unknown_keys("theme_boosts", theme, &["primary", "secondary", "secondary_count"]);
+            self.unknown_keys("theme_boosts", theme, &["primary", "secondary", "secondary_count", "conflicting"]);
             let addend = |parser: &mut Self, name: &str| {
                 theme.get(name).and_then(|v| parser.number(&format!("theme_boosts.{name}"), v, false)).unwrap_or(0.0)
             };
             config.theme_boosts.primary = addend(self, "primary");
             config.theme_boosts.secondary = addend(self, "secondary");
+            config.theme_boosts.conflicting = addend(self, "conflicting");
             config.theme_boosts.secondary_count =
                 self.count("theme_boosts.secondary_count", theme.get("secondary_count")).unwrap_or(0) as usize;
         }

@@ -40,6 +40,7 @@ fn no_config_leaves_score_unchanged() {
     let meta = rich_meta();
     let ctx = BoostContext {
         routing: Some(RoutingHint {
+            named: false,
             primary: Some(ThemeFields { domain: Some("sdk_docs".into()), ..ThemeFields::default() }),
             secondary: Vec::new(),
         }),
@@ -90,6 +91,7 @@ fn theme_rule_adds_for_primary_and_next_themes_only() {
     };
     let ctx = BoostContext {
         routing: Some(RoutingHint {
+            named: false,
             primary: Some(theme("ios")),
             secondary: vec![theme("web"), theme("main"), theme("android")],
         }),
@@ -108,6 +110,32 @@ fn theme_rule_adds_for_primary_and_next_themes_only() {
     assert_eq!(boosted(&meta_on("ios"), None, &cfg, &BoostContext::default()).score, 0.5, "no routing, no boost");
     let other_domain = Metadata { domain: "api_docs".into(), ..meta_on("ios") };
     assert_eq!(boosted(&other_domain, None, &cfg, &ctx).score, 0.5);
+}
+
+#[test]
+fn a_named_platform_costs_pages_of_other_platforms_only() {
+    let cfg = config("theme_boosts: {primary: 0.04, secondary: 0.02, secondary_count: 1, conflicting: 0.06}");
+    let theme = |platform: &str| ThemeFields {
+        domain: Some("apps".into()),
+        platform: Some(platform.into()),
+        ..ThemeFields::default()
+    };
+    let hint = |named: bool| BoostContext {
+        routing: Some(RoutingHint { named, primary: Some(theme("mac")), secondary: vec![theme("safari")] }),
+        group_boosts: BTreeMap::new(),
+        config_key: None,
+    };
+    let page = |domain: &str, platform: &str| Metadata {
+        domain: domain.into(),
+        platform: platform.into(),
+        ..Metadata::default()
+    };
+    let named = hint(true);
+    assert!(close(boosted(&page("apps", "mac"), None, &cfg, &named).score, 0.54));
+    assert!(close(boosted(&page("apps", "safari"), None, &cfg, &named).score, 0.52), "a secondary theme is boosted");
+    assert!(close(boosted(&page("apps", "windows"), None, &cfg, &named).score, 0.44), "another platform");
+    assert_eq!(boosted(&page("kb", ""), None, &cfg, &named).score, 0.5, "a page for every platform");
+    assert_eq!(boosted(&page("apps", "windows"), None, &cfg, &hint(false)).score, 0.5, "only a named theme costs");
 }
 
 #[test]
@@ -193,6 +221,7 @@ fn rules_apply_in_fixed_order() {
         config("page_type_boosts: {overview: 1.5}\ntheme_boosts: {primary: 0.08}\nsource_boosts: {docs-site: 2.0}");
     let ctx = BoostContext {
         routing: Some(RoutingHint {
+            named: false,
             primary: Some(ThemeFields { domain: Some("sdk_docs".into()), ..ThemeFields::default() }),
             secondary: Vec::new(),
         }),

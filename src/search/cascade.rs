@@ -63,6 +63,7 @@ pub async fn run(index: &dyn VectorIndex, input: CascadeInput<'_>) -> Result<Cas
         let section_filter = RecordFilter { doc_ids: Some(chosen_docs.clone()), ..input.filter.clone() };
         sections = rank_level(index, Level::Section, &section_filter, &input.ranking, settings.section_top_k).await?;
         sections.retain(|s| s.fused_normalized >= settings.min_score);
+        add_second_section_evidence(&mut sections, input.ranking.boosting.cascade.second_section_weight);
         if let Some(step) = &input.rerank {
             let (reranked, degradation) =
                 rerank_sections(step.reranker, step.query, sections, settings.rerank_top_n, step.timeout).await;
@@ -164,6 +165,32 @@ async fn choose_docs(
             Some(doc)
         })
         .collect())
+}
+
+/// Adds `weight` × the score of the page's second-best section to each of its sections and
+/// re-sorts (ties by id, as everywhere): a page that answers with two sections goes above a page
+/// whose one section matches as well (a hub page, an overview). Pages with one ranked section
+/// gain nothing.
+fn add_second_section_evidence(sections: &mut [Ranked], weight: f32) {
+    if !(weight > 0.0 && weight.is_finite()) {
+        return;
+    }
+    // Sections come sorted best first: the second one seen of a page is its second best.
+    let mut seen: HashMap<&str, (usize, f32)> = HashMap::new();
+    for section in sections.iter() {
+        let entry = seen.entry(section.record.meta.doc_id.as_str()).or_insert((0, 0.0));
+        entry.0 += 1;
+        if entry.0 == 2 {
+            entry.1 = section.score;
+        }
+    }
+    let added: Vec<f32> =
+        sections.iter().map(|s| weight * seen.get(s.record.meta.doc_id.as_str()).map_or(0.0, |e| e.1)).collect();
+    for (section, added) in sections.iter_mut().zip(added) {
+        section.score += added;
+        section.page_evidence = Some(added);
+    }
+    sections.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.record.id.cmp(&b.record.id)));
 }
 
 /// The doc-level filter: the request filter without section ids; when section ids are requested,
@@ -288,5 +315,42 @@ pub fn steps(output: &CascadeOutput, explain: bool, themes: &[Theme]) -> Steps {
         chunks: convert(&output.chunks),
         padded_doc_ids: output.docs.iter().filter(|d| d.padded).map(|d| d.record.id.clone()).collect(),
         fallback_used: output.fallback_used,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Metadata, Record};
+    use std::sync::Arc;
+
+    fn section(id: &str, doc: &str, score: f32) -> Ranked {
+        let meta = Metadata { doc_id: doc.into(), section_id: Some(id.into()), ..Metadata::default() };
+        let record = Arc::new(Record { id: id.into(), meta, text: String::new(), embedding: Vec::new() });
+        Ranked::unscored(record, score, false)
+    }
+
+    fn order(sections: &[Ranked]) -> Vec<&str> {
+        sections.iter().map(|s| s.record.id.as_str()).collect()
+    }
+
+    #[test]
+    fn a_page_answering_with_two_sections_passes_a_page_with_one() {
+        // The hub page's one section is best; the other page has two close behind it.
+        let mut sections =
+            vec![section("hub#s0", "hub", 1.0), section("page#s0", "page", 0.95), section("page#s1", "page", 0.9)];
+        add_second_section_evidence(&mut sections, 0.1);
+        assert_eq!(order(&sections), ["page#s0", "hub#s0", "page#s1"]);
+        assert!((sections[0].score - 1.04).abs() < 1e-5, "0.95 + 0.1 × 0.9, got {}", sections[0].score);
+        assert_eq!(sections[1].score, 1.0, "a page with one ranked section gains nothing");
+        assert_eq!(sections[1].page_evidence, Some(0.0));
+    }
+
+    #[test]
+    fn weight_zero_leaves_the_order_and_scores_alone() {
+        let mut sections = vec![section("a#s0", "a", 1.0), section("b#s0", "b", 0.9), section("b#s1", "b", 0.8)];
+        add_second_section_evidence(&mut sections, 0.0);
+        assert_eq!(order(&sections), ["a#s0", "b#s0", "b#s1"]);
+        assert!(sections.iter().all(|s| s.page_evidence.is_none()));
     }
 }

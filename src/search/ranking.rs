@@ -44,6 +44,9 @@ pub struct Ranked {
     pub boost: Option<BoostOutcome>,
     pub padded: bool,
     pub rerank_score: Option<f32>,
+    /// What the page's second-best section added to this section's score
+    /// (`cascade.second_section_weight`).
+    pub page_evidence: Option<f32>,
     /// The record's derived features when the index keeps them (boosting reads them).
     pub features: Option<Arc<RecordFeatures>>,
 }
@@ -60,6 +63,7 @@ impl Ranked {
             boost: None,
             padded,
             rerank_score: None,
+            page_evidence: None,
             features: None,
         }
     }
@@ -84,6 +88,7 @@ impl Ranked {
             "fused_normalized": self.fused_normalized,
             "boosts": factors,
             "rerank_score": self.rerank_score,
+            "page_evidence": self.page_evidence,
             "padded": self.padded,
             "final_score": self.score,
         })
@@ -272,6 +277,7 @@ pub async fn rank_level_with(
             boost: None,
             padded: false,
             rerank_score: None,
+            page_evidence: None,
             record: Arc::clone(&records[item.number].record),
             features: records[item.number].features.clone(),
         })

@@ -24,16 +24,24 @@ pub struct RoutingInfo {
 }
 
 /// The soft boost hint: the primary theme and the next themes; with no primary (a tie), every
-/// leading theme is a secondary one.
+/// leading theme is a secondary one. When the question named its primary theme, the next themes
+/// are only those it named too: a theme that merely shares a topic word («сафари» for iOS, Mac
+/// and Safari) is then another product, not a runner-up.
 pub fn routing_hint(result: &RoutingResult, themes: &[Theme]) -> Option<RoutingHint> {
     if result.themes.is_empty() {
         return None;
     }
     let fields_of = |id: &String| themes.iter().find(|t| &t.id == id).map(Theme::fields);
     let primary = result.primary_theme.as_ref().and_then(fields_of);
-    let secondary =
-        result.themes.iter().filter(|id| Some(*id) != result.primary_theme.as_ref()).filter_map(fields_of).collect();
-    Some(RoutingHint { primary, secondary })
+    let named = result.named && primary.is_some();
+    let secondary = result
+        .themes
+        .iter()
+        .filter(|id| Some(*id) != result.primary_theme.as_ref())
+        .filter(|id| !named || result.named_themes.contains(id))
+        .filter_map(fields_of)
+        .collect();
+    Some(RoutingHint { primary, secondary, named })
 }
 
 /// The theme label of a ranked record (`infer_theme_label` over its metadata).

@@ -161,6 +161,9 @@ pub struct Explain {
     /// The boosting rules in the order applied, each with `multiply` or `add`.
     pub boosts: Vec<ExplainBoost>,
     pub rerank_score: Option<f32>,
+    /// What the page's second-best ranked section added to a section's score
+    /// (`cascade.second_section_weight` of boosting.yaml); null at the other levels.
+    pub page_evidence: Option<f32>,
     pub padded: bool,
     pub final_score: f32,
 }
