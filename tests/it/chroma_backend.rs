@@ -41,7 +41,9 @@ fn settings(url: &str, prefix: &str) -> Settings {
     Settings {
         chroma_host: url.to_string(),
         chroma_collection: prefix.to_string(),
-        chroma_timeout_seconds: 2.0,
+        // Generous: a batched upsert on 2 busy cores took over 2 s once. The tests that are about
+        // timeouts set their own.
+        chroma_timeout_seconds: 10.0,
         index_reload_interval_ms: 50,
         ..Settings::default()
     }
