@@ -224,6 +224,9 @@ function explainChart(explain, lexicalMax) {
     }
   }
   if (neutral) rows.push(el("li", { class: "muted", text: `${neutral} boosting rule${neutral === 1 ? "" : "s"} left the score as is` }));
+  if (explain.page_evidence) {
+    rows.push(barRow("+ page's 2nd section", explain.page_evidence, 0.3, true, `+${number(explain.page_evidence)}`));
+  }
   if (explain.rerank_score !== null && explain.rerank_score !== undefined) rows.push(barRow("rerank", explain.rerank_score, 1));
   rows.push(barRow(explain.padded ? "final (padded)" : "final", explain.final_score, Math.max(1, explain.final_score)));
   return el("ul", { class: "chart", "data-testid": "explain-chart", "aria-label": "how the score was made" }, rows);
