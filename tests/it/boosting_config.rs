@@ -15,6 +15,8 @@ fn shipped_file_loads_every_section_without_warnings() {
     assert_eq!(config.fusion.method, retrieval_service::search::boosting_config::FusionMethod::Score);
     assert_eq!(config.fusion.lexical_weight, 0.7);
     assert_eq!((config.cascade.k, config.cascade.section_weight, config.cascade.chunk_weight), (5.0, 1.0, 0.0));
+    assert_eq!(config.cascade.second_section_weight, 0.1);
+    assert_eq!(config.theme_boosts.conflicting, 0.06);
     assert_eq!(config.page_type_boosts["overview"], 1.06);
     assert_eq!(config.section_boosts["api"], 1.02);
     assert_eq!(config.platform_boosts["android"], 1.03);
@@ -78,7 +80,8 @@ section_boosts: [1, 2]
 fusion:
   k: -5
   weights: {dense: 2.0, lexical: true}
-theme_boosts: {primary: 0.08, secondary: -0.04, secondary_count: 1.5}
+theme_boosts: {primary: 0.08, secondary: -0.04, secondary_count: 1.5, conflicting: -0.1}
+cascade: {second_section_weight: "much"}
 url_patterns:
   faq: {paths: "/faq", boost: 1.2}
   blog: {paths: ["/blog", 3], boost: 0}
@@ -96,6 +99,8 @@ surprise: 1
         "fusion.weights.lexical",
         "theme_boosts.secondary",
         "theme_boosts.secondary_count",
+        "theme_boosts.conflicting",
+        "cascade.second_section_weight",
         "url_patterns.faq.paths",
         "url_patterns.blog.paths[1]",
         "url_patterns.blog.boost",
@@ -114,6 +119,8 @@ surprise: 1
     assert_eq!(config.fusion.lexical_weight, 1.0);
     assert_eq!(config.theme_boosts.primary, 0.08);
     assert_eq!(config.theme_boosts.secondary, 0.0);
+    assert_eq!(config.theme_boosts.conflicting, 0.0, "a bad value has no effect");
+    assert_eq!(config.cascade.second_section_weight, 0.0);
     assert_eq!(config.url_patterns.len(), 1);
     assert_eq!(config.url_patterns[0].name, "blog");
     assert_eq!(config.url_patterns[0].boost, 1.0);
