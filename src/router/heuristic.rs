@@ -17,18 +17,15 @@ struct Word {
     stem: String,
 }
 
-fn words(text: &str) -> Vec<Word> {
-    text::tokenize(text)
-        .into_iter()
-        .filter(|raw| !text::is_stopword(raw))
-        .map(|raw| Word { stem: text::stem(&raw), raw })
-        .collect()
-}
-
 /// Every word, function words included: a keyword phrase that has one («для сафари», the
 /// product's own name) is matched word for word, so it stays apart from its bare noun («сафари»).
 fn all_words(text: &str) -> Vec<Word> {
     text::tokenize(text).into_iter().map(|raw| Word { stem: text::stem(&raw), raw }).collect()
+}
+
+/// The words that are not function words.
+fn content_words(all: &[Word]) -> Vec<Word> {
+    all.iter().filter(|word| !text::is_stopword(&word.raw)).cloned().collect()
 }
 
 /// Same stem, or a Latin keyword followed only by digits ("ios17", "android14", "windows11").
@@ -87,11 +84,11 @@ fn keyword_rules(themes: &[Theme]) -> Vec<KeywordRule> {
     let mut by_stems: BTreeMap<Vec<String>, KeywordRule> = BTreeMap::new();
     for (index, theme) in themes.iter().enumerate() {
         for keyword in &theme.keywords {
-            let content = words(keyword);
+            let every = all_words(keyword);
+            let content = content_words(&every);
             if content.is_empty() {
                 continue;
             }
-            let every = all_words(keyword);
             let with_stopwords = every.len() > content.len();
             let phrase = if with_stopwords { every } else { content };
             let stems: Vec<String> = phrase.iter().map(|word| word.stem.clone()).collect();
@@ -176,8 +173,8 @@ pub fn route_heuristic(
     themes: &[Theme],
     config: &RouterConfig,
 ) -> RoutingResult {
-    let query_words = words(query);
     let query_all_words = all_words(query);
+    let query_words = content_words(&query_all_words);
     let mut keyword_evidence = vec![0.0_f32; themes.len()];
     let mut named_by_keyword = vec![false; themes.len()];
     let rules = cached_keyword_rules(themes);
@@ -217,7 +214,6 @@ pub fn route_heuristic(
     {
         result.hard_filter = Some(themes[order[0]].fields());
     }
-    result.named = named_by_keyword[order[0]] || user_evidence[order[0]] > 0.0;
     result.named_themes = order
         .iter()
         .filter(|&&index| named_by_keyword[index] || user_evidence[index] > 0.0)
@@ -325,7 +321,7 @@ mod tests {
         let config = RouterConfig::default();
         let named = route_heuristic("адгард для сафари режет рекламу?", None, &themes, &config);
         assert_eq!(named.primary_theme.as_deref(), Some("safari"));
-        assert!(named.named && !named.requires_disambiguation);
+        assert!(named.named() && !named.requires_disambiguation);
         assert_eq!(named.named_themes, ["safari"], "«сафари» alone names no theme");
         let bare = route_heuristic("реклама в сафари", None, &themes, &config);
         assert_eq!(bare.primary_theme, None, "«сафари» alone is shared by three themes");

@@ -106,7 +106,6 @@ pub fn llm_routing_result(picked: &[(usize, f32)], themes: &[Theme], config: &Ro
     if top >= config.llm_hard_filter_min_score && close == 1 {
         result.hard_filter = Some(themes[primary].fields());
     }
-    result.named = top >= config.llm_hard_filter_min_score;
     result.named_themes = order
         .iter()
         .filter(|&&index| scores[index] >= config.llm_hard_filter_min_score)

@@ -59,18 +59,14 @@ impl ThemeFields {
     /// no platform (a page for every product) never conflicts; roles and sections never do (a
     /// role mentioned in a question is not the role asking it).
     pub fn conflicts(&self, meta: &Metadata) -> bool {
-        let actual = meta.platform.trim();
-        self.platform.as_deref().is_some_and(|wanted| !actual.is_empty() && !wanted.trim().eq_ignore_ascii_case(actual))
+        let actual = trimmed(&meta.platform);
+        self.platform.as_deref().is_some_and(|wanted| !actual.is_empty() && !wanted.eq_ignore_ascii_case(actual))
     }
 
     /// True when every set field equals the record's value (ASCII case-insensitive).
     pub fn matches(&self, meta: &Metadata) -> bool {
         let equal = |wanted: &Option<String>, actual: &str| {
-            // Stored values are normally trimmed: an ASCII non-space at both ends needs no trim.
-            let plain = |byte: Option<&u8>| byte.is_some_and(|b| b.is_ascii() && !b.is_ascii_whitespace());
-            let bytes = actual.as_bytes();
-            let actual = if plain(bytes.first()) && plain(bytes.last()) { actual } else { actual.trim() };
-            wanted.as_deref().is_none_or(|wanted| wanted.eq_ignore_ascii_case(actual))
+            wanted.as_deref().is_none_or(|wanted| wanted.eq_ignore_ascii_case(trimmed(actual)))
         };
         equal(&self.domain, &meta.domain)
             && equal(&self.section, &meta.section)
@@ -93,6 +89,18 @@ impl ThemeFields {
     }
 }
 
+/// A stored metadata value without surrounding blanks. Stored values are normally trimmed: an
+/// ASCII non-space at both ends needs no trim.
+fn trimmed(value: &str) -> &str {
+    let plain = |byte: Option<&u8>| byte.is_some_and(|b| b.is_ascii() && !b.is_ascii_whitespace());
+    let bytes = value.as_bytes();
+    if plain(bytes.first()) && plain(bytes.last()) {
+        value
+    } else {
+        value.trim()
+    }
+}
+
 /// The router's answer (seed 003 §3.3).
 ///
 /// `themes` are ordered by score (best first, ties by priority then id); `primary_theme` is
@@ -111,11 +119,8 @@ pub struct RoutingResult {
     pub hard_filter: Option<ThemeFields>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub degradation: Option<String>,
-    /// True when the question itself (a keyword only one theme lists) or the user's metadata named
-    /// the primary theme; a question that names no theme may be ambiguous when its hits split.
-    #[serde(skip)]
-    pub named: bool,
-    /// Every theme the question or the user's metadata named that way (not only the primary).
+    /// The themes the question itself (a keyword only one theme lists) or the user's metadata
+    /// named (the LLM router: those it is sure of), best first.
     #[serde(skip)]
     pub named_themes: Vec<String>,
 }
@@ -128,12 +133,17 @@ impl RoutingResult {
             primary_theme: None,
             scores: BTreeMap::new(),
             requires_disambiguation: false,
-            named: false,
             named_themes: Vec::new(),
             mode_used,
             hard_filter: None,
             degradation: None,
         }
+    }
+
+    /// True when the best theme was named (`named_themes`); a question that names no theme may
+    /// be ambiguous when its hits split.
+    pub fn named(&self) -> bool {
+        self.themes.first().is_some_and(|best| self.named_themes.contains(best))
     }
 }
 

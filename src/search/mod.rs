@@ -590,8 +590,8 @@ impl SearchService {
         if chosen_theme.is_none() && !filter_applied {
             if routing.mode_used != RouterMode::None {
                 // Ambiguity from the evidence: the question names no theme and its hits split.
-                routing.requires_disambiguation =
-                    !routing.named && routing::hits_split(&output.hits, self.router_config.ambiguity_top_hits, &themes);
+                routing.requires_disambiguation = !routing.named()
+                    && routing::hits_split(&output.hits, self.router_config.ambiguity_top_hits, &themes);
             }
             routing::cover_named_themes(&mut output, &routing, &themes, max_results);
         }

@@ -33,7 +33,7 @@ pub fn routing_hint(result: &RoutingResult, themes: &[Theme]) -> Option<RoutingH
     }
     let fields_of = |id: &String| themes.iter().find(|t| &t.id == id).map(Theme::fields);
     let primary = result.primary_theme.as_ref().and_then(fields_of);
-    let named = result.named && primary.is_some();
+    let named = result.named() && primary.is_some();
     let secondary = result
         .themes
         .iter()

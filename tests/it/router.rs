@@ -358,7 +358,7 @@ fn adguard_dev_questions_route_to_their_platform() {
         }
         if question["ambiguous"].as_bool() == Some(true) {
             ambiguous_total += 1;
-            ambiguous_named += usize::from(routing.named);
+            ambiguous_named += usize::from(routing.named());
         }
     }
     println!("platform right {platform_right}/{platform_total}, ambiguous named {ambiguous_named}/{ambiguous_total}");
