@@ -223,9 +223,10 @@ unsafe fn block_dots_avx(columns: [&[f32]; GROUP], query: &[f32]) -> [[f32; LANE
 fn block_dots_portable(columns: [&[f32]; GROUP], query: &[f32]) -> [[f32; LANES]; GROUP] {
     // -0.0 is the start of `Iterator::sum` for floats: the sign of an all-zero sum matches too.
     let mut sums = [[-0.0f32; LANES]; GROUP];
-    let [a, b, c, d] = columns.map(|block| block.as_chunks::<LANES>().0);
+    let [a, b, c, d] = columns.map(|block| block.chunks_exact(LANES));
     for ((((&q, a), b), c), d) in query.iter().zip(a).zip(b).zip(c).zip(d) {
         for (sums, column) in sums.iter_mut().zip([a, b, c, d]) {
+            let column: &[f32; LANES] = column.try_into().expect("chunks of LANES");
             for (sum, &value) in sums.iter_mut().zip(column) {
                 *sum += q * value;
             }
