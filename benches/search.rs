@@ -20,6 +20,10 @@ use retrieval_service::search::{SearchRequest, SearchService, TenantId};
 use std::hint::black_box;
 use std::sync::Arc;
 
+/// The service binary's allocator, so allocation costs are measured as the service pays them.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const DOCS: usize = 200;
 const SECTIONS_PER_DOC: usize = 5;
 const CHUNKS_PER_SECTION: usize = 4;

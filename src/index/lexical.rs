@@ -1,7 +1,7 @@
 //! BM25 over stemmed terms (Robertson & Zaragoza, "The Probabilistic Relevance Framework:
 //! BM25 and Beyond", 2009), one index per tenant and level so that statistics never mix tenants.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// Term-frequency saturation and length normalisation: the customary defaults, which are also
 /// the reference BM25 of ../shared/eval (k1 = 1.2, b = 0.75).
@@ -69,7 +69,7 @@ impl Bm25Index {
     /// Counts the terms of document `number` (whose slot in `lengths` exists) into the postings.
     fn add(&mut self, number: u32, terms: Vec<String>) {
         self.lengths[number as usize] = terms.len() as u32;
-        let mut counts: HashMap<String, u32> = HashMap::new();
+        let mut counts: HashMap<String, u32> = HashMap::default();
         for term in terms {
             *counts.entry(term).or_default() += 1;
         }

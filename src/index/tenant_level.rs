@@ -5,7 +5,7 @@ use super::lexical::{Bm25Index, Bm25Params};
 use super::memory::lexical_terms;
 use super::RecordFilter;
 use crate::model::Record;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 /// One tenant's records of one level: their vectors as one contiguous matrix, their lexical
@@ -35,8 +35,8 @@ impl TenantLevel {
         let lexical = lexical.unwrap_or_else(|| {
             Bm25Index::build(records.iter().map(|record| lexical_terms(record)), Bm25Params::default())
         });
-        let mut by_doc: HashMap<String, Vec<usize>> = HashMap::new();
-        let mut by_section: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut by_doc: HashMap<String, Vec<usize>> = HashMap::default();
+        let mut by_section: HashMap<String, Vec<usize>> = HashMap::default();
         for (number, record) in records.iter().enumerate() {
             let meta = &record.meta;
             by_doc.entry(meta.doc_id.clone()).or_default().push(number);

@@ -8,7 +8,7 @@ use crate::model::Metadata;
 pub fn infer_theme_label(meta: &Metadata, themes: &[Theme]) -> Option<String> {
     themes
         .iter()
-        .map(|theme| (theme, theme.fields()))
+        .map(|theme| (theme, theme.fields_view()))
         .filter(|(_, fields)| fields.specificity() > 0 && fields.matches(meta))
         .max_by(|(a, a_fields), (b, b_fields)| {
             a_fields

@@ -49,10 +49,47 @@ pub struct ThemeFields {
     pub role: Option<String>,
 }
 
-impl ThemeFields {
+/// `ThemeFields` borrowed from where they are kept (a theme, a routing hint): what matching reads,
+/// without copying strings for every record matched.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FieldsView<'a> {
+    pub domain: Option<&'a str>,
+    pub section: Option<&'a str>,
+    pub platform: Option<&'a str>,
+    pub role: Option<&'a str>,
+}
+
+impl FieldsView<'_> {
     /// How many fields are set: the more, the more specific the theme.
     pub fn specificity(&self) -> usize {
-        [&self.domain, &self.section, &self.platform, &self.role].iter().filter(|field| field.is_some()).count()
+        [self.domain, self.section, self.platform, self.role].iter().filter(|field| field.is_some()).count()
+    }
+
+    /// True when every set field equals the record's value (ASCII case-insensitive).
+    pub fn matches(&self, meta: &Metadata) -> bool {
+        let equal = |wanted: Option<&str>, actual: &str| {
+            wanted.is_none_or(|wanted| wanted.eq_ignore_ascii_case(trimmed(actual)))
+        };
+        equal(self.domain, &meta.domain)
+            && equal(self.section, &meta.section)
+            && equal(self.platform, &meta.platform)
+            && equal(self.role, &meta.role)
+    }
+}
+
+impl ThemeFields {
+    pub fn view(&self) -> FieldsView<'_> {
+        FieldsView {
+            domain: self.domain.as_deref(),
+            section: self.section.as_deref(),
+            platform: self.platform.as_deref(),
+            role: self.role.as_deref(),
+        }
+    }
+
+    /// How many fields are set: the more, the more specific the theme.
+    pub fn specificity(&self) -> usize {
+        self.view().specificity()
     }
 
     /// True when the record is of another platform than the one this theme sets. A record of
@@ -65,13 +102,7 @@ impl ThemeFields {
 
     /// True when every set field equals the record's value (ASCII case-insensitive).
     pub fn matches(&self, meta: &Metadata) -> bool {
-        let equal = |wanted: &Option<String>, actual: &str| {
-            wanted.as_deref().is_none_or(|wanted| wanted.eq_ignore_ascii_case(trimmed(actual)))
-        };
-        equal(&self.domain, &meta.domain)
-            && equal(&self.section, &meta.section)
-            && equal(&self.platform, &meta.platform)
-            && equal(&self.role, &meta.role)
+        self.view().matches(meta)
     }
 
     /// Narrows `filter` to this theme: every set field overwrites the filter's condition.

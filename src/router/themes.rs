@@ -48,6 +48,16 @@ impl Theme {
         }
     }
 
+    /// `fields()` borrowed from the theme (nothing copied).
+    pub fn fields_view(&self) -> super::FieldsView<'_> {
+        super::FieldsView {
+            domain: Some(self.domain.as_str()).filter(|value| !value.is_empty()),
+            section: self.section.as_deref(),
+            platform: self.platform.as_deref(),
+            role: self.role.as_deref(),
+        }
+    }
+
     fn normalise(mut self) -> Self {
         let clean = |value: Option<String>| value.map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
         self.id = self.id.trim().to_string();
@@ -120,7 +130,7 @@ pub fn parse_themes_yaml(text: &str) -> Result<ThemesFile, ThemesError> {
         } else if !seen.insert(theme.id.as_str()) {
             problems.push(format!("theme id {:?} is defined more than once", theme.id));
         }
-        if theme.fields().specificity() == 0 {
+        if theme.fields_view().specificity() == 0 {
             problems.push(format!("theme {:?} sets none of domain, section, platform, role", theme.id));
         }
         if !(theme.priority.is_finite() && theme.priority > 0.0) {

@@ -87,6 +87,34 @@ pub struct BoostOutcome {
     pub factors: [(BoostRule, BoostEffect); BoostRule::ORDER.len()],
 }
 
+impl BoostOutcome {
+    /// The effects without their rules (implied by the slot): what a ranked hit keeps.
+    pub fn compact(&self) -> BoostFactors {
+        BoostFactors(self.factors.map(|(_, effect)| match effect {
+            BoostEffect::Multiply(value) | BoostEffect::Add(value) => value,
+        }))
+    }
+}
+
+/// A `BoostOutcome`'s effects in `BoostRule::ORDER`, a quarter of its size: the theme rule's slot
+/// holds its addend, every other slot a factor. Candidates carry this through sorting.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BoostFactors([f32; BOOST_RULES]);
+
+impl BoostFactors {
+    pub fn effects(&self) -> [(BoostRule, BoostEffect); BOOST_RULES] {
+        let mut slot = 0;
+        BoostRule::ORDER.map(|rule| {
+            let value = self.0[slot];
+            slot += 1;
+            match rule {
+                BoostRule::Theme => (rule, BoostEffect::Add(value)),
+                _ => (rule, BoostEffect::Multiply(value)),
+            }
+        })
+    }
+}
+
 fn lookup(map: &BTreeMap<String, f32>, key: &str) -> f32 {
     if key.is_empty() || map.is_empty() {
         return 1.0;

@@ -10,7 +10,7 @@ use crate::index::{RecordFilter, VectorIndex};
 use crate::model::Level;
 use crate::rerank::Reranker;
 use crate::router::{infer_theme_label, Theme};
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::time::Duration;
 
 /// Everything one cascade run needs besides the index.
@@ -128,7 +128,7 @@ async fn choose_docs(
     let mut lists: Vec<(Vec<&str>, f32)> =
         vec![(direct.iter().map(|d| d.record.meta.doc_id.as_str()).collect(), cascade.doc_weight)];
     for (ranked, weight) in &evidence {
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::default();
         let pages: Vec<&str> =
             ranked.iter().map(|r| r.record.meta.doc_id.as_str()).filter(|doc_id| seen.insert(*doc_id)).collect();
         lists.push((pages, *weight));
@@ -144,7 +144,7 @@ async fn choose_docs(
         .map(|item| (position.get(item.id).copied().ok_or_else(|| item.id.to_string()), item.score, item.normalized))
         .collect();
     let missing: Vec<String> = fused.iter().filter_map(|(place, ..)| place.as_ref().err().cloned()).collect();
-    let mut looked_up: HashMap<String, Ranked> = HashMap::new();
+    let mut looked_up: HashMap<String, Ranked> = HashMap::default();
     if !missing.is_empty() {
         let lookup = RecordFilter { doc_ids: Some(missing.clone()), ..filter.clone() };
         for record in index.get(Level::Doc, &lookup, missing.len()).await? {
@@ -176,7 +176,7 @@ fn add_second_section_evidence(sections: &mut [Ranked], weight: f32) {
         return;
     }
     // Sections come sorted best first: the second one seen of a page is its second best.
-    let mut seen: HashMap<&str, (usize, f32)> = HashMap::new();
+    let mut seen: HashMap<&str, (usize, f32)> = HashMap::default();
     for section in sections.iter() {
         let entry = seen.entry(section.record.meta.doc_id.as_str()).or_insert((0, 0.0));
         entry.0 += 1;
@@ -239,15 +239,18 @@ async fn pad_docs(
 
 /// Keeps at most `per_doc` items of each doc, preserving order.
 pub fn cap_per_doc(items: Vec<Ranked>, per_doc: usize) -> Vec<Ranked> {
-    let mut counts: HashMap<String, usize> = HashMap::new();
-    items
-        .into_iter()
-        .filter(|item| {
-            let count = counts.entry(item.record.meta.doc_id.clone()).or_default();
-            *count += 1;
-            *count <= per_doc
-        })
-        .collect()
+    let keep: Vec<bool> = {
+        let mut counts: HashMap<&str, usize> = HashMap::default();
+        items
+            .iter()
+            .map(|item| {
+                let count = counts.entry(item.record.meta.doc_id.as_str()).or_default();
+                *count += 1;
+                *count <= per_doc
+            })
+            .collect()
+    };
+    items.into_iter().zip(keep).filter_map(|(item, keep)| keep.then_some(item)).collect()
 }
 
 /// Spellings of each query word that a case-sensitive substring search should try.

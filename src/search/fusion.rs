@@ -1,7 +1,7 @@
 //! Reciprocal-rank fusion of ranked lists (Cormack, Clarke & Büttcher, "Reciprocal Rank Fusion
 //! outperforms Condorcet and individual Rank Learning Methods", SIGIR 2009).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::hash::Hash;
 
 /// One input list of a fusion: ids best first, and the weight of the list.
@@ -72,7 +72,7 @@ impl ReciprocalRankFusion {
         let k = self.k as f64;
         // Each distinct id gets a slot; its ranks live in one flat table (`lists.len()` per slot),
         // so only the items returned allocate their own list of ranks.
-        let mut slot_of: HashMap<&Id, usize> = HashMap::new();
+        let mut slot_of: HashMap<&Id, usize> = HashMap::default();
         let mut ids: Vec<&Id> = Vec::new();
         let mut ranks: Vec<Option<usize>> = Vec::new();
         for (list_number, list) in lists.iter().enumerate() {

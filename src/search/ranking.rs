@@ -1,7 +1,7 @@
 //! Ranking of one cascade level: dense and lexical candidate lists, reciprocal-rank fusion,
 //! then boosting — the single place where a level's candidates are scored and ordered.
 
-use super::boosting::{boost_and_sort, BoostContext, BoostEffect, BoostInput, BoostOutcome, Boostable};
+use super::boosting::{boost_and_sort, BoostContext, BoostEffect, BoostFactors, BoostInput, BoostOutcome, Boostable};
 use super::boosting_config::{BoostingConfig, FusionMethod};
 use super::fusion::{FusedItem, RankedList, ReciprocalRankFusion};
 use super::Result;
@@ -41,7 +41,7 @@ pub struct Ranked {
     pub lexical: Option<(usize, f32)>,
     pub fused: f32,
     pub fused_normalized: f32,
-    pub boost: Option<BoostOutcome>,
+    pub boost: Option<BoostFactors>,
     pub padded: bool,
     pub rerank_score: Option<f32>,
     /// What the page's second-best section added to this section's score
@@ -73,7 +73,7 @@ impl Ranked {
         let factors: Vec<serde_json::Value> = self
             .boost
             .iter()
-            .flat_map(|outcome| &outcome.factors)
+            .flat_map(|factors| factors.effects())
             .map(|(rule, effect)| match effect {
                 BoostEffect::Multiply(factor) => json!({"rule": rule, "multiply": factor}),
                 BoostEffect::Add(addend) => json!({"rule": rule, "add": addend}),
@@ -107,7 +107,7 @@ impl Boostable for Ranked {
     }
     fn set_boost(&mut self, outcome: BoostOutcome) {
         self.score = outcome.score;
-        self.boost = Some(outcome);
+        self.boost = Some(outcome.compact());
     }
     fn boosted_score(&self) -> f32 {
         self.score

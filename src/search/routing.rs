@@ -64,7 +64,7 @@ pub fn clarification(result: &RoutingResult, hits: &[Ranked], themes: &[Theme]) 
 /// for every product and do not split a question.
 pub fn hits_split(hits: &[Ranked], n: usize, themes: &[Theme]) -> bool {
     let specific = |hit: &Ranked| {
-        label(hit, themes).filter(|id| themes.iter().any(|t| &t.id == id && t.fields().specificity() >= 2))
+        label(hit, themes).filter(|id| themes.iter().any(|t| &t.id == id && t.fields_view().specificity() >= 2))
     };
     if hits.first().and_then(specific).is_none() {
         return false;
