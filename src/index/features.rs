@@ -3,8 +3,9 @@
 //! depth, the starts of the text's lines, the tags as group labels).
 
 use crate::model::Record;
+use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 /// How many boosting rules there are (`search::boosting::BoostRule::ORDER`).
 pub const BOOST_RULES: usize = 10;
@@ -30,10 +31,43 @@ pub struct RecordFeatures {
     first_bytes: [u64; 4],
     /// The record's place in its tenant and level of one loaded index, when an index set it.
     pub id_order: Option<IdOrder>,
+    /// `topic_number` of the record's domain, section, platform and role (trimmed): what theme
+    /// matching compares, instead of the strings.
+    pub topics: [u32; 4],
     /// The factors of the boosting rules that read only the record and the boosting config,
     /// computed on the record's first boost under one config (`BoostCacheKey`) and reused by
     /// every later request: boosting then costs a few multiplications per candidate.
     boosts: OnceLock<(BoostCacheKey, [f32; BOOST_RULES])>,
+}
+
+/// Topic values (a record's domain, section, platform, role; a theme's) as numbers, process-wide:
+/// two values get the same number exactly when they are equal ignoring ASCII case (the rule of
+/// `ThemeFields::matches`). The empty value is 0.
+fn topics() -> &'static RwLock<FxHashMap<String, u32>> {
+    static TOPICS: OnceLock<RwLock<FxHashMap<String, u32>>> = OnceLock::new();
+    TOPICS.get_or_init(Default::default)
+}
+
+/// The number of a topic value, numbering it when it is new (records, at load).
+pub fn intern_topic(value: &str) -> u32 {
+    if value.is_empty() {
+        return 0;
+    }
+    let key = value.to_ascii_lowercase();
+    if let Some(&number) = topics().read().unwrap_or_else(|poisoned| poisoned.into_inner()).get(&key) {
+        return number;
+    }
+    let mut table = topics().write().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let next = table.len() as u32 + 1;
+    *table.entry(key).or_insert(next)
+}
+
+/// The number of a topic value when some record has had it; `None`: no record has it.
+pub fn topic_number(value: &str) -> Option<u32> {
+    if value.is_empty() {
+        return Some(0);
+    }
+    topics().read().unwrap_or_else(|poisoned| poisoned.into_inner()).get(&value.to_ascii_lowercase()).copied()
 }
 
 /// Names one boosting config for the lifetime of the process: whoever holds a key promises that
@@ -96,6 +130,7 @@ impl RecordFeatures {
             line_heads,
             first_bytes,
             id_order: None,
+            topics: [&meta.domain, &meta.section, &meta.platform, &meta.role].map(|value| intern_topic(value.trim())),
             boosts: OnceLock::new(),
         }
     }

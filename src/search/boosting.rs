@@ -87,15 +87,6 @@ pub struct BoostOutcome {
     pub factors: [(BoostRule, BoostEffect); BoostRule::ORDER.len()],
 }
 
-impl BoostOutcome {
-    /// The effects without their rules (implied by the slot): what a ranked hit keeps.
-    pub fn compact(&self) -> BoostFactors {
-        BoostFactors(self.factors.map(|(_, effect)| match effect {
-            BoostEffect::Multiply(value) | BoostEffect::Add(value) => value,
-        }))
-    }
-}
-
 /// A `BoostOutcome`'s effects in `BoostRule::ORDER`, a quarter of its size: the theme rule's slot
 /// holds its addend, every other slot a factor. Candidates carry this through sorting.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -176,20 +167,76 @@ fn match_rules(rules: &[MatchRule], haystack: &str, lowered: Option<&str>) -> f3
         .product()
 }
 
-fn theme_addend(cfg: &BoostingConfig, ctx: &BoostContext, meta: &Metadata) -> f32 {
+fn theme_addend(
+    cfg: &BoostingConfig,
+    ctx: &BoostContext,
+    meta: &Metadata,
+    hint: Option<(&TopicHint, &[u32; 4])>,
+) -> f32 {
     let Some(routing) = &ctx.routing else {
         return 0.0;
     };
-    if routing.primary.as_ref().is_some_and(|theme| theme.matches(meta)) {
-        return cfg.theme_boosts.primary;
-    }
     let count = cfg.theme_boosts.secondary_count;
-    if routing.secondary.iter().take(count).any(|theme| theme.matches(meta)) {
-        return cfg.theme_boosts.secondary;
+    let (primary, secondary, conflicts) = match hint {
+        Some((hint, topics)) => (
+            hint.primary.as_ref().is_some_and(|theme| theme.matches(topics)),
+            hint.secondary.iter().take(count).any(|theme| theme.matches(topics)),
+            routing.named && hint.primary.as_ref().is_some_and(|theme| theme.conflicts(topics)),
+        ),
+        None => (
+            routing.primary.as_ref().is_some_and(|theme| theme.matches(meta)),
+            routing.secondary.iter().take(count).any(|theme| theme.matches(meta)),
+            routing.named && routing.primary.as_ref().is_some_and(|theme| theme.conflicts(meta)),
+        ),
+    };
+    if primary {
+        cfg.theme_boosts.primary
+    } else if secondary {
+        cfg.theme_boosts.secondary
+    } else if conflicts {
+        -cfg.theme_boosts.conflicting
+    } else {
+        0.0
     }
-    match &routing.primary {
-        Some(primary) if routing.named && primary.conflicts(meta) => -cfg.theme_boosts.conflicting,
-        _ => 0.0,
+}
+
+/// A routing hint's themes as topic numbers (`index::features::topic_number`), made once per
+/// boosted list: matching a candidate then compares four numbers, not four strings.
+struct TopicHint {
+    primary: Option<TopicFields>,
+    secondary: Vec<TopicFields>,
+}
+
+/// One theme's wanted domain, section, platform and role: `None` any value, `Some(None)` a value
+/// no record has, `Some(Some(n))` the value numbered `n`.
+struct TopicFields([Option<Option<u32>>; 4]);
+
+impl TopicHint {
+    fn of(hint: &RoutingHint) -> Self {
+        Self {
+            primary: hint.primary.as_ref().map(TopicFields::of),
+            secondary: hint.secondary.iter().map(TopicFields::of).collect(),
+        }
+    }
+}
+
+impl TopicFields {
+    fn of(fields: &ThemeFields) -> Self {
+        Self(
+            [&fields.domain, &fields.section, &fields.platform, &fields.role]
+                .map(|wanted| wanted.as_deref().map(crate::index::features::topic_number)),
+        )
+    }
+
+    /// `ThemeFields::matches` on the record's numbers.
+    fn matches(&self, topics: &[u32; 4]) -> bool {
+        self.0.iter().zip(topics).all(|(wanted, &actual)| wanted.is_none_or(|wanted| wanted == Some(actual)))
+    }
+
+    /// `ThemeFields::conflicts`: another platform than the one wanted, when the record has one.
+    fn conflicts(&self, topics: &[u32; 4]) -> bool {
+        let actual = topics[2];
+        self.0[2].is_some_and(|wanted| actual != 0 && wanted != Some(actual))
     }
 }
 
@@ -300,18 +347,39 @@ fn config_factors(cfg: &BoostingConfig, hit: &BoostInput<'_>) -> [f32; BOOST_RUL
 /// `BoostingConfig::default()` and an empty context the score is returned unchanged. The factors
 /// of the config-only rules come from the record's cache when `ctx.config_key` names the config.
 pub fn boost_score(base: f32, hit: &BoostInput<'_>, cfg: &BoostingConfig, ctx: &BoostContext) -> BoostOutcome {
+    let (score, factors) = boost_factors(base, hit, cfg, ctx);
+    BoostOutcome { score, factors: factors.effects() }
+}
+
+/// `boost_score` as the cascade keeps it: the boosted score and each rule's effect by slot.
+pub fn boost_factors(base: f32, hit: &BoostInput<'_>, cfg: &BoostingConfig, ctx: &BoostContext) -> (f32, BoostFactors) {
+    boost_factors_with(base, hit, cfg, ctx, None)
+}
+
+/// `boost_factors` with the routing hint already as topic numbers (used when the hit has features).
+fn boost_factors_with(
+    base: f32,
+    hit: &BoostInput<'_>,
+    cfg: &BoostingConfig,
+    ctx: &BoostContext,
+    hint: Option<&TopicHint>,
+) -> (f32, BoostFactors) {
     let meta = hit.meta;
-    let fixed = match (ctx.config_key, hit.features) {
+    let topics = hint.zip(hit.features.map(|features| &features.topics));
+    let mut values = match (ctx.config_key, hit.features) {
         (Some(key), Some(features)) => features.config_boosts(key, || config_factors(cfg, hit)),
         _ => config_factors(cfg, hit),
     };
     let mut score = base;
-    let mut factors = BoostRule::ORDER.map(|rule| (rule, BoostEffect::Multiply(1.0)));
-    for ((slot, rule), fixed) in factors.iter_mut().zip(BoostRule::ORDER).zip(fixed) {
-        let effect = match rule {
-            BoostRule::Theme => BoostEffect::Add(theme_addend(cfg, ctx, meta)),
+    for (value, rule) in values.iter_mut().zip(BoostRule::ORDER) {
+        match rule {
+            BoostRule::Theme => {
+                *value = theme_addend(cfg, ctx, meta, topics);
+                score += *value;
+            }
             BoostRule::Group => {
-                BoostEffect::Multiply(group_factor(cfg, ctx, meta, hit.features.map(|f| f.labels.as_slice())))
+                *value = group_factor(cfg, ctx, meta, hit.features.map(|f| f.labels.as_slice()));
+                score *= *value;
             }
             BoostRule::PageType
             | BoostRule::SectionPlatform
@@ -320,15 +388,10 @@ pub fn boost_score(base: f32, hit: &BoostInput<'_>, cfg: &BoostingConfig, ctx: &
             | BoostRule::Length
             | BoostRule::Structure
             | BoostRule::Source
-            | BoostRule::DepthPenalty => BoostEffect::Multiply(fixed),
-        };
-        score = match effect {
-            BoostEffect::Multiply(factor) => score * factor,
-            BoostEffect::Add(addend) => score + addend,
-        };
-        *slot = (rule, effect);
+            | BoostRule::DepthPenalty => score *= *value,
+        }
     }
-    BoostOutcome { score, factors }
+    (score, BoostFactors(values))
 }
 
 /// A hit the cascade can boost: it exposes its id, base score and metadata, and stores the outcome.
@@ -337,7 +400,8 @@ pub trait Boostable {
     /// The normalised fused score boosting starts from.
     fn base_score(&self) -> f32;
     fn boost_input(&self) -> BoostInput<'_>;
-    fn set_boost(&mut self, outcome: BoostOutcome);
+    /// Stores the boosted score and the rules' effects.
+    fn set_boost(&mut self, score: f32, factors: BoostFactors);
     /// The score after boosting, as stored by `set_boost`.
     fn boosted_score(&self) -> f32;
 }
@@ -345,11 +409,37 @@ pub trait Boostable {
 /// Boosts every hit and sorts by descending boosted score, ties by ascending id. The cascade
 /// calls this once per level; no other code sorts boosted hits.
 pub fn boost_and_sort<T: Boostable>(hits: &mut [T], cfg: &BoostingConfig, ctx: &BoostContext) {
+    let hint = ctx.routing.as_ref().map(TopicHint::of);
     for hit in hits.iter_mut() {
-        let outcome = boost_score(hit.base_score(), &hit.boost_input(), cfg, ctx);
-        hit.set_boost(outcome);
+        let (score, factors) = boost_factors_with(hit.base_score(), &hit.boost_input(), cfg, ctx, hint.as_ref());
+        hit.set_boost(score, factors);
     }
-    hits.sort_by(|a, b| b.boosted_score().total_cmp(&a.boosted_score()).then_with(|| a.id().cmp(b.id())));
+    // The order is found on (score, position) pairs and then applied by swaps: candidates are
+    // large, and a sort moves each of them many times.
+    let mut order: Vec<(f32, u32)> =
+        hits.iter().enumerate().map(|(at, hit)| (hit.boosted_score(), at as u32)).collect();
+    order.sort_unstable_by(|a, b| {
+        b.0.total_cmp(&a.0).then_with(|| hits[a.1 as usize].id().cmp(hits[b.1 as usize].id())).then(a.1.cmp(&b.1))
+    });
+    let mut source: Vec<usize> = order.into_iter().map(|(_, at)| at as usize).collect();
+    permute(hits, &mut source);
+}
+
+/// Reorders `items` so that position `i` holds what was at `source[i]` (a permutation), by
+/// following its cycles; `source` is consumed (left as the identity).
+fn permute<T>(items: &mut [T], source: &mut [usize]) {
+    for start in 0..items.len() {
+        let mut at = start;
+        loop {
+            let from = source[at];
+            source[at] = at;
+            if from == start || from == at {
+                break;
+            }
+            items.swap(at, from);
+            at = from;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -250,8 +250,8 @@ impl Boostable for Hit {
     fn boost_input(&self) -> BoostInput<'_> {
         BoostInput { meta: &self.meta, text: None, features: None }
     }
-    fn set_boost(&mut self, outcome: BoostOutcome) {
-        self.boosted = outcome.score;
+    fn set_boost(&mut self, score: f32, _factors: BoostFactors) {
+        self.boosted = score;
     }
     fn boosted_score(&self) -> f32 {
         self.boosted
@@ -337,4 +337,79 @@ fn lookup_tries_the_normalised_key_only_when_it_differs() {
     for key in ["android", "ios-app", "ǅ", "straße", " x", "Σ", "ς", "ı", "İ", "ﬃ"] {
         assert_eq!(is_trimmed_lower_case(key), key.trim().to_lowercase() == key, "{key:?}");
     }
+}
+
+#[test]
+fn permute_applies_any_order() {
+    for source in [vec![], vec![0], vec![1, 0], vec![2, 0, 1], vec![1, 2, 0], vec![3, 1, 0, 2, 5, 4], vec![0, 1, 2]] {
+        let items: Vec<usize> = (0..source.len()).map(|i| i * 10).collect();
+        let expected: Vec<usize> = source.iter().map(|&from| items[from]).collect();
+        let (mut got, mut order) = (items.clone(), source.clone());
+        permute(&mut got, &mut order);
+        assert_eq!(got, expected, "{source:?}");
+    }
+}
+
+#[test]
+fn theme_boost_on_topic_numbers_equals_the_string_rule() {
+    let cfg = config("theme_boosts: {primary: 0.04, secondary: 0.02, secondary_count: 2, conflicting: 0.06}");
+    let meta = |domain: &str, section: &str, platform: &str, role: &str| Metadata {
+        domain: domain.into(),
+        section: section.into(),
+        platform: platform.into(),
+        role: role.into(),
+        ..Metadata::default()
+    };
+    let records: Vec<crate::model::Record> = [
+        meta("kb", "sdk", "android", ""),
+        meta("KB", " SDK", "Android ", "admin"),
+        meta("kb", "sdk", "ios", "operator"),
+        meta("kb", "", "", ""),
+        meta("", "api", "web", "  "),
+        meta("kb", "sdk", "Андроид", ""),
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(number, meta)| crate::model::Record {
+        id: format!("r{number}"),
+        meta,
+        text: String::new(),
+        embedding: Vec::new(),
+    })
+    .collect();
+    let fields =
+        |domain: Option<&str>, section: Option<&str>, platform: Option<&str>, role: Option<&str>| ThemeFields {
+            domain: domain.map(Into::into),
+            section: section.map(Into::into),
+            platform: platform.map(Into::into),
+            role: role.map(Into::into),
+        };
+    let hints = [
+        RoutingHint { primary: Some(fields(None, None, Some("ANDROID"), None)), secondary: vec![], named: true },
+        RoutingHint {
+            primary: Some(fields(Some("kb"), Some("sdk"), Some("ios"), None)),
+            secondary: vec![fields(None, Some("api"), None, None), fields(None, None, None, Some("Admin"))],
+            named: false,
+        },
+        RoutingHint { primary: Some(fields(None, None, Some("never-seen"), None)), secondary: vec![], named: true },
+        RoutingHint {
+            primary: Some(fields(None, None, Some("андроид"), Some(""))), secondary: vec![], named: true
+        },
+        RoutingHint { primary: None, secondary: vec![fields(Some("kb"), None, None, Some("operator"))], named: false },
+        RoutingHint { primary: Some(fields(None, None, Some("android "), None)), secondary: vec![], named: true },
+    ];
+    let mut differs = 0;
+    for routing in hints {
+        let ctx = BoostContext { routing: Some(routing), ..BoostContext::default() };
+        let hint = TopicHint::of(ctx.routing.as_ref().unwrap());
+        for record in &records {
+            let features = crate::index::RecordFeatures::of(record);
+            let input = BoostInput { meta: &record.meta, text: None, features: Some(&features) };
+            let by_strings = boost_factors(0.5, &input, &cfg, &ctx);
+            let by_numbers = boost_factors_with(0.5, &input, &cfg, &ctx, Some(&hint));
+            assert_eq!(by_numbers, by_strings, "{} {:?}", record.id, ctx.routing);
+            differs += usize::from(by_strings.0 != 0.5);
+        }
+    }
+    assert!(differs > 10, "the hints must boost and penalise some records: {differs}");
 }

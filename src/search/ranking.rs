@@ -1,7 +1,7 @@
 //! Ranking of one cascade level: dense and lexical candidate lists, reciprocal-rank fusion,
 //! then boosting — the single place where a level's candidates are scored and ordered.
 
-use super::boosting::{boost_and_sort, BoostContext, BoostEffect, BoostFactors, BoostInput, BoostOutcome, Boostable};
+use super::boosting::{boost_and_sort, BoostContext, BoostEffect, BoostFactors, BoostInput, Boostable};
 use super::boosting_config::{BoostingConfig, FusionMethod};
 use super::fusion::{FusedItem, RankedList, ReciprocalRankFusion};
 use super::Result;
@@ -105,9 +105,9 @@ impl Boostable for Ranked {
     fn boost_input(&self) -> BoostInput<'_> {
         BoostInput { meta: &self.record.meta, text: Some(&self.record.text), features: self.features.as_deref() }
     }
-    fn set_boost(&mut self, outcome: BoostOutcome) {
-        self.score = outcome.score;
-        self.boost = Some(outcome.compact());
+    fn set_boost(&mut self, score: f32, factors: BoostFactors) {
+        self.score = score;
+        self.boost = Some(factors);
     }
     fn boosted_score(&self) -> f32 {
         self.score
