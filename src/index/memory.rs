@@ -53,6 +53,8 @@ struct LevelData {
     /// Number → the record's derived features (boosting reads them instead of the text).
     features: Vec<Arc<RecordFeatures>>,
     index: TenantLevel,
+    /// This build of the level (pointer identity): what `LevelScores` are remembered for.
+    scope: Arc<()>,
 }
 
 impl LevelData {
@@ -89,7 +91,7 @@ impl LevelData {
             base.index.lexical.renumbered(&kept, added, records.len())
         });
         let index = TenantLevel::build(&records, &vectors, dimension, lexical);
-        Self { records, features, index }
+        Self { records, features, index, scope }
     }
 
     /// The records that pass `filter` (whose tenant is this one), as numbers in id order.
@@ -109,6 +111,53 @@ impl LevelData {
                 features: Some(Arc::clone(&self.features[number])),
             })
             .collect()
+    }
+}
+
+/// The scores of every record of one tenant level for one query (its vector, or its terms), kept
+/// by the thread that computed them. The cascade ranks a tenant's sections over the whole tenant
+/// for the doc step and again, restricted to the chosen pages, for the section step; a score is a
+/// function of the level and the query alone (BM25 statistics are the level's), so the restricted
+/// ranking reads them here instead of scanning the vectors and postings again.
+struct LevelScores<Q> {
+    scope: Arc<()>,
+    query: Q,
+    scores: Vec<f32>,
+}
+
+type Remembered<Q> = std::thread::LocalKey<std::cell::RefCell<Option<LevelScores<Q>>>>;
+
+thread_local! {
+    static DENSE_SCORES: std::cell::RefCell<Option<LevelScores<Vec<f32>>>> = const { std::cell::RefCell::new(None) };
+    static LEXICAL_SCORES: std::cell::RefCell<Option<LevelScores<Vec<String>>>> = const { std::cell::RefCell::new(None) };
+}
+
+impl<Q> LevelScores<Q> {
+    /// Keeps `scores` (one per record of the level built as `scope`) for `query`.
+    fn remember<E: Clone>(slot: &'static Remembered<Q>, scope: &Arc<()>, query: &[E], scores: Vec<f32>)
+    where
+        Q: From<Vec<E>>,
+    {
+        slot.with(|slot| {
+            *slot.borrow_mut() = Some(LevelScores { scope: Arc::clone(scope), query: Q::from(query.to_vec()), scores });
+        });
+    }
+
+    /// `read` of the scores kept for exactly this level build and query, if any.
+    fn recall<E: PartialEq, T>(
+        slot: &'static Remembered<Q>,
+        scope: &Arc<()>,
+        query: &[E],
+        read: impl FnOnce(&[f32]) -> T,
+    ) -> Option<T>
+    where
+        Q: AsRef<[E]>,
+    {
+        slot.with(|slot| {
+            let slot = slot.borrow();
+            let kept = slot.as_ref().filter(|kept| Arc::ptr_eq(&kept.scope, scope) && kept.query.as_ref() == query)?;
+            Some(read(&kept.scores))
+        })
     }
 }
 
@@ -318,7 +367,18 @@ impl LoadedIndex {
         }
         let Some(data) = self.level_of(level, &filter.tenant_id) else { return Ok(Vec::new()) };
         let numbers = data.matching(filter);
-        let mut scored = data.index.cosine_scores(&numbers, query);
+        let mut scored = if numbers.len() == data.records.len() {
+            let scored = data.index.cosine_scores(&numbers, query);
+            LevelScores::remember(&DENSE_SCORES, &data.scope, query, scored.iter().map(|&(score, _)| score).collect());
+            scored
+        } else {
+            match LevelScores::recall(&DENSE_SCORES, &data.scope, query, |all| {
+                numbers.iter().map(|&number| (all[number], number)).collect()
+            }) {
+                Some(scored) => scored,
+                None => data.index.cosine_scores(&numbers, query),
+            }
+        };
         top_k(&mut scored, k);
         Ok(data.scored_records(&scored))
     }
@@ -335,8 +395,35 @@ impl LoadedIndex {
         let accept = |number: usize| {
             allowed.as_ref().is_none_or(|allowed| allowed[number]) && residual.accepts(&data.records[number])
         };
-        let mut scored: Vec<(f32, usize)> =
-            data.index.lexical.score(terms, accept).into_iter().map(|(number, score)| (score, number)).collect();
+        let everything = !restricted && matches!(residual, Residual::Nothing);
+        let remembered = if everything {
+            None
+        } else {
+            LevelScores::recall(&LEXICAL_SCORES, &data.scope, terms, |all| {
+                (0..all.len())
+                    .filter(|&number| all[number] > 0.0 && accept(number))
+                    .map(|number| (all[number], number))
+                    .collect()
+            })
+        };
+        let mut scored: Vec<(f32, usize)> = match remembered {
+            Some(scored) => scored,
+            None => {
+                let scored: Vec<(f32, usize)> = data
+                    .index
+                    .lexical
+                    .score(terms, accept)
+                    .into_iter()
+                    .map(|(number, score)| (score, number))
+                    .collect();
+                if everything {
+                    let mut all = vec![0.0; data.records.len()];
+                    scored.iter().for_each(|&(score, number)| all[number] = score);
+                    LevelScores::remember(&LEXICAL_SCORES, &data.scope, terms, all);
+                }
+                scored
+            }
+        };
         top_k(&mut scored, k);
         data.scored_records(&scored)
     }
@@ -711,6 +798,40 @@ mod tests {
             RecordFilter { product: Some("sdk".into()), ..t1.clone() },
             RecordFilter { tags: vec!["ios".into()], doc_ids: Some(vec!["sdk/ios/install".into()]), ..t1 },
         ]
+    }
+
+    #[test]
+    fn restricted_rankings_read_after_a_tenant_wide_one_agree_with_their_definitions() {
+        // A tenant-wide ranking leaves its scores to the thread; a restricted ranking of the same
+        // query reads them, and of another query must not.
+        let snapshot = fixtures::snapshot();
+        let index = LoadedIndex::build(snapshot.clone()).unwrap();
+        let embedder = PseudoEmbedder::new(fixtures::DIMENSION);
+        let (first, second) = (embedder.embed_one("установка SDK на iOS"), embedder.embed_one("теги"));
+        let (first_terms, second_terms) = (crate::text::terms("установка тегов"), crate::text::terms("android"));
+        let everything = RecordFilter::tenant("t1");
+        for level in Level::ALL {
+            for filter in filters().into_iter().filter(|filter| filter.tenant_id == "t1") {
+                for (query, other) in [(&first, &second), (&second, &first)] {
+                    index.knn(level, &everything, query, 100).unwrap();
+                    let got = ids_and_scores(&index.knn(level, &filter, query, 100).unwrap());
+                    assert_eq!(got, reference_knn(&snapshot, level, &filter, query, 100), "{level:?} {filter:?}");
+                    let got = ids_and_scores(&index.knn(level, &filter, other, 100).unwrap());
+                    assert_eq!(got, reference_knn(&snapshot, level, &filter, other, 100), "{level:?} {filter:?}");
+                }
+                for (terms, other) in [(&first_terms, &second_terms), (&second_terms, &first_terms)] {
+                    let all = ids_and_scores(&index.lexical(level, &everything, terms, usize::MAX));
+                    let allowed: Vec<String> =
+                        index.get(level, &filter, usize::MAX).iter().map(|record| record.id.clone()).collect();
+                    let mut expected = all.clone();
+                    expected.retain(|(id, _)| allowed.contains(id));
+                    assert_eq!(ids_and_scores(&index.lexical(level, &filter, terms, usize::MAX)), expected);
+                    let fresh = ids_and_scores(&index.lexical(level, &filter, other, usize::MAX));
+                    index.lexical(level, &RecordFilter::tenant("t2"), other, usize::MAX);
+                    assert_eq!(ids_and_scores(&index.lexical(level, &filter, other, usize::MAX)), fresh);
+                }
+            }
+        }
     }
 
     #[test]
