@@ -244,7 +244,11 @@ impl TopicFields {
 fn group_factor(cfg: &BoostingConfig, ctx: &BoostContext, meta: &Metadata, labels: Option<&[String]>) -> f32 {
     // The labels, when derived, are empty exactly when the tags are: the record's metadata (a
     // cache miss per candidate) is not read then.
-    if labels.map_or(meta.tags.is_empty(), <[String]>::is_empty) {
+    let untagged = match labels {
+        Some(labels) => labels.is_empty(),
+        None => meta.tags.is_empty(),
+    };
+    if untagged {
         return 1.0;
     }
     let owned;
