@@ -60,6 +60,16 @@ pub struct FieldsView<'a> {
 }
 
 impl FieldsView<'_> {
+    /// The fields as an owned `ThemeFields` (a routing result, a filter).
+    pub fn to_fields(&self) -> ThemeFields {
+        ThemeFields {
+            domain: self.domain.map(str::to_string),
+            section: self.section.map(str::to_string),
+            platform: self.platform.map(str::to_string),
+            role: self.role.map(str::to_string),
+        }
+    }
+
     /// How many fields are set: the more, the more specific the theme.
     pub fn specificity(&self) -> usize {
         [self.domain, self.section, self.platform, self.role].iter().filter(|field| field.is_some()).count()

@@ -40,15 +40,10 @@ fn default_priority() -> f32 {
 impl Theme {
     /// The metadata fields this theme stands for (only the set ones are `Some`).
     pub fn fields(&self) -> ThemeFields {
-        ThemeFields {
-            domain: Some(self.domain.clone()).filter(|value| !value.is_empty()),
-            section: self.section.clone(),
-            platform: self.platform.clone(),
-            role: self.role.clone(),
-        }
+        self.fields_view().to_fields()
     }
 
-    /// `fields()` borrowed from the theme (nothing copied).
+    /// The theme's fields borrowed from it (nothing copied); an empty domain is no condition.
     pub fn fields_view(&self) -> super::FieldsView<'_> {
         super::FieldsView {
             domain: Some(self.domain.as_str()).filter(|value| !value.is_empty()),

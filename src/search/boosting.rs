@@ -94,14 +94,9 @@ pub struct BoostFactors([f32; BOOST_RULES]);
 
 impl BoostFactors {
     pub fn effects(&self) -> [(BoostRule, BoostEffect); BOOST_RULES] {
-        let mut slot = 0;
-        BoostRule::ORDER.map(|rule| {
-            let value = self.0[slot];
-            slot += 1;
-            match rule {
-                BoostRule::Theme => (rule, BoostEffect::Add(value)),
-                _ => (rule, BoostEffect::Multiply(value)),
-            }
+        std::array::from_fn(|slot| match BoostRule::ORDER[slot] {
+            BoostRule::Theme => (BoostRule::Theme, BoostEffect::Add(self.0[slot])),
+            rule => (rule, BoostEffect::Multiply(self.0[slot])),
         })
     }
 }
@@ -413,13 +408,19 @@ pub trait Boostable {
 }
 
 /// Boosts every hit and sorts by descending boosted score, ties by ascending id. The cascade
-/// calls this once per level; no other code sorts boosted hits.
+/// calls this once per level.
 pub fn boost_and_sort<T: Boostable>(hits: &mut [T], cfg: &BoostingConfig, ctx: &BoostContext) {
     let hint = ctx.routing.as_ref().map(TopicHint::of);
     for hit in hits.iter_mut() {
         let (score, factors) = boost_factors_with(hit.base_score(), &hit.boost_input(), cfg, ctx, hint.as_ref());
         hit.set_boost(score, factors);
     }
+    sort_best_first(hits);
+}
+
+/// Sorts boosted hits by descending boosted score, ties by ascending id: the one order of boosted
+/// hits (after boosting, and after anything that adds to boosted scores).
+pub fn sort_best_first<T: Boostable>(hits: &mut [T]) {
     // The order is found on (score, position) pairs and then applied by swaps: candidates are
     // large, and a sort moves each of them many times.
     let mut order: Vec<(f32, u32)> =

@@ -190,7 +190,7 @@ fn add_second_section_evidence(sections: &mut [Ranked], weight: f32) {
         section.score += added;
         section.page_evidence = Some(added);
     }
-    sections.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.record.id.cmp(&b.record.id)));
+    super::boosting::sort_best_first(sections);
 }
 
 /// The doc-level filter: the request filter without section ids; when section ids are requested,
