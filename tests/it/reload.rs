@@ -78,7 +78,16 @@ async fn rewriting_the_snapshot_under_load_drops_no_request() {
     }
     // A broken write keeps the last good index serving.
     std::fs::write(&path, "{ broken").unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The reloader polls every 50 ms; under a loaded machine its read may take longer: wait until
+    // it has seen the broken file (the checks below then say what it reported).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        let (_, health) = send(&state, "GET", "/health", None).await;
+        if health["replica"]["last_refresh_error"].is_string() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     stop.store(true, Ordering::Relaxed);
     for worker in workers {
         worker.await.unwrap();
