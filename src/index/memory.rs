@@ -97,9 +97,36 @@ impl LevelData {
     /// The records that pass `filter` (whose tenant is this one), as numbers in id order.
     fn matching(&self, filter: &RecordFilter) -> Vec<usize> {
         let residual = Residual::of(filter);
-        let mut numbers = self.index.candidates(filter);
+        let mut numbers = self.candidates(filter);
         numbers.retain(|&number| residual.accepts(&self.records[number]));
         numbers
+    }
+
+    /// `TenantLevel::candidates`, remembered by the thread for the last id lists it resolved on
+    /// this build of the level: a cascade step ranks one restricted filter twice (dense, then
+    /// lexical), and resolving its page and section ids is a hash lookup per id.
+    fn candidates(&self, filter: &RecordFilter) -> Vec<usize> {
+        if filter.doc_ids.is_none() && filter.section_ids.is_none() {
+            return self.index.candidates(filter);
+        }
+        RESOLVED_IDS.with(|slot| {
+            let mut slot = slot.borrow_mut();
+            if let Some(kept) = slot.as_ref().filter(|kept| {
+                Arc::ptr_eq(&kept.scope, &self.scope)
+                    && kept.doc_ids == filter.doc_ids
+                    && kept.section_ids == filter.section_ids
+            }) {
+                return kept.numbers.clone();
+            }
+            let numbers = self.index.candidates(filter);
+            *slot = Some(ResolvedIds {
+                scope: Arc::clone(&self.scope),
+                doc_ids: filter.doc_ids.clone(),
+                section_ids: filter.section_ids.clone(),
+                numbers: numbers.clone(),
+            });
+            numbers
+        })
     }
 
     fn scored_records(&self, scored: &[(f32, usize)]) -> Vec<ScoredRecord> {
@@ -127,7 +154,17 @@ struct LevelScores<Q> {
 
 type Remembered<Q> = std::thread::LocalKey<std::cell::RefCell<Option<LevelScores<Q>>>>;
 
+/// The record numbers a filter's id lists resolved to on one build of a level
+/// (`LevelData::candidates`).
+struct ResolvedIds {
+    scope: Arc<()>,
+    doc_ids: Option<Vec<String>>,
+    section_ids: Option<Vec<String>>,
+    numbers: Vec<usize>,
+}
+
 thread_local! {
+    static RESOLVED_IDS: std::cell::RefCell<Option<ResolvedIds>> = const { std::cell::RefCell::new(None) };
     static DENSE_SCORES: std::cell::RefCell<Option<LevelScores<Vec<f32>>>> = const { std::cell::RefCell::new(None) };
     static LEXICAL_SCORES: std::cell::RefCell<Option<LevelScores<Vec<String>>>> = const { std::cell::RefCell::new(None) };
 }
@@ -388,7 +425,7 @@ impl LoadedIndex {
         let restricted = filter.doc_ids.is_some() || filter.section_ids.is_some();
         let allowed: Option<Vec<bool>> = restricted.then(|| {
             let mut allowed = vec![false; data.records.len()];
-            data.index.candidates(filter).into_iter().for_each(|number| allowed[number] = true);
+            data.candidates(filter).into_iter().for_each(|number| allowed[number] = true);
             allowed
         });
         let residual = Residual::of(filter);
@@ -830,6 +867,38 @@ mod tests {
                     index.lexical(level, &RecordFilter::tenant("t2"), other, usize::MAX);
                     assert_eq!(ids_and_scores(&index.lexical(level, &filter, other, usize::MAX)), fresh);
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn id_lists_resolved_for_one_tenant_are_not_reused_for_another() {
+        // The thread remembers the last id lists it resolved; the same lists asked of another
+        // tenant (or another level) must resolve there, never to the first tenant's records.
+        let snapshot = fixtures::snapshot();
+        let index = LoadedIndex::build(snapshot.clone()).unwrap();
+        let query = PseudoEmbedder::new(fixtures::DIMENSION).embed_one("установка SDK");
+        let terms = crate::text::terms("установка sdk gradle");
+        let ids = Some(vec!["acme/secret-install".to_string(), "sdk/ios/install".to_string()]);
+        for level in Level::ALL {
+            for tenant in ["t1", "t2", "t1", "nobody", "t2"] {
+                let filter = RecordFilter { doc_ids: ids.clone(), ..RecordFilter::tenant(tenant) };
+                let dense = ids_and_scores(&index.knn(level, &filter, &query, 100).unwrap());
+                assert_eq!(dense, reference_knn(&snapshot, level, &filter, &query, 100), "{level:?} {tenant}");
+                let lexical = index.lexical(level, &filter, &terms, 100);
+                assert!(lexical.iter().all(|s| s.record.meta.tenant_id == tenant), "{level:?} {tenant}");
+                let expected: Vec<&str> = if tenant == "nobody" {
+                    Vec::new()
+                } else if tenant == "t1" {
+                    vec!["sdk/ios/install"]
+                } else {
+                    vec!["acme/secret-install"]
+                };
+                let got = index.get(level, &filter, 100);
+                let mut got_docs: Vec<&str> = got.iter().map(|r| r.meta.doc_id.as_str()).collect();
+                got_docs.dedup();
+                assert_eq!(got_docs, expected, "{level:?} {tenant}");
+                assert!(!dense.is_empty() || tenant == "nobody", "{level:?} {tenant}");
             }
         }
     }
