@@ -423,36 +423,32 @@ impl LoadedIndex {
     pub fn lexical(&self, level: Level, filter: &RecordFilter, terms: &[String], k: usize) -> Vec<ScoredRecord> {
         let Some(data) = self.level_of(level, &filter.tenant_id) else { return Vec::new() };
         let restricted = filter.doc_ids.is_some() || filter.section_ids.is_some();
-        let allowed: Option<Vec<bool>> = restricted.then(|| {
-            let mut allowed = vec![false; data.records.len()];
-            data.candidates(filter).into_iter().for_each(|number| allowed[number] = true);
-            allowed
-        });
+        // The records the id lists allow (ascending), when the filter has id lists.
+        let candidates: Option<Vec<usize>> = restricted.then(|| data.candidates(filter));
         let residual = Residual::of(filter);
-        let accept = |number: usize| {
-            allowed.as_ref().is_none_or(|allowed| allowed[number]) && residual.accepts(&data.records[number])
-        };
+        let accept = |number: usize| residual.accepts(&data.records[number]);
         let everything = !restricted && matches!(residual, Residual::Nothing);
         let remembered = if everything {
             None
         } else {
             LevelScores::recall(&LEXICAL_SCORES, &data.scope, terms, |all| {
-                (0..all.len())
-                    .filter(|&number| all[number] > 0.0 && accept(number))
-                    .map(|number| (all[number], number))
-                    .collect()
+                let keep = |&number: &usize| all[number] > 0.0 && accept(number);
+                let scored = |number: usize| (all[number], number);
+                match &candidates {
+                    Some(numbers) => numbers.iter().copied().filter(|n| keep(n)).map(scored).collect(),
+                    None => (0..all.len()).filter(keep).map(scored).collect(),
+                }
             })
         };
         let mut scored: Vec<(f32, usize)> = match remembered {
             Some(scored) => scored,
             None => {
-                let scored: Vec<(f32, usize)> = data
-                    .index
-                    .lexical
-                    .score(terms, accept)
-                    .into_iter()
-                    .map(|(number, score)| (score, number))
-                    .collect();
+                let lexical = &data.index.lexical;
+                let scored = match &candidates {
+                    Some(numbers) => lexical.score_among(terms, numbers, accept),
+                    None => lexical.score(terms, accept),
+                };
+                let scored: Vec<(f32, usize)> = scored.into_iter().map(|(number, score)| (score, number)).collect();
                 if everything {
                     let mut all = vec![0.0; data.records.len()];
                     scored.iter().for_each(|&(score, number)| all[number] = score);
