@@ -156,7 +156,8 @@ fn score_fusion(lists: &[RankedList<'_, usize>; 2], dense: &[f32], lexical: &[f3
             Fused { number, ranks: *r, score, normalized }
         })
         .collect();
-    items.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.number.cmp(&b.number)));
+    // Numbers are distinct: the order is total, and an unstable sort gives the same list.
+    items.sort_unstable_by(|a, b| b.score.total_cmp(&a.score).then(a.number.cmp(&b.number)));
     items
 }
 
@@ -265,9 +266,12 @@ pub async fn rank_level_with(
             .collect(),
         FusionMethod::Score => score_fusion(&lists, &dense_scores, &lexical_scores),
     };
+    // Unboosted, the fused order is the final one: only the first `k` become `Ranked`.
+    let kept = if boost { usize::MAX } else { k };
     let mut ranked: Vec<Ranked> = fused
         .into_iter()
         .filter(|item| item.normalized > 0.0)
+        .take(kept)
         .map(|item| Ranked {
             dense: item.ranks[0].map(|rank| (rank, dense_scores[item.number])),
             lexical: item.ranks[1].map(|rank| (rank, lexical_scores[item.number])),
