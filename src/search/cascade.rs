@@ -22,6 +22,9 @@ pub struct CascadeInput<'a> {
     pub max_results: usize,
     /// Words of the query for the text fallback (original spelling).
     pub query_words: Vec<String>,
+    /// Whether the chunk step's list is wanted even when sections answer (`include_steps`):
+    /// chunk hits are the answer only when no section is; otherwise nobody reads them.
+    pub chunks_wanted: bool,
 }
 
 /// The reranker call of the section level, when reranking is on for this request.
@@ -71,14 +74,17 @@ pub async fn run(index: &dyn VectorIndex, input: CascadeInput<'_>) -> Result<Cas
             rerank_degradation = degradation;
         }
 
-        let mut chunk_filter = RecordFilter { doc_ids: Some(chosen_docs), ..input.filter.clone() };
-        if !sections.is_empty() {
-            chunk_filter.section_ids = Some(sections.iter().filter_map(|s| s.record.meta.section_id.clone()).collect());
+        if input.chunks_wanted || sections.is_empty() {
+            let mut chunk_filter = RecordFilter { doc_ids: Some(chosen_docs), ..input.filter.clone() };
+            if !sections.is_empty() {
+                chunk_filter.section_ids =
+                    Some(sections.iter().filter_map(|s| s.record.meta.section_id.clone()).collect());
+            }
+            chunks = rank_level(index, Level::Chunk, &chunk_filter, &input.ranking, settings.chunk_top_k).await?;
+            chunks.retain(|c| c.fused_normalized >= settings.min_score);
+            chunks = cap_per_doc(chunks, settings.topk_per_doc);
+            chunks.truncate(input.max_results);
         }
-        chunks = rank_level(index, Level::Chunk, &chunk_filter, &input.ranking, settings.chunk_top_k).await?;
-        chunks.retain(|c| c.fused_normalized >= settings.min_score);
-        chunks = cap_per_doc(chunks, settings.topk_per_doc);
-        chunks.truncate(input.max_results);
     }
 
     let mut fallback_used = false;

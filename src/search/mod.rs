@@ -560,6 +560,7 @@ impl SearchService {
                 }),
                 max_results,
                 query_words: query_words.clone(),
+                chunks_wanted: request.include_steps,
             };
             cascade::run(index, input)
         };

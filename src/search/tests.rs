@@ -109,6 +109,31 @@ async fn chunk_hits_when_no_section_and_topk_per_doc_caps_them() {
 }
 
 #[tokio::test]
+async fn hits_are_the_same_whether_or_not_steps_are_asked_for() {
+    // Without `include_steps` the chunk step runs only when no section answers; the hits, chunk
+    // hits included, must not depend on it.
+    let service = service(|_| {});
+    let cases: [(&str, Option<Vec<String>>); 3] = [
+        ("теги операторов и администратора", None),
+        ("Подключение Android SDK через Gradle", None),
+        ("лицензия продлевается перенести", Some(vec!["docs/faq/flat".into()])),
+    ];
+    for (query, doc_ids) in cases {
+        let mut with_steps = SearchRequest { explain: true, ..request(query, "t1") };
+        with_steps.doc_ids = doc_ids;
+        let without_steps = SearchRequest { include_steps: false, ..with_steps.clone() };
+        let full = service.search(&with_steps).await.unwrap();
+        let bare = service.search(&without_steps).await.unwrap();
+        assert!(!full.hits.is_empty(), "{query}");
+        assert!(!full.steps.as_ref().unwrap().chunks.is_empty(), "{query}: the chunk step ran for the steps");
+        assert!(bare.steps.is_none());
+        assert_eq!(bare.hits_level, full.hits_level, "{query}");
+        let hits = |response: &SearchResponse| serde_json::to_value(&response.hits).unwrap();
+        assert_eq!(hits(&bare), hits(&full), "{query}");
+    }
+}
+
+#[tokio::test]
 async fn min_score_drops_hits_on_the_normalised_fused_score() {
     let service = service(|_| {});
     let response = service.search(&request("Отчёт выгружается в CSV", "t1")).await.unwrap();
