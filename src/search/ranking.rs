@@ -186,6 +186,9 @@ fn number_by_id<'a>(dense: &'a [ScoredRecord], lexical: &'a [ScoredRecord]) -> (
     let id_orders: Option<Vec<&IdOrder>> =
         entries.iter().map(|scored| scored.features.as_ref()?.id_order.as_ref()).collect();
     let id_orders = id_orders.filter(|orders| orders.iter().all(|order| order.same_scope(orders[0])));
+    if let Some(numbered) = id_orders.as_deref().and_then(|orders| by_bitmap(&entries, orders)) {
+        return numbered;
+    }
     match &id_orders {
         Some(orders) => order.sort_unstable_by_key(|&entry| (orders[entry].number, entry)),
         None => order.sort_unstable_by(|&a, &b| entries[a].record.id.cmp(&entries[b].record.id).then(a.cmp(&b))),
@@ -206,6 +209,43 @@ fn number_by_id<'a>(dense: &'a [ScoredRecord], lexical: &'a [ScoredRecord]) -> (
         numbers[entry] = records.len() - 1;
     }
     (records, numbers)
+}
+
+/// `number_by_id` for entries numbered in one scope, through a bitmap of their numbers instead of
+/// a sort: a record's place in id order is the count of smaller numbers present, and the first
+/// entry of a number is the record kept. `None` when the numbers are too sparse for a bitmap.
+fn by_bitmap<'a>(entries: &[&'a ScoredRecord], orders: &[&IdOrder]) -> Option<(Vec<&'a ScoredRecord>, Vec<usize>)> {
+    let size = orders.iter().map(|order| order.number as usize + 1).max().unwrap_or(0);
+    let words = size.div_ceil(64);
+    if words > 4 * entries.len().max(1) {
+        return None;
+    }
+    let mut present = vec![0u64; words];
+    for order in orders {
+        present[order.number as usize / 64] |= 1 << (order.number % 64);
+    }
+    // below[w]: how many numbers present lie in the words before `w`.
+    let mut below = Vec::with_capacity(words);
+    let mut count = 0usize;
+    for word in &present {
+        below.push(count);
+        count += word.count_ones() as usize;
+    }
+    let rank = |number: u32| {
+        let (word, bit) = (number as usize / 64, number % 64);
+        below[word] + (present[word] & ((1u64 << bit) - 1)).count_ones() as usize
+    };
+    let mut records: Vec<Option<&'a ScoredRecord>> = vec![None; count];
+    let numbers: Vec<usize> = orders
+        .iter()
+        .zip(entries)
+        .map(|(order, &scored)| {
+            let place = rank(order.number);
+            records[place].get_or_insert(scored);
+            place
+        })
+        .collect();
+    Some((records.into_iter().map(|record| record.expect("every present number has an entry")).collect(), numbers))
 }
 
 /// The top `k` records of `level` matching `filter`, best first.
@@ -299,6 +339,42 @@ mod tests {
     use crate::embed::PseudoEmbedder;
     use crate::fixtures;
     use crate::index::InMemoryIndex;
+
+    #[test]
+    fn dense_and_sparse_record_numbers_give_the_id_order() {
+        // Dense numbers go through the bitmap, sparse ones through the sort; both must give the
+        // distinct records in number order and each entry's place among them.
+        let scope = Arc::new(());
+        let scored = |number: u32| {
+            let record = Arc::new(Record {
+                id: format!("r{number:06}"),
+                meta: crate::model::Metadata::default(),
+                text: String::new(),
+                embedding: Vec::new(),
+            });
+            let mut features = RecordFeatures::of(&record);
+            features.id_order = Some(IdOrder { scope: Arc::clone(&scope), number });
+            ScoredRecord { record, score: 0.5, features: Some(Arc::new(features)) }
+        };
+        for (dense, lexical) in [
+            (vec![5, 3, 64, 0], vec![3, 700, 5, 1]),
+            (vec![100_000, 3], vec![7, 3, 100_000]),
+            (vec![], vec![2, 1]),
+            (vec![63, 64], vec![]),
+        ] {
+            let dense: Vec<ScoredRecord> = dense.into_iter().map(scored).collect();
+            let lexical: Vec<ScoredRecord> = lexical.into_iter().map(scored).collect();
+            let (records, numbers) = number_by_id(&dense, &lexical);
+            let mut expected: Vec<String> = dense.iter().chain(&lexical).map(|s| s.record.id.clone()).collect();
+            expected.sort();
+            expected.dedup();
+            let ids: Vec<String> = records.iter().map(|s| s.record.id.clone()).collect();
+            assert_eq!(ids, expected);
+            for (entry, &number) in dense.iter().chain(&lexical).zip(&numbers) {
+                assert_eq!(records[number].record.id, entry.record.id);
+            }
+        }
+    }
 
     #[tokio::test]
     async fn index_numbers_and_ids_number_records_alike() {
