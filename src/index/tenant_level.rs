@@ -151,33 +151,40 @@ const LANES: usize = 16;
 #[derive(Debug, Default)]
 struct VectorBlocks {
     dimension: usize,
-    data: Vec<f32>,
+    /// `dimension` columns per block.
+    data: Vec<Column>,
 }
+
+/// One dimension of a block's `LANES` rows: one cache line, aligned as one, so a vector load
+/// never straddles two lines (the scan's speed no longer depends on where the allocator put it).
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(C, align(64))]
+struct Column([f32; LANES]);
 
 impl VectorBlocks {
     fn build(rows: &[&[f32]], dimension: usize) -> Self {
         let blocks = rows.len().div_ceil(LANES);
-        let mut data = vec![0.0; blocks * dimension * LANES];
+        let mut data = vec![Column::default(); blocks * dimension];
         for (number, row) in rows.iter().enumerate() {
-            let block = &mut data[(number / LANES) * dimension * LANES..][..dimension * LANES];
-            for (column, &value) in block.chunks_exact_mut(LANES).zip(row.iter()) {
-                column[number % LANES] = value;
+            let block = &mut data[(number / LANES) * dimension..][..dimension];
+            for (column, &value) in block.iter_mut().zip(row.iter()) {
+                column.0[number % LANES] = value;
             }
         }
         Self { dimension, data }
     }
 
     fn row(&self, number: usize) -> Vec<f32> {
-        let block = &self.data[(number / LANES) * self.dimension * LANES..][..self.dimension * LANES];
-        block.chunks_exact(LANES).map(|column| column[number % LANES]).collect()
+        let block = &self.data[(number / LANES) * self.dimension..][..self.dimension];
+        block.iter().map(|column| column.0[number % LANES]).collect()
     }
 
     /// The dot products of `query` with the rows of each of `blocks` (at most `GROUP` of them;
     /// `query.len() == dimension`).
     fn dots(&self, blocks: &[usize], query: &[f32]) -> [[f32; LANES]; GROUP] {
-        let size = self.dimension * LANES;
+        let size = self.dimension;
         // Missing blocks of a short group repeat the first one: their sums are ignored.
-        let columns: [&[f32]; GROUP] =
+        let columns: [&[Column]; GROUP] =
             std::array::from_fn(|slot| &self.data[blocks.get(slot).unwrap_or(&blocks[0]) * size..][..size]);
         block_dots(columns, query)
     }
@@ -192,7 +199,7 @@ const GROUP: usize = 4;
 /// Every variant runs the same multiplications and additions in the same order (separately
 /// rounded: no fused multiply-add), so all give bit-identical sums; the wide ones only hold more
 /// lanes per register.
-fn block_dots(columns: [&[f32]; GROUP], query: &[f32]) -> [[f32; LANES]; GROUP] {
+fn block_dots(columns: [&[Column]; GROUP], query: &[f32]) -> [[f32; LANES]; GROUP] {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx512f") {
@@ -209,25 +216,24 @@ fn block_dots(columns: [&[f32]; GROUP], query: &[f32]) -> [[f32; LANES]; GROUP] 
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn block_dots_avx512(columns: [&[f32]; GROUP], query: &[f32]) -> [[f32; LANES]; GROUP] {
+unsafe fn block_dots_avx512(columns: [&[Column]; GROUP], query: &[f32]) -> [[f32; LANES]; GROUP] {
     block_dots_portable(columns, query)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
-unsafe fn block_dots_avx(columns: [&[f32]; GROUP], query: &[f32]) -> [[f32; LANES]; GROUP] {
+unsafe fn block_dots_avx(columns: [&[Column]; GROUP], query: &[f32]) -> [[f32; LANES]; GROUP] {
     block_dots_portable(columns, query)
 }
 
 #[inline(always)]
-fn block_dots_portable(columns: [&[f32]; GROUP], query: &[f32]) -> [[f32; LANES]; GROUP] {
+fn block_dots_portable(columns: [&[Column]; GROUP], query: &[f32]) -> [[f32; LANES]; GROUP] {
     // -0.0 is the start of `Iterator::sum` for floats: the sign of an all-zero sum matches too.
     let mut sums = [[-0.0f32; LANES]; GROUP];
-    let [a, b, c, d] = columns.map(|block| block.chunks_exact(LANES));
+    let [a, b, c, d] = columns.map(|block| block.iter());
     for ((((&q, a), b), c), d) in query.iter().zip(a).zip(b).zip(c).zip(d) {
         for (sums, column) in sums.iter_mut().zip([a, b, c, d]) {
-            let column: &[f32; LANES] = column.try_into().expect("chunks of LANES");
-            for (sum, &value) in sums.iter_mut().zip(column) {
+            for (sum, &value) in sums.iter_mut().zip(&column.0) {
                 *sum += q * value;
             }
         }
