@@ -31,6 +31,9 @@ pub struct RecordFeatures {
     first_bytes: [u64; 4],
     /// The record's place in its tenant and level of one loaded index, when an index set it.
     pub id_order: Option<IdOrder>,
+    /// The place of the record's page (`meta.doc_id`) among its tenant's pages in doc id order,
+    /// all levels alike, when an index set it: the cascade keys pages by it instead of hashing ids.
+    pub page: Option<IdOrder>,
     /// `topic_number` of the record's domain, section, platform and role (trimmed): what theme
     /// matching compares, instead of the strings.
     pub topics: [u32; 4],
@@ -130,6 +133,7 @@ impl RecordFeatures {
             line_heads,
             first_bytes,
             id_order: None,
+            page: None,
             topics: [&meta.domain, &meta.section, &meta.platform, &meta.role].map(|value| intern_topic(value.trim())),
             boosts: OnceLock::new(),
         }

@@ -62,7 +62,7 @@ impl LevelData {
     /// the scan matrix only: the records themselves carry none (`Record::embedding` is empty).
     /// Rows kept from `base` reuse what it derived from their texts (features, BM25 terms), so a
     /// refresh tokenizes only the records it re-read.
-    fn build(rows: LevelRows, dimension: usize, base: Option<&LevelData>) -> Self {
+    fn build(rows: LevelRows, dimension: usize, base: Option<&LevelData>, pages: &PageNumbers) -> Self {
         let order = rows.id_order();
         let scope = Arc::new(());
         let mut kept: Vec<Option<u32>> = vec![None; base.map_or(0, |base| base.records.len())];
@@ -82,6 +82,7 @@ impl LevelData {
                 }
             };
             derived.id_order = Some(IdOrder { scope: Arc::clone(&scope), number: number as u32 });
+            derived.page = pages.of(&record.meta.doc_id);
             features.push(Arc::new(derived));
             records.push(Arc::clone(record));
             vectors.push(&rows.vectors[row * dimension..][..dimension]);
@@ -208,6 +209,19 @@ pub fn lexical_terms(record: &Record) -> Vec<String> {
     }
 }
 
+/// A tenant's distinct page ids (ascending) and the scope their numbers are valid in.
+struct PageNumbers {
+    doc_ids: Vec<String>,
+    scope: Arc<()>,
+}
+
+impl PageNumbers {
+    fn of(&self, doc_id: &str) -> Option<IdOrder> {
+        let number = self.doc_ids.binary_search_by(|id| id.as_str().cmp(doc_id)).ok()?;
+        Some(IdOrder { scope: Arc::clone(&self.scope), number: number as u32 })
+    }
+}
+
 /// One tenant's part of a loaded index: its docs, sections and chunks, each level with its own
 /// vectors, BM25 statistics and id maps. A refresh that touches one tenant rebuilds only its part;
 /// the other tenants' parts are shared, not copied.
@@ -220,11 +234,17 @@ impl TenantIndex {
     /// Indexes one tenant's records with their embeddings (already validated, all of that tenant);
     /// rows with a `base_number` are kept from `base`.
     fn build(levels: [LevelRows; 3], dimension: usize, base: Option<&TenantIndex>) -> Self {
+        // The tenant's pages in doc id order, numbered once for the three levels.
+        let mut doc_ids: Vec<String> =
+            levels.iter().flat_map(|rows| rows.records.iter().map(|record| record.meta.doc_id.clone())).collect();
+        doc_ids.sort_unstable();
+        doc_ids.dedup();
+        let pages = PageNumbers { doc_ids, scope: Arc::new(()) };
         let mut slots = levels.into_iter().enumerate();
         Self {
             levels: std::array::from_fn(|_| {
                 let (slot, rows) = slots.next().expect("three levels");
-                LevelData::build(rows, dimension, base.map(|base| &base.levels[slot]))
+                LevelData::build(rows, dimension, base.map(|base| &base.levels[slot]), &pages)
             }),
         }
     }
@@ -865,6 +885,33 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn pages_are_numbered_in_doc_id_order_across_the_levels_of_a_tenant() {
+        let index = LoadedIndex::build(fixtures::snapshot()).unwrap();
+        for tenant in ["t1", "t2"] {
+            let tenant = index.tenant(tenant).unwrap();
+            let mut pages: Vec<(String, u32, Arc<()>)> = Vec::new();
+            for level in Level::ALL {
+                let data = tenant.level(level);
+                for (record, features) in data.records.iter().zip(&data.features) {
+                    let page = features.page.as_ref().expect("every record has a page number");
+                    pages.push((record.meta.doc_id.clone(), page.number, Arc::clone(&page.scope)));
+                }
+            }
+            assert!(pages.iter().all(|(.., scope)| Arc::ptr_eq(scope, &pages[0].2)), "one scope per tenant build");
+            let mut doc_ids: Vec<&str> = pages.iter().map(|(doc_id, ..)| doc_id.as_str()).collect();
+            doc_ids.sort_unstable();
+            doc_ids.dedup();
+            for (doc_id, number, _) in &pages {
+                assert_eq!(doc_ids[*number as usize], doc_id, "the number is the page's place in doc id order");
+            }
+        }
+        let scope_of = |tenant: &str| {
+            Arc::clone(&index.tenant(tenant).unwrap().level(Level::Doc).features[0].page.as_ref().unwrap().scope)
+        };
+        assert!(!Arc::ptr_eq(&scope_of("t1"), &scope_of("t2")), "numbers of two tenants never compare");
     }
 
     #[test]

@@ -6,6 +6,7 @@ use super::rerank::rerank_sections;
 use super::types::{RetrievalHit, Steps};
 use super::{Degradation, Result};
 use crate::config::RuntimeSettings;
+use crate::index::features::IdOrder;
 use crate::index::{RecordFilter, VectorIndex};
 use crate::model::Level;
 use crate::rerank::Reranker;
@@ -130,25 +131,17 @@ async fn choose_docs(
             evidence.push((rank_level_with(index, level, filter, ranking, depth, false).await?, weight));
         }
     }
-    // Page ids are borrowed from the ranked records: fusing them clones no string.
-    let mut lists: Vec<(Vec<&str>, f32)> =
-        vec![(direct.iter().map(|d| d.record.meta.doc_id.as_str()).collect(), cascade.doc_weight)];
-    for (ranked, weight) in &evidence {
-        let mut seen = HashSet::default();
-        let pages: Vec<&str> =
-            ranked.iter().map(|r| r.record.meta.doc_id.as_str()).filter(|doc_id| seen.insert(*doc_id)).collect();
-        lists.push((pages, *weight));
-    }
     let fusion = ReciprocalRankFusion::new(cascade.k);
-    let inputs: Vec<RankedList<'_, &str>> = lists.iter().map(|(ids, w)| RankedList::new(ids, *w)).collect();
-    let position: HashMap<&str, usize> =
-        direct.iter().enumerate().map(|(number, d)| (d.record.meta.doc_id.as_str(), number)).collect();
-    // Each fused page: its place in `direct`, or its id when only the evidence named it.
-    let fused: Vec<(std::result::Result<usize, String>, f32, f32)> = fusion
-        .fuse(&inputs, k)
-        .into_iter()
-        .map(|item| (position.get(item.id).copied().ok_or_else(|| item.id.to_string()), item.score, item.normalized))
-        .collect();
+    // Pages are keyed by their number in the tenant's page order when every ranked record has one
+    // from one index build (no id hashed); else by their doc id. Both order pages alike.
+    let page_numbers: Option<Vec<&IdOrder>> =
+        direct.iter().chain(evidence.iter().flat_map(|(ranked, _)| ranked)).map(page_order).collect();
+    let fused = match page_numbers.filter(|pages| pages.iter().all(|page| page.same_scope(pages[0]))) {
+        Some(_) => fuse_pages(&direct, &evidence, cascade.doc_weight, fusion, k, |r| {
+            page_order(r).map_or(u32::MAX, |page| page.number)
+        }),
+        None => fuse_pages(&direct, &evidence, cascade.doc_weight, fusion, k, |r| r.record.meta.doc_id.as_str()),
+    };
     let missing: Vec<String> = fused.iter().filter_map(|(place, ..)| place.as_ref().err().cloned()).collect();
     let mut looked_up: HashMap<String, Ranked> = HashMap::default();
     if !missing.is_empty() {
@@ -171,6 +164,47 @@ async fn choose_docs(
             Some(doc)
         })
         .collect())
+}
+
+/// The record's page number, when the index numbered its pages.
+fn page_order(ranked: &Ranked) -> Option<&IdOrder> {
+    ranked.features.as_ref()?.page.as_ref()
+}
+
+/// The doc step's fusion: the pages of `direct` (in order) and of each evidence list (each page
+/// at its best record), fused by RRF into the top `k`, pages keyed by `key`. Each fused page is
+/// its place in `direct`, or its id when only the evidence named it, with its raw and normalised
+/// score.
+fn fuse_pages<'a, K: Copy + Eq + std::hash::Hash + Ord>(
+    direct: &'a [Ranked],
+    evidence: &'a [(Vec<Ranked>, f32)],
+    doc_weight: f32,
+    fusion: ReciprocalRankFusion,
+    k: usize,
+    key: impl Fn(&'a Ranked) -> K,
+) -> Vec<(std::result::Result<usize, String>, f32, f32)> {
+    let mut lists: Vec<(Vec<K>, f32)> = vec![(direct.iter().map(&key).collect(), doc_weight)];
+    for (ranked, weight) in evidence {
+        let mut seen = HashSet::default();
+        let pages: Vec<K> = ranked.iter().map(&key).filter(|page| seen.insert(*page)).collect();
+        lists.push((pages, *weight));
+    }
+    let inputs: Vec<RankedList<'_, K>> = lists.iter().map(|(ids, w)| RankedList::new(ids, *w)).collect();
+    let position: HashMap<K, usize> = lists[0].0.iter().enumerate().map(|(number, &page)| (page, number)).collect();
+    let doc_id_of = |page: K| {
+        evidence.iter().flat_map(|(ranked, _)| ranked).find(|r| key(r) == page).map(|r| r.record.meta.doc_id.clone())
+    };
+    fusion
+        .fuse(&inputs, k)
+        .into_iter()
+        .filter_map(|item| {
+            let place = match position.get(&item.id) {
+                Some(&number) => Ok(number),
+                None => Err(doc_id_of(item.id)?),
+            };
+            Some((place, item.score, item.normalized))
+        })
+        .collect()
 }
 
 /// Adds `weight` × the score of the page's second-best section to each of its sections and
@@ -353,6 +387,43 @@ mod tests {
         assert!((sections[0].score - 1.04).abs() < 1e-5, "0.95 + 0.1 × 0.9, got {}", sections[0].score);
         assert_eq!(sections[1].score, 1.0, "a page with one ranked section gains nothing");
         assert_eq!(sections[1].page_evidence, Some(0.0));
+    }
+
+    #[test]
+    fn pages_fuse_alike_by_number_and_by_id() {
+        // Page numbers follow doc id order, so fusing by number (ties by number) and by id (ties
+        // by id) choose the same pages in the same order, with the same scores.
+        let scope = Arc::new(());
+        let pages = ["a", "b", "c", "d", "e", "f"];
+        let ranked = |id: &str, doc: &str| {
+            let mut r = section(id, doc, 0.5);
+            let mut features = crate::index::RecordFeatures::of(&r.record);
+            let number = pages.iter().position(|p| *p == doc).unwrap() as u32;
+            features.page = Some(IdOrder { scope: Arc::clone(&scope), number });
+            r.features = Some(Arc::new(features));
+            r
+        };
+        let direct = vec![ranked("e", "e"), ranked("b", "b"), ranked("d", "d"), ranked("a", "a")];
+        let evidence = vec![(
+            vec![
+                ranked("c#s0", "c"),
+                ranked("b#s1", "b"),
+                ranked("c#s1", "c"),
+                ranked("f#s0", "f"),
+                ranked("e#s0", "e"),
+            ],
+            1.0,
+        )];
+        let fusion = ReciprocalRankFusion::new(5.0);
+        for k in [1, 3, 6, 10] {
+            let by_number = fuse_pages(&direct, &evidence, 1.0, fusion, k, |r| page_order(r).unwrap().number);
+            let by_id = fuse_pages(&direct, &evidence, 1.0, fusion, k, |r| r.record.meta.doc_id.as_str());
+            assert_eq!(by_number, by_id, "k = {k}");
+            assert_eq!(by_id.len(), k.min(6));
+        }
+        let all = fuse_pages(&direct, &evidence, 1.0, fusion, 10, |r| r.record.meta.doc_id.as_str());
+        assert!(all.iter().any(|page| page.0 == Err("f".to_string())), "f is named by the evidence only");
+        assert!(all.iter().any(|page| page.0 == Ok(1)), "b is direct's second page");
     }
 
     #[test]
