@@ -235,11 +235,11 @@ impl TenantIndex {
     /// rows with a `base_number` are kept from `base`.
     fn build(levels: [LevelRows; 3], dimension: usize, base: Option<&TenantIndex>) -> Self {
         // The tenant's pages in doc id order, numbered once for the three levels.
-        let mut doc_ids: Vec<String> =
-            levels.iter().flat_map(|rows| rows.records.iter().map(|record| record.meta.doc_id.clone())).collect();
+        let mut doc_ids: Vec<&str> =
+            levels.iter().flat_map(|rows| rows.records.iter().map(|record| record.meta.doc_id.as_str())).collect();
         doc_ids.sort_unstable();
         doc_ids.dedup();
-        let pages = PageNumbers { doc_ids, scope: Arc::new(()) };
+        let pages = PageNumbers { doc_ids: doc_ids.into_iter().map(str::to_string).collect(), scope: Arc::new(()) };
         let mut slots = levels.into_iter().enumerate();
         Self {
             levels: std::array::from_fn(|_| {
