@@ -64,6 +64,11 @@ fn words(rng: &mut Pseudo, count: usize) -> String {
 }
 
 fn synthetic_snapshot() -> Snapshot {
+    synthetic_snapshot_of(&[TENANT])
+}
+
+/// The synthetic corpus once per tenant (each with its own texts and vectors).
+fn synthetic_snapshot_of(tenants: &[&str]) -> Snapshot {
     let mut rng = Pseudo(0x9E37_79B9_7F4A_7C15);
     let mut snapshot = Snapshot {
         format_version: Snapshot::FORMAT_VERSION,
@@ -72,16 +77,23 @@ fn synthetic_snapshot() -> Snapshot {
         dimension: DIMENSION,
         ..Snapshot::default()
     };
+    for tenant in tenants {
+        add_tenant(&mut snapshot, tenant, &mut rng);
+    }
+    snapshot
+}
+
+fn add_tenant(snapshot: &mut Snapshot, tenant: &str, rng: &mut Pseudo) {
     let platforms = ["android", "ios", "web", "main", ""];
     let page_types = ["overview", "howto", "faq", "reference", "changelog"];
     for doc in 0..DOCS {
         let doc_id = format!("docs/{}/page-{doc:03}", platforms[doc % platforms.len()]);
-        let title = words(&mut rng, 3);
+        let title = words(rng, 3);
         let base = Metadata {
-            tenant_id: TENANT.into(),
+            tenant_id: tenant.into(),
             doc_id: doc_id.clone(),
             title: title.clone(),
-            summary: words(&mut rng, 12),
+            summary: words(rng, 12),
             url: format!("https://docs.example.com/kb/{}/guide/page-{doc:03}", platforms[doc % platforms.len()]),
             source: format!("{doc_id}.md"),
             product: "product".into(),
@@ -95,11 +107,11 @@ fn synthetic_snapshot() -> Snapshot {
         snapshot.docs.push(Record { id: doc_id.clone(), text: doc_text, embedding: rng.vector(), meta: base.clone() });
         for section in 0..SECTIONS_PER_DOC {
             let section_id = format!("{doc_id}#s{section}");
-            let heading = words(&mut rng, 2);
+            let heading = words(rng, 2);
             let chunks: Vec<String> = (0..CHUNKS_PER_SECTION)
                 .map(|chunk| {
                     let marker = if chunk % 2 == 0 { "1. " } else { "" };
-                    format!("{marker}{}\n{}", words(&mut rng, 30), words(&mut rng, 30))
+                    format!("{marker}{}\n{}", words(rng, 30), words(rng, 30))
                 })
                 .collect();
             let section_text = format!("## {heading}\n{}", chunks.join("\n"));
@@ -133,15 +145,19 @@ fn synthetic_snapshot() -> Snapshot {
             }
         }
     }
-    snapshot
 }
 
 fn queries() -> Vec<SearchRequest> {
+    queries_over(&[TENANT])
+}
+
+/// 16 queries per tenant, the tenants taking turns.
+fn queries_over(tenants: &[&str]) -> Vec<SearchRequest> {
     let mut rng = Pseudo(42);
-    (0..16)
-        .map(|_| {
+    (0..16 * tenants.len())
+        .map(|number| {
             let query = words(&mut rng, 4);
-            let tenant = TenantId::new(TENANT).expect("a valid tenant id");
+            let tenant = TenantId::new(tenants[number % tenants.len()]).expect("a valid tenant id");
             SearchRequest { query_embedding: Some(rng.vector()), ..SearchRequest::new(tenant, query) }
         })
         .collect()
@@ -163,6 +179,26 @@ fn bench_search(c: &mut Criterion) {
     let requests = queries();
     let mut next = 0;
     c.bench_function("search/service_200x5x4", |b| {
+        b.iter(|| {
+            next = (next + 1) % requests.len();
+            let response = runtime.block_on(service.search(&requests[next])).expect("search");
+            black_box(response.hits.len())
+        })
+    });
+}
+
+/// Ten tenants of the same size, queried in turn: a tenant's vectors, records and features are
+/// less likely to be in the cache when its next query comes, as in the service, whose
+/// side-by-side corpus has ten tenants (the single-tenant bench above keeps one tenant warm).
+fn bench_search_tenants(c: &mut Criterion) {
+    let tenants: Vec<String> = (0..10).map(|number| format!("tenant-{number:02}")).collect();
+    let tenants: Vec<&str> = tenants.iter().map(String::as_str).collect();
+    let index = Arc::new(InMemoryIndex::from_snapshot(synthetic_snapshot_of(&tenants)).expect("valid snapshot"));
+    let service = service(index);
+    let runtime = runtime();
+    let requests = queries_over(&tenants);
+    let mut next = 0;
+    c.bench_function("search/service_10_tenants_in_turn", |b| {
         b.iter(|| {
             next = (next + 1) % requests.len();
             let response = runtime.block_on(service.search(&requests[next])).expect("search");
@@ -250,6 +286,6 @@ criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30).warm_up_time(std::time::Duration::from_secs(1))
         .measurement_time(std::time::Duration::from_secs(3));
-    targets = bench_search, bench_stages, bench_refresh
+    targets = bench_search, bench_search_tenants, bench_stages, bench_refresh
 }
 criterion_main!(benches);
