@@ -53,7 +53,7 @@ struct LevelData {
     /// Number → the record's derived features (boosting reads them instead of the text).
     features: Vec<Arc<RecordFeatures>>,
     index: TenantLevel,
-    /// This build of the level (pointer identity): what `LevelScores` are remembered for.
+    /// This build of the level (pointer identity): what the thread's `Kept` entries are kept for.
     scope: Arc<()>,
 }
 
@@ -110,24 +110,14 @@ impl LevelData {
         if filter.doc_ids.is_none() && filter.section_ids.is_none() {
             return self.index.candidates(filter);
         }
-        RESOLVED_IDS.with(|slot| {
-            let mut slot = slot.borrow_mut();
-            if let Some(kept) = slot.as_ref().filter(|kept| {
-                Arc::ptr_eq(&kept.scope, &self.scope)
-                    && kept.doc_ids == filter.doc_ids
-                    && kept.section_ids == filter.section_ids
-            }) {
-                return kept.numbers.clone();
-            }
-            let numbers = self.index.candidates(filter);
-            *slot = Some(ResolvedIds {
-                scope: Arc::clone(&self.scope),
-                doc_ids: filter.doc_ids.clone(),
-                section_ids: filter.section_ids.clone(),
-                numbers: numbers.clone(),
-            });
-            numbers
-        })
+        let ids = |(doc_ids, section_ids): &IdLists| *doc_ids == filter.doc_ids && *section_ids == filter.section_ids;
+        if let Some(numbers) = Kept::recall(&RESOLVED_IDS, &self.scope, ids, Vec::clone) {
+            return numbers;
+        }
+        let numbers = self.index.candidates(filter);
+        let key = (filter.doc_ids.clone(), filter.section_ids.clone());
+        Kept::remember(&RESOLVED_IDS, &self.scope, key, numbers.clone());
+        numbers
     }
 
     fn scored_records(&self, scored: &[(f32, usize)]) -> Vec<ScoredRecord> {
@@ -142,59 +132,50 @@ impl LevelData {
     }
 }
 
-/// The scores of every record of one tenant level for one query (its vector, or its terms), kept
-/// by the thread that computed them. The cascade ranks a tenant's sections over the whole tenant
-/// for the doc step and again, restricted to the chosen pages, for the section step; a score is a
-/// function of the level and the query alone (BM25 statistics are the level's), so the restricted
-/// ranking reads them here instead of scanning the vectors and postings again.
-struct LevelScores<Q> {
+/// What a thread keeps of one build of a tenant level (`scope`) for one key, so that the next
+/// call with the same key on the same build reads it instead of computing it again:
+/// - the scores of every record for one query (its vector, or its terms). The cascade ranks a
+///   tenant's sections over the whole tenant for the doc step and again, restricted to the chosen
+///   pages, for the section step; a score is a function of the level and the query alone (BM25
+///   statistics are the level's), so the restricted ranking reads them here instead of scanning
+///   the vectors and postings again;
+/// - the record numbers a filter's page and section id lists resolved to (`LevelData::candidates`).
+///
+/// The build is compared by pointer and the key in full, so a stale or foreign entry is never read.
+struct Kept<K, V> {
     scope: Arc<()>,
-    query: Q,
-    scores: Vec<f32>,
+    key: K,
+    value: V,
 }
 
-type Remembered<Q> = std::thread::LocalKey<std::cell::RefCell<Option<LevelScores<Q>>>>;
+type Slot<K, V> = std::thread::LocalKey<std::cell::RefCell<Option<Kept<K, V>>>>;
 
-/// The record numbers a filter's id lists resolved to on one build of a level
-/// (`LevelData::candidates`).
-struct ResolvedIds {
-    scope: Arc<()>,
-    doc_ids: Option<Vec<String>>,
-    section_ids: Option<Vec<String>>,
-    numbers: Vec<usize>,
-}
+/// A filter's page and section id lists.
+type IdLists = (Option<Vec<String>>, Option<Vec<String>>);
 
 thread_local! {
-    static RESOLVED_IDS: std::cell::RefCell<Option<ResolvedIds>> = const { std::cell::RefCell::new(None) };
-    static DENSE_SCORES: std::cell::RefCell<Option<LevelScores<Vec<f32>>>> = const { std::cell::RefCell::new(None) };
-    static LEXICAL_SCORES: std::cell::RefCell<Option<LevelScores<Vec<String>>>> = const { std::cell::RefCell::new(None) };
+    static RESOLVED_IDS: std::cell::RefCell<Option<Kept<IdLists, Vec<usize>>>> = const { std::cell::RefCell::new(None) };
+    static DENSE_SCORES: std::cell::RefCell<Option<Kept<Vec<f32>, Vec<f32>>>> = const { std::cell::RefCell::new(None) };
+    static LEXICAL_SCORES: std::cell::RefCell<Option<Kept<Vec<String>, Vec<f32>>>> = const { std::cell::RefCell::new(None) };
 }
 
-impl<Q> LevelScores<Q> {
-    /// Keeps `scores` (one per record of the level built as `scope`) for `query`.
-    fn remember<E: Clone>(slot: &'static Remembered<Q>, scope: &Arc<()>, query: &[E], scores: Vec<f32>)
-    where
-        Q: From<Vec<E>>,
-    {
-        slot.with(|slot| {
-            *slot.borrow_mut() = Some(LevelScores { scope: Arc::clone(scope), query: Q::from(query.to_vec()), scores });
-        });
+impl<K: 'static, V: 'static> Kept<K, V> {
+    /// Keeps `value` for `key` on the level build `scope`, in place of what the thread kept.
+    fn remember(slot: &'static Slot<K, V>, scope: &Arc<()>, key: K, value: V) {
+        slot.with(|slot| *slot.borrow_mut() = Some(Kept { scope: Arc::clone(scope), key, value }));
     }
 
-    /// `read` of the scores kept for exactly this level build and query, if any.
-    fn recall<E: PartialEq, T>(
-        slot: &'static Remembered<Q>,
+    /// `read` of the value kept on exactly this level build for a key `is_key` accepts, if any.
+    fn recall<T>(
+        slot: &'static Slot<K, V>,
         scope: &Arc<()>,
-        query: &[E],
-        read: impl FnOnce(&[f32]) -> T,
-    ) -> Option<T>
-    where
-        Q: AsRef<[E]>,
-    {
+        is_key: impl FnOnce(&K) -> bool,
+        read: impl FnOnce(&V) -> T,
+    ) -> Option<T> {
         slot.with(|slot| {
             let slot = slot.borrow();
-            let kept = slot.as_ref().filter(|kept| Arc::ptr_eq(&kept.scope, scope) && kept.query.as_ref() == query)?;
-            Some(read(&kept.scores))
+            let kept = slot.as_ref().filter(|kept| Arc::ptr_eq(&kept.scope, scope))?;
+            is_key(&kept.key).then(|| read(&kept.value))
         })
     }
 }
@@ -426,12 +407,16 @@ impl LoadedIndex {
         let numbers = data.matching(filter);
         let mut scored = if numbers.len() == data.records.len() {
             let scored = data.index.cosine_scores(&numbers, query);
-            LevelScores::remember(&DENSE_SCORES, &data.scope, query, scored.iter().map(|&(score, _)| score).collect());
+            let scores = scored.iter().map(|&(score, _)| score).collect();
+            Kept::remember(&DENSE_SCORES, &data.scope, query.to_vec(), scores);
             scored
         } else {
-            match LevelScores::recall(&DENSE_SCORES, &data.scope, query, |all| {
-                numbers.iter().map(|&number| (all[number], number)).collect()
-            }) {
+            match Kept::recall(
+                &DENSE_SCORES,
+                &data.scope,
+                |kept| kept.as_slice() == query,
+                |all| numbers.iter().map(|&number| (all[number], number)).collect(),
+            ) {
                 Some(scored) => scored,
                 None => data.index.cosine_scores(&numbers, query),
             }
@@ -451,14 +436,19 @@ impl LoadedIndex {
         let remembered = if everything {
             None
         } else {
-            LevelScores::recall(&LEXICAL_SCORES, &data.scope, terms, |all| {
-                let keep = |&number: &usize| all[number] > 0.0 && accept(number);
-                let scored = |number: usize| (all[number], number);
-                match &candidates {
-                    Some(numbers) => numbers.iter().copied().filter(|n| keep(n)).map(scored).collect(),
-                    None => (0..all.len()).filter(keep).map(scored).collect(),
-                }
-            })
+            Kept::recall(
+                &LEXICAL_SCORES,
+                &data.scope,
+                |kept| kept.as_slice() == terms,
+                |all| {
+                    let keep = |&number: &usize| all[number] > 0.0 && accept(number);
+                    let scored = |number: usize| (all[number], number);
+                    match &candidates {
+                        Some(numbers) => numbers.iter().copied().filter(|n| keep(n)).map(scored).collect(),
+                        None => (0..all.len()).filter(keep).map(scored).collect(),
+                    }
+                },
+            )
         };
         let mut scored: Vec<(f32, usize)> = match remembered {
             Some(scored) => scored,
@@ -472,7 +462,7 @@ impl LoadedIndex {
                 if everything {
                     let mut all = vec![0.0; data.records.len()];
                     scored.iter().for_each(|&(score, number)| all[number] = score);
-                    LevelScores::remember(&LEXICAL_SCORES, &data.scope, terms, all);
+                    Kept::remember(&LEXICAL_SCORES, &data.scope, terms.to_vec(), all);
                 }
                 scored
             }
