@@ -100,9 +100,7 @@ impl Bm25Index {
     /// returns (document number, score) pairs with score > 0, unsorted.
     pub fn score(&self, query_terms: &[String], accept: impl Fn(usize) -> bool) -> Vec<(usize, f32)> {
         let total_documents = self.lengths.len() as f32;
-        let mut unique_terms: Vec<&String> = query_terms.iter().collect();
-        unique_terms.sort();
-        unique_terms.dedup();
+        let unique_terms = distinct(query_terms);
         // Dense per-document arrays: postings of common words are long, and a hash map per
         // posting was the hot spot of a search.
         let mut scores: Vec<f32> = Vec::new();
@@ -141,9 +139,7 @@ impl Bm25Index {
         accept: impl Fn(usize) -> bool,
     ) -> Vec<(usize, f32)> {
         let total_documents = self.lengths.len() as f32;
-        let mut unique_terms: Vec<&String> = query_terms.iter().collect();
-        unique_terms.sort();
-        unique_terms.dedup();
+        let unique_terms = distinct(query_terms);
         let numbers: Vec<usize> = numbers.iter().copied().filter(|&number| accept(number)).collect();
         let mut scores = vec![0.0f32; numbers.len()];
         for term in unique_terms {
@@ -184,6 +180,15 @@ impl Bm25Index {
         let tf = frequency as f32;
         idf * tf * (self.params.k1 + 1.0) / (tf + self.params.k1 * (1.0 - self.params.b + self.params.b * norm))
     }
+}
+
+/// The distinct query terms, sorted: each term counts once, and its weights are added to a
+/// document's score in this order (so both scoring paths sum alike).
+fn distinct(query_terms: &[String]) -> Vec<&String> {
+    let mut terms: Vec<&String> = query_terms.iter().collect();
+    terms.sort();
+    terms.dedup();
+    terms
 }
 
 #[cfg(test)]

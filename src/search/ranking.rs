@@ -181,7 +181,6 @@ impl From<FusedItem<usize>> for Fused {
 /// every entry of `dense` followed by every entry of `lexical`.
 fn number_by_id<'a>(dense: &'a [ScoredRecord], lexical: &'a [ScoredRecord]) -> (Vec<&'a ScoredRecord>, Vec<usize>) {
     let entries: Vec<&ScoredRecord> = dense.iter().chain(lexical).collect();
-    let mut order: Vec<usize> = (0..entries.len()).collect();
     // When the index numbered every entry in one scope (one load), its numbers are the id order.
     let id_orders: Option<Vec<&IdOrder>> =
         entries.iter().map(|scored| scored.features.as_ref()?.id_order.as_ref()).collect();
@@ -189,6 +188,7 @@ fn number_by_id<'a>(dense: &'a [ScoredRecord], lexical: &'a [ScoredRecord]) -> (
     if let Some(numbered) = id_orders.as_deref().and_then(|orders| by_bitmap(&entries, orders)) {
         return numbered;
     }
+    let mut order: Vec<usize> = (0..entries.len()).collect();
     match &id_orders {
         Some(orders) => order.sort_unstable_by_key(|&entry| (orders[entry].number, entry)),
         None => order.sort_unstable_by(|&a, &b| entries[a].record.id.cmp(&entries[b].record.id).then(a.cmp(&b))),
