@@ -147,10 +147,6 @@ fn add_tenant(snapshot: &mut Snapshot, tenant: &str, rng: &mut Pseudo) {
     }
 }
 
-fn queries() -> Vec<SearchRequest> {
-    queries_over(&[TENANT])
-}
-
 /// 16 queries per tenant, the tenants taking turns.
 fn queries_over(tenants: &[&str]) -> Vec<SearchRequest> {
     let mut rng = Pseudo(42);
@@ -173,18 +169,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn bench_search(c: &mut Criterion) {
-    let index = Arc::new(InMemoryIndex::from_snapshot(synthetic_snapshot()).expect("valid snapshot"));
-    let service = service(index);
-    let runtime = runtime();
-    let requests = queries();
-    let mut next = 0;
-    c.bench_function("search/service_200x5x4", |b| {
-        b.iter(|| {
-            next = (next + 1) % requests.len();
-            let response = runtime.block_on(service.search(&requests[next])).expect("search");
-            black_box(response.hits.len())
-        })
-    });
+    bench_service(c, "search/service_200x5x4", &[TENANT]);
 }
 
 /// Ten tenants of the same size, queried in turn: a tenant's vectors, records and features are
@@ -193,12 +178,18 @@ fn bench_search(c: &mut Criterion) {
 fn bench_search_tenants(c: &mut Criterion) {
     let tenants: Vec<String> = (0..10).map(|number| format!("tenant-{number:02}")).collect();
     let tenants: Vec<&str> = tenants.iter().map(String::as_str).collect();
-    let index = Arc::new(InMemoryIndex::from_snapshot(synthetic_snapshot_of(&tenants)).expect("valid snapshot"));
+    bench_service(c, "search/service_10_tenants_in_turn", &tenants);
+}
+
+/// One search at a time through `SearchService` over the synthetic corpus of each of `tenants`,
+/// the queries taking turns.
+fn bench_service(c: &mut Criterion, name: &str, tenants: &[&str]) {
+    let index = Arc::new(InMemoryIndex::from_snapshot(synthetic_snapshot_of(tenants)).expect("valid snapshot"));
     let service = service(index);
     let runtime = runtime();
-    let requests = queries_over(&tenants);
+    let requests = queries_over(tenants);
     let mut next = 0;
-    c.bench_function("search/service_10_tenants_in_turn", |b| {
+    c.bench_function(name, |b| {
         b.iter(|| {
             next = (next + 1) % requests.len();
             let response = runtime.block_on(service.search(&requests[next])).expect("search");
