@@ -1,5 +1,6 @@
 //! Micro-benchmarks of the search path on a synthetic corpus built in process: one search through
-//! `SearchService` (200 docs × 5 sections × 4 chunks, one tenant, 384-d random vectors), and
+//! `SearchService` (200 docs × 5 sections × 4 chunks, one tenant, 384-d random vectors; also ten
+//! such tenants in turn, and two searches at once on two threads), and
 //! boosting, fusion and BM25 each alone; and the rebuild of that tenant after a one-page write.
 //! `cargo bench`; a regression shows without a load generator.
 
@@ -181,6 +182,59 @@ fn bench_search_tenants(c: &mut Criterion) {
     bench_service(c, "search/service_10_tenants_in_turn", &tenants);
 }
 
+/// Two searches at a time, each on its own thread, over ten tenants, with queries near a record of
+/// their tenant (its vector plus noise, words of its text) as real queries are: the side-by-side
+/// load in process. Criterion's time per iteration is the wall time of all searches over their
+/// count, so it is the inverse of throughput on two cores. Two searches at once share the caches,
+/// the memory bandwidth and the reference counts they touch, as the service's two workers do.
+fn bench_search_two_threads(c: &mut Criterion) {
+    let tenants: Vec<String> = (0..10).map(|number| format!("tenant-{number:02}")).collect();
+    let tenants: Vec<&str> = tenants.iter().map(String::as_str).collect();
+    let snapshot = synthetic_snapshot_of(&tenants);
+    let requests = queries_near(&snapshot, 256);
+    let service = service(Arc::new(InMemoryIndex::from_snapshot(snapshot).expect("valid snapshot")));
+    let threads = 2;
+    c.bench_function("search/two_threads_10_tenants_near_queries", |b| {
+        b.iter_custom(|iters| {
+            let started = std::time::Instant::now();
+            std::thread::scope(|scope| {
+                for thread in 0..threads {
+                    let (service, requests) = (&service, &requests);
+                    scope.spawn(move || {
+                        let runtime = runtime();
+                        let mine = (thread as u64..iters).step_by(threads);
+                        for (count, at) in mine.enumerate() {
+                            let request = &requests[(at as usize + count) % requests.len()];
+                            let response = runtime.block_on(service.search(request)).expect("search");
+                            black_box(response.hits.len());
+                        }
+                    });
+                }
+            });
+            started.elapsed()
+        })
+    });
+}
+
+/// `count` queries, each near a section of the snapshot taken at random: its vector plus noise of
+/// about a third of its norm, and four words of its text.
+fn queries_near(snapshot: &Snapshot, count: usize) -> Vec<SearchRequest> {
+    let mut rng = Pseudo(4242);
+    (0..count)
+        .map(|_| {
+            let section = &snapshot.sections[rng.below(snapshot.sections.len())];
+            // `unit()` has a standard deviation of 1/√3 per dimension.
+            let norm = section.embedding.iter().map(|value| value * value).sum::<f32>().sqrt();
+            let noise = 0.35 * norm / (DIMENSION as f32).sqrt() * 3f32.sqrt();
+            let vector: Vec<f32> = section.embedding.iter().map(|&value| value + noise * rng.unit()).collect();
+            let words: Vec<&str> = section.text.split_whitespace().filter(|word| word.len() > 3).collect();
+            let query = (0..4).map(|_| words[rng.below(words.len())]).collect::<Vec<_>>().join(" ");
+            let tenant = TenantId::new(&section.meta.tenant_id).expect("a valid tenant id");
+            SearchRequest { query_embedding: Some(vector), ..SearchRequest::new(tenant, query) }
+        })
+        .collect()
+}
+
 /// One search at a time through `SearchService` over the synthetic corpus of each of `tenants`,
 /// the queries taking turns.
 fn bench_service(c: &mut Criterion, name: &str, tenants: &[&str]) {
@@ -277,6 +331,6 @@ criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30).warm_up_time(std::time::Duration::from_secs(1))
         .measurement_time(std::time::Duration::from_secs(3));
-    targets = bench_search, bench_search_tenants, bench_stages, bench_refresh
+    targets = bench_search, bench_search_tenants, bench_search_two_threads, bench_stages, bench_refresh
 }
 criterion_main!(benches);
