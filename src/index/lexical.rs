@@ -20,10 +20,20 @@ impl Default for Bm25Params {
 /// An inverted index over a fixed list of documents numbered 0..n.
 #[derive(Debug, Default)]
 pub struct Bm25Index {
-    postings: HashMap<String, Vec<(u32, u32)>>,
+    postings: HashMap<String, Vec<Posting>>,
     lengths: Vec<u32>,
     average_length: f32,
     params: Bm25Params,
+}
+
+/// One document holding a term: its number, how often it holds the term, and the term's BM25
+/// weight in it. The weight is a function of the build alone (the term's document frequency, the
+/// document's length, the average length), so `finish` computes it once for every search.
+#[derive(Debug, Clone, Copy)]
+struct Posting {
+    number: u32,
+    count: u32,
+    weight: f32,
 }
 
 impl Bm25Index {
@@ -54,8 +64,10 @@ impl Bm25Index {
             }
         }
         for (term, posting) in &self.postings {
-            let moved: Vec<(u32, u32)> =
-                posting.iter().filter_map(|&(old, count)| kept[old as usize].map(|new| (new, count))).collect();
+            let moved: Vec<Posting> = posting
+                .iter()
+                .filter_map(|entry| kept[entry.number as usize].map(|number| Posting { number, ..*entry }))
+                .collect();
             if !moved.is_empty() {
                 index.postings.insert(term.clone(), moved);
             }
@@ -74,17 +86,24 @@ impl Bm25Index {
             *counts.entry(term).or_default() += 1;
         }
         for (term, count) in counts {
-            self.postings.entry(term).or_default().push((number, count));
+            self.postings.entry(term).or_default().push(Posting { number, count, weight: 0.0 });
         }
     }
 
     fn finish(mut self) -> Self {
         // Postings in ascending document number: `score_among` looks documents up in them.
-        for posting in self.postings.values_mut() {
-            posting.sort_unstable_by_key(|&(number, _)| number);
-        }
         let total: u64 = self.lengths.iter().map(|&l| l as u64).sum();
         self.average_length = if self.lengths.is_empty() { 0.0 } else { total as f32 / self.lengths.len() as f32 };
+        let total_documents = self.lengths.len() as f32;
+        let mut postings = std::mem::take(&mut self.postings);
+        for posting in postings.values_mut() {
+            posting.sort_unstable_by_key(|entry| entry.number);
+            let idf = idf(posting.len(), total_documents);
+            for entry in posting.iter_mut() {
+                entry.weight = self.weight(idf, entry.number as usize, entry.count);
+            }
+        }
+        self.postings = postings;
         self
     }
 
@@ -99,7 +118,6 @@ impl Bm25Index {
     /// Scores every document that contains at least one query term and passes `accept`;
     /// returns (document number, score) pairs with score > 0, unsorted.
     pub fn score(&self, query_terms: &[String], accept: impl Fn(usize) -> bool) -> Vec<(usize, f32)> {
-        let total_documents = self.lengths.len() as f32;
         let unique_terms = distinct(query_terms);
         // Dense per-document arrays: postings of common words are long, and a hash map per
         // posting was the hot spot of a search.
@@ -114,16 +132,15 @@ impl Bm25Index {
                 scores = vec![0.0; self.lengths.len()];
                 verdicts = vec![UNKNOWN; self.lengths.len()];
             }
-            let idf = self.idf(posting, total_documents);
-            for &(number, frequency) in posting {
-                let number = number as usize;
+            for entry in posting {
+                let number = entry.number as usize;
                 if verdicts[number] == UNKNOWN {
                     verdicts[number] = if accept(number) { ACCEPTED } else { REJECTED };
                 }
                 if verdicts[number] == REJECTED {
                     continue;
                 }
-                scores[number] += self.weight(idf, number, frequency);
+                scores[number] += entry.weight;
             }
         }
         scores.into_iter().enumerate().filter(|(_, score)| *score > 0.0).collect()
@@ -138,39 +155,29 @@ impl Bm25Index {
         numbers: &[usize],
         accept: impl Fn(usize) -> bool,
     ) -> Vec<(usize, f32)> {
-        let total_documents = self.lengths.len() as f32;
         let unique_terms = distinct(query_terms);
         let numbers: Vec<usize> = numbers.iter().copied().filter(|&number| accept(number)).collect();
         let mut scores = vec![0.0f32; numbers.len()];
         for term in unique_terms {
             let Some(posting) = self.postings.get(term.as_str()) else { continue };
-            let idf = self.idf(posting, total_documents);
             // Both lists ascend. Few documents: each is searched for in the rest of the posting;
             // else the two lists are walked side by side.
             let bits = (usize::BITS - posting.len().leading_zeros()) as usize;
             let search = numbers.len() * bits < posting.len();
-            let mut rest: &[(u32, u32)] = posting;
+            let mut rest: &[Posting] = posting;
             for (score, &number) in scores.iter_mut().zip(&numbers) {
                 let at = if search {
-                    rest.partition_point(|&(document, _)| (document as usize) < number)
+                    rest.partition_point(|entry| (entry.number as usize) < number)
                 } else {
-                    rest.iter().position(|&(document, _)| document as usize >= number).unwrap_or(rest.len())
+                    rest.iter().position(|entry| entry.number as usize >= number).unwrap_or(rest.len())
                 };
                 rest = &rest[at..];
-                if let Some(&(document, frequency)) = rest.first() {
-                    if document as usize == number {
-                        *score += self.weight(idf, number, frequency);
-                    }
+                if let Some(entry) = rest.first().filter(|entry| entry.number as usize == number) {
+                    *score += entry.weight;
                 }
             }
         }
         numbers.into_iter().zip(scores).filter(|(_, score)| *score > 0.0).collect()
-    }
-
-    /// The "plus one" IDF of Lucene, which keeps weights positive for very common terms.
-    fn idf(&self, posting: &[(u32, u32)], total_documents: f32) -> f32 {
-        let document_frequency = posting.len() as f32;
-        (1.0 + (total_documents - document_frequency + 0.5) / (document_frequency + 0.5)).ln()
     }
 
     /// One term's BM25 weight in document `number`, which holds it `frequency` times.
@@ -180,6 +187,13 @@ impl Bm25Index {
         let tf = frequency as f32;
         idf * tf * (self.params.k1 + 1.0) / (tf + self.params.k1 * (1.0 - self.params.b + self.params.b * norm))
     }
+}
+
+/// The "plus one" IDF of Lucene, which keeps weights positive for very common terms: of a term
+/// that `document_frequency` of `total_documents` documents hold.
+fn idf(document_frequency: usize, total_documents: f32) -> f32 {
+    let document_frequency = document_frequency as f32;
+    (1.0 + (total_documents - document_frequency + 0.5) / (document_frequency + 0.5)).ln()
 }
 
 /// The distinct query terms, sorted: each term counts once, and its weights are added to a
@@ -263,6 +277,54 @@ mod tests {
                 let bits = |list: &[(usize, f32)]| list.iter().map(|&(n, s)| (n, s.to_bits())).collect::<Vec<_>>();
                 assert_eq!(bits(&got), bits(&expected), "{numbers:?} {odd_only}");
             }
+        }
+    }
+
+    #[test]
+    fn scores_are_the_bm25_formula_over_the_current_documents() {
+        // The textbook sum, written out: the weights kept in the postings must be those of the
+        // documents as they are now, also after a renumbering changed the lengths and the counts.
+        let texts = ["alpha beta beta", "beta gamma", "alpha", "gamma gamma gamma delta"];
+        let documents: Vec<Vec<String>> = texts.iter().map(|text| terms(text)).collect();
+        let expected = |documents: &[Vec<String>], query: &[String]| -> Vec<(usize, u32)> {
+            let (k1, b) = (1.2f32, 0.75f32);
+            let total = documents.len() as f32;
+            let average = documents.iter().map(Vec::len).sum::<usize>() as f32 / total;
+            let mut query: Vec<&String> = query.iter().collect();
+            query.sort();
+            query.dedup();
+            let mut scores = Vec::new();
+            for (number, document) in documents.iter().enumerate() {
+                let mut score = 0.0f32;
+                for term in &query {
+                    let holders = documents.iter().filter(|d| d.contains(term)).count() as f32;
+                    let count = document.iter().filter(|t| t == term).count() as f32;
+                    if count > 0.0 {
+                        let idf = (1.0 + (total - holders + 0.5) / (holders + 0.5)).ln();
+                        let norm = document.len() as f32 / average;
+                        score += idf * count * (k1 + 1.0) / (count + k1 * (1.0 - b + b * norm));
+                    }
+                }
+                if score > 0.0 {
+                    scores.push((number, score.to_bits()));
+                }
+            }
+            scores
+        };
+        let got = |index: &Bm25Index, query: &[String]| -> Vec<(usize, u32)> {
+            let mut scores: Vec<(usize, u32)> =
+                index.score(query, |_| true).into_iter().map(|(n, s)| (n, s.to_bits())).collect();
+            scores.sort();
+            scores
+        };
+        let built = Bm25Index::build(documents.clone(), Bm25Params::default());
+        let renumbered = built.renumbered(&[Some(0), None, Some(1), Some(2)], [(3, terms("beta beta alpha"))], 4);
+        let now: Vec<Vec<String>> =
+            vec![documents[0].clone(), documents[2].clone(), documents[3].clone(), terms("beta beta alpha")];
+        for query in ["alpha", "beta gamma", "delta alpha beta", "gamma"] {
+            let query = terms(query);
+            assert_eq!(got(&built, &query), expected(&documents, &query), "{query:?}");
+            assert_eq!(got(&renumbered, &query), expected(&now, &query), "renumbered {query:?}");
         }
     }
 
