@@ -30,6 +30,19 @@ const SECTIONS_PER_DOC: usize = 5;
 const CHUNKS_PER_SECTION: usize = 4;
 const DIMENSION: usize = 384;
 const TENANT: &str = "bench";
+/// The tenants of the ten-tenant benches (the side-by-side corpus has ten).
+const TEN_TENANTS: [&str; 10] = [
+    "tenant-00",
+    "tenant-01",
+    "tenant-02",
+    "tenant-03",
+    "tenant-04",
+    "tenant-05",
+    "tenant-06",
+    "tenant-07",
+    "tenant-08",
+    "tenant-09",
+];
 
 /// xorshift64*: deterministic data without a dependency.
 struct Pseudo(u64);
@@ -177,9 +190,7 @@ fn bench_search(c: &mut Criterion) {
 /// less likely to be in the cache when its next query comes, as in the service, whose
 /// side-by-side corpus has ten tenants (the single-tenant bench above keeps one tenant warm).
 fn bench_search_tenants(c: &mut Criterion) {
-    let tenants: Vec<String> = (0..10).map(|number| format!("tenant-{number:02}")).collect();
-    let tenants: Vec<&str> = tenants.iter().map(String::as_str).collect();
-    bench_service(c, "search/service_10_tenants_in_turn", &tenants);
+    bench_service(c, "search/service_10_tenants_in_turn", &TEN_TENANTS);
 }
 
 /// Two searches at a time, each on its own thread, over ten tenants, with queries near a record of
@@ -188,9 +199,7 @@ fn bench_search_tenants(c: &mut Criterion) {
 /// count, so it is the inverse of throughput on two cores. Two searches at once share the caches,
 /// the memory bandwidth and the reference counts they touch, as the service's two workers do.
 fn bench_search_two_threads(c: &mut Criterion) {
-    let tenants: Vec<String> = (0..10).map(|number| format!("tenant-{number:02}")).collect();
-    let tenants: Vec<&str> = tenants.iter().map(String::as_str).collect();
-    let snapshot = synthetic_snapshot_of(&tenants);
+    let snapshot = synthetic_snapshot_of(&TEN_TENANTS);
     let requests = queries_near(&snapshot, 256);
     let service = service(Arc::new(InMemoryIndex::from_snapshot(snapshot).expect("valid snapshot")));
     let threads = 2;

@@ -91,12 +91,12 @@ impl Bm25Index {
     }
 
     fn finish(mut self) -> Self {
-        // Postings in ascending document number: `score_among` looks documents up in them.
         let total: u64 = self.lengths.iter().map(|&l| l as u64).sum();
         self.average_length = if self.lengths.is_empty() { 0.0 } else { total as f32 / self.lengths.len() as f32 };
         let total_documents = self.lengths.len() as f32;
         let mut postings = std::mem::take(&mut self.postings);
         for posting in postings.values_mut() {
+            // Postings in ascending document number: `score_among` looks documents up in them.
             posting.sort_unstable_by_key(|entry| entry.number);
             let idf = idf(posting.len(), total_documents);
             for entry in posting.iter_mut() {
