@@ -5,6 +5,7 @@
 //! `cargo bench`; a regression shows without a load generator.
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use retrieval_service::api::extract::parse_strict;
 use retrieval_service::config::Settings;
 use retrieval_service::embed::PseudoEmbedder;
 use retrieval_service::index::chroma::ChangeScope;
@@ -303,6 +304,21 @@ fn bench_stages(c: &mut Criterion) {
             let mut hits = candidates.clone();
             boost_and_sort(&mut hits, &boosting, &cached);
             black_box(hits.len())
+        })
+    });
+
+    // A request body as the side-by-side load sends it: four words and a 384-d embedding written
+    // with seven decimals.
+    let embedding: Vec<String> = rng.vector().iter().map(|x| format!("{:.7}", x * 0.1)).collect();
+    let body = format!(
+        r#"{{"query":"{}","tenant_id":"tenant-03","query_embedding":[{}]}}"#,
+        words(&mut rng, 4),
+        embedding.join(",")
+    );
+    c.bench_function("parse/search_request_384d", |b| {
+        b.iter(|| {
+            let request: SearchRequest = parse_strict(black_box(body.as_bytes())).expect("valid body");
+            black_box(request.query_embedding.map(|v| v.len()))
         })
     });
 

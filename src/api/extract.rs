@@ -1,21 +1,19 @@
 //! `ApiJson`: the one JSON parsing path of every endpoint, with rejections rendered as our JSON
 //! error body.
 //!
-//! A body is parsed in two steps: first into a JSON value that rejects a repeated key at any
-//! depth (`{"tenant_id":"a","tenant_id":"b"}` must never mean "the last one wins": a gateway
-//! that checks the first one would be bypassed), then into the endpoint's typed request, whose
-//! structs reject unknown fields. Malformed JSON is 400 `invalid_json`; well-formed JSON that
+//! A body is parsed straight into the endpoint's typed request, whose structs reject unknown
+//! fields, under rules checked at every depth while it is read (`super::strict`): a repeated key
+//! is an error (`{"tenant_id":"a","tenant_id":"b"}` must never mean "the last one wins": a
+//! gateway that checks the first one would be bypassed), arrays are capped, and `5.0` is 5. Malformed JSON is 400 `invalid_json`; well-formed JSON that
 //! is not an acceptable request (a repeated key, an unknown field, a wrong type — also in an
 //! enum field — a missing field) is 422 `invalid_request`.
 
+use super::strict::Strict;
 use crate::error::{ApiError, ErrorCode};
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::{header, HeaderMap, StatusCode};
-use serde::de::{DeserializeOwned, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
-use serde::Deserialize;
-use serde_json::{Map, Value};
-use std::fmt;
+use serde::de::DeserializeOwned;
 
 /// A request body parsed strictly into `T` (see the module documentation).
 #[derive(Debug)]
@@ -67,118 +65,48 @@ fn json_content_type(headers: &HeaderMap) -> bool {
     }
 }
 
-/// Parses `bytes` as JSON without repeated keys, then as a `T`.
 /// The longest array any request body may hold: id lists take at most 1,000, tags 100, and a
 /// `query_embedding` the index dimension (4,096 at most in practice).
 pub const MAX_JSON_ARRAY: usize = 16_384;
 
+/// Parses `bytes` as a `T` under the strict rules of `super::strict` (no repeated key at any
+/// depth, arrays capped, integral numbers as integers), in one pass over the bytes. A body that
+/// fails is parsed again with its path tracked, for an error that names the field: tracking every
+/// value of a good body would double the cost of parsing its embedding.
 pub fn parse_strict<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let StrictValue(value) = serde_json::from_slice(bytes).map_err(|error| {
-        let code = if error.is_data() { ErrorCode::InvalidRequest } else { ErrorCode::InvalidJson };
-        ApiError::new(code, format!("invalid request body: {error}"))
-    })?;
-    serde_path_to_error::deserialize(value).map_err(|error| {
-        let path = error.path().to_string();
-        let inner = error.into_inner();
-        if path.is_empty() || path == "." {
-            ApiError::invalid(format!("invalid request body: {inner}"))
-        } else {
-            ApiError::invalid(format!("{path}: {inner}"))
-        }
-    })
-}
-
-/// A JSON value whose objects, at every depth, have no repeated key.
-struct StrictValue(Value);
-
-impl<'de> Deserialize<'de> for StrictValue {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(StrictVisitor).map(StrictValue)
+    let mut json = serde_json::Deserializer::from_slice(bytes);
+    let parsed = serde::Deserialize::deserialize(Strict(&mut json)).and_then(|value| json.end().map(|()| value));
+    let error = match parsed {
+        Ok(value) => return Ok(value),
+        Err(error) => error,
+    };
+    let syntax =
+        |error: serde_json::Error| ApiError::new(ErrorCode::InvalidJson, format!("invalid request body: {error}"));
+    if !error.is_data() {
+        return Err(syntax(error));
     }
-}
-
-struct StrictVisitor;
-
-impl<'de> Visitor<'de> for StrictVisitor {
-    type Value = Value;
-
-    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
-        formatter.write_str("any JSON value")
-    }
-
-    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
-        Ok(Value::Bool(value))
-    }
-
-    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
-        Ok(Value::from(value))
-    }
-
-    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
-        Ok(Value::from(value))
-    }
-
-    /// A number with no fractional part is an integer, as JSON Schema (and JavaScript) count it:
-    /// `{"max_results": 5.0}` means 5. Other numbers stay floating point.
-    fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
-        const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
-        if value.fract() == 0.0 && (-TWO_POW_63..TWO_POW_63).contains(&value) {
-            return Ok(Value::from(value as i64));
-        }
-        Ok(Value::from(value))
-    }
-
-    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
-        Ok(Value::String(value.to_string()))
-    }
-
-    fn visit_string<E>(self, value: String) -> Result<Value, E> {
-        Ok(Value::String(value))
-    }
-
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        StrictValue::deserialize(deserializer).map(|v| v.0)
-    }
-
-    /// Arrays longer than `MAX_JSON_ARRAY` are rejected while parsing, so a body of 174k ids
-    /// costs a few ms instead of a full parse before its 422.
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
-        while let Some(StrictValue(item)) = seq.next_element()? {
-            if items.len() == MAX_JSON_ARRAY {
-                return Err(A::Error::custom(format!(
-                    "an array has more than {MAX_JSON_ARRAY} items (no field takes that many)"
-                )));
-            }
-            items.push(item);
-        }
-        Ok(Value::Array(items))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut object = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if object.contains_key(&key) {
-                return Err(A::Error::custom(format!("duplicate key {key:?}")));
-            }
-            let StrictValue(value) = map.next_value()?;
-            object.insert(key, value);
-        }
-        Ok(Value::Object(object))
+    let mut json = serde_json::Deserializer::from_slice(bytes);
+    let Err(tracked) = serde_path_to_error::deserialize::<_, T>(Strict(&mut json)) else {
+        return Err(ApiError::invalid(format!("invalid request body: {error}")));
+    };
+    // A repeated key fails before it becomes a path segment, which is then `?`: name its object.
+    let path = tracked.path().to_string();
+    let path = path.strip_suffix('?').map_or(path.as_str(), |object| object.strip_suffix('.').unwrap_or(object));
+    let inner = tracked.into_inner();
+    if !inner.is_data() {
+        Err(syntax(inner))
+    } else if path.is_empty() || path == "." {
+        Err(ApiError::invalid(format!("invalid request body: {inner}")))
+    } else {
+        Err(ApiError::invalid(format!("{path}: {inner}")))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde::Deserialize;
+    use serde_json::Value;
 
     #[derive(Debug, Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -208,6 +136,90 @@ mod tests {
         assert_eq!(status_of(r#"{"inner": {"a": "x", "a": "y"}}"#), StatusCode::UNPROCESSABLE_ENTITY);
         // Also inside values the typed request ignores or keeps as raw JSON.
         assert!(parse_strict::<Value>(br#"[{"k": 1, "k": 2}]"#).is_err());
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Counts {
+        max: Option<i64>,
+        limits: Option<Vec<u32>>,
+        raw: Option<Value>,
+        weights: Option<Vec<f32>>,
+    }
+
+    #[test]
+    fn integral_numbers_are_integers_at_every_depth() {
+        let parsed: Counts = parse_strict(br#"{"max": 5.0, "limits": [1.0, 2], "raw": {"n": 3.0, "x": 0.5}}"#).unwrap();
+        assert_eq!(parsed.max, Some(5));
+        assert_eq!(parsed.limits, Some(vec![1, 2]));
+        assert_eq!(parsed.raw, Some(serde_json::json!({"n": 3, "x": 0.5})));
+        assert!(parsed.raw.unwrap()["n"].is_i64(), "3.0 kept as raw JSON is the integer 3");
+        // Fractions stay fractions: an integer field refuses them, a float field keeps them.
+        let error = parse_strict::<Counts>(br#"{"max": 5.5}"#).unwrap_err();
+        assert_eq!(error.code.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(error.message.starts_with("max: "), "{}", error.message);
+        let parsed: Counts = parse_strict(br#"{"weights": [0.25, 1.0, -2, 1e-3]}"#).unwrap();
+        assert_eq!(parsed.weights, Some(vec![0.25, 1.0, -2.0, 0.001]));
+    }
+
+    #[test]
+    fn arrays_are_capped_at_any_depth() {
+        let items = |n: usize| vec!["1"; n].join(",");
+        let at_cap = format!(r#"{{"limits": [{}]}}"#, items(MAX_JSON_ARRAY));
+        assert_eq!(parse_strict::<Counts>(at_cap.as_bytes()).unwrap().limits.unwrap().len(), MAX_JSON_ARRAY);
+        for body in [
+            format!(r#"{{"limits": [{}]}}"#, items(MAX_JSON_ARRAY + 1)),
+            format!(r#"{{"raw": {{"deep": [[{}]]}}}}"#, items(MAX_JSON_ARRAY + 1)),
+        ] {
+            let error = parse_strict::<Counts>(body.as_bytes()).unwrap_err();
+            assert_eq!(error.code.status(), StatusCode::UNPROCESSABLE_ENTITY);
+            assert!(error.message.contains("more than 16384 items"), "{}", error.message);
+        }
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(rename_all = "lowercase")]
+    enum Mode {
+        Fast,
+        Exact,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct WithMode {
+        mode: Option<Mode>,
+    }
+
+    #[test]
+    fn an_enum_of_the_wrong_type_is_422_naming_its_field() {
+        assert_eq!(parse_strict::<WithMode>(br#"{"mode": "exact"}"#).unwrap().mode, Some(Mode::Exact));
+        assert_eq!(parse_strict::<WithMode>(br#"{"mode": null}"#).unwrap().mode, None);
+        for body in [r#"{"mode": 5}"#, r#"{"mode": ["fast"]}"#, r#"{"mode": true}"#, r#"{"mode": "slow"}"#] {
+            let error = parse_strict::<WithMode>(body.as_bytes()).unwrap_err();
+            assert_eq!(error.code.status(), StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+            assert!(error.message.starts_with("mode: "), "{body}: {}", error.message);
+        }
+    }
+
+    #[test]
+    fn nesting_to_the_parser_limit_fits_the_stack() {
+        let deep = |depth: usize| format!(r#"{{"raw": {}1{}}}"#, "[".repeat(depth), "]".repeat(depth));
+        assert!(parse_strict::<Counts>(deep(126).as_bytes()).is_ok());
+        let error = parse_strict::<Counts>(deep(10_000).as_bytes()).unwrap_err();
+        assert_eq!(error.code.status(), StatusCode::BAD_REQUEST, "{}", error.message);
+    }
+
+    #[test]
+    fn only_whitespace_may_follow_the_body() {
+        assert!(parse_strict::<Counts>(b"{\"max\": 1} \n").is_ok());
+        let error = parse_strict::<Counts>(br#"{"max": 1} {"max": 2}"#).unwrap_err();
+        assert_eq!(error.code.status(), StatusCode::BAD_REQUEST);
+        // A value the request keeps as raw JSON is parsed under the same rules.
+        assert_eq!(status_of(r#"{"inner": {"a": "x"}} x"#), StatusCode::BAD_REQUEST);
+        let error = parse_strict::<Counts>(br#"{"raw": [{"k": 1}, {"k": 2, "k": 3}]}"#).unwrap_err();
+        assert!(error.message.starts_with("raw[1]: duplicate key \"k\""), "{}", error.message);
+        let error = parse_strict::<Counts>(br#"{"max": 1, "max": 2}"#).unwrap_err();
+        assert!(error.message.starts_with("invalid request body: duplicate key \"max\""), "{}", error.message);
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod extract;
 pub mod health;
 pub mod openapi;
 pub mod search;
+mod strict;
 pub mod ui;
 pub mod window;
 
