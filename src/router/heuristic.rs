@@ -53,31 +53,15 @@ struct KeywordRule {
     themes: BTreeSet<usize>,
 }
 
-/// `keyword_rules` memoised per thread for the last themes seen (keyed by a hash of their ids and
-/// keywords): stemming every keyword of every theme was the largest cost of a search.
-fn cached_keyword_rules(themes: &[Theme]) -> std::rc::Rc<Vec<KeywordRule>> {
-    use std::hash::{Hash, Hasher};
-    thread_local! {
-        static CACHE: std::cell::RefCell<Option<(u64, std::rc::Rc<Vec<KeywordRule>>)>> =
-            const { std::cell::RefCell::new(None) };
+/// The keyword rules of a theme list, compiled (every keyword tokenized and stemmed) once when the
+/// themes are loaded: stemming every keyword of every theme was the largest cost of a search.
+#[derive(Default)]
+pub struct KeywordRules(Vec<KeywordRule>);
+
+impl KeywordRules {
+    pub fn new(themes: &[Theme]) -> Self {
+        Self(keyword_rules(themes))
     }
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    for theme in themes {
-        theme.id.hash(&mut hasher);
-        theme.keywords.hash(&mut hasher);
-    }
-    let fingerprint = hasher.finish();
-    CACHE.with(|cache| {
-        let mut cache = cache.borrow_mut();
-        match cache.as_ref() {
-            Some((cached, rules)) if *cached == fingerprint => std::rc::Rc::clone(rules),
-            Some(_) | None => {
-                let rules = std::rc::Rc::new(keyword_rules(themes));
-                *cache = Some((fingerprint, std::rc::Rc::clone(&rules)));
-                rules
-            }
-        }
-    })
 }
 
 fn keyword_rules(themes: &[Theme]) -> Vec<KeywordRule> {
@@ -167,18 +151,31 @@ const TIE_EPSILON: f32 = 1e-6;
 ///   an ambiguity.
 /// - `hard_filter`: only when `top1 − top2 ≥ heuristic_hard_filter_gap`, the primary theme was named
 ///   by a discriminating keyword (user metadata alone never filters) and no clarification is needed.
+///
+/// This compiles the themes' keyword rules first; the service routes with `route_with_rules` over
+/// the rules it compiled when it loaded the themes.
 pub fn route_heuristic(
     query: &str,
     user_metadata: Option<&UserMetadata>,
     themes: &[Theme],
     config: &RouterConfig,
 ) -> RoutingResult {
+    route_with_rules(query, user_metadata, themes, &KeywordRules::new(themes), config)
+}
+
+/// `route_heuristic` with `rules` compiled from `themes` beforehand (`KeywordRules::new`).
+pub fn route_with_rules(
+    query: &str,
+    user_metadata: Option<&UserMetadata>,
+    themes: &[Theme],
+    rules: &KeywordRules,
+    config: &RouterConfig,
+) -> RoutingResult {
     let query_all_words = all_words(query);
     let query_words = content_words(&query_all_words);
     let mut keyword_evidence = vec![0.0_f32; themes.len()];
     let mut named_by_keyword = vec![false; themes.len()];
-    let rules = cached_keyword_rules(themes);
-    for rule in rules.iter() {
+    for rule in &rules.0 {
         let searched = if rule.with_stopwords { &query_all_words } else { &query_words };
         if !phrase_occurs(searched, &rule.phrase) {
             continue;

@@ -16,7 +16,7 @@ pub mod themes;
 pub use config::RouterConfig;
 pub use context::{format_context, ContextSource, FormattedContext, MULTI_THEME_RULE};
 pub use disambiguation::{build_clarification, Clarification, ClarificationOption};
-pub use heuristic::route_heuristic;
+pub use heuristic::{route_heuristic, KeywordRules};
 pub use label::infer_theme_label;
 pub use llm::{LlmRouter, LlmRouterError, LlmRouterErrorKind};
 pub use themes::{parse_themes_yaml, Theme, ThemesError, ThemesFile, ThemesProvider, YamlThemesProvider};
@@ -26,6 +26,29 @@ use crate::index::RecordFilter;
 use crate::model::Metadata;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+/// A theme list as the service routes over it: the themes, and their keyword rules compiled once
+/// (not per request). Reads as the slice of themes.
+#[derive(Default)]
+pub struct ThemeSet {
+    themes: Vec<Theme>,
+    rules: KeywordRules,
+}
+
+impl ThemeSet {
+    pub fn new(themes: Vec<Theme>) -> Self {
+        let rules = KeywordRules::new(&themes);
+        Self { themes, rules }
+    }
+}
+
+impl std::ops::Deref for ThemeSet {
+    type Target = [Theme];
+
+    fn deref(&self) -> &[Theme] {
+        &self.themes
+    }
+}
 
 /// What the caller knows about the user (request field `user_metadata`); every field optional.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -194,7 +217,7 @@ impl RoutingResult {
 pub async fn route_query(
     query: &str,
     user_metadata: Option<&UserMetadata>,
-    themes: &[Theme],
+    themes: &ThemeSet,
     mode: RouterMode,
     config: &RouterConfig,
     llm: Option<&LlmRouter>,
@@ -208,10 +231,10 @@ pub async fn route_query(
     }
     match mode {
         RouterMode::None => RoutingResult::empty(RouterMode::None),
-        RouterMode::Heuristic => route_heuristic(query, user_metadata, themes, config),
+        RouterMode::Heuristic => heuristic::route_with_rules(query, user_metadata, themes, &themes.rules, config),
         RouterMode::Llm => {
             let Some(llm) = llm else {
-                let mut result = route_heuristic(query, user_metadata, themes, config);
+                let mut result = heuristic::route_with_rules(query, user_metadata, themes, &themes.rules, config);
                 result.degradation = Some("llm router not configured: heuristic routing used".to_string());
                 return result;
             };
@@ -219,7 +242,7 @@ pub async fn route_query(
                 Ok(result) => result,
                 Err(error) => {
                     tracing::warn!(kind = ?error.kind, error = %error, "llm theme routing failed, using heuristic");
-                    let mut result = route_heuristic(query, user_metadata, themes, config);
+                    let mut result = heuristic::route_with_rules(query, user_metadata, themes, &themes.rules, config);
                     result.degradation = Some(format!("llm router failed ({error}): heuristic routing used"));
                     result
                 }

@@ -49,7 +49,7 @@ pub struct SearchService {
     index: Arc<dyn VectorIndex>,
     embedder: Arc<dyn Embedder>,
     themes: Arc<dyn ThemesProvider>,
-    theme_cache: std::sync::OnceLock<Arc<Vec<crate::router::Theme>>>,
+    theme_cache: std::sync::OnceLock<Arc<crate::router::ThemeSet>>,
     router_config: RouterConfig,
     llm_router: Option<Arc<LlmRouter>>,
     boosting: Arc<BoostingConfig>,
@@ -343,8 +343,9 @@ impl SearchService {
     }
 
     /// The themes, read from the provider once and shared (a provider is not asked per request).
-    pub fn theme_list(&self) -> Arc<Vec<crate::router::Theme>> {
-        let cached = self.theme_cache.get_or_init(|| Arc::new(self.themes.list_themes()));
+    /// Their keyword rules are compiled then too.
+    pub fn theme_list(&self) -> Arc<crate::router::ThemeSet> {
+        let cached = self.theme_cache.get_or_init(|| Arc::new(crate::router::ThemeSet::new(self.themes.list_themes())));
         Arc::clone(cached)
     }
 

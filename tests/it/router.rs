@@ -10,7 +10,7 @@ use retrieval_service::index::RecordFilter;
 use retrieval_service::model::Metadata;
 use retrieval_service::router::{
     build_clarification, format_context, infer_theme_label, route_heuristic, route_query, ContextSource, LlmRouter,
-    RouterConfig, Theme, ThemesProvider, UserMetadata, YamlThemesProvider, MULTI_THEME_RULE,
+    RouterConfig, Theme, ThemeSet, ThemesProvider, UserMetadata, YamlThemesProvider, MULTI_THEME_RULE,
 };
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
@@ -203,7 +203,7 @@ async fn broken_themes_file_disables_routing_without_failing() {
     let routing = route_query(
         "android gradle",
         None,
-        &provider.list_themes(),
+        &ThemeSet::new(provider.list_themes()),
         RouterMode::Heuristic,
         provider.router_config(),
         None,
@@ -217,9 +217,15 @@ async fn broken_themes_file_disables_routing_without_failing() {
 #[tokio::test]
 async fn mode_none_routes_nothing() {
     let provider = seed_themes();
-    let routing =
-        route_query("android gradle", None, &provider.list_themes(), RouterMode::None, provider.router_config(), None)
-            .await;
+    let routing = route_query(
+        "android gradle",
+        None,
+        &ThemeSet::new(provider.list_themes()),
+        RouterMode::None,
+        provider.router_config(),
+        None,
+    )
+    .await;
     assert!(routing.themes.is_empty() && routing.primary_theme.is_none() && routing.degradation.is_none());
 }
 
@@ -261,7 +267,15 @@ async fn route_llm(
 ) -> retrieval_service::router::RoutingResult {
     let provider = seed_themes();
     let llm = LlmRouter::new(&format!("{base}/{behaviour}"), "test-model", Secret::new("sk-test"), timeout).unwrap();
-    route_query(query, None, &provider.list_themes(), RouterMode::Llm, provider.router_config(), Some(&llm)).await
+    route_query(
+        query,
+        None,
+        &ThemeSet::new(provider.list_themes()),
+        RouterMode::Llm,
+        provider.router_config(),
+        Some(&llm),
+    )
+    .await
 }
 
 #[tokio::test]
@@ -305,8 +319,15 @@ async fn llm_router_failures_fall_back_to_heuristic() {
             "{behaviour}: {degradation}"
         );
     }
-    let unconfigured =
-        route_query(query, None, &provider.list_themes(), RouterMode::Llm, provider.router_config(), None).await;
+    let unconfigured = route_query(
+        query,
+        None,
+        &ThemeSet::new(provider.list_themes()),
+        RouterMode::Llm,
+        provider.router_config(),
+        None,
+    )
+    .await;
     assert_eq!(unconfigured.mode_used, RouterMode::Heuristic);
     assert!(unconfigured.degradation.unwrap().contains("not configured"));
 }
