@@ -4,9 +4,10 @@
 //! A body is parsed straight into the endpoint's typed request, whose structs reject unknown
 //! fields, under rules checked at every depth while it is read (`super::strict`): a repeated key
 //! is an error (`{"tenant_id":"a","tenant_id":"b"}` must never mean "the last one wins": a
-//! gateway that checks the first one would be bypassed), arrays are capped, and `5.0` is 5. Malformed JSON is 400 `invalid_json`; well-formed JSON that
-//! is not an acceptable request (a repeated key, an unknown field, a wrong type — also in an
-//! enum field — a missing field) is 422 `invalid_request`.
+//! gateway that checks the first one would be bypassed), arrays are capped, and `5.0` is 5.
+//! Malformed JSON is 400 `invalid_json`; well-formed JSON that is not an acceptable request (a
+//! repeated key, an unknown field, a wrong type — also in an enum field — a missing field) is 422
+//! `invalid_request`.
 
 use super::strict::Strict;
 use crate::error::{ApiError, ErrorCode};

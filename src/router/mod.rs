@@ -229,12 +229,13 @@ pub async fn route_query(
         }
         return result;
     }
+    let by_rules = || heuristic::route_with_rules(query, user_metadata, themes, &themes.rules, config);
     match mode {
         RouterMode::None => RoutingResult::empty(RouterMode::None),
-        RouterMode::Heuristic => heuristic::route_with_rules(query, user_metadata, themes, &themes.rules, config),
+        RouterMode::Heuristic => by_rules(),
         RouterMode::Llm => {
             let Some(llm) = llm else {
-                let mut result = heuristic::route_with_rules(query, user_metadata, themes, &themes.rules, config);
+                let mut result = by_rules();
                 result.degradation = Some("llm router not configured: heuristic routing used".to_string());
                 return result;
             };
@@ -242,7 +243,7 @@ pub async fn route_query(
                 Ok(result) => result,
                 Err(error) => {
                     tracing::warn!(kind = ?error.kind, error = %error, "llm theme routing failed, using heuristic");
-                    let mut result = heuristic::route_with_rules(query, user_metadata, themes, &themes.rules, config);
+                    let mut result = by_rules();
                     result.degradation = Some(format!("llm router failed ({error}): heuristic routing used"));
                     result
                 }
