@@ -4,7 +4,7 @@
 //! cargo run --example route_queries -- config/themes.yaml "как подключить Android SDK через gradle"
 //! cargo run --example route_queries -- config/themes-adguard.yaml --jsonl ../shared/corpora/adguard-kb-ru/dev_questions.jsonl
 
-use retrieval_service::router::{route_heuristic, Theme, ThemesProvider, YamlThemesProvider};
+use retrieval_service::router::{route_heuristic, Theme, ThemeSet, ThemesProvider, YamlThemesProvider};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -22,7 +22,7 @@ fn platform_of<'a>(themes: &'a [Theme], theme_id: Option<&str>) -> Option<&'a st
 }
 
 fn measure(provider: &YamlThemesProvider, path: &str) -> Result<(), Box<dyn std::error::Error>> {
-    let themes = provider.list_themes();
+    let themes = ThemeSet::new(provider.list_themes());
     let questions: Vec<Question> = std::fs::read_to_string(path)?
         .lines()
         .filter(|line| !line.trim().is_empty())
@@ -32,7 +32,7 @@ fn measure(provider: &YamlThemesProvider, path: &str) -> Result<(), Box<dyn std:
     let (mut ambiguous_total, mut ambiguous_flagged) = (0, 0);
     let (mut clear_total, mut clear_flagged) = (0, 0);
     for question in &questions {
-        let routing = route_heuristic(&question.query, None, &themes, provider.router_config());
+        let routing = themes.route_heuristic(&question.query, None, provider.router_config());
         let primary_platform = platform_of(&themes, routing.primary_theme.as_deref());
         let specific = question.platform.as_deref().filter(|platform| *platform != "general");
         let mut verdict = String::new();

@@ -152,8 +152,8 @@ const TIE_EPSILON: f32 = 1e-6;
 /// - `hard_filter`: only when `top1 − top2 ≥ heuristic_hard_filter_gap`, the primary theme was named
 ///   by a discriminating keyword (user metadata alone never filters) and no clarification is needed.
 ///
-/// This compiles the themes' keyword rules first; the service routes with `route_with_rules` over
-/// the rules it compiled when it loaded the themes.
+/// This compiles the themes' keyword rules first: to route many queries over the same themes, use
+/// `ThemeSet::route_heuristic`, which compiles them once (the service does, when it loads them).
 pub fn route_heuristic(
     query: &str,
     user_metadata: Option<&UserMetadata>,

@@ -40,6 +40,16 @@ impl ThemeSet {
         let rules = KeywordRules::new(&themes);
         Self { themes, rules }
     }
+
+    /// `route_heuristic` over these themes, with the rules compiled once for all queries.
+    pub fn route_heuristic(
+        &self,
+        query: &str,
+        user_metadata: Option<&UserMetadata>,
+        config: &RouterConfig,
+    ) -> RoutingResult {
+        heuristic::route_with_rules(query, user_metadata, &self.themes, &self.rules, config)
+    }
 }
 
 impl std::ops::Deref for ThemeSet {
@@ -229,7 +239,7 @@ pub async fn route_query(
         }
         return result;
     }
-    let by_rules = || heuristic::route_with_rules(query, user_metadata, themes, &themes.rules, config);
+    let by_rules = || themes.route_heuristic(query, user_metadata, config);
     match mode {
         RouterMode::None => RoutingResult::empty(RouterMode::None),
         RouterMode::Heuristic => by_rules(),

@@ -10,7 +10,7 @@ use retrieval_service::index::RecordFilter;
 use retrieval_service::model::Metadata;
 use retrieval_service::router::{
     build_clarification, format_context, infer_theme_label, route_heuristic, route_query, ContextSource, LlmRouter,
-    RouterConfig, Theme, ThemeSet, ThemesProvider, UserMetadata, YamlThemesProvider, MULTI_THEME_RULE,
+    RouterConfig, ThemeSet, ThemesProvider, UserMetadata, YamlThemesProvider, MULTI_THEME_RULE,
 };
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
@@ -367,11 +367,11 @@ fn adguard_dev_questions_route_to_their_platform() {
     };
     let provider =
         YamlThemesProvider::try_load(concat!(env!("CARGO_MANIFEST_DIR"), "/config/themes-adguard.yaml")).unwrap();
-    let themes: Vec<Theme> = provider.list_themes();
+    let themes = ThemeSet::new(provider.list_themes());
     let (mut platform_total, mut platform_right, mut ambiguous_total, mut ambiguous_named) = (0, 0, 0, 0);
     for line in text.lines().filter(|line| !line.trim().is_empty()) {
         let question: Value = serde_json::from_str(line).unwrap();
-        let routing = route_heuristic(question["query"].as_str().unwrap(), None, &themes, provider.router_config());
+        let routing = themes.route_heuristic(question["query"].as_str().unwrap(), None, provider.router_config());
         let primary = themes.iter().find(|theme| Some(&theme.id) == routing.primary_theme.as_ref());
         if let Some(platform) = question["platform"].as_str().filter(|platform| *platform != "general") {
             platform_total += 1;
