@@ -34,10 +34,15 @@ pub struct BoostContext {
 /// What boosting reads of a hit. `text` is optional: without it the structure rule has no effect.
 /// `features`, when given, must be `RecordFeatures::of` the same record: the rules then read the
 /// facts derived once at load instead of lower-casing and scanning on every request.
+///
+/// The fields are references into the record, taken without reading it: a candidate's metadata
+/// and text are read only by a rule that needs them (with cached factors, none), so boosting a
+/// list does not load each record from memory. (`text` is a `&String`, not a `&str`, for that:
+/// making a `&str` reads the string's pointer and length out of the record.)
 #[derive(Debug, Clone, Copy)]
 pub struct BoostInput<'a> {
     pub meta: &'a Metadata,
-    pub text: Option<&'a str>,
+    pub text: Option<&'a String>,
     pub features: Option<&'a RecordFeatures>,
 }
 
@@ -336,7 +341,7 @@ fn config_factors(cfg: &BoostingConfig, hit: &BoostInput<'_>) -> [f32; BOOST_RUL
             match_rules(&cfg.title_keywords, &meta.title, features.map(|f| f.title_lower.as_str()))
         }
         BoostRule::Length => length_factor(cfg, meta.content_length),
-        BoostRule::Structure => structure_factor(cfg, hit.text, features),
+        BoostRule::Structure => structure_factor(cfg, hit.text.map(String::as_str), features),
         BoostRule::Source => lookup(&cfg.source_boosts, &meta.source),
         BoostRule::DepthPenalty => depth_factor(cfg, &meta.url, features.map(|f| f.url_depth)),
         BoostRule::Theme | BoostRule::Group => 1.0,

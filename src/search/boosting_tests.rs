@@ -12,7 +12,8 @@ fn effect_of(outcome: &BoostOutcome, rule: BoostRule) -> BoostEffect {
 }
 
 fn boosted(meta: &Metadata, text: Option<&str>, cfg: &BoostingConfig, ctx: &BoostContext) -> BoostOutcome {
-    boost_score(0.5, &BoostInput { meta, text, features: None }, cfg, ctx)
+    let text = text.map(str::to_string);
+    boost_score(0.5, &BoostInput { meta, text: text.as_ref(), features: None }, cfg, ctx)
 }
 
 fn close(a: f32, b: f32) -> bool {
