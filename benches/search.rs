@@ -282,13 +282,8 @@ fn bench_stages(c: &mut Criterion) {
     let (boosting, _) = BoostingConfig::load(std::path::Path::new("config/boosting.yaml"));
     // Candidates as a level's ranking makes them: with the features the index derived at load.
     let nearest = runtime.block_on(index.knn(Level::Section, &filter, &query, 200)).expect("knn");
-    let candidates: Vec<Ranked> = nearest
-        .iter()
-        .map(|scored| Ranked {
-            features: scored.features.clone(),
-            ..Ranked::unscored(Arc::clone(&scored.record), scored.score, false)
-        })
-        .collect();
+    let candidates: Vec<Ranked> =
+        nearest.iter().map(|scored| Ranked::unscored(scored.record.clone(), scored.score, false)).collect();
     let context = BoostContext::default();
     c.bench_function("boost/200_sections", |b| {
         b.iter(|| {

@@ -14,21 +14,14 @@ pub const BOOST_RULES: usize = 10;
 const LINE_HEAD_BYTES: usize = 16;
 
 /// Derived facts of one record; `RecordFeatures::of` is the one place they are computed.
+///
+/// The fields every ranked candidate reads (its numbers, topics, cached boost factors and whether
+/// it has labels) come first and in this order (`repr(C)`), and the features of a level are kept
+/// side by side starting on cache line boundaries (`align(64)`): those fields fill the first two
+/// lines, so a candidate costs two loads from memory, not one per field.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[repr(C, align(64))]
 pub struct RecordFeatures {
-    /// `meta.title` lower-cased.
-    pub title_lower: String,
-    /// `meta.url` lower-cased.
-    pub url_lower: String,
-    /// `url_depth(meta.url)`.
-    pub url_depth: u32,
-    /// `meta.tags` trimmed, lower-cased, sorted and deduplicated.
-    pub labels: Vec<String>,
-    /// The distinct starts of the text's lines (leading whitespace removed, at most
-    /// `LINE_HEAD_BYTES` bytes cut at a character boundary), sorted, each followed by `\n`.
-    line_heads: String,
-    /// Bit `b` set when some line head starts with byte `b` (an empty head sets none).
-    first_bytes: [u64; 4],
     /// The record's place in its tenant and level of one loaded index, when an index set it.
     pub id_order: Option<IdOrder>,
     /// The place of the record's page (`meta.doc_id`) among its tenant's pages in doc id order,
@@ -41,6 +34,21 @@ pub struct RecordFeatures {
     /// computed on the record's first boost under one config (`BoostCacheKey`) and reused by
     /// every later request: boosting then costs a few multiplications per candidate.
     boosts: OnceLock<(BoostCacheKey, [f32; BOOST_RULES])>,
+    /// Whether `labels` is not empty (read without loading the list).
+    labeled: bool,
+    /// `meta.tags` trimmed, lower-cased, sorted and deduplicated.
+    labels: Vec<String>,
+    /// `url_depth(meta.url)`.
+    pub url_depth: u32,
+    /// `meta.title` lower-cased.
+    pub title_lower: String,
+    /// `meta.url` lower-cased.
+    pub url_lower: String,
+    /// The distinct starts of the text's lines (leading whitespace removed, at most
+    /// `LINE_HEAD_BYTES` bytes cut at a character boundary), sorted, each followed by `\n`.
+    line_heads: String,
+    /// Bit `b` set when some line head starts with byte `b` (an empty head sets none).
+    first_bytes: [u64; 4],
 }
 
 /// Topic values (a record's domain, section, platform, role; a theme's) as numbers, process-wide:
@@ -129,6 +137,7 @@ impl RecordFeatures {
             title_lower: meta.title.to_lowercase(),
             url_lower: meta.url.to_lowercase(),
             url_depth: url_depth(&meta.url),
+            labeled: !labels.is_empty(),
             labels,
             line_heads,
             first_bytes,
@@ -137,6 +146,12 @@ impl RecordFeatures {
             topics: [&meta.domain, &meta.section, &meta.platform, &meta.role].map(|value| intern_topic(value.trim())),
             boosts: OnceLock::new(),
         }
+    }
+
+    /// `meta.tags` trimmed, lower-cased, sorted and deduplicated; `None` when there are none,
+    /// known without loading the list.
+    pub fn labels(&self) -> Option<&[String]> {
+        self.labeled.then_some(self.labels.as_slice())
     }
 
     /// The record's config-only boost factors under the config `key` names: cached on first use;
@@ -244,6 +259,26 @@ mod tests {
         assert_eq!(features.title_lower, "что такое sdk");
         assert_eq!(features.url_lower, "https://docs.example.com/a/b/?x#y");
         assert_eq!(features.url_depth, 2);
-        assert_eq!(features.labels, vec!["a", "b"]);
+        assert_eq!(features.labels(), Some(&["a".to_string(), "b".to_string()][..]));
+    }
+}
+
+#[cfg(test)]
+mod layout {
+    use super::*;
+
+    #[test]
+    fn the_fields_every_candidate_reads_fit_two_cache_lines() {
+        assert_eq!(std::mem::align_of::<RecordFeatures>(), 64);
+        let end = std::mem::offset_of!(RecordFeatures, labeled) + 1;
+        assert!(end <= 128, "hot fields end at byte {end}");
+        for offset in [
+            std::mem::offset_of!(RecordFeatures, id_order),
+            std::mem::offset_of!(RecordFeatures, page),
+            std::mem::offset_of!(RecordFeatures, topics),
+            std::mem::offset_of!(RecordFeatures, boosts),
+        ] {
+            assert!(offset < std::mem::offset_of!(RecordFeatures, labeled));
+        }
     }
 }

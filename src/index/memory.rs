@@ -4,7 +4,9 @@
 use super::features::{IdOrder, RecordFeatures};
 use super::replica::{Replica, SnapshotSource};
 use super::tenant_level::{top_k, Residual, TenantLevel};
-use super::{IndexError, IndexErrorKind, IndexStats, RecordFilter, Result, ScoredRecord, TenantStats};
+use super::{
+    IndexError, IndexErrorKind, IndexStats, LevelStore, RecordFilter, RecordRef, Result, ScoredRecord, TenantStats,
+};
 use crate::model::{Level, Record, Snapshot};
 use async_trait::async_trait;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -49,9 +51,9 @@ impl LevelRows {
 /// One tenant's records of one level, numbered by ascending id.
 #[derive(Debug, Default)]
 struct LevelData {
-    records: Vec<Arc<Record>>,
-    /// Number → the record's derived features (boosting reads them instead of the text).
-    features: Vec<Arc<RecordFeatures>>,
+    /// Number → the record and its derived features (boosting reads them instead of the text);
+    /// ranked lists hold records by their number in it (`RecordRef`).
+    store: Arc<LevelStore>,
     index: TenantLevel,
     /// This build of the level (pointer identity): what the thread's `Kept` entries are kept for.
     scope: Arc<()>,
@@ -65,7 +67,7 @@ impl LevelData {
     fn build(rows: LevelRows, dimension: usize, base: Option<&LevelData>, pages: &PageNumbers) -> Self {
         let order = rows.id_order();
         let scope = Arc::new(());
-        let mut kept: Vec<Option<u32>> = vec![None; base.map_or(0, |base| base.records.len())];
+        let mut kept: Vec<Option<u32>> = vec![None; base.map_or(0, |base| base.store.records.len())];
         let mut added = Vec::new();
         let (mut records, mut vectors, mut features) =
             (Vec::with_capacity(order.len()), Vec::with_capacity(order.len()), Vec::with_capacity(order.len()));
@@ -74,7 +76,7 @@ impl LevelData {
             let mut derived = match (rows.base_numbers[row], base) {
                 (Some(old), Some(base)) => {
                     kept[old] = Some(number as u32);
-                    RecordFeatures::clone(&base.features[old])
+                    RecordFeatures::clone(&base.store.features[old])
                 }
                 _ => {
                     added.push(number);
@@ -83,7 +85,7 @@ impl LevelData {
             };
             derived.id_order = Some(IdOrder { scope: Arc::clone(&scope), number: number as u32 });
             derived.page = pages.of(&record.meta.doc_id);
-            features.push(Arc::new(derived));
+            features.push(derived);
             records.push(Arc::clone(record));
             vectors.push(&rows.vectors[row * dimension..][..dimension]);
         }
@@ -92,14 +94,14 @@ impl LevelData {
             base.index.lexical.renumbered(&kept, added, records.len())
         });
         let index = TenantLevel::build(&records, &vectors, dimension, lexical);
-        Self { records, features, index, scope }
+        Self { store: Arc::new(LevelStore { records, features }), index, scope }
     }
 
     /// The records that pass `filter` (whose tenant is this one), as numbers in id order.
     fn matching(&self, filter: &RecordFilter) -> Vec<usize> {
         let residual = Residual::of(filter);
         let mut numbers = self.candidates(filter);
-        numbers.retain(|&number| residual.accepts(&self.records[number]));
+        numbers.retain(|&number| residual.accepts(&self.store.records[number]));
         numbers
     }
 
@@ -123,11 +125,7 @@ impl LevelData {
     fn scored_records(&self, scored: &[(f32, usize)]) -> Vec<ScoredRecord> {
         scored
             .iter()
-            .map(|&(score, number)| ScoredRecord {
-                record: Arc::clone(&self.records[number]),
-                score,
-                features: Some(Arc::clone(&self.features[number])),
-            })
+            .map(|&(score, number)| ScoredRecord { record: RecordRef::stored(&self.store, number), score })
             .collect()
     }
 }
@@ -236,12 +234,12 @@ impl TenantIndex {
 
     /// The tenant's records of `level`, by ascending id.
     pub fn records(&self, level: Level) -> &[Arc<Record>] {
-        &self.level(level).records
+        &self.level(level).store.records
     }
 
     /// Records on all three levels.
     pub fn record_count(&self) -> usize {
-        self.levels.iter().map(|level| level.records.len()).sum()
+        self.levels.iter().map(|level| level.store.records.len()).sum()
     }
 }
 
@@ -386,7 +384,7 @@ impl LoadedIndex {
         let mut counts = [0; 3];
         for tenant in self.tenants.values() {
             for (count, level) in counts.iter_mut().zip(&tenant.levels) {
-                *count += level.records.len();
+                *count += level.store.records.len();
             }
         }
         counts
@@ -405,7 +403,7 @@ impl LoadedIndex {
         }
         let Some(data) = self.level_of(level, &filter.tenant_id) else { return Ok(Vec::new()) };
         let numbers = data.matching(filter);
-        let mut scored = if numbers.len() == data.records.len() {
+        let mut scored = if numbers.len() == data.store.records.len() {
             let scored = data.index.cosine_scores(&numbers, query);
             let scores = scored.iter().map(|&(score, _)| score).collect();
             Kept::remember(&DENSE_SCORES, &data.scope, query.to_vec(), scores);
@@ -431,7 +429,7 @@ impl LoadedIndex {
         // The records the id lists allow (ascending), when the filter has id lists.
         let candidates: Option<Vec<usize>> = restricted.then(|| data.candidates(filter));
         let residual = Residual::of(filter);
-        let accept = |number: usize| residual.accepts(&data.records[number]);
+        let accept = |number: usize| residual.accepts(&data.store.records[number]);
         let everything = !restricted && matches!(residual, Residual::Nothing);
         let remembered = if everything {
             None
@@ -460,7 +458,7 @@ impl LoadedIndex {
                 };
                 let scored: Vec<(f32, usize)> = scored.into_iter().map(|(number, score)| (score, number)).collect();
                 if everything {
-                    let mut all = vec![0.0; data.records.len()];
+                    let mut all = vec![0.0; data.store.records.len()];
                     scored.iter().for_each(|&(score, number)| all[number] = score);
                     Kept::remember(&LEXICAL_SCORES, &data.scope, terms.to_vec(), all);
                 }
@@ -473,7 +471,7 @@ impl LoadedIndex {
 
     pub fn get(&self, level: Level, filter: &RecordFilter, limit: usize) -> Vec<Arc<Record>> {
         let Some(data) = self.level_of(level, &filter.tenant_id) else { return Vec::new() };
-        data.matching(filter).into_iter().take(limit).map(|number| Arc::clone(&data.records[number])).collect()
+        data.matching(filter).into_iter().take(limit).map(|number| Arc::clone(&data.store.records[number])).collect()
     }
 
     pub fn text_search(
@@ -486,7 +484,7 @@ impl LoadedIndex {
         let Some(data) = self.level_of(level, &filter.tenant_id) else { return Vec::new() };
         data.matching(filter)
             .into_iter()
-            .map(|number| &data.records[number])
+            .map(|number| &data.store.records[number])
             .filter(|record| needles.iter().any(|needle| record.text.contains(needle.as_str())))
             .take(limit)
             .map(Arc::clone)
@@ -553,7 +551,7 @@ pub fn rebuild_tenant(
         }
         let mut rows = LevelRows::default();
         if let Some(old) = base_part.map(|part| part.level(level)) {
-            for (number, record) in old.records.iter().enumerate() {
+            for (number, record) in old.store.records.iter().enumerate() {
                 let kept = match scope {
                     super::chroma::ChangeScope::Tenant => false,
                     super::chroma::ChangeScope::Docs(docs) => !docs.contains(&record.meta.doc_id),
@@ -810,7 +808,7 @@ mod tests {
             .filter(|record| filter.matches(&record.meta))
             .map(|record| {
                 let score = super::super::cosine(query, &record.embedding);
-                ScoredRecord { record: Arc::new(record.clone()), score: (score * 1e6).round() / 1e6, features: None }
+                ScoredRecord { record: Arc::new(record.clone()).into(), score: (score * 1e6).round() / 1e6 }
             })
             .collect();
         super::super::sort_scored(&mut scored);
@@ -885,7 +883,7 @@ mod tests {
             let mut pages: Vec<(String, u32, Arc<()>)> = Vec::new();
             for level in Level::ALL {
                 let data = tenant.level(level);
-                for (record, features) in data.records.iter().zip(&data.features) {
+                for (record, features) in data.store.records.iter().zip(&data.store.features) {
                     let page = features.page.as_ref().expect("every record has a page number");
                     pages.push((record.meta.doc_id.clone(), page.number, Arc::clone(&page.scope)));
                 }
@@ -899,7 +897,7 @@ mod tests {
             }
         }
         let scope_of = |tenant: &str| {
-            Arc::clone(&index.tenant(tenant).unwrap().level(Level::Doc).features[0].page.as_ref().unwrap().scope)
+            Arc::clone(&index.tenant(tenant).unwrap().level(Level::Doc).store.features[0].page.as_ref().unwrap().scope)
         };
         assert!(!Arc::ptr_eq(&scope_of("t1"), &scope_of("t2")), "numbers of two tenants never compare");
     }

@@ -7,6 +7,7 @@ pub mod features;
 pub mod filter;
 pub mod lexical;
 pub mod memory;
+mod record_ref;
 pub mod replica;
 pub mod scope;
 mod tenant_level;
@@ -21,14 +22,15 @@ pub use chroma::ChromaIndex;
 pub use features::RecordFeatures;
 pub use filter::RecordFilter;
 pub use memory::InMemoryIndex;
+pub use record_ref::{LevelStore, RecordRef};
 
-/// A record with the score one ranker gave it (cosine similarity or BM25), and its derived
-/// features when the backend keeps them (`None`: readers derive what they need themselves).
+/// A record with the score one ranker gave it (cosine similarity or BM25). Its derived features,
+/// when the backend keeps them, are `record.features()` (`None`: readers derive what they need
+/// themselves).
 #[derive(Debug, Clone)]
 pub struct ScoredRecord {
-    pub record: Arc<Record>,
+    pub record: RecordRef,
     pub score: f32,
-    pub features: Option<Arc<RecordFeatures>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -241,19 +241,16 @@ impl TopicFields {
 }
 
 /// Group labels are the record's tags; each distinct label with a factor multiplies once.
-fn group_factor(cfg: &BoostingConfig, ctx: &BoostContext, meta: &Metadata, labels: Option<&[String]>) -> f32 {
-    // The labels, when derived, are empty exactly when the tags are: the record's metadata (a
-    // cache miss per candidate) is not read then.
-    let untagged = match labels {
-        Some(labels) => labels.is_empty(),
-        None => meta.tags.is_empty(),
-    };
-    if untagged {
-        return 1.0;
-    }
+fn group_factor(cfg: &BoostingConfig, ctx: &BoostContext, meta: &Metadata, features: Option<&RecordFeatures>) -> f32 {
+    // With features, whether there are labels is known without reading the record's metadata
+    // (a cache miss per candidate) or the label list.
     let owned;
-    let labels = match labels {
-        Some(labels) => labels,
+    let labels = match features {
+        Some(features) => match features.labels() {
+            Some(labels) => labels,
+            None => return 1.0,
+        },
+        None if meta.tags.is_empty() => return 1.0,
         None => {
             let mut labels: Vec<String> = meta.tags.iter().map(|tag| tag.trim().to_lowercase()).collect();
             labels.sort();
@@ -384,7 +381,7 @@ fn boost_factors_with(
                 score += *value;
             }
             BoostRule::Group => {
-                *value = group_factor(cfg, ctx, meta, hit.features.map(|f| f.labels.as_slice()));
+                *value = group_factor(cfg, ctx, meta, hit.features);
                 score *= *value;
             }
             BoostRule::PageType

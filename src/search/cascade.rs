@@ -168,7 +168,7 @@ async fn choose_docs(
 
 /// The record's page number, when the index numbered its pages.
 fn page_order(ranked: &Ranked) -> Option<&IdOrder> {
-    ranked.features.as_ref()?.page.as_ref()
+    ranked.record.features()?.page.as_ref()
 }
 
 /// The doc step's fusion: the pages of `direct` (in order) and of each evidence list (each page
@@ -364,6 +364,7 @@ pub fn steps(output: &CascadeOutput, explain: bool, themes: &[Theme]) -> Steps {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::RecordRef;
     use crate::model::{Metadata, Record};
     use std::sync::Arc;
 
@@ -400,7 +401,7 @@ mod tests {
             let mut features = crate::index::RecordFeatures::of(&r.record);
             let number = pages.iter().position(|p| *p == doc).unwrap() as u32;
             features.page = Some(IdOrder { scope: Arc::clone(&scope), number });
-            r.features = Some(Arc::new(features));
+            r.record = RecordRef::own(r.record.to_arc(), Some(Arc::new(features)));
             r
         };
         let direct = vec![ranked("e", "e"), ranked("b", "b"), ranked("d", "d"), ranked("a", "a")];

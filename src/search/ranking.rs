@@ -6,10 +6,9 @@ use super::boosting_config::{BoostingConfig, FusionMethod};
 use super::fusion::{FusedItem, RankedList, ReciprocalRankFusion};
 use super::Result;
 use crate::index::features::IdOrder;
-use crate::index::{RecordFeatures, RecordFilter, ScoredRecord, VectorIndex};
-use crate::model::{Level, Record};
+use crate::index::{RecordFilter, RecordRef, ScoredRecord, VectorIndex};
+use crate::model::Level;
 use serde_json::json;
-use std::sync::Arc;
 
 /// Candidates taken from each ranker before fusion (the reference RRF fuses each system's top 100).
 pub const FUSION_DEPTH: usize = 100;
@@ -34,7 +33,8 @@ pub struct RankingContext<'a> {
 /// A record ranked at one level, with the evidence of how it got its score.
 #[derive(Debug, Clone)]
 pub struct Ranked {
-    pub record: Arc<Record>,
+    /// The record, with its derived features when the index keeps them (boosting reads them).
+    pub record: RecordRef,
     /// The final score: boosted normalised fused score (0 for padded docs).
     pub score: f32,
     pub dense: Option<(usize, f32)>,
@@ -47,14 +47,12 @@ pub struct Ranked {
     /// What the page's second-best section added to this section's score
     /// (`cascade.second_section_weight`).
     pub page_evidence: Option<f32>,
-    /// The record's derived features when the index keeps them (boosting reads them).
-    pub features: Option<Arc<RecordFeatures>>,
 }
 
 impl Ranked {
-    pub fn unscored(record: Arc<Record>, score: f32, padded: bool) -> Self {
+    pub fn unscored(record: impl Into<RecordRef>, score: f32, padded: bool) -> Self {
         Self {
-            record,
+            record: record.into(),
             score,
             dense: None,
             lexical: None,
@@ -64,7 +62,6 @@ impl Ranked {
             padded,
             rerank_score: None,
             page_evidence: None,
-            features: None,
         }
     }
 
@@ -103,7 +100,7 @@ impl Boostable for Ranked {
         self.fused_normalized
     }
     fn boost_input(&self) -> BoostInput<'_> {
-        BoostInput { meta: &self.record.meta, text: Some(&self.record.text), features: self.features.as_deref() }
+        BoostInput { meta: &self.record.meta, text: Some(&self.record.text), features: self.record.features() }
     }
     fn set_boost(&mut self, score: f32, factors: BoostFactors) {
         self.score = score;
@@ -183,7 +180,7 @@ fn number_by_id<'a>(dense: &'a [ScoredRecord], lexical: &'a [ScoredRecord]) -> (
     let entries: Vec<&ScoredRecord> = dense.iter().chain(lexical).collect();
     // When the index numbered every entry in one scope (one load), its numbers are the id order.
     let id_orders: Option<Vec<&IdOrder>> =
-        entries.iter().map(|scored| scored.features.as_ref()?.id_order.as_ref()).collect();
+        entries.iter().map(|scored| scored.record.features()?.id_order.as_ref()).collect();
     let id_orders = id_orders.filter(|orders| orders.iter().all(|order| order.same_scope(orders[0])));
     if let Some(numbered) = id_orders.as_deref().and_then(|orders| by_bitmap(&entries, orders)) {
         return numbered;
@@ -322,8 +319,7 @@ pub async fn rank_level_with(
             padded: false,
             rerank_score: None,
             page_evidence: None,
-            record: Arc::clone(&records[item.number].record),
-            features: records[item.number].features.clone(),
+            record: records[item.number].record.clone(),
         })
         .collect();
     if boost {
@@ -338,7 +334,9 @@ mod tests {
     use super::*;
     use crate::embed::PseudoEmbedder;
     use crate::fixtures;
-    use crate::index::InMemoryIndex;
+    use crate::index::{InMemoryIndex, RecordFeatures};
+    use crate::model::Record;
+    use std::sync::Arc;
 
     #[test]
     fn dense_and_sparse_record_numbers_give_the_id_order() {
@@ -354,7 +352,7 @@ mod tests {
             });
             let mut features = RecordFeatures::of(&record);
             features.id_order = Some(IdOrder { scope: Arc::clone(&scope), number });
-            ScoredRecord { record, score: 0.5, features: Some(Arc::new(features)) }
+            ScoredRecord { record: RecordRef::own(record, Some(Arc::new(features))), score: 0.5 }
         };
         for (dense, lexical) in [
             (vec![5, 3, 64, 0], vec![3, 700, 5, 1]),
@@ -385,9 +383,9 @@ mod tests {
         for level in Level::ALL {
             let dense = index.knn(level, &filter, &query, 100).await.unwrap();
             let lexical = index.lexical(level, &filter, &terms, 100).await.unwrap();
-            assert!(dense.iter().chain(&lexical).all(|s| s.features.as_ref().is_some_and(|f| f.id_order.is_some())));
+            assert!(dense.iter().chain(&lexical).all(|s| s.record.features().is_some_and(|f| f.id_order.is_some())));
             let strip = |list: &[ScoredRecord]| -> Vec<ScoredRecord> {
-                list.iter().map(|s| ScoredRecord { features: None, ..s.clone() }).collect()
+                list.iter().map(|s| ScoredRecord { record: s.record.to_arc().into(), score: s.score }).collect()
             };
             let (by_number, numbers) = number_by_id(&dense, &lexical);
             let (dense_plain, lexical_plain) = (strip(&dense), strip(&lexical));

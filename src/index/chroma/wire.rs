@@ -226,7 +226,7 @@ pub fn scored_records(response: QueryResponse) -> Result<Vec<ScoredRecord>> {
             let text = documents.next().flatten().unwrap_or_default();
             let record = Record { id: record_id(&id, &meta.tenant_id), meta, text, embedding: Vec::new() };
             let score = distance.map(|distance| 1.0 - distance).filter(|score| score.is_finite()).unwrap_or(0.0);
-            Ok(ScoredRecord { record: Arc::new(record), score, features: None })
+            Ok(ScoredRecord { record: Arc::new(record).into(), score })
         })
         .collect()
 }
