@@ -215,22 +215,37 @@ fn add_second_section_evidence(sections: &mut [Ranked], weight: f32) {
     if !(weight > 0.0 && weight.is_finite()) {
         return;
     }
-    // Sections come sorted best first: the second one seen of a page is its second best.
-    let mut seen: HashMap<&str, (usize, f32)> = HashMap::default();
-    for section in sections.iter() {
-        let entry = seen.entry(section.record.meta.doc_id.as_str()).or_insert((0, 0.0));
-        entry.0 += 1;
-        if entry.0 == 2 {
-            entry.1 = section.score;
-        }
-    }
-    let added: Vec<f32> =
-        sections.iter().map(|s| weight * seen.get(s.record.meta.doc_id.as_str()).map_or(0.0, |e| e.1)).collect();
+    // Pages are keyed by their number when every section has one from one index build (as in
+    // the doc step), so the records' doc ids are not read; else by doc id.
+    let numbers: Option<Vec<&IdOrder>> = sections.iter().map(page_order).collect();
+    let added = match numbers.filter(|pages| pages.iter().all(|page| page.same_scope(pages[0]))) {
+        Some(pages) => second_best_of_pages(sections, weight, |at| pages[at].number),
+        None => second_best_of_pages(sections, weight, |at| sections[at].record.meta.doc_id.as_str()),
+    };
     for (section, added) in sections.iter_mut().zip(added) {
         section.score += added;
         section.page_evidence = Some(added);
     }
     super::boosting::sort_best_first(sections);
+}
+
+/// What `add_second_section_evidence` adds to each section: `weight` × the score of the second
+/// best section of its page (pages keyed by `page_of` a section's place).
+fn second_best_of_pages<K: Eq + std::hash::Hash>(
+    sections: &[Ranked],
+    weight: f32,
+    page_of: impl Fn(usize) -> K,
+) -> Vec<f32> {
+    // Sections come sorted best first: the second one seen of a page is its second best.
+    let mut seen: HashMap<K, (usize, f32)> = HashMap::default();
+    for (at, section) in sections.iter().enumerate() {
+        let entry = seen.entry(page_of(at)).or_insert((0, 0.0));
+        entry.0 += 1;
+        if entry.0 == 2 {
+            entry.1 = section.score;
+        }
+    }
+    (0..sections.len()).map(|at| weight * seen.get(&page_of(at)).map_or(0.0, |e| e.1)).collect()
 }
 
 /// The doc-level filter: the request filter without section ids; when section ids are requested,
@@ -388,6 +403,40 @@ mod tests {
         assert!((sections[0].score - 1.04).abs() < 1e-5, "0.95 + 0.1 × 0.9, got {}", sections[0].score);
         assert_eq!(sections[1].score, 1.0, "a page with one ranked section gains nothing");
         assert_eq!(sections[1].page_evidence, Some(0.0));
+    }
+
+    #[test]
+    fn second_sections_count_alike_by_page_number_and_by_doc_id() {
+        // Numbered pages (the in-memory index) and pages known only by doc id add the same.
+        let scope = Arc::new(());
+        let docs = ["a", "b", "c"];
+        let numbered = |r: Ranked| {
+            let mut features = crate::index::RecordFeatures::of(&r.record);
+            let number = docs.iter().position(|d| *d == r.record.meta.doc_id).unwrap() as u32;
+            features.page = Some(IdOrder { scope: Arc::clone(&scope), number });
+            Ranked { record: RecordRef::own(r.record.to_arc(), Some(Arc::new(features))), ..r }
+        };
+        let list = || {
+            vec![
+                section("b#s0", "b", 0.9),
+                section("a#s0", "a", 0.85),
+                section("b#s1", "b", 0.8),
+                section("c#s0", "c", 0.8),
+                section("a#s1", "a", 0.7),
+                section("a#s2", "a", 0.6),
+            ]
+        };
+        let mut by_id = list();
+        let mut by_number: Vec<Ranked> = list().into_iter().map(numbered).collect();
+        add_second_section_evidence(&mut by_id, 0.1);
+        add_second_section_evidence(&mut by_number, 0.1);
+        let outcome = |sections: &[Ranked]| -> Vec<(String, u32, Option<f32>)> {
+            sections.iter().map(|s| (s.record.id.clone(), s.score.to_bits(), s.page_evidence)).collect()
+        };
+        assert_eq!(outcome(&by_number), outcome(&by_id));
+        assert_eq!(by_id[0].record.id, "b#s0");
+        assert_eq!(by_id[0].page_evidence, Some(0.1 * 0.8));
+        assert_eq!(by_id.iter().find(|s| s.record.id == "c#s0").unwrap().page_evidence, Some(0.0));
     }
 
     #[test]

@@ -113,8 +113,9 @@ impl Boostable for Ranked {
 
 /// Score-aware fusion of the dense and lexical lists (record numbers, best first): each list's
 /// scores are normalised to [0, 1] — cosine min–max over its candidates, BM25 by its best score —
-/// and summed with the list weights; `normalized` divides by the weight total. Ties by number.
-fn score_fusion(lists: &[RankedList<'_, usize>; 2], dense: &[f32], lexical: &[f32]) -> Vec<Fused> {
+/// and summed with the list weights; `normalized` divides by the weight total. Sorted best first,
+/// ties by number, when `sorted`; else in number order (for a caller that orders them itself).
+fn score_fusion(lists: &[RankedList<'_, usize>; 2], dense: &[f32], lexical: &[f32], sorted: bool) -> Vec<Fused> {
     let weights: Vec<f32> =
         lists.iter().map(|l| if l.weight.is_finite() && l.weight > 0.0 { l.weight } else { 0.0 }).collect();
     let total: f32 = weights.iter().sum();
@@ -153,8 +154,10 @@ fn score_fusion(lists: &[RankedList<'_, usize>; 2], dense: &[f32], lexical: &[f3
             Fused { number, ranks: *r, score, normalized }
         })
         .collect();
-    // Numbers are distinct: the order is total, and an unstable sort gives the same list.
-    items.sort_unstable_by(|a, b| b.score.total_cmp(&a.score).then(a.number.cmp(&b.number)));
+    if sorted {
+        // Numbers are distinct: the order is total, and an unstable sort gives the same list.
+        items.sort_unstable_by(|a, b| b.score.total_cmp(&a.score).then(a.number.cmp(&b.number)));
+    }
     items
 }
 
@@ -301,7 +304,9 @@ pub async fn rank_level_with(
             .into_iter()
             .map(Fused::from)
             .collect(),
-        FusionMethod::Score => score_fusion(&lists, &dense_scores, &lexical_scores),
+        // Boosted, the fused order is not read: boosting sorts the whole list by boosted score,
+        // ties by id, and the records' ids are distinct, so that order is total.
+        FusionMethod::Score => score_fusion(&lists, &dense_scores, &lexical_scores, !boost),
     };
     // Unboosted, the fused order is the final one: only the first `k` become `Ranked`.
     let kept = if boost { usize::MAX } else { k };
