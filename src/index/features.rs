@@ -208,6 +208,22 @@ pub fn url_depth(url: &str) -> u32 {
     path.split('/').filter(|segment| !segment.is_empty()).count() as u32
 }
 
+/// Asks the CPU to bring the two cache lines of `features` that a ranked candidate reads into its
+/// cache, without waiting for them (a hint: no effect on what the program computes).
+#[inline]
+pub fn prefetch(features: &RecordFeatures) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let start = (features as *const RecordFeatures).cast::<i8>();
+        // SAFETY: prefetching is a hint; it reads nothing and cannot fault, whatever the address.
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(start);
+            _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(64));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,27 +277,6 @@ mod tests {
         assert_eq!(features.url_depth, 2);
         assert_eq!(features.labels(), Some(&["a".to_string(), "b".to_string()][..]));
     }
-}
-
-/// Asks the CPU to bring the two cache lines of `features` that a ranked candidate reads into its
-/// cache, without waiting for them (a hint: no effect on what the program computes).
-#[inline]
-pub fn prefetch(features: &RecordFeatures) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let start = (features as *const RecordFeatures).cast::<i8>();
-        // SAFETY: prefetching is a hint; it reads nothing and cannot fault, whatever the address.
-        unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(start);
-            _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(64));
-        }
-    }
-}
-
-#[cfg(test)]
-mod layout {
-    use super::*;
 
     #[test]
     fn the_fields_every_candidate_reads_fit_two_cache_lines() {
