@@ -193,6 +193,16 @@ fn user_role_tips_an_ambiguous_query_without_filtering() {
     assert!(routing.hard_filter.is_none());
 }
 
+/// `route_query` over the provider's themes and router config, for a query without user metadata.
+async fn route_with(
+    provider: &YamlThemesProvider,
+    query: &str,
+    mode: RouterMode,
+    llm: Option<&LlmRouter>,
+) -> retrieval_service::router::RoutingResult {
+    route_query(query, None, &ThemeSet::new(provider.list_themes()), mode, provider.router_config(), llm).await
+}
+
 #[tokio::test]
 async fn broken_themes_file_disables_routing_without_failing() {
     let dir = tempfile::tempdir().unwrap();
@@ -200,15 +210,7 @@ async fn broken_themes_file_disables_routing_without_failing() {
     std::fs::write(&path, "themes:\n  - id: a\n    domain: d\n  - id: a\n    domain: d\n").unwrap();
     let provider = YamlThemesProvider::load(&path);
     assert!(provider.load_error().is_some());
-    let routing = route_query(
-        "android gradle",
-        None,
-        &ThemeSet::new(provider.list_themes()),
-        RouterMode::Heuristic,
-        provider.router_config(),
-        None,
-    )
-    .await;
+    let routing = route_with(&provider, "android gradle", RouterMode::Heuristic, None).await;
     assert!(routing.themes.is_empty() && routing.hard_filter.is_none() && !routing.requires_disambiguation);
     assert_eq!(routing.mode_used, RouterMode::None);
     assert!(routing.degradation.is_some());
@@ -217,15 +219,7 @@ async fn broken_themes_file_disables_routing_without_failing() {
 #[tokio::test]
 async fn mode_none_routes_nothing() {
     let provider = seed_themes();
-    let routing = route_query(
-        "android gradle",
-        None,
-        &ThemeSet::new(provider.list_themes()),
-        RouterMode::None,
-        provider.router_config(),
-        None,
-    )
-    .await;
+    let routing = route_with(&provider, "android gradle", RouterMode::None, None).await;
     assert!(routing.themes.is_empty() && routing.primary_theme.is_none() && routing.degradation.is_none());
 }
 
@@ -267,15 +261,7 @@ async fn route_llm(
 ) -> retrieval_service::router::RoutingResult {
     let provider = seed_themes();
     let llm = LlmRouter::new(&format!("{base}/{behaviour}"), "test-model", Secret::new("sk-test"), timeout).unwrap();
-    route_query(
-        query,
-        None,
-        &ThemeSet::new(provider.list_themes()),
-        RouterMode::Llm,
-        provider.router_config(),
-        Some(&llm),
-    )
-    .await
+    route_with(&provider, query, RouterMode::Llm, Some(&llm)).await
 }
 
 #[tokio::test]
@@ -319,15 +305,7 @@ async fn llm_router_failures_fall_back_to_heuristic() {
             "{behaviour}: {degradation}"
         );
     }
-    let unconfigured = route_query(
-        query,
-        None,
-        &ThemeSet::new(provider.list_themes()),
-        RouterMode::Llm,
-        provider.router_config(),
-        None,
-    )
-    .await;
+    let unconfigured = route_with(&provider, query, RouterMode::Llm, None).await;
     assert_eq!(unconfigured.mode_used, RouterMode::Heuristic);
     assert!(unconfigured.degradation.unwrap().contains("not configured"));
 }
