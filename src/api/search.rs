@@ -17,5 +17,9 @@ pub async fn search(
     ApiJson(request): ApiJson<SearchRequest>,
 ) -> Result<Json<SearchResponse>, ApiError> {
     key.check(&request.tenant_id)?;
+    #[cfg(feature = "ceiling-probe")]
+    if let Some(response) = crate::search::ceiling::answer(&state.search, &request).await? {
+        return Ok(Json(response));
+    }
     Ok(Json(state.search.search(&request).await?))
 }

@@ -4,6 +4,8 @@
 pub mod boosting;
 pub mod boosting_config;
 pub mod cascade;
+#[cfg(feature = "ceiling-probe")]
+pub mod ceiling;
 pub mod context;
 pub mod error;
 pub mod fusion;
