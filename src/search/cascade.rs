@@ -91,8 +91,14 @@ pub async fn run(index: &dyn VectorIndex, input: CascadeInput<'_>) -> Result<Cas
     let mut fallback_used = false;
     let (hits, hits_level) = if !sections.is_empty() {
         // Section hits get the same per-doc cap as chunks, so one long page cannot fill the answer.
-        let mut section_hits = cap_per_doc(sections.clone(), settings.topk_per_doc);
-        section_hits.truncate(input.max_results);
+        let keep = kept_per_doc(&sections, settings.topk_per_doc);
+        let section_hits: Vec<Ranked> = sections
+            .iter()
+            .zip(keep)
+            .filter(|(_, keep)| *keep)
+            .map(|(s, _)| s.clone())
+            .take(input.max_results)
+            .collect();
         (section_hits, Some(Level::Section))
     } else if !chunks.is_empty() {
         (chunks.clone(), Some(Level::Chunk))
@@ -217,9 +223,8 @@ fn add_second_section_evidence(sections: &mut [Ranked], weight: f32) {
     }
     // Pages are keyed by their number when every section has one from one index build (as in
     // the doc step), so the records' doc ids are not read; else by doc id.
-    let numbers: Option<Vec<&IdOrder>> = sections.iter().map(page_order).collect();
-    let added = match numbers.filter(|pages| pages.iter().all(|page| page.same_scope(pages[0]))) {
-        Some(pages) => second_best_of_pages(sections, weight, |at| pages[at].number),
+    let added = match page_numbers(sections) {
+        Some(pages) => second_best_of_pages(sections, weight, |at| pages[at]),
         None => second_best_of_pages(sections, weight, |at| sections[at].record.meta.doc_id.as_str()),
     };
     for (section, added) in sections.iter_mut().zip(added) {
@@ -294,18 +299,33 @@ async fn pad_docs(
 
 /// Keeps at most `per_doc` items of each doc, preserving order.
 pub fn cap_per_doc(items: Vec<Ranked>, per_doc: usize) -> Vec<Ranked> {
-    let keep: Vec<bool> = {
-        let mut counts: HashMap<&str, usize> = HashMap::default();
-        items
-            .iter()
-            .map(|item| {
-                let count = counts.entry(item.record.meta.doc_id.as_str()).or_default();
+    let keep = kept_per_doc(&items, per_doc);
+    items.into_iter().zip(keep).filter_map(|(item, keep)| keep.then_some(item)).collect()
+}
+
+/// Whether each of `items` is among the first `per_doc` of its doc. Docs are keyed by page
+/// number when every item has one from one index build, so the records' doc ids are not read.
+fn kept_per_doc(items: &[Ranked], per_doc: usize) -> Vec<bool> {
+    fn keep<K: Eq + std::hash::Hash>(len: usize, per_doc: usize, doc_of: impl Fn(usize) -> K) -> Vec<bool> {
+        let mut counts: HashMap<K, usize> = HashMap::default();
+        (0..len)
+            .map(|at| {
+                let count = counts.entry(doc_of(at)).or_default();
                 *count += 1;
                 *count <= per_doc
             })
             .collect()
-    };
-    items.into_iter().zip(keep).filter_map(|(item, keep)| keep.then_some(item)).collect()
+    }
+    match page_numbers(items) {
+        Some(pages) => keep(items.len(), per_doc, |at| pages[at]),
+        None => keep(items.len(), per_doc, |at| items[at].record.meta.doc_id.as_str()),
+    }
+}
+
+/// The page number of each of `items`, when all have one from one index build.
+fn page_numbers(items: &[Ranked]) -> Option<Vec<u32>> {
+    let pages: Vec<&IdOrder> = items.iter().map(page_order).collect::<Option<_>>()?;
+    pages.iter().all(|page| page.same_scope(pages[0])).then(|| pages.iter().map(|page| page.number).collect())
 }
 
 /// Spellings of each query word that a case-sensitive substring search should try.
@@ -437,6 +457,13 @@ mod tests {
         assert_eq!(by_id[0].record.id, "b#s0");
         assert_eq!(by_id[0].page_evidence, Some(0.1 * 0.8));
         assert_eq!(by_id.iter().find(|s| s.record.id == "c#s0").unwrap().page_evidence, Some(0.0));
+
+        // The cap per page keeps the same sections both ways: the first two of each page.
+        let ids = |ranked: Vec<Ranked>| ranked.into_iter().map(|r| r.record.id.clone()).collect::<Vec<_>>();
+        let by_number: Vec<Ranked> = list().into_iter().map(numbered).collect();
+        assert!(page_numbers(&by_number).is_some());
+        assert_eq!(ids(cap_per_doc(by_number, 2)), ids(cap_per_doc(list(), 2)));
+        assert_eq!(ids(cap_per_doc(list(), 2)), ["b#s0", "a#s0", "b#s1", "c#s0", "a#s1"]);
     }
 
     #[test]
