@@ -56,6 +56,14 @@ impl RecordRef {
         }
     }
 
+    /// The record's store and its number there (its place in id order), for a stored record.
+    pub fn stored_at(&self) -> Option<(&Arc<LevelStore>, u32)> {
+        match &self.0 {
+            Held::Stored { store, number } => Some((store, *number)),
+            Held::Own { .. } => None,
+        }
+    }
+
     /// The record as a shared pointer of its own.
     pub fn to_arc(&self) -> Arc<Record> {
         match &self.0 {
@@ -106,6 +114,7 @@ mod tests {
         assert_eq!(held.text, "text of b");
         assert!(std::ptr::eq(held.features().unwrap(), &store.features[1]));
         assert!(Arc::ptr_eq(&held.to_arc(), &store.records[1]));
+        assert!(held.stored_at().is_some_and(|(at, number)| Arc::ptr_eq(at, &store) && number == 1));
         // A copy holds the store, not the record: the record's own count is unchanged.
         let copies: Vec<RecordRef> = (0..10).map(|_| held.clone()).collect();
         assert_eq!(Arc::strong_count(&store.records[1]), 1);
@@ -120,6 +129,7 @@ mod tests {
         let held = RecordRef::own(Arc::clone(&shared), None);
         assert_eq!(held.id, "x");
         assert!(held.features().is_none());
+        assert!(held.stored_at().is_none());
         assert!(Arc::ptr_eq(&held.to_arc(), &shared));
         let features = Arc::new(RecordFeatures::of(&shared));
         let with = RecordRef::own(shared, Some(Arc::clone(&features)));

@@ -9,6 +9,7 @@ use crate::index::features::IdOrder;
 use crate::index::{RecordFilter, RecordRef, ScoredRecord, VectorIndex};
 use crate::model::Level;
 use serde_json::json;
+use std::sync::Arc;
 
 /// Candidates taken from each ranker before fusion (the reference RRF fuses each system's top 100).
 pub const FUSION_DEPTH: usize = 100;
@@ -182,15 +183,13 @@ impl From<FusedItem<usize>> for Fused {
 fn number_by_id<'a>(dense: &'a [ScoredRecord], lexical: &'a [ScoredRecord]) -> (Vec<&'a ScoredRecord>, Vec<usize>) {
     let entries: Vec<&ScoredRecord> = dense.iter().chain(lexical).collect();
     // When the index numbered every entry in one scope (one load), its numbers are the id order.
-    let id_orders: Option<Vec<&IdOrder>> =
-        entries.iter().map(|scored| scored.record.features()?.id_order.as_ref()).collect();
-    let id_orders = id_orders.filter(|orders| orders.iter().all(|order| order.same_scope(orders[0])));
-    if let Some(numbered) = id_orders.as_deref().and_then(|orders| by_bitmap(&entries, orders)) {
+    let id_numbers = id_numbers(&entries);
+    if let Some(numbered) = id_numbers.as_deref().and_then(|numbers| by_bitmap(&entries, numbers)) {
         return numbered;
     }
     let mut order: Vec<usize> = (0..entries.len()).collect();
-    match &id_orders {
-        Some(orders) => order.sort_unstable_by_key(|&entry| (orders[entry].number, entry)),
+    match &id_numbers {
+        Some(numbers) => order.sort_unstable_by_key(|&entry| (numbers[entry], entry)),
         None => order.sort_unstable_by(|&a, &b| entries[a].record.id.cmp(&entries[b].record.id).then(a.cmp(&b))),
     }
     let mut records: Vec<&ScoredRecord> = Vec::with_capacity(entries.len());
@@ -198,8 +197,8 @@ fn number_by_id<'a>(dense: &'a [ScoredRecord], lexical: &'a [ScoredRecord]) -> (
     let mut previous: Option<usize> = None;
     for entry in order {
         let scored = entries[entry];
-        let same = previous.is_some_and(|previous| match &id_orders {
-            Some(orders) => orders[previous].number == orders[entry].number,
+        let same = previous.is_some_and(|previous| match &id_numbers {
+            Some(numbers) => numbers[previous] == numbers[entry],
             None => entries[previous].record.id == scored.record.id,
         });
         previous = Some(entry);
@@ -211,18 +210,37 @@ fn number_by_id<'a>(dense: &'a [ScoredRecord], lexical: &'a [ScoredRecord]) -> (
     (records, numbers)
 }
 
+/// Each entry's number in id order, when all are numbered in one scope: records of one loaded
+/// level are their place in its store (read from the reference, not from the record's
+/// features), other records their features' `id_order`.
+fn id_numbers(entries: &[&ScoredRecord]) -> Option<Vec<u32>> {
+    let first = entries.first()?;
+    if let Some((store, _)) = first.record.stored_at() {
+        let numbers: Option<Vec<u32>> = entries
+            .iter()
+            .map(|scored| scored.record.stored_at().filter(|(at, _)| Arc::ptr_eq(at, store)).map(|(_, number)| number))
+            .collect();
+        if numbers.is_some() {
+            return numbers;
+        }
+    }
+    let orders: Vec<&IdOrder> =
+        entries.iter().map(|scored| scored.record.features()?.id_order.as_ref()).collect::<Option<_>>()?;
+    orders.iter().all(|order| order.same_scope(orders[0])).then(|| orders.iter().map(|order| order.number).collect())
+}
+
 /// `number_by_id` for entries numbered in one scope, through a bitmap of their numbers instead of
 /// a sort: a record's place in id order is the count of smaller numbers present, and the first
 /// entry of a number is the record kept. `None` when the numbers are too sparse for a bitmap.
-fn by_bitmap<'a>(entries: &[&'a ScoredRecord], orders: &[&IdOrder]) -> Option<(Vec<&'a ScoredRecord>, Vec<usize>)> {
-    let size = orders.iter().map(|order| order.number as usize + 1).max().unwrap_or(0);
+fn by_bitmap<'a>(entries: &[&'a ScoredRecord], numbers: &[u32]) -> Option<(Vec<&'a ScoredRecord>, Vec<usize>)> {
+    let size = numbers.iter().map(|&number| number as usize + 1).max().unwrap_or(0);
     let words = size.div_ceil(64);
     if words > 4 * entries.len().max(1) {
         return None;
     }
     let mut present = vec![0u64; words];
-    for order in orders {
-        present[order.number as usize / 64] |= 1 << (order.number % 64);
+    for &number in numbers {
+        present[number as usize / 64] |= 1 << (number % 64);
     }
     // below[w]: how many numbers present lie in the words before `w`.
     let mut below = Vec::with_capacity(words);
@@ -236,16 +254,16 @@ fn by_bitmap<'a>(entries: &[&'a ScoredRecord], orders: &[&IdOrder]) -> Option<(V
         below[word] + (present[word] & ((1u64 << bit) - 1)).count_ones() as usize
     };
     let mut records: Vec<Option<&'a ScoredRecord>> = vec![None; count];
-    let numbers: Vec<usize> = orders
+    let places: Vec<usize> = numbers
         .iter()
         .zip(entries)
-        .map(|(order, &scored)| {
-            let place = rank(order.number);
+        .map(|(&number, &scored)| {
+            let place = rank(number);
             records[place].get_or_insert(scored);
             place
         })
         .collect();
-    Some((records.into_iter().map(|record| record.expect("every present number has an entry")).collect(), numbers))
+    Some((records.into_iter().map(|record| record.expect("every present number has an entry")).collect(), places))
 }
 
 /// The top `k` records of `level` matching `filter`, best first.
