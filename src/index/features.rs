@@ -15,15 +15,13 @@ const LINE_HEAD_BYTES: usize = 16;
 
 /// Derived facts of one record; `RecordFeatures::of` is the one place they are computed.
 ///
-/// The fields every ranked candidate reads (its numbers, topics, cached boost factors and whether
+/// The fields every ranked candidate reads (its page number, topics, cached boost factors and whether
 /// it has labels) come first and in this order (`repr(C)`), and the features of a level are kept
 /// side by side starting on cache line boundaries (`align(64)`): those fields fill the first two
 /// lines, so a candidate costs two loads from memory, not one per field.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[repr(C, align(64))]
 pub struct RecordFeatures {
-    /// The record's place in its tenant and level of one loaded index, when an index set it.
-    pub id_order: Option<IdOrder>,
     /// The place of the record's page (`meta.doc_id`) among its tenant's pages in doc id order,
     /// all levels alike, when an index set it: the cascade keys pages by it instead of hashing ids.
     pub page: Option<IdOrder>,
@@ -100,8 +98,8 @@ impl Default for BoostCacheKey {
     }
 }
 
-/// Records of one tenant and level of one loaded index are numbered by ascending id: two
-/// records with the same `scope` (pointer-equal) compare by `number` exactly as by id.
+/// A place in an id order numbered once per loaded index (a tenant's pages by ascending doc id):
+/// two places with the same `scope` (pointer-equal) compare by `number` exactly as by id.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IdOrder {
     pub scope: Arc<()>,
@@ -141,7 +139,6 @@ impl RecordFeatures {
             labels,
             line_heads,
             first_bytes,
-            id_order: None,
             page: None,
             topics: [&meta.domain, &meta.section, &meta.platform, &meta.role].map(|value| intern_topic(value.trim())),
             boosts: OnceLock::new(),
@@ -284,7 +281,6 @@ mod tests {
         let end = std::mem::offset_of!(RecordFeatures, labeled) + 1;
         assert!(end <= 128, "hot fields end at byte {end}");
         for offset in [
-            std::mem::offset_of!(RecordFeatures, id_order),
             std::mem::offset_of!(RecordFeatures, page),
             std::mem::offset_of!(RecordFeatures, topics),
             std::mem::offset_of!(RecordFeatures, boosts),

@@ -83,7 +83,6 @@ impl LevelData {
                     RecordFeatures::of(record)
                 }
             };
-            derived.id_order = Some(IdOrder { scope: Arc::clone(&scope), number: number as u32 });
             derived.page = pages.of(&record.meta.doc_id);
             features.push(derived);
             records.push(Arc::clone(record));

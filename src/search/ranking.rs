@@ -5,7 +5,6 @@ use super::boosting::{boost_and_sort, BoostContext, BoostEffect, BoostFactors, B
 use super::boosting_config::{BoostingConfig, FusionMethod};
 use super::fusion::{FusedItem, RankedList, ReciprocalRankFusion};
 use super::Result;
-use crate::index::features::IdOrder;
 use crate::index::{RecordFilter, RecordRef, ScoredRecord, VectorIndex};
 use crate::model::Level;
 use serde_json::json;
@@ -210,23 +209,14 @@ fn number_by_id<'a>(dense: &'a [ScoredRecord], lexical: &'a [ScoredRecord]) -> (
     (records, numbers)
 }
 
-/// Each entry's number in id order, when all are numbered in one scope: records of one loaded
-/// level are their place in its store (read from the reference, not from the record's
-/// features), other records their features' `id_order`.
+/// Each entry's number in id order, when all are records of one loaded level: their places in
+/// its store, which holds them by ascending id.
 fn id_numbers(entries: &[&ScoredRecord]) -> Option<Vec<u32>> {
-    let first = entries.first()?;
-    if let Some((store, _)) = first.record.stored_at() {
-        let numbers: Option<Vec<u32>> = entries
-            .iter()
-            .map(|scored| scored.record.stored_at().filter(|(at, _)| Arc::ptr_eq(at, store)).map(|(_, number)| number))
-            .collect();
-        if numbers.is_some() {
-            return numbers;
-        }
-    }
-    let orders: Vec<&IdOrder> =
-        entries.iter().map(|scored| scored.record.features()?.id_order.as_ref()).collect::<Option<_>>()?;
-    orders.iter().all(|order| order.same_scope(orders[0])).then(|| orders.iter().map(|order| order.number).collect())
+    let (store, _) = entries.first()?.record.stored_at()?;
+    entries
+        .iter()
+        .map(|scored| scored.record.stored_at().filter(|(at, _)| Arc::ptr_eq(at, store)).map(|(_, number)| number))
+        .collect()
 }
 
 /// `number_by_id` for entries numbered in one scope, through a bitmap of their numbers instead of
@@ -357,7 +347,7 @@ mod tests {
     use super::*;
     use crate::embed::PseudoEmbedder;
     use crate::fixtures;
-    use crate::index::{InMemoryIndex, RecordFeatures};
+    use crate::index::{InMemoryIndex, LevelStore, RecordFeatures};
     use crate::model::Record;
     use std::sync::Arc;
 
@@ -365,18 +355,20 @@ mod tests {
     fn dense_and_sparse_record_numbers_give_the_id_order() {
         // Dense numbers go through the bitmap, sparse ones through the sort; both must give the
         // distinct records in number order and each entry's place among them.
-        let scope = Arc::new(());
-        let scored = |number: u32| {
-            let record = Arc::new(Record {
-                id: format!("r{number:06}"),
-                meta: crate::model::Metadata::default(),
-                text: String::new(),
-                embedding: Vec::new(),
-            });
-            let mut features = RecordFeatures::of(&record);
-            features.id_order = Some(IdOrder { scope: Arc::clone(&scope), number });
-            ScoredRecord { record: RecordRef::own(record, Some(Arc::new(features))), score: 0.5 }
-        };
+        // One level's store, records numbered by ascending id as the index numbers them.
+        let records: Vec<Arc<Record>> = (0..=100_000u32)
+            .map(|number| {
+                Arc::new(Record {
+                    id: format!("r{number:06}"),
+                    meta: crate::model::Metadata::default(),
+                    text: String::new(),
+                    embedding: Vec::new(),
+                })
+            })
+            .collect();
+        let features = vec![RecordFeatures::default(); records.len()];
+        let store = Arc::new(LevelStore { records, features });
+        let scored = |number: u32| ScoredRecord { record: RecordRef::stored(&store, number as usize), score: 0.5 };
         for (dense, lexical) in [
             (vec![5, 3, 64, 0], vec![3, 700, 5, 1]),
             (vec![100_000, 3], vec![7, 3, 100_000]),
@@ -406,7 +398,7 @@ mod tests {
         for level in Level::ALL {
             let dense = index.knn(level, &filter, &query, 100).await.unwrap();
             let lexical = index.lexical(level, &filter, &terms, 100).await.unwrap();
-            assert!(dense.iter().chain(&lexical).all(|s| s.record.features().is_some_and(|f| f.id_order.is_some())));
+            assert!(dense.iter().chain(&lexical).all(|s| s.record.stored_at().is_some()));
             let strip = |list: &[ScoredRecord]| -> Vec<ScoredRecord> {
                 list.iter().map(|s| ScoredRecord { record: s.record.to_arc().into(), score: s.score }).collect()
             };
