@@ -140,9 +140,7 @@ async fn choose_docs(
     let fusion = ReciprocalRankFusion::new(cascade.k);
     // Pages are keyed by their number in the tenant's page order when every ranked record has one
     // from one index build (no id hashed); else by their doc id. Both order pages alike.
-    let page_numbers: Option<Vec<&IdOrder>> =
-        direct.iter().chain(evidence.iter().flat_map(|(ranked, _)| ranked)).map(page_order).collect();
-    let fused = match page_numbers.filter(|pages| pages.iter().all(|page| page.same_scope(pages[0]))) {
+    let fused = match page_numbers(direct.iter().chain(evidence.iter().flat_map(|(ranked, _)| ranked))) {
         Some(_) => fuse_pages(&direct, &evidence, cascade.doc_weight, fusion, k, |r| {
             page_order(r).map_or(u32::MAX, |page| page.number)
         }),
@@ -223,7 +221,7 @@ fn add_second_section_evidence(sections: &mut [Ranked], weight: f32) {
     }
     // Pages are keyed by their number when every section has one from one index build (as in
     // the doc step), so the records' doc ids are not read; else by doc id.
-    let added = match page_numbers(sections) {
+    let added = match page_numbers(sections.iter()) {
         Some(pages) => second_best_of_pages(sections, weight, |at| pages[at]),
         None => second_best_of_pages(sections, weight, |at| sections[at].record.meta.doc_id.as_str()),
     };
@@ -323,8 +321,8 @@ fn kept_per_doc(items: &[Ranked], per_doc: usize) -> Vec<bool> {
 }
 
 /// The page number of each of `items`, when all have one from one index build.
-fn page_numbers(items: &[Ranked]) -> Option<Vec<u32>> {
-    let pages: Vec<&IdOrder> = items.iter().map(page_order).collect::<Option<_>>()?;
+fn page_numbers<'a>(items: impl IntoIterator<Item = &'a Ranked>) -> Option<Vec<u32>> {
+    let pages: Vec<&IdOrder> = items.into_iter().map(page_order).collect::<Option<_>>()?;
     pages.iter().all(|page| page.same_scope(pages[0])).then(|| pages.iter().map(|page| page.number).collect())
 }
 
