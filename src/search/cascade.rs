@@ -219,12 +219,7 @@ fn add_second_section_evidence(sections: &mut [Ranked], weight: f32) {
     if !(weight > 0.0 && weight.is_finite()) {
         return;
     }
-    // Pages are keyed by their number when every section has one from one index build (as in
-    // the doc step), so the records' doc ids are not read; else by doc id.
-    let added = match page_numbers(sections.iter()) {
-        Some(pages) => second_best_of_pages(sections, weight, |at| pages[at]),
-        None => second_best_of_pages(sections, weight, |at| sections[at].record.meta.doc_id.as_str()),
-    };
+    let added = second_best_of_pages(sections, weight, &page_keys(sections));
     for (section, added) in sections.iter_mut().zip(added) {
         section.score += added;
         section.page_evidence = Some(added);
@@ -233,22 +228,18 @@ fn add_second_section_evidence(sections: &mut [Ranked], weight: f32) {
 }
 
 /// What `add_second_section_evidence` adds to each section: `weight` × the score of the second
-/// best section of its page (pages keyed by `page_of` a section's place).
-fn second_best_of_pages<K: Eq + std::hash::Hash>(
-    sections: &[Ranked],
-    weight: f32,
-    page_of: impl Fn(usize) -> K,
-) -> Vec<f32> {
+/// best section of its page (`pages`: each section's `page_keys`).
+fn second_best_of_pages(sections: &[Ranked], weight: f32, pages: &[u32]) -> Vec<f32> {
     // Sections come sorted best first: the second one seen of a page is its second best.
-    let mut seen: HashMap<K, (usize, f32)> = HashMap::default();
-    for (at, section) in sections.iter().enumerate() {
-        let entry = seen.entry(page_of(at)).or_insert((0, 0.0));
+    let mut seen: HashMap<u32, (usize, f32)> = HashMap::default();
+    for (section, &page) in sections.iter().zip(pages) {
+        let entry = seen.entry(page).or_insert((0, 0.0));
         entry.0 += 1;
         if entry.0 == 2 {
             entry.1 = section.score;
         }
     }
-    (0..sections.len()).map(|at| weight * seen.get(&page_of(at)).map_or(0.0, |e| e.1)).collect()
+    pages.iter().map(|page| weight * seen.get(page).map_or(0.0, |e| e.1)).collect()
 }
 
 /// The doc-level filter: the request filter without section ids; when section ids are requested,
@@ -301,23 +292,34 @@ pub fn cap_per_doc(items: Vec<Ranked>, per_doc: usize) -> Vec<Ranked> {
     items.into_iter().zip(keep).filter_map(|(item, keep)| keep.then_some(item)).collect()
 }
 
-/// Whether each of `items` is among the first `per_doc` of its doc. Docs are keyed by page
-/// number when every item has one from one index build, so the records' doc ids are not read.
+/// Whether each of `items` is among the first `per_doc` of its doc.
 fn kept_per_doc(items: &[Ranked], per_doc: usize) -> Vec<bool> {
-    fn keep<K: Eq + std::hash::Hash>(len: usize, per_doc: usize, doc_of: impl Fn(usize) -> K) -> Vec<bool> {
-        let mut counts: HashMap<K, usize> = HashMap::default();
-        (0..len)
-            .map(|at| {
-                let count = counts.entry(doc_of(at)).or_default();
-                *count += 1;
-                *count <= per_doc
-            })
-            .collect()
+    let mut counts: HashMap<u32, usize> = HashMap::default();
+    page_keys(items)
+        .into_iter()
+        .map(|page| {
+            let count = counts.entry(page).or_default();
+            *count += 1;
+            *count <= per_doc
+        })
+        .collect()
+}
+
+/// A key per item, equal exactly for items of the same page: the page numbers when every item
+/// has one from one index build (the records' doc ids are not read), else each doc id's place
+/// among the doc ids in the order they first appear.
+fn page_keys(items: &[Ranked]) -> Vec<u32> {
+    if let Some(numbers) = page_numbers(items) {
+        return numbers;
     }
-    match page_numbers(items) {
-        Some(pages) => keep(items.len(), per_doc, |at| pages[at]),
-        None => keep(items.len(), per_doc, |at| items[at].record.meta.doc_id.as_str()),
-    }
+    let mut seen: HashMap<&str, u32> = HashMap::default();
+    items
+        .iter()
+        .map(|item| {
+            let next = seen.len() as u32;
+            *seen.entry(item.record.meta.doc_id.as_str()).or_insert(next)
+        })
+        .collect()
 }
 
 /// The page number of each of `items`, when all have one from one index build.
