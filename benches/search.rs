@@ -14,7 +14,7 @@ use retrieval_service::index::lexical::{Bm25Index, Bm25Params};
 use retrieval_service::index::memory::{rebuild_tenant, LoadedIndex};
 use retrieval_service::index::{InMemoryIndex, RecordFilter, VectorIndex};
 use retrieval_service::model::{Level, Metadata, Record, Snapshot};
-use retrieval_service::search::boosting::{boost_and_sort, BoostContext};
+use retrieval_service::search::boosting::{boost_and_keep_best, BoostContext};
 use retrieval_service::search::boosting_config::BoostingConfig;
 use retrieval_service::search::fusion::{RankedList, ReciprocalRankFusion};
 use retrieval_service::search::ranking::Ranked;
@@ -288,7 +288,7 @@ fn bench_stages(c: &mut Criterion) {
     c.bench_function("boost/200_sections", |b| {
         b.iter(|| {
             let mut hits = candidates.clone();
-            boost_and_sort(&mut hits, &boosting, &context);
+            boost_and_keep_best(&mut hits, usize::MAX, &boosting, &context);
             black_box(hits.len())
         })
     });
@@ -297,7 +297,7 @@ fn bench_stages(c: &mut Criterion) {
     c.bench_function("boost/200_sections_cached", |b| {
         b.iter(|| {
             let mut hits = candidates.clone();
-            boost_and_sort(&mut hits, &boosting, &cached);
+            boost_and_keep_best(&mut hits, usize::MAX, &boosting, &cached);
             black_box(hits.len())
         })
     });

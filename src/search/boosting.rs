@@ -409,9 +409,9 @@ pub trait Boostable {
     fn boosted_score(&self) -> f32;
 }
 
-/// Boosts every hit and sorts by descending boosted score, ties by ascending id. The cascade
-/// calls this once per level.
-pub fn boost_and_sort<T: Boostable>(hits: &mut [T], cfg: &BoostingConfig, ctx: &BoostContext) {
+/// Boosts every hit and keeps the best `k`, sorted by descending boosted score, ties by
+/// ascending id. The cascade calls this once per boosted level.
+pub fn boost_and_keep_best<T: Boostable>(hits: &mut Vec<T>, k: usize, cfg: &BoostingConfig, ctx: &BoostContext) {
     let hint = ctx.routing.as_ref().map(TopicHint::of);
     for at in 0..hits.len() {
         // The features a few candidates ahead are asked for now: each candidate's are a load from
@@ -426,41 +426,40 @@ pub fn boost_and_sort<T: Boostable>(hits: &mut [T], cfg: &BoostingConfig, ctx: &
         let (score, factors) = boost_factors_with(hit.base_score(), &hit.boost_input(), cfg, ctx, hint.as_ref());
         hit.set_boost(score, factors);
     }
-    sort_best_first(hits);
+    keep_best(hits, k);
 }
 
-/// How many candidates ahead `boost_and_sort` asks for features.
+/// How many candidates ahead `boost_and_keep_best` asks for features.
 const PREFETCH_AHEAD: usize = 4;
 
 /// Sorts boosted hits by descending boosted score, ties by ascending id: the one order of boosted
 /// hits (after boosting, and after anything that adds to boosted scores).
-pub fn sort_best_first<T: Boostable>(hits: &mut [T]) {
-    // The order is found on (score, position) pairs and then applied by swaps: candidates are
-    // large, and a sort moves each of them many times.
-    let mut order: Vec<(f32, u32)> =
-        hits.iter().enumerate().map(|(at, hit)| (hit.boosted_score(), at as u32)).collect();
-    order.sort_unstable_by(|a, b| {
-        b.0.total_cmp(&a.0).then_with(|| hits[a.1 as usize].id().cmp(hits[b.1 as usize].id())).then(a.1.cmp(&b.1))
-    });
-    let mut source: Vec<usize> = order.into_iter().map(|(_, at)| at as usize).collect();
-    permute(hits, &mut source);
+pub fn sort_best_first<T: Boostable>(hits: &mut Vec<T>) {
+    keep_best(hits, usize::MAX);
 }
 
-/// Reorders `items` so that position `i` holds what was at `source[i]` (a permutation), by
-/// following its cycles; `source` is consumed (left as the identity).
-fn permute<T>(items: &mut [T], source: &mut [usize]) {
-    for start in 0..items.len() {
-        let mut at = start;
-        loop {
-            let from = source[at];
-            source[at] = at;
-            if from == start || from == at {
-                break;
-            }
-            items.swap(at, from);
-            at = from;
-        }
+/// Keeps the first `k` hits of the boosted order (`sort_best_first`'s), in that order. The order
+/// is found on (score, position) pairs — a partial selection of the best `k`, then a sort of
+/// those — and each kept hit is moved once: candidates are large, and neither a sort nor the
+/// swaps of a permutation should move each of them several times.
+fn keep_best<T: Boostable>(hits: &mut Vec<T>, k: usize) {
+    if k == 0 {
+        hits.clear();
+        return;
     }
+    let mut order: Vec<(f32, u32)> =
+        hits.iter().enumerate().map(|(at, hit)| (hit.boosted_score(), at as u32)).collect();
+    // Positions make the order total, so selecting then sorting gives the head of a full sort.
+    let best_first = |a: &(f32, u32), b: &(f32, u32)| {
+        b.0.total_cmp(&a.0).then_with(|| hits[a.1 as usize].id().cmp(hits[b.1 as usize].id())).then(a.1.cmp(&b.1))
+    };
+    if order.len() > k {
+        order.select_nth_unstable_by(k - 1, best_first);
+        order.truncate(k);
+    }
+    order.sort_unstable_by(best_first);
+    let mut slots: Vec<Option<T>> = std::mem::take(hits).into_iter().map(Some).collect();
+    hits.extend(order.into_iter().map(|(_, at)| slots[at as usize].take().expect("each position is kept once")));
 }
 
 #[cfg(test)]

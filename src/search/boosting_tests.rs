@@ -234,6 +234,7 @@ fn rules_apply_in_fixed_order() {
     assert!(close(outcome.score, 1.66), "got {}", outcome.score);
 }
 
+#[derive(Clone)]
 struct Hit {
     id: String,
     base: f32,
@@ -260,7 +261,7 @@ impl Boostable for Hit {
 }
 
 #[test]
-fn boost_and_sort_reorders_by_boosted_score_then_id() {
+fn boost_and_keep_best_reorders_by_boosted_score_then_id() {
     let cfg = config("page_type_boosts: {faq: 1.5}");
     let hit = |id: &str, base: f32, page_type: &str| Hit {
         id: id.into(),
@@ -268,11 +269,18 @@ fn boost_and_sort_reorders_by_boosted_score_then_id() {
         meta: Metadata { page_type: page_type.into(), ..Metadata::default() },
         boosted: 0.0,
     };
-    let mut hits = vec![hit("c", 0.9, ""), hit("b", 0.7, "faq"), hit("a", 0.9, "")];
-    boost_and_sort(&mut hits, &cfg, &BoostContext::default());
-    let ids: Vec<&str> = hits.iter().map(|h| h.id.as_str()).collect();
-    assert_eq!(ids, vec!["b", "a", "c"]);
-    assert!(close(hits[0].boosted, 1.05));
+    let hits = vec![hit("c", 0.9, ""), hit("b", 0.7, "faq"), hit("a", 0.9, "")];
+    let ids = |hits: &[Hit]| hits.iter().map(|h| h.id.clone()).collect::<Vec<_>>();
+    let mut all = hits.clone();
+    boost_and_keep_best(&mut all, usize::MAX, &cfg, &BoostContext::default());
+    assert_eq!(ids(&all), vec!["b", "a", "c"]);
+    assert!(close(all[0].boosted, 1.05));
+    let mut two = hits.clone();
+    boost_and_keep_best(&mut two, 2, &cfg, &BoostContext::default());
+    assert_eq!(ids(&two), vec!["b", "a"]);
+    let mut none = hits;
+    boost_and_keep_best(&mut none, 0, &cfg, &BoostContext::default());
+    assert!(none.is_empty());
 }
 
 #[test]
@@ -341,13 +349,32 @@ fn lookup_tries_the_normalised_key_only_when_it_differs() {
 }
 
 #[test]
-fn permute_applies_any_order() {
-    for source in [vec![], vec![0], vec![1, 0], vec![2, 0, 1], vec![1, 2, 0], vec![3, 1, 0, 2, 5, 4], vec![0, 1, 2]] {
-        let items: Vec<usize> = (0..source.len()).map(|i| i * 10).collect();
-        let expected: Vec<usize> = source.iter().map(|&from| items[from]).collect();
-        let (mut got, mut order) = (items.clone(), source.clone());
-        permute(&mut got, &mut order);
-        assert_eq!(got, expected, "{source:?}");
+fn keep_best_is_the_head_of_the_full_order() {
+    // Scores with many ties (broken by id) and equal ids (broken by position): keeping the best
+    // `k` must give the first `k` of a stable sort by (score descending, id ascending).
+    let mut state = 7u64;
+    let mut next = |modulo: u64| {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (state >> 33) % modulo
+    };
+    for len in [0usize, 1, 2, 5, 17, 64, 200] {
+        let hits: Vec<Hit> = (0..len)
+            .map(|at| Hit {
+                id: format!("r{:02}", next(40)),
+                base: 0.0,
+                meta: Metadata { url: format!("{at}"), ..Metadata::default() },
+                boosted: [0.5, 0.25, -0.0, 0.0, 1.0][next(5) as usize] + next(3) as f32 * 0.125,
+            })
+            .collect();
+        let mut expected: Vec<&Hit> = hits.iter().collect();
+        expected.sort_by(|a, b| b.boosted.total_cmp(&a.boosted).then(a.id.cmp(&b.id)));
+        let positions = |list: &[&Hit]| list.iter().map(|h| h.meta.url.clone()).collect::<Vec<_>>();
+        for k in [0, 1, 3, len / 2, len, len + 1, usize::MAX] {
+            let mut kept = hits.clone();
+            keep_best(&mut kept, k);
+            let want: Vec<&Hit> = expected.iter().take(k).copied().collect();
+            assert_eq!(positions(&kept.iter().collect::<Vec<_>>()), positions(&want), "len {len}, k {k}");
+        }
     }
 }
 

@@ -215,7 +215,7 @@ fn fuse_pages<'a, K: Copy + Eq + std::hash::Hash + Ord>(
 /// re-sorts (ties by id, as everywhere): a page that answers with two sections goes above a page
 /// whose one section matches as well (a hub page, an overview). Pages with one ranked section
 /// gain nothing.
-fn add_second_section_evidence(sections: &mut [Ranked], weight: f32) {
+fn add_second_section_evidence(sections: &mut Vec<Ranked>, weight: f32) {
     if !(weight > 0.0 && weight.is_finite()) {
         return;
     }

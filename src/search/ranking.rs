@@ -1,7 +1,7 @@
 //! Ranking of one cascade level: dense and lexical candidate lists, reciprocal-rank fusion,
 //! then boosting — the single place where a level's candidates are scored and ordered.
 
-use super::boosting::{boost_and_sort, BoostContext, BoostEffect, BoostFactors, BoostInput, Boostable};
+use super::boosting::{boost_and_keep_best, BoostContext, BoostEffect, BoostFactors, BoostInput, Boostable};
 use super::boosting_config::{BoostingConfig, FusionMethod};
 use super::fusion::{FusedItem, RankedList, ReciprocalRankFusion};
 use super::Result;
@@ -336,7 +336,7 @@ pub async fn rank_level_with(
         })
         .collect();
     if boost {
-        boost_and_sort(&mut ranked, context.boosting, &context.boost_context);
+        boost_and_keep_best(&mut ranked, k, context.boosting, &context.boost_context);
     }
     ranked.truncate(k);
     Ok(ranked)
