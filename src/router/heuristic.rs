@@ -8,6 +8,7 @@
 use super::{RouterConfig, RoutingResult, Theme, UserMetadata};
 use crate::config::RouterMode;
 use crate::text;
+use rustc_hash::FxHashMap as HashMap;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One query or keyword word: its lower-cased form and its stem.
@@ -56,11 +57,45 @@ struct KeywordRule {
 /// The keyword rules of a theme list, compiled (every keyword tokenized and stemmed) once when the
 /// themes are loaded: stemming every keyword of every theme was the largest cost of a search.
 #[derive(Default)]
-pub struct KeywordRules(Vec<KeywordRule>);
+pub struct KeywordRules {
+    rules: Vec<KeywordRule>,
+    /// Stem of a rule's first word → the rules starting with it (ascending).
+    by_first_stem: HashMap<String, Vec<usize>>,
+    /// First word of the rules whose first word is Latin letters only → those rules (ascending):
+    /// "ios" also starts a phrase at the query word "ios17" (`word_matches`).
+    by_first_letters: HashMap<String, Vec<usize>>,
+}
 
 impl KeywordRules {
     pub fn new(themes: &[Theme]) -> Self {
-        Self(keyword_rules(themes))
+        let rules = keyword_rules(themes);
+        let mut by_first_stem: HashMap<String, Vec<usize>> = HashMap::default();
+        let mut by_first_letters: HashMap<String, Vec<usize>> = HashMap::default();
+        for (number, rule) in rules.iter().enumerate() {
+            let first = &rule.phrase[0];
+            by_first_stem.entry(first.stem.clone()).or_default().push(number);
+            if first.raw.chars().all(|c| c.is_ascii_alphabetic()) {
+                by_first_letters.entry(first.raw.clone()).or_default().push(number);
+            }
+        }
+        Self { rules, by_first_stem, by_first_letters }
+    }
+
+    /// The rules whose first word matches some word of `query` (`word_matches`), in rule order:
+    /// only they can occur in it, and evidence is summed in rule order. A keyword phrase is
+    /// matched against the query's content words or all its words; all of them are looked up.
+    fn starting_in(&self, query: &[Word]) -> Vec<usize> {
+        let mut numbers: Vec<usize> = Vec::new();
+        for word in query {
+            numbers.extend(self.by_first_stem.get(&word.stem).into_iter().flatten());
+            let letters = word.raw.trim_end_matches(|c: char| c.is_ascii_digit());
+            if letters.len() < word.raw.len() {
+                numbers.extend(self.by_first_letters.get(letters).into_iter().flatten());
+            }
+        }
+        numbers.sort_unstable();
+        numbers.dedup();
+        numbers
     }
 }
 
@@ -175,7 +210,7 @@ pub fn route_with_rules(
     let query_words = content_words(&query_all_words);
     let mut keyword_evidence = vec![0.0_f32; themes.len()];
     let mut named_by_keyword = vec![false; themes.len()];
-    for rule in &rules.0 {
+    for rule in rules.starting_in(&query_all_words).into_iter().map(|number| &rules.rules[number]) {
         let searched = if rule.with_stopwords { &query_all_words } else { &query_words };
         if !phrase_occurs(searched, &rule.phrase) {
             continue;
@@ -325,6 +360,46 @@ mod tests {
         assert!(bare.requires_disambiguation);
         let apart = route_heuristic("для браузера сафари", None, &themes, &config);
         assert_ne!(apart.primary_theme.as_deref(), Some("safari"), "the phrase must be contiguous");
+    }
+
+    #[test]
+    fn the_rule_index_finds_every_rule_a_full_scan_finds() {
+        let themes = vec![
+            theme("android", "android", &["android", "андроид", "gradle", "сертификат", "для андроида"]),
+            theme("ios", "ios", &["ios", "айфон", "сертификат", "ios app", "safari 17"]),
+            theme("windows", "windows", &["windows", "установщик windows", "для windows 11"]),
+        ];
+        let rules = KeywordRules::new(&themes);
+        for query in [
+            "сертификат на айфоне",
+            "ios17 и android14 gradle",
+            "ios app для windows 11",
+            "safari 17",
+            "установщик windows для андроида",
+            "17 ios",
+            "ничего",
+            "",
+        ] {
+            let words = all_words(query);
+            let content = content_words(&words);
+            let scanned: Vec<usize> = (0..rules.rules.len())
+                .filter(|&number| {
+                    let rule = &rules.rules[number];
+                    phrase_occurs(if rule.with_stopwords { &words } else { &content }, &rule.phrase)
+                })
+                .collect();
+            let indexed: Vec<usize> = rules
+                .starting_in(&words)
+                .into_iter()
+                .filter(|&number| {
+                    let rule = &rules.rules[number];
+                    phrase_occurs(if rule.with_stopwords { &words } else { &content }, &rule.phrase)
+                })
+                .collect();
+            assert_eq!(indexed, scanned, "{query}");
+            assert_eq!(scanned.is_empty(), ["ничего", ""].contains(&query), "{query}: {scanned:?}");
+        }
+        assert!(!rules.starting_in(&all_words("ios17")).is_empty(), "a digit suffix keeps the rule");
     }
 
     #[test]
