@@ -17,7 +17,7 @@ pub use config::RouterConfig;
 pub use context::{format_context, ContextSource, FormattedContext, MULTI_THEME_RULE};
 pub use disambiguation::{build_clarification, Clarification, ClarificationOption};
 pub use heuristic::{route_heuristic, KeywordRules};
-pub use label::infer_theme_label;
+pub use label::{infer_theme_label, ThemeLabels};
 pub use llm::{LlmRouter, LlmRouterError, LlmRouterErrorKind};
 pub use themes::{parse_themes_yaml, Theme, ThemesError, ThemesFile, ThemesProvider, YamlThemesProvider};
 
@@ -160,6 +160,32 @@ impl ThemeFields {
                 *condition = Some(value.clone());
             }
         }
+    }
+}
+
+/// One theme's wanted domain, section, platform and role as topic numbers
+/// (`index::features::topic_number`): `None` any value, `Some(None)` a value no record has,
+/// `Some(Some(n))` the value numbered `n`. Matching a record's `RecordFeatures::topics` then
+/// compares four numbers, not four strings.
+pub struct TopicFields([Option<Option<u32>>; 4]);
+
+impl TopicFields {
+    pub fn of(fields: FieldsView<'_>) -> Self {
+        Self(
+            [fields.domain, fields.section, fields.platform, fields.role]
+                .map(|wanted| wanted.map(crate::index::features::topic_number)),
+        )
+    }
+
+    /// `FieldsView::matches` on the record's numbers.
+    pub fn matches(&self, topics: &[u32; 4]) -> bool {
+        self.0.iter().zip(topics).all(|(wanted, &actual)| wanted.is_none_or(|wanted| wanted == Some(actual)))
+    }
+
+    /// `ThemeFields::conflicts`: another platform than the one wanted, when the record has one.
+    pub fn conflicts(&self, topics: &[u32; 4]) -> bool {
+        let actual = topics[2];
+        self.0[2].is_some_and(|wanted| actual != 0 && wanted != Some(actual))
     }
 }
 

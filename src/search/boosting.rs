@@ -5,7 +5,7 @@ pub use crate::index::features::url_depth;
 use crate::index::features::{BoostCacheKey, BOOST_RULES};
 use crate::index::RecordFeatures;
 use crate::model::Metadata;
-use crate::router::ThemeFields;
+use crate::router::{ThemeFields, TopicFields};
 use crate::search::boosting_config::{BoostingConfig, MatchRule};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -207,36 +207,12 @@ struct TopicHint {
     secondary: Vec<TopicFields>,
 }
 
-/// One theme's wanted domain, section, platform and role: `None` any value, `Some(None)` a value
-/// no record has, `Some(Some(n))` the value numbered `n`.
-struct TopicFields([Option<Option<u32>>; 4]);
-
 impl TopicHint {
     fn of(hint: &RoutingHint) -> Self {
         Self {
-            primary: hint.primary.as_ref().map(TopicFields::of),
-            secondary: hint.secondary.iter().map(TopicFields::of).collect(),
+            primary: hint.primary.as_ref().map(|fields| TopicFields::of(fields.view())),
+            secondary: hint.secondary.iter().map(|fields| TopicFields::of(fields.view())).collect(),
         }
-    }
-}
-
-impl TopicFields {
-    fn of(fields: &ThemeFields) -> Self {
-        Self(
-            [&fields.domain, &fields.section, &fields.platform, &fields.role]
-                .map(|wanted| wanted.as_deref().map(crate::index::features::topic_number)),
-        )
-    }
-
-    /// `ThemeFields::matches` on the record's numbers.
-    fn matches(&self, topics: &[u32; 4]) -> bool {
-        self.0.iter().zip(topics).all(|(wanted, &actual)| wanted.is_none_or(|wanted| wanted == Some(actual)))
-    }
-
-    /// `ThemeFields::conflicts`: another platform than the one wanted, when the record has one.
-    fn conflicts(&self, topics: &[u32; 4]) -> bool {
-        let actual = topics[2];
-        self.0[2].is_some_and(|wanted| actual != 0 && wanted != Some(actual))
     }
 }
 

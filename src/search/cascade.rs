@@ -10,7 +10,7 @@ use crate::index::features::IdOrder;
 use crate::index::{RecordFilter, VectorIndex};
 use crate::model::Level;
 use crate::rerank::Reranker;
-use crate::router::{infer_theme_label, Theme};
+use crate::router::ThemeLabels;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::time::Duration;
 
@@ -374,18 +374,18 @@ async fn text_fallback(
 }
 
 /// Converts a ranked record into an API hit (never with text), labelled with its theme.
-pub fn to_hit(ranked: &Ranked, explain: bool, themes: &[Theme]) -> RetrievalHit {
+pub fn to_hit(ranked: &Ranked, explain: bool, themes: &ThemeLabels<'_>) -> RetrievalHit {
     let level = ranked.record.level();
     let mut hit = RetrievalHit::from_metadata(&ranked.record.id, level, &ranked.record.meta, ranked.score);
     hit.relevance = ranked.fused_normalized;
-    hit.metadata.theme_label = infer_theme_label(&ranked.record.meta, themes);
+    hit.metadata.theme_label = super::routing::label(ranked, themes);
     if explain {
         hit.explain = Some(ranked.explain());
     }
     hit
 }
 
-pub fn steps(output: &CascadeOutput, explain: bool, themes: &[Theme]) -> Steps {
+pub fn steps(output: &CascadeOutput, explain: bool, themes: &ThemeLabels<'_>) -> Steps {
     let convert = |list: &[Ranked]| list.iter().map(|r| to_hit(r, explain, themes)).collect();
     Steps {
         docs: convert(&output.docs),

@@ -26,7 +26,7 @@ use crate::index::{RecordFilter, VectorIndex};
 use crate::metrics::Metrics;
 use crate::model::Record;
 use crate::rerank::Reranker;
-use crate::router::{route_query, LlmRouter, RouterConfig, RoutingResult, ThemesProvider};
+use crate::router::{route_query, LlmRouter, RouterConfig, RoutingResult, ThemeLabels, ThemesProvider};
 use boosting::BoostContext;
 use boosting_config::BoostingConfig;
 use ranking::{RankingContext, RankingMode};
@@ -591,13 +591,14 @@ impl SearchService {
             }
         }
         let mut routing = routing;
+        let labels = ThemeLabels::new(&themes);
         if chosen_theme.is_none() && !filter_applied {
             if routing.mode_used != RouterMode::None {
                 // Ambiguity from the evidence: the question names no theme and its hits split.
                 routing.requires_disambiguation = !routing.named()
-                    && routing::hits_split(&output.hits, self.router_config.ambiguity_top_hits, &themes);
+                    && routing::hits_split(&output.hits, self.router_config.ambiguity_top_hits, &labels);
             }
-            routing::cover_named_themes(&mut output, &routing, &themes, max_results);
+            routing::cover_named_themes(&mut output, &routing, &labels, max_results);
         }
         if let Some(degradation) = output.rerank_degradation.take() {
             self.metrics.rerank_failures.inc();
@@ -607,9 +608,9 @@ impl SearchService {
             self.metrics.text_fallbacks.inc();
         }
         let clarification =
-            if chosen_theme.is_none() { routing::clarification(&routing, &output.hits, &themes) } else { None };
+            if chosen_theme.is_none() { routing::clarification(&routing, &output.hits, &labels) } else { None };
         let hits: Vec<RetrievalHit> =
-            output.hits.iter().map(|r| cascade::to_hit(r, request.explain, &themes)).collect();
+            output.hits.iter().map(|r| cascade::to_hit(r, request.explain, &labels)).collect();
         // Details of the search; the request line itself is written at RETR_REQUEST_LOG_LEVEL.
         tracing::debug!(
             trace_id = request.trace_id.as_deref().unwrap_or(""),
@@ -624,7 +625,7 @@ impl SearchService {
         Ok(SearchResponse {
             hits,
             hits_level: output.hits_level.map(|l| l.as_str().to_string()).unwrap_or_else(|| "none".to_string()),
-            steps: request.include_steps.then(|| cascade::steps(&output, request.explain, &themes)),
+            steps: request.include_steps.then(|| cascade::steps(&output, request.explain, &labels)),
             trace_id: request.trace_id.clone(),
             took_ms: started.elapsed().as_secs_f64() * 1000.0,
             index_version: index.version().map(|version| version.to_string()),

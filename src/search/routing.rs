@@ -5,7 +5,7 @@ use super::boosting::RoutingHint;
 use super::cascade::CascadeOutput;
 use super::ranking::Ranked;
 use crate::model::Level;
-use crate::router::{build_clarification, infer_theme_label, Clarification, RoutingResult, Theme};
+use crate::router::{build_clarification, Clarification, RoutingResult, Theme, ThemeLabels};
 use serde::Serialize;
 
 /// Hits whose theme labels decide whether a clarification is offered.
@@ -45,26 +45,27 @@ pub fn routing_hint(result: &RoutingResult, themes: &[Theme]) -> Option<RoutingH
 }
 
 /// The theme label of a ranked record (`infer_theme_label` over its metadata).
-pub fn label(ranked: &Ranked, themes: &[Theme]) -> Option<String> {
-    infer_theme_label(&ranked.record.meta, themes)
+pub fn label(ranked: &Ranked, labels: &ThemeLabels<'_>) -> Option<String> {
+    labels.label(&ranked.record.meta, ranked.record.features().map(|features| &features.topics))
 }
 
 /// A clarification when routing was unsure and the top hits span several themes.
-pub fn clarification(result: &RoutingResult, hits: &[Ranked], themes: &[Theme]) -> Option<Clarification> {
+pub fn clarification(result: &RoutingResult, hits: &[Ranked], themes: &ThemeLabels<'_>) -> Option<Clarification> {
     if !result.requires_disambiguation {
         return None;
     }
     let labels: Vec<Option<String>> = hits.iter().take(CLARIFICATION_TOP_HITS).map(|hit| label(hit, themes)).collect();
-    build_clarification(result, &labels, themes)
+    build_clarification(result, &labels, themes.themes())
 }
 
 /// Whether the first `n` hits split across themes: the best hit belongs to a *specific* theme
 /// (one defined by more than a domain, e.g. a product platform or a role), and the first `n` hits
 /// name at least two specific themes. Hits of domain-only themes (general knowledge pages) answer
 /// for every product and do not split a question.
-pub fn hits_split(hits: &[Ranked], n: usize, themes: &[Theme]) -> bool {
+pub fn hits_split(hits: &[Ranked], n: usize, labels: &ThemeLabels<'_>) -> bool {
+    let themes = labels.themes();
     let specific = |hit: &Ranked| {
-        label(hit, themes).filter(|id| themes.iter().any(|t| &t.id == id && t.fields_view().specificity() >= 2))
+        label(hit, labels).filter(|id| themes.iter().any(|t| &t.id == id && t.fields_view().specificity() >= 2))
     };
     if hits.first().and_then(specific).is_none() {
         return false;
@@ -81,7 +82,12 @@ pub fn hits_split(hits: &[Ranked], n: usize, themes: &[Theme]) -> bool {
 /// A question that names several themes equally (no primary theme, e.g. «как оператору и
 /// администратору…») gets an answer from each: a tied leading theme without a hit in the answer
 /// gets its best ranked section in place of the answer's last hit of an over-represented theme.
-pub fn cover_named_themes(output: &mut CascadeOutput, result: &RoutingResult, themes: &[Theme], max_results: usize) {
+pub fn cover_named_themes(
+    output: &mut CascadeOutput,
+    result: &RoutingResult,
+    themes: &ThemeLabels<'_>,
+    max_results: usize,
+) {
     if result.primary_theme.is_some() || result.themes.len() < 2 || output.hits_level != Some(Level::Section) {
         return;
     }
