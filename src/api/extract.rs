@@ -159,6 +159,14 @@ mod tests {
         let error = parse_strict::<Counts>(br#"{"max": 5.5}"#).unwrap_err();
         assert_eq!(error.code.status(), StatusCode::UNPROCESSABLE_ENTITY);
         assert!(error.message.starts_with("max: "), "{}", error.message);
+        // The edges of the integer range, and a negative zero, are told apart like `f64::fract`.
+        let parsed: Counts = parse_strict(
+            br#"{"raw": {"z": -0.0, "low": -9223372036854775808.0, "high": 9223372036854775808.0, "tiny": 1e-300}}"#,
+        )
+        .unwrap();
+        let raw = parsed.raw.unwrap();
+        assert!(raw["z"].is_i64() && raw["low"].as_i64() == Some(i64::MIN), "{raw}");
+        assert!(raw["high"].is_f64() && raw["tiny"].is_f64(), "{raw}");
         let parsed: Counts = parse_strict(br#"{"weights": [0.25, 1.0, -2, 1e-3]}"#).unwrap();
         assert_eq!(parsed.weights, Some(vec![0.25, 1.0, -2.0, 0.001]));
     }

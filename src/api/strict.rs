@@ -131,7 +131,9 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Checked<V> {
 
     fn visit_f64<E: de::Error>(self, value: f64) -> Result<V::Value, E> {
         const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
-        if value.fract() == 0.0 && (-TWO_POW_63..TWO_POW_63).contains(&value) {
+        // In that range `as i64` truncates exactly, so this is `value.fract() == 0.0` without a
+        // call to libm's `trunc` for each of the query vector's numbers.
+        if (-TWO_POW_63..TWO_POW_63).contains(&value) && value == value as i64 as f64 {
             return self.0.visit_i64(value as i64);
         }
         self.0.visit_f64(value)
