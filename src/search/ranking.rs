@@ -113,9 +113,10 @@ impl Boostable for Ranked {
 
 /// Score-aware fusion of the dense and lexical lists (record numbers, best first): each list's
 /// scores are normalised to [0, 1] — cosine min–max over its candidates, BM25 by its best score —
-/// and summed with the list weights; `normalized` divides by the weight total. Sorted best first,
-/// ties by number, when `sorted`; else in number order (for a caller that orders them itself).
-fn score_fusion(lists: &[RankedList<'_, usize>; 2], dense: &[f32], lexical: &[f32], sorted: bool) -> Vec<Fused> {
+/// and summed with the list weights; `normalized` divides by the weight total. With `best`
+/// `Some(k)`: only the first `k` of those with a positive normalised score, sorted best first, ties
+/// by number; with `None`: all, in number order (for a caller that orders them itself).
+fn score_fusion(lists: &[RankedList<'_, usize>; 2], dense: &[f32], lexical: &[f32], best: Option<usize>) -> Vec<Fused> {
     let weights: Vec<f32> =
         lists.iter().map(|l| if l.weight.is_finite() && l.weight > 0.0 { l.weight } else { 0.0 }).collect();
     let total: f32 = weights.iter().sum();
@@ -154,9 +155,18 @@ fn score_fusion(lists: &[RankedList<'_, usize>; 2], dense: &[f32], lexical: &[f3
             Fused { number, ranks: *r, score, normalized }
         })
         .collect();
-    if sorted {
-        // Numbers are distinct: the order is total, and an unstable sort gives the same list.
-        items.sort_unstable_by(|a, b| b.score.total_cmp(&a.score).then(a.number.cmp(&b.number)));
+    if let Some(k) = best {
+        // Numbers are distinct: the order is total, so selecting the best `k` and sorting them
+        // gives the head of a full sort.
+        let order = |a: &Fused, b: &Fused| b.score.total_cmp(&a.score).then(a.number.cmp(&b.number));
+        items.retain(|item| item.normalized > 0.0);
+        if k == 0 {
+            items.clear();
+        } else if items.len() > k {
+            items.select_nth_unstable_by(k - 1, order);
+            items.truncate(k);
+        }
+        items.sort_unstable_by(order);
     }
     items
 }
@@ -314,7 +324,7 @@ pub async fn rank_level_with(
             .collect(),
         // Boosted, the fused order is not read: boosting sorts the whole list by boosted score,
         // ties by id, and the records' ids are distinct, so that order is total.
-        FusionMethod::Score => score_fusion(&lists, &dense_scores, &lexical_scores, !boost),
+        FusionMethod::Score => score_fusion(&lists, &dense_scores, &lexical_scores, (!boost).then_some(k)),
     };
     // Unboosted, the fused order is the final one: only the first `k` become `Ranked`.
     let kept = if boost { usize::MAX } else { k };
@@ -385,6 +395,30 @@ mod tests {
             assert_eq!(ids, expected);
             for (entry, &number) in dense.iter().chain(&lexical).zip(&numbers) {
                 assert_eq!(records[number].record.id, entry.record.id);
+            }
+        }
+    }
+
+    #[test]
+    fn score_fusion_keeps_the_head_of_the_fused_order() {
+        // Many equal scores (ties broken by number) and records with no positive score: the best
+        // `k` must be the first `k` positive ones of the whole list sorted best first.
+        let n = 60;
+        let dense: Vec<f32> = (0..n).map(|number| [0.2, 0.5, 0.9, 0.5][number % 4]).collect();
+        let lexical: Vec<f32> = (0..n).map(|number| [0.0, 3.0, 1.5][number % 3]).collect();
+        let dense_ids: Vec<usize> = (0..n).filter(|number| number % 5 != 0).collect();
+        let lexical_ids: Vec<usize> = (0..n).filter(|number| number % 3 != 0).rev().collect();
+        for weights in [(1.0, 1.0), (1.0, 0.0), (0.0, 1.0)] {
+            let lists = [RankedList::new(&dense_ids, weights.0), RankedList::new(&lexical_ids, weights.1)];
+            let mut all = score_fusion(&lists, &dense, &lexical, None);
+            all.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.number.cmp(&b.number)));
+            let positive: Vec<usize> =
+                all.iter().filter(|item| item.normalized > 0.0).map(|item| item.number).collect();
+            assert!(positive.len() > 10 && positive.len() < n, "{weights:?}: {}", positive.len());
+            for k in [0, 1, 7, positive.len(), n + 5] {
+                let best: Vec<usize> =
+                    score_fusion(&lists, &dense, &lexical, Some(k)).iter().map(|item| item.number).collect();
+                assert_eq!(best, positive.iter().take(k).copied().collect::<Vec<_>>(), "{weights:?}, k {k}");
             }
         }
     }
