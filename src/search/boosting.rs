@@ -1,5 +1,6 @@
 //! Boosting of fused scores (seed 003 §2.4–2.5): ten rules in a fixed order, every coefficient
-//! from `BoostingConfig`. `boost_and_sort` is the one place where boosted hits are sorted.
+//! from `BoostingConfig`. `keep_best` (through `boost_and_keep_best` and
+//! `sort_best_first`) is the one place where boosted hits are sorted.
 
 pub use crate::index::features::url_depth;
 use crate::index::features::{BoostCacheKey, BOOST_RULES};
