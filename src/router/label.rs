@@ -6,16 +6,17 @@ use crate::model::Metadata;
 /// The most specific theme whose set fields (domain, section, platform, role) all equal the
 /// record's; ties go to the higher priority, then the smaller id. `None` when no theme matches.
 pub fn infer_theme_label(meta: &Metadata, themes: &[Theme]) -> Option<String> {
-    themes
-        .iter()
-        .map(|theme| (theme, theme.fields_view()))
-        .filter(|(_, fields)| fields.specificity() > 0 && fields.matches(meta))
-        .max_by(|(a, a_fields), (b, b_fields)| {
-            a_fields
-                .specificity()
-                .cmp(&b_fields.specificity())
-                .then(a.priority.total_cmp(&b.priority))
-                .then_with(|| b.id.cmp(&a.id))
+    most_specific(themes.iter().filter(|theme| theme.fields_view().matches(meta)))
+}
+
+/// Of the themes that match a record, the label: the most specific one with a set field, ties to
+/// the higher priority, then the smaller id.
+fn most_specific<'a>(matching: impl Iterator<Item = &'a Theme>) -> Option<String> {
+    matching
+        .map(|theme| (theme, theme.fields_view().specificity()))
+        .filter(|(_, specificity)| *specificity > 0)
+        .max_by(|(a, a_specificity), (b, b_specificity)| {
+            a_specificity.cmp(b_specificity).then(a.priority.total_cmp(&b.priority)).then_with(|| b.id.cmp(&a.id))
         })
         .map(|(theme, _)| theme.id.clone())
 }
@@ -40,25 +41,11 @@ impl<'a> ThemeLabels<'a> {
     /// `infer_theme_label(meta, themes)`; `topics`: the record's `RecordFeatures::topics`, when
     /// it has features.
     pub fn label(&self, meta: &Metadata, topics: Option<&[u32; 4]>) -> Option<String> {
-        self.themes
-            .iter()
-            .zip(&self.topics)
-            .map(|(theme, numbers)| (theme, theme.fields_view(), numbers))
-            .filter(|(_, fields, numbers)| {
-                fields.specificity() > 0
-                    && match topics {
-                        Some(topics) => numbers.matches(topics),
-                        None => fields.matches(meta),
-                    }
-            })
-            .max_by(|(a, a_fields, _), (b, b_fields, _)| {
-                a_fields
-                    .specificity()
-                    .cmp(&b_fields.specificity())
-                    .then(a.priority.total_cmp(&b.priority))
-                    .then_with(|| b.id.cmp(&a.id))
-            })
-            .map(|(theme, ..)| theme.id.clone())
+        let matching = self.themes.iter().zip(&self.topics).filter(|(theme, numbers)| match topics {
+            Some(topics) => numbers.matches(topics),
+            None => theme.fields_view().matches(meta),
+        });
+        most_specific(matching.map(|(theme, _)| theme))
     }
 }
 
@@ -116,22 +103,29 @@ mod tests {
             theme("empty", "", None, None),
         ];
         themes[2].priority = 2.0;
-        let labels = ThemeLabels::new(&themes);
-        for (domain, section, platform) in [
+        // Records are numbered (their features made) when the index loads, before any request
+        // makes its `ThemeLabels`: the themes' values then have the records' numbers.
+        let records: Vec<(Metadata, RecordFeatures)> = [
             ("sdk_docs", "sdk", "android"),
             (" SDK_DOCS ", "Sdk", "ANDROID\t"),
             ("sdk_docs", "sdk", "ios"),
             ("sdk_docs", "sdk", "web"),
             ("api_docs", "sdk", "android"),
             ("", "", ""),
-        ] {
+        ]
+        .into_iter()
+        .map(|(domain, section, platform)| {
             let meta = meta(domain, section, platform);
             let record =
                 crate::model::Record { id: "r".into(), meta: meta.clone(), text: String::new(), embedding: Vec::new() };
-            let features = RecordFeatures::of(&record);
-            let expected = infer_theme_label(&meta, &themes);
-            assert_eq!(labels.label(&meta, Some(&features.topics)), expected, "{meta:?}");
-            assert_eq!(labels.label(&meta, None), expected, "{meta:?}");
+            (meta, RecordFeatures::of(&record))
+        })
+        .collect();
+        let labels = ThemeLabels::new(&themes);
+        for (meta, features) in &records {
+            let expected = infer_theme_label(meta, &themes);
+            assert_eq!(labels.label(meta, Some(&features.topics)), expected, "{meta:?}");
+            assert_eq!(labels.label(meta, None), expected, "{meta:?}");
         }
         assert_eq!(
             labels.label(&meta("sdk_docs", "sdk", "android"), None).as_deref(),
