@@ -194,6 +194,22 @@ pub fn sort_scored(results: &mut [ScoredRecord]) {
     results.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.record.id.cmp(&b.record.id)));
 }
 
+/// Keeps the first `k` of `items` in `order`, sorted: a partial selection of those `k`, then a
+/// sort of them only. With a total order (no two items equal) this is the head of a full sort,
+/// whatever the unstable selection does.
+#[inline]
+pub fn keep_first_sorted_by<T>(items: &mut Vec<T>, k: usize, mut order: impl FnMut(&T, &T) -> std::cmp::Ordering) {
+    if k == 0 {
+        items.clear();
+        return;
+    }
+    if items.len() > k {
+        items.select_nth_unstable_by(k - 1, &mut order);
+        items.truncate(k);
+    }
+    items.sort_unstable_by(order);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

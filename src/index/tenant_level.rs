@@ -3,7 +3,7 @@
 
 use super::lexical::{Bm25Index, Bm25Params};
 use super::memory::lexical_terms;
-use super::RecordFilter;
+use super::{keep_first_sorted_by, RecordFilter};
 use crate::model::Record;
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
@@ -261,26 +261,13 @@ fn block_dots_portable(columns: [&[Column]; GROUP], query: &[f32]) -> [[f32; LAN
 /// on one `u64` per pair whose integer order is that order (`rank_key`): a comparison is one
 /// instruction and a pair half the bytes.
 pub(super) fn top_k(scored: &mut Vec<(f32, usize)>, k: usize) {
-    if k == 0 {
-        scored.clear();
-        return;
-    }
     let keys: Option<Vec<u64>> = scored.iter().map(|&(score, number)| rank_key(score, number)).collect();
     let Some(mut keys) = keys else {
         // A number beyond `u32` (never, for a tenant's level): compare the pairs themselves.
-        let order = |a: &(f32, usize), b: &(f32, usize)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
-        if scored.len() > k {
-            scored.select_nth_unstable_by(k - 1, order);
-            scored.truncate(k);
-        }
-        scored.sort_unstable_by(order);
+        keep_first_sorted_by(scored, k, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         return;
     };
-    if keys.len() > k {
-        keys.select_nth_unstable(k - 1);
-        keys.truncate(k);
-    }
-    keys.sort_unstable();
+    keep_first_sorted_by(&mut keys, k, u64::cmp);
     scored.clear();
     scored.extend(keys.into_iter().map(from_rank_key));
 }

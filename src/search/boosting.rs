@@ -4,7 +4,7 @@
 
 pub use crate::index::features::url_depth;
 use crate::index::features::{BoostCacheKey, BOOST_RULES};
-use crate::index::RecordFeatures;
+use crate::index::{keep_first_sorted_by, RecordFeatures};
 use crate::model::Metadata;
 use crate::router::{ThemeFields, TopicFields};
 use crate::search::boosting_config::{BoostingConfig, MatchRule};
@@ -420,21 +420,12 @@ pub fn sort_best_first<T: Boostable>(hits: &mut Vec<T>) {
 /// those — and each kept hit is moved once: candidates are large, and neither a sort nor the
 /// swaps of a permutation should move each of them several times.
 fn keep_best<T: Boostable>(hits: &mut Vec<T>, k: usize) {
-    if k == 0 {
-        hits.clear();
-        return;
-    }
     let mut order: Vec<(f32, u32)> =
         hits.iter().enumerate().map(|(at, hit)| (hit.boosted_score(), at as u32)).collect();
     // Positions make the order total, so selecting then sorting gives the head of a full sort.
-    let best_first = |a: &(f32, u32), b: &(f32, u32)| {
+    keep_first_sorted_by(&mut order, k, |a, b| {
         b.0.total_cmp(&a.0).then_with(|| hits[a.1 as usize].id().cmp(hits[b.1 as usize].id())).then(a.1.cmp(&b.1))
-    };
-    if order.len() > k {
-        order.select_nth_unstable_by(k - 1, best_first);
-        order.truncate(k);
-    }
-    order.sort_unstable_by(best_first);
+    });
     let mut slots: Vec<Option<T>> = std::mem::take(hits).into_iter().map(Some).collect();
     hits.extend(order.into_iter().map(|(_, at)| slots[at as usize].take().expect("each position is kept once")));
 }

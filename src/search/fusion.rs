@@ -1,6 +1,7 @@
 //! Reciprocal-rank fusion of ranked lists (Cormack, Clarke & Büttcher, "Reciprocal Rank Fusion
 //! outperforms Condorcet and individual Rank Learning Methods", SIGIR 2009).
 
+use crate::index::keep_first_sorted_by;
 use rustc_hash::FxHashMap as HashMap;
 use std::hash::Hash;
 
@@ -98,14 +99,7 @@ impl ReciprocalRankFusion {
             })
             .collect();
         let order = |a: &(f64, usize), b: &(f64, usize)| b.0.total_cmp(&a.0).then_with(|| ids[a.1].cmp(ids[b.1]));
-        if scored.len() > limit {
-            if limit == 0 {
-                return Vec::new();
-            }
-            scored.select_nth_unstable_by(limit - 1, order);
-            scored.truncate(limit);
-        }
-        scored.sort_unstable_by(order);
+        keep_first_sorted_by(&mut scored, limit, order);
         scored
             .into_iter()
             .map(|(score, slot)| {

@@ -5,7 +5,7 @@ use super::boosting::{boost_and_keep_best, BoostContext, BoostEffect, BoostFacto
 use super::boosting_config::{BoostingConfig, FusionMethod};
 use super::fusion::{FusedItem, RankedList, ReciprocalRankFusion};
 use super::Result;
-use crate::index::{RecordFilter, RecordRef, ScoredRecord, VectorIndex};
+use crate::index::{keep_first_sorted_by, RecordFilter, RecordRef, ScoredRecord, VectorIndex};
 use crate::model::Level;
 use serde_json::json;
 use std::sync::Arc;
@@ -158,15 +158,8 @@ fn score_fusion(lists: &[RankedList<'_, usize>; 2], dense: &[f32], lexical: &[f3
     if let Some(k) = best {
         // Numbers are distinct: the order is total, so selecting the best `k` and sorting them
         // gives the head of a full sort.
-        let order = |a: &Fused, b: &Fused| b.score.total_cmp(&a.score).then(a.number.cmp(&b.number));
         items.retain(|item| item.normalized > 0.0);
-        if k == 0 {
-            items.clear();
-        } else if items.len() > k {
-            items.select_nth_unstable_by(k - 1, order);
-            items.truncate(k);
-        }
-        items.sort_unstable_by(order);
+        keep_first_sorted_by(&mut items, k, |a, b| b.score.total_cmp(&a.score).then(a.number.cmp(&b.number)));
     }
     items
 }
@@ -348,7 +341,6 @@ pub async fn rank_level_with(
     if boost {
         boost_and_keep_best(&mut ranked, k, context.boosting, &context.boost_context);
     }
-    ranked.truncate(k);
     Ok(ranked)
 }
 
