@@ -3,7 +3,7 @@
 
 use super::features::{IdOrder, RecordFeatures};
 use super::replica::{Replica, SnapshotSource};
-use super::tenant_level::{top_k, Residual, TenantLevel};
+use super::tenant_level::{top_k, top_k_of, Residual, TenantLevel};
 use super::{
     IndexError, IndexErrorKind, IndexStats, LevelStore, RecordFilter, RecordRef, Result, ScoredRecord, TenantStats,
 };
@@ -160,6 +160,12 @@ impl<K: 'static, V: 'static> Kept<K, V> {
     /// Keeps `value` for `key` on the level build `scope`, in place of what the thread kept.
     fn remember(slot: &'static Slot<K, V>, scope: &Arc<()>, key: K, value: V) {
         slot.with(|slot| *slot.borrow_mut() = Some(Kept { scope: Arc::clone(scope), key, value }));
+    }
+
+    /// What the thread kept (of any build), taken out of its slot: its key and value, to reuse
+    /// their buffers.
+    fn take(slot: &'static Slot<K, V>) -> Option<(K, V)> {
+        slot.with(|slot| slot.borrow_mut().take().map(|kept| (kept.key, kept.value)))
     }
 
     /// `read` of the value kept on exactly this level build for a key `is_key` accepts, if any.
@@ -401,6 +407,18 @@ impl LoadedIndex {
             ));
         }
         let Some(data) = self.level_of(level, &filter.tenant_id) else { return Ok(Vec::new()) };
+        if filter.doc_ids.is_none() && filter.section_ids.is_none() && matches!(Residual::of(filter), Residual::Nothing)
+        {
+            // Every record: scored into the buffer the thread kept the last scores in, and kept
+            // in its place for the restricted rankings of this query.
+            let (mut key, mut scores) = Kept::take(&DENSE_SCORES).unwrap_or_default();
+            data.index.all_cosine_scores(query, &mut scores);
+            let best = top_k_of(&scores, k);
+            key.clear();
+            key.extend_from_slice(query);
+            Kept::remember(&DENSE_SCORES, &data.scope, key, scores);
+            return Ok(data.scored_records(&best));
+        }
         let numbers = data.matching(filter);
         let mut scored = if numbers.len() == data.store.records.len() {
             let scored = data.index.cosine_scores(&numbers, query);

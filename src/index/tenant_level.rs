@@ -30,7 +30,7 @@ impl TenantLevel {
     /// Indexes `records` (sorted by id) whose embeddings are `vectors` (same order) and whose
     /// lexical index is `lexical` (`None`: built here from their texts).
     pub fn build(records: &[Arc<Record>], vectors: &[&[f32]], dimension: usize, lexical: Option<Bm25Index>) -> Self {
-        let norms = vectors.iter().map(|e| e.iter().map(|v| v * v).sum::<f32>().sqrt()).collect();
+        let norms = vectors.iter().map(|vector| norm(vector)).collect();
         let vectors = VectorBlocks::build(vectors, dimension);
         let lexical = lexical.unwrap_or_else(|| {
             Bm25Index::build(records.iter().map(|record| lexical_terms(record)), Bm25Params::default())
@@ -79,7 +79,7 @@ impl TenantLevel {
     /// (score, number) pairs: the division and rounding of the row-by-row cosine, over dot products
     /// computed a block at a time.
     pub fn cosine_scores(&self, numbers: &[usize], query: &[f32]) -> Vec<(f32, usize)> {
-        let query_norm = query.iter().map(|v| v * v).sum::<f32>().sqrt();
+        let query_norm = norm(query);
         let mut scored: Vec<(f32, usize)> = Vec::with_capacity(numbers.len());
         // The distinct blocks holding the numbers (ascending), scanned `GROUP` at a time.
         let mut blocks: Vec<usize> = numbers.iter().map(|&number| number / LANES).collect();
@@ -89,21 +89,51 @@ impl TenantLevel {
             let dots = self.vectors.dots(group, query);
             for (&block, dots) in group.iter().zip(&dots) {
                 while let Some(&number) = numbers.get(next).filter(|&&number| number / LANES == block) {
-                    let norm = self.norms[number];
-                    let score = if query_norm == 0.0 || norm == 0.0 {
-                        0.0
-                    } else {
-                        (dots[number % LANES] / (query_norm * norm)).clamp(-1.0, 1.0)
-                    };
-                    // Rounded to 1e-6 so that float noise (Chroma re-normalises stored vectors) cannot
-                    // reorder equal scores: ties are then broken by id on every backend alike.
-                    let score = if score.is_finite() { round_small(score * 1e6) / 1e6 } else { 0.0 };
-                    scored.push((score, number));
+                    scored.push((cosine(dots[number % LANES], query_norm, self.norms[number]), number));
                     next += 1;
                 }
             }
         }
         scored
+    }
+
+    /// `cosine_scores` of every record, by number, written over `scores` (a buffer to reuse):
+    /// the whole matrix in order, with no list of numbers to make or follow.
+    pub fn all_cosine_scores(&self, query: &[f32], scores: &mut Vec<f32>) {
+        let query_norm = norm(query);
+        scores.clear();
+        scores.reserve(self.len);
+        let blocks: Vec<usize> = (0..self.len.div_ceil(LANES)).collect();
+        for group in blocks.chunks(GROUP) {
+            let dots = self.vectors.dots(group, query);
+            for (&block, dots) in group.iter().zip(&dots) {
+                let first = block * LANES;
+                let rows = LANES.min(self.len - first);
+                let norms = &self.norms[first..][..rows];
+                scores.extend(dots.iter().zip(norms).map(|(&dot, &norm)| cosine(dot, query_norm, norm)));
+            }
+        }
+    }
+}
+
+/// A vector's Euclidean norm, summed in dimension order.
+fn norm(vector: &[f32]) -> f32 {
+    vector.iter().map(|v| v * v).sum::<f32>().sqrt()
+}
+
+/// The cosine of a row from its dot product with the query and the two norms, clamped to
+/// [-1, 1] and rounded to 1e-6 so that float noise (Chroma re-normalises stored vectors) cannot
+/// reorder equal scores: ties are then broken by id on every backend alike. 0 for a zero vector.
+#[inline]
+fn cosine(dot: f32, query_norm: f32, norm: f32) -> f32 {
+    if query_norm == 0.0 || norm == 0.0 {
+        return 0.0;
+    }
+    let score = (dot / (query_norm * norm)).clamp(-1.0, 1.0);
+    if score.is_finite() {
+        round_small(score * 1e6) / 1e6
+    } else {
+        0.0
     }
 }
 
@@ -272,6 +302,18 @@ pub(super) fn top_k(scored: &mut Vec<(f32, usize)>, k: usize) {
     scored.extend(keys.into_iter().map(from_rank_key));
 }
 
+/// `top_k` of every record's score (`scores[number]`), without making the pairs first.
+pub(super) fn top_k_of(scores: &[f32], k: usize) -> Vec<(f32, usize)> {
+    let keys: Option<Vec<u64>> = scores.iter().enumerate().map(|(number, &score)| rank_key(score, number)).collect();
+    let Some(mut keys) = keys else {
+        let mut scored: Vec<(f32, usize)> = scores.iter().copied().zip(0..).collect();
+        top_k(&mut scored, k);
+        return scored;
+    };
+    keep_first_sorted_by(&mut keys, k, u64::cmp);
+    keys.into_iter().map(from_rank_key).collect()
+}
+
 /// A (score, number) pair as a `u64` whose ascending order is descending `score.total_cmp`, then
 /// ascending number; `None` when the number does not fit in 32 bits.
 fn rank_key(score: f32, number: usize) -> Option<u64> {
@@ -393,6 +435,16 @@ mod tests {
                 numbers.iter().map(|&number| (reference(&rows[number], &query), number)).collect();
             let bits = |list: &[(f32, usize)]| list.iter().map(|(s, n)| (s.to_bits(), *n)).collect::<Vec<_>>();
             assert_eq!(bits(&got), bits(&expected), "{numbers:?}");
+        }
+        // The whole-level scan gives every record's score by number, into a used buffer.
+        let mut scores = vec![7.0; 3];
+        level.all_cosine_scores(&query, &mut scores);
+        let expected: Vec<u32> = rows.iter().map(|row| reference(row, &query).to_bits()).collect();
+        assert_eq!(scores.iter().map(|s| s.to_bits()).collect::<Vec<_>>(), expected);
+        for k in [0, 1, 10, 150, 200] {
+            let mut pairs: Vec<(f32, usize)> = scores.iter().copied().zip(0..).collect();
+            top_k(&mut pairs, k);
+            assert_eq!(top_k_of(&scores, k), pairs, "k {k}");
         }
         assert_eq!(level.vector(149), rows[149]);
     }
