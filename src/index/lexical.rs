@@ -146,6 +146,19 @@ impl Bm25Index {
         scores.into_iter().enumerate().filter(|(_, score)| *score > 0.0).collect()
     }
 
+    /// `score` of every document, by number (0 for one that holds no query term), written over
+    /// `scores` (a buffer to reuse): no filter to ask, so no verdicts and no pairs.
+    pub fn score_all_into(&self, query_terms: &[String], scores: &mut Vec<f32>) {
+        scores.clear();
+        scores.resize(self.lengths.len(), 0.0);
+        for term in distinct(query_terms) {
+            let Some(posting) = self.postings.get(term.as_str()) else { continue };
+            for entry in posting {
+                scores[entry.number as usize] += entry.weight;
+            }
+        }
+    }
+
     /// `score` over the documents `numbers` (ascending) only: each is looked up in the postings
     /// instead of walking them, which wins when the documents are few and the postings long (a
     /// query restricted to a few pages). Same scores, same order.
@@ -221,6 +234,21 @@ mod tests {
         scores.sort_by(|a, b| b.1.total_cmp(&a.1));
         assert_eq!(scores[0].0, 0);
         assert_eq!(scores.len(), 2);
+    }
+
+    #[test]
+    fn scoring_every_document_gives_the_scores_of_score() {
+        let idx = index(&["alpha beta beta", "gamma", "alpha gamma delta", "beta", "epsilon"]);
+        let mut scores = vec![9.0; 7];
+        for query in ["alpha beta", "beta alpha beta", "gamma", "zeta", ""] {
+            idx.score_all_into(&terms(query), &mut scores);
+            let mut expected = vec![0.0f32; 5];
+            for (number, score) in idx.score(&terms(query), |_| true) {
+                expected[number] = score;
+            }
+            let bits = |list: &[f32]| list.iter().map(|s| s.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&scores), bits(&expected), "{query}");
+        }
     }
 
     #[test]

@@ -413,7 +413,7 @@ impl LoadedIndex {
             // in its place for the restricted rankings of this query.
             let (mut key, mut scores) = Kept::take(&DENSE_SCORES).unwrap_or_default();
             data.index.all_cosine_scores(query, &mut scores);
-            let best = top_k_of(&scores, k);
+            let best = top_k_of(&scores, k, |_| true);
             key.clear();
             key.extend_from_slice(query);
             Kept::remember(&DENSE_SCORES, &data.scope, key, scores);
@@ -443,28 +443,33 @@ impl LoadedIndex {
     pub fn lexical(&self, level: Level, filter: &RecordFilter, terms: &[String], k: usize) -> Vec<ScoredRecord> {
         let Some(data) = self.level_of(level, &filter.tenant_id) else { return Vec::new() };
         let restricted = filter.doc_ids.is_some() || filter.section_ids.is_some();
+        if !restricted && matches!(Residual::of(filter), Residual::Nothing) {
+            // Every record: as `knn` does, scored into the thread's kept buffer and kept there.
+            let (mut key, mut all) = Kept::take(&LEXICAL_SCORES).unwrap_or_default();
+            data.index.lexical.score_all_into(terms, &mut all);
+            let best = top_k_of(&all, k, |score| score > 0.0);
+            key.clear();
+            key.extend_from_slice(terms);
+            Kept::remember(&LEXICAL_SCORES, &data.scope, key, all);
+            return data.scored_records(&best);
+        }
         // The records the id lists allow (ascending), when the filter has id lists.
         let candidates: Option<Vec<usize>> = restricted.then(|| data.candidates(filter));
         let residual = Residual::of(filter);
         let accept = |number: usize| residual.accepts(&data.store.records[number]);
-        let everything = !restricted && matches!(residual, Residual::Nothing);
-        let remembered = if everything {
-            None
-        } else {
-            Kept::recall(
-                &LEXICAL_SCORES,
-                &data.scope,
-                |kept| kept.as_slice() == terms,
-                |all| {
-                    let keep = |&number: &usize| all[number] > 0.0 && accept(number);
-                    let scored = |number: usize| (all[number], number);
-                    match &candidates {
-                        Some(numbers) => numbers.iter().copied().filter(|n| keep(n)).map(scored).collect(),
-                        None => (0..all.len()).filter(keep).map(scored).collect(),
-                    }
-                },
-            )
-        };
+        let remembered = Kept::recall(
+            &LEXICAL_SCORES,
+            &data.scope,
+            |kept| kept.as_slice() == terms,
+            |all| {
+                let keep = |&number: &usize| all[number] > 0.0 && accept(number);
+                let scored = |number: usize| (all[number], number);
+                match &candidates {
+                    Some(numbers) => numbers.iter().copied().filter(|n| keep(n)).map(scored).collect(),
+                    None => (0..all.len()).filter(keep).map(scored).collect(),
+                }
+            },
+        );
         let mut scored: Vec<(f32, usize)> = match remembered {
             Some(scored) => scored,
             None => {
@@ -473,13 +478,7 @@ impl LoadedIndex {
                     Some(numbers) => lexical.score_among(terms, numbers, accept),
                     None => lexical.score(terms, accept),
                 };
-                let scored: Vec<(f32, usize)> = scored.into_iter().map(|(number, score)| (score, number)).collect();
-                if everything {
-                    let mut all = vec![0.0; data.store.records.len()];
-                    scored.iter().for_each(|&(score, number)| all[number] = score);
-                    Kept::remember(&LEXICAL_SCORES, &data.scope, terms.to_vec(), all);
-                }
-                scored
+                scored.into_iter().map(|(number, score)| (score, number)).collect()
             }
         };
         top_k(&mut scored, k);

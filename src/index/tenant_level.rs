@@ -302,11 +302,13 @@ pub(super) fn top_k(scored: &mut Vec<(f32, usize)>, k: usize) {
     scored.extend(keys.into_iter().map(from_rank_key));
 }
 
-/// `top_k` of every record's score (`scores[number]`), without making the pairs first.
-pub(super) fn top_k_of(scores: &[f32], k: usize) -> Vec<(f32, usize)> {
-    let keys: Option<Vec<u64>> = scores.iter().enumerate().map(|(number, &score)| rank_key(score, number)).collect();
+/// `top_k` of the records whose score (`scores[number]`) `keep` accepts, without making the pairs
+/// first.
+pub(super) fn top_k_of(scores: &[f32], k: usize, keep: impl Fn(f32) -> bool) -> Vec<(f32, usize)> {
+    let kept = || scores.iter().copied().zip(0..).filter(|&(score, _)| keep(score));
+    let keys: Option<Vec<u64>> = kept().map(|(score, number)| rank_key(score, number)).collect();
     let Some(mut keys) = keys else {
-        let mut scored: Vec<(f32, usize)> = scores.iter().copied().zip(0..).collect();
+        let mut scored: Vec<(f32, usize)> = kept().collect();
         top_k(&mut scored, k);
         return scored;
     };
@@ -444,7 +446,10 @@ mod tests {
         for k in [0, 1, 10, 150, 200] {
             let mut pairs: Vec<(f32, usize)> = scores.iter().copied().zip(0..).collect();
             top_k(&mut pairs, k);
-            assert_eq!(top_k_of(&scores, k), pairs, "k {k}");
+            assert_eq!(top_k_of(&scores, k, |_| true), pairs, "k {k}");
+            let mut positive: Vec<(f32, usize)> = scores.iter().copied().zip(0..).filter(|p| p.0 > 0.0).collect();
+            top_k(&mut positive, k);
+            assert_eq!(top_k_of(&scores, k, |score| score > 0.0), positive, "k {k}");
         }
         assert_eq!(level.vector(149), rows[149]);
     }
