@@ -20,6 +20,24 @@ pub struct RecordFilter {
     pub platform: Option<String>,
     pub role: Option<String>,
     pub condition: Option<Arc<MetadataCondition>>,
+    /// `doc_ids` as page numbers of one tenant build, when the caller has them: only a shortcut
+    /// for an index that numbered the pages so (it finds their records without hashing ids);
+    /// `doc_ids` alone decides which records pass.
+    pub pages: Option<PageHint>,
+}
+
+/// The page numbers (`IdOrder::number`) of a filter's `doc_ids`, one per id in the same order,
+/// all numbered in `scope`.
+#[derive(Debug, Clone)]
+pub struct PageHint {
+    pub scope: Arc<()>,
+    pub numbers: Vec<u32>,
+}
+
+impl PartialEq for PageHint {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.scope, &other.scope) && self.numbers == other.numbers
+    }
 }
 
 impl RecordFilter {

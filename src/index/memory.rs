@@ -92,7 +92,9 @@ impl LevelData {
             let added = added.iter().map(|&number| (number as u32, lexical_terms(&records[number])));
             base.index.lexical.renumbered(&kept, added, records.len())
         });
-        let index = TenantLevel::build(&records, &vectors, dimension, lexical);
+        let page_of: Option<Vec<u32>> = features.iter().map(|f| f.page.as_ref().map(|page| page.number)).collect();
+        let index =
+            TenantLevel::build(&records, &vectors, dimension, lexical, page_of.as_deref().map(|of| (&pages.scope, of)));
         Self { store: Arc::new(LevelStore { records, features }), index, scope }
     }
 

@@ -1,6 +1,7 @@
 //! One tenant's records of one level, as the in-memory index scans them: vectors in contiguous
 //! blocks, the BM25 index, and maps from doc and section ids to record numbers.
 
+use super::filter::PageHint;
 use super::lexical::{Bm25Index, Bm25Params};
 use super::memory::lexical_terms;
 use super::{keep_first_sorted_by, RecordFilter};
@@ -24,12 +25,69 @@ pub(super) struct TenantLevel {
     by_doc: HashMap<String, Vec<usize>>,
     /// section_id → numbers of the records carrying it (the section and its chunks), ascending.
     by_section: HashMap<String, Vec<usize>>,
+    /// The numbers of each page's records, by page number (`RecordFeatures::page`), when the
+    /// index numbered the pages: a filter's `PageHint` is read here instead of hashing doc ids.
+    by_page: Option<PageRecords>,
+}
+
+/// The records of each page of one page numbering (`scope`): those of page `p` are
+/// `numbers[starts[p]..starts[p + 1]]`, ascending.
+#[derive(Debug)]
+struct PageRecords {
+    scope: Arc<()>,
+    starts: Vec<u32>,
+    numbers: Vec<u32>,
+}
+
+impl PageRecords {
+    /// From each record's page number (records in number order).
+    fn build(scope: &Arc<()>, page_of: &[u32]) -> Self {
+        let pages = page_of.iter().map(|&page| page as usize + 1).max().unwrap_or(0);
+        let mut starts = vec![0u32; pages + 1];
+        for &page in page_of {
+            starts[page as usize + 1] += 1;
+        }
+        for page in 0..pages {
+            starts[page + 1] += starts[page];
+        }
+        let mut next = starts.clone();
+        let mut numbers = vec![0u32; page_of.len()];
+        for (number, &page) in page_of.iter().enumerate() {
+            numbers[next[page as usize] as usize] = number as u32;
+            next[page as usize] += 1;
+        }
+        Self { scope: Arc::clone(scope), starts, numbers }
+    }
+
+    /// The records of the hinted pages, when the hint is of this numbering and names one page
+    /// per doc id (`ids` of them); `None` otherwise.
+    fn of(&self, hint: &PageHint, ids: usize) -> Option<Vec<usize>> {
+        if !Arc::ptr_eq(&hint.scope, &self.scope) || hint.numbers.len() != ids {
+            return None;
+        }
+        let mut numbers = Vec::new();
+        for &page in &hint.numbers {
+            // A page past the last one with records on this level has none here.
+            if let (Some(&start), Some(&end)) = (self.starts.get(page as usize), self.starts.get(page as usize + 1)) {
+                numbers.extend(self.numbers[start as usize..end as usize].iter().map(|&number| number as usize));
+            }
+        }
+        Some(numbers)
+    }
 }
 
 impl TenantLevel {
     /// Indexes `records` (sorted by id) whose embeddings are `vectors` (same order) and whose
     /// lexical index is `lexical` (`None`: built here from their texts).
-    pub fn build(records: &[Arc<Record>], vectors: &[&[f32]], dimension: usize, lexical: Option<Bm25Index>) -> Self {
+    /// `pages`: the numbering of the tenant's pages and each record's page number there, when
+    /// the index numbered them.
+    pub fn build(
+        records: &[Arc<Record>],
+        vectors: &[&[f32]],
+        dimension: usize,
+        lexical: Option<Bm25Index>,
+        pages: Option<(&Arc<()>, &[u32])>,
+    ) -> Self {
         let norms = vectors.iter().map(|vector| norm(vector)).collect();
         let vectors = VectorBlocks::build(vectors, dimension);
         let lexical = lexical.unwrap_or_else(|| {
@@ -44,7 +102,8 @@ impl TenantLevel {
                 by_section.entry(section_id.clone()).or_default().push(number);
             }
         }
-        Self { len: records.len(), vectors, norms, lexical, by_doc, by_section }
+        let by_page = pages.map(|(scope, page_of)| PageRecords::build(scope, page_of));
+        Self { len: records.len(), vectors, norms, lexical, by_doc, by_section, by_page }
     }
 
     /// The embedding of record `number`, read back from the scan matrix.
@@ -56,18 +115,27 @@ impl TenantLevel {
     /// order): those of its docs and of its sections when it names them, else all. Records without
     /// a section id never pass a `section_ids` condition, as in `RecordFilter::matches`.
     pub fn candidates(&self, filter: &RecordFilter) -> Vec<usize> {
-        let numbers_of = |index: &HashMap<String, Vec<usize>>, ids: &[String]| {
-            let mut numbers: Vec<usize> = ids.iter().filter_map(|id| index.get(id)).flatten().copied().collect();
+        let sorted = |mut numbers: Vec<usize>| {
             numbers.sort_unstable();
             numbers.dedup();
             numbers
         };
+        let numbers_of = |index: &HashMap<String, Vec<usize>>, ids: &[String]| {
+            sorted(ids.iter().filter_map(|id| index.get(id)).flatten().copied().collect())
+        };
+        let of_docs = |doc_ids: &[String]| {
+            let by_page = self.by_page.as_ref().zip(filter.pages.as_ref());
+            match by_page.and_then(|(pages, hint)| pages.of(hint, doc_ids.len())) {
+                Some(numbers) => sorted(numbers),
+                None => numbers_of(&self.by_doc, doc_ids),
+            }
+        };
         match (&filter.doc_ids, &filter.section_ids) {
             (None, None) => (0..self.len).collect(),
-            (Some(doc_ids), None) => numbers_of(&self.by_doc, doc_ids),
+            (Some(doc_ids), None) => of_docs(doc_ids),
             (None, Some(section_ids)) => numbers_of(&self.by_section, section_ids),
             (Some(doc_ids), Some(section_ids)) => {
-                let of_docs = numbers_of(&self.by_doc, doc_ids);
+                let of_docs = of_docs(doc_ids);
                 let mut numbers = numbers_of(&self.by_section, section_ids);
                 numbers.retain(|number| of_docs.binary_search(number).is_ok());
                 numbers
@@ -393,6 +461,47 @@ mod tests {
         }
     }
 
+    #[test]
+    fn page_numbers_find_the_records_doc_ids_find() {
+        // Records in id order; pages numbered in doc id order as the index numbers them.
+        let docs = ["a", "b", "c", "d"];
+        let records: Vec<Arc<Record>> = ["a#0", "a#1", "b#0", "c#0", "c#1", "c#2"]
+            .iter()
+            .map(|id| {
+                let meta = crate::model::Metadata { doc_id: id[..1].into(), ..Default::default() };
+                Arc::new(Record { id: id.to_string(), meta, text: String::new(), embedding: Vec::new() })
+            })
+            .collect();
+        let page_of: Vec<u32> =
+            records.iter().map(|r| docs.iter().position(|d| *d == r.meta.doc_id).unwrap() as u32).collect();
+        let scope = Arc::new(());
+        let vectors: Vec<Vec<f32>> = records.iter().map(|_| vec![1.0, 0.0]).collect();
+        let views: Vec<&[f32]> = vectors.iter().map(Vec::as_slice).collect();
+        let level = TenantLevel::build(&records, &views, 2, None, Some((&scope, &page_of)));
+        let hinted = |ids: &[&str], hint: Option<PageHint>| {
+            let filter = RecordFilter {
+                doc_ids: Some(ids.iter().map(|id| id.to_string()).collect()),
+                pages: hint,
+                ..RecordFilter::tenant("t")
+            };
+            level.candidates(&filter)
+        };
+        let numbers = |ids: &[&str]| ids.iter().map(|id| docs.iter().position(|d| d == id).unwrap() as u32).collect();
+        // "d" has no record on this level: it is past the level's last page.
+        for ids in [vec!["c", "a"], vec!["b"], vec!["d", "a", "a"], vec![], vec!["c", "b", "a", "d"]] {
+            let plain = hinted(&ids, None);
+            let hint = PageHint { scope: Arc::clone(&scope), numbers: numbers(&ids) };
+            assert_eq!(hinted(&ids, Some(hint)), plain, "{ids:?}");
+            // A hint of another numbering is not read.
+            let foreign = PageHint { scope: Arc::new(()), numbers: vec![0; ids.len()] };
+            assert_eq!(hinted(&ids, Some(foreign)), plain, "{ids:?}");
+        }
+        assert_eq!(hinted(&["c", "a"], None), [0, 1, 3, 4, 5]);
+        // The hint is what is read when it is of this numbering (here one that names page "c").
+        let lying = PageHint { scope: Arc::clone(&scope), numbers: vec![2] };
+        assert_eq!(hinted(&["b"], Some(lying)), [3, 4, 5]);
+    }
+
     /// The row-by-row cosine the blocked scan must reproduce bit for bit.
     fn reference(row: &[f32], query: &[f32]) -> f32 {
         let dot: f32 = row.iter().zip(query).map(|(a, b)| a * b).sum();
@@ -420,7 +529,7 @@ mod tests {
             .map(|number| if number == 77 { vec![0.0; dimension] } else { (0..dimension).map(|_| unit()).collect() })
             .collect();
         let views: Vec<&[f32]> = rows.iter().map(Vec::as_slice).collect();
-        let level = TenantLevel::build(&[], &views, dimension, Some(Bm25Index::default()));
+        let level = TenantLevel::build(&[], &views, dimension, Some(Bm25Index::default()), None);
         let level = TenantLevel { len: rows.len(), ..level };
         let query: Vec<f32> = (0..dimension).map(|_| unit()).collect();
         let subsets: Vec<Vec<usize>> = vec![

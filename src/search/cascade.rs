@@ -59,12 +59,17 @@ pub async fn run(index: &dyn VectorIndex, input: CascadeInput<'_>) -> Result<Cas
         pad_docs(index, filter, &mut docs, settings.min_docs).await?;
     }
     let chosen_docs: Vec<String> = docs.iter().map(|d| d.record.meta.doc_id.clone()).collect();
+    // The same pages by number, when the index numbered them all in one build.
+    let chosen_pages = page_numbers(&docs)
+        .zip(docs.first().and_then(page_order))
+        .map(|(numbers, first)| crate::index::filter::PageHint { scope: std::sync::Arc::clone(&first.scope), numbers });
 
     let mut sections = Vec::new();
     let mut rerank_degradation = None;
     let mut chunks = Vec::new();
     if !chosen_docs.is_empty() {
-        let section_filter = RecordFilter { doc_ids: Some(chosen_docs.clone()), ..input.filter.clone() };
+        let section_filter =
+            RecordFilter { doc_ids: Some(chosen_docs.clone()), pages: chosen_pages.clone(), ..input.filter.clone() };
         sections = rank_level(index, Level::Section, &section_filter, &input.ranking, settings.section_top_k).await?;
         sections.retain(|s| s.fused_normalized >= settings.min_score);
         add_second_section_evidence(&mut sections, input.ranking.boosting.cascade.second_section_weight);
@@ -76,7 +81,8 @@ pub async fn run(index: &dyn VectorIndex, input: CascadeInput<'_>) -> Result<Cas
         }
 
         if input.chunks_wanted || sections.is_empty() {
-            let mut chunk_filter = RecordFilter { doc_ids: Some(chosen_docs), ..input.filter.clone() };
+            let mut chunk_filter =
+                RecordFilter { doc_ids: Some(chosen_docs), pages: chosen_pages, ..input.filter.clone() };
             if !sections.is_empty() {
                 chunk_filter.section_ids =
                     Some(sections.iter().filter_map(|s| s.record.meta.section_id.clone()).collect());
