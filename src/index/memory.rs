@@ -95,7 +95,7 @@ impl LevelData {
         let page_of: Option<Vec<u32>> = features.iter().map(|f| f.page.as_ref().map(|page| page.number)).collect();
         let index =
             TenantLevel::build(&records, &vectors, dimension, lexical, page_of.as_deref().map(|of| (&pages.scope, of)));
-        Self { store: Arc::new(LevelStore { records, features }), index, scope }
+        Self { store: Arc::new(LevelStore::new(records, features)), index, scope }
     }
 
     /// The records that pass `filter` (whose tenant is this one), as numbers in id order.

@@ -1,7 +1,7 @@
 //! How a ranked list holds its records: by their number in the loaded level they belong to, so
 //! that listing a candidate reads nothing of the record itself.
 
-use super::features::RecordFeatures;
+use super::features::{IdOrder, RecordFeatures};
 use crate::model::Record;
 use std::fmt;
 use std::ops::Deref;
@@ -14,6 +14,16 @@ use std::sync::Arc;
 pub struct LevelStore {
     pub records: Vec<Arc<Record>>,
     pub features: Vec<RecordFeatures>,
+    /// Each record's `features.page`, side by side: the cascade keys hundreds of candidates per
+    /// search by page, and this reads a few cache lines where the features are a line each.
+    pages: Vec<Option<IdOrder>>,
+}
+
+impl LevelStore {
+    pub fn new(records: Vec<Arc<Record>>, features: Vec<RecordFeatures>) -> Self {
+        let pages = features.iter().map(|features| features.page.clone()).collect();
+        Self { records, features, pages }
+    }
 }
 
 /// A record in a ranked list. A record of a loaded level is its level's store and its number
@@ -53,6 +63,14 @@ impl RecordRef {
         match &self.0 {
             Held::Stored { store, number } => Some(&store.features[*number as usize]),
             Held::Own { features, .. } => features.as_deref(),
+        }
+    }
+
+    /// The record's page number (`RecordFeatures::page`), when its index numbered the pages.
+    pub fn page(&self) -> Option<&IdOrder> {
+        match &self.0 {
+            Held::Stored { store, number } => store.pages[*number as usize].as_ref(),
+            Held::Own { features, .. } => features.as_deref()?.page.as_ref(),
         }
     }
 
@@ -107,8 +125,20 @@ mod tests {
     #[test]
     fn a_stored_record_reads_its_own_record_and_features() {
         let records: Vec<Arc<Record>> = ["a", "b", "c"].map(|id| Arc::new(record(id))).into();
-        let features = records.iter().map(|r| RecordFeatures::of(r)).collect();
-        let store = Arc::new(LevelStore { records, features });
+        let scope = Arc::new(());
+        let features = records
+            .iter()
+            .enumerate()
+            .map(|(number, r)| {
+                let mut features = RecordFeatures::of(r);
+                features.page = (number > 0).then(|| IdOrder { scope: Arc::clone(&scope), number: 7 + number as u32 });
+                features
+            })
+            .collect();
+        let store = Arc::new(LevelStore::new(records, features));
+        assert!(RecordRef::stored(&store, 0).page().is_none());
+        let page = RecordRef::stored(&store, 2).page().cloned().unwrap();
+        assert!(Arc::ptr_eq(&page.scope, &scope) && page.number == 9);
         let held = RecordRef::stored(&store, 1);
         assert_eq!(held.id, "b");
         assert_eq!(held.text, "text of b");

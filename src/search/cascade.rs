@@ -178,7 +178,7 @@ async fn choose_docs(
 
 /// The record's page number, when the index numbered its pages.
 fn page_order(ranked: &Ranked) -> Option<&IdOrder> {
-    ranked.record.features()?.page.as_ref()
+    ranked.record.page()
 }
 
 /// The doc step's fusion: the pages of `direct` (in order) and of each evidence list (each page

@@ -369,7 +369,7 @@ mod tests {
             })
             .collect();
         let features = vec![RecordFeatures::default(); records.len()];
-        let store = Arc::new(LevelStore { records, features });
+        let store = Arc::new(LevelStore::new(records, features));
         let scored = |number: u32| ScoredRecord { record: RecordRef::stored(&store, number as usize), score: 0.5 };
         for (dense, lexical) in [
             (vec![5, 3, 64, 0], vec![3, 700, 5, 1]),
