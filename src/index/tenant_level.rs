@@ -374,12 +374,15 @@ pub(super) fn top_k(scored: &mut Vec<(f32, usize)>, k: usize) {
 /// first.
 pub(super) fn top_k_of(scores: &[f32], k: usize, keep: impl Fn(f32) -> bool) -> Vec<(f32, usize)> {
     let kept = || scores.iter().copied().zip(0..).filter(|&(score, _)| keep(score));
-    let keys: Option<Vec<u64>> = kept().map(|(score, number)| rank_key(score, number)).collect();
-    let Some(mut keys) = keys else {
-        let mut scored: Vec<(f32, usize)> = kept().collect();
-        top_k(&mut scored, k);
-        return scored;
-    };
+    let mut keys = Vec::with_capacity(scores.len());
+    for (score, number) in kept() {
+        let Some(key) = rank_key(score, number) else {
+            let mut scored: Vec<(f32, usize)> = kept().collect();
+            top_k(&mut scored, k);
+            return scored;
+        };
+        keys.push(key);
+    }
     keep_first_sorted_by(&mut keys, k, u64::cmp);
     keys.into_iter().map(from_rank_key).collect()
 }

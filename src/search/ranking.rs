@@ -136,25 +136,22 @@ fn score_fusion(lists: &[RankedList<'_, usize>; 2], dense: &[f32], lexical: &[f3
     };
     let (dense_low, dense_high) = range(lists[0].ids, dense);
     let (_, lexical_high) = range(lists[1].ids, lexical);
-    let mut items: Vec<Fused> = ranks
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| r[0].is_some() || r[1].is_some())
-        .map(|(number, r)| {
-            let dense_part = match r[0] {
-                Some(_) if dense_high > dense_low => (dense[number] - dense_low) / (dense_high - dense_low),
-                Some(_) => 1.0,
-                None => 0.0,
-            };
-            let lexical_part = match r[1] {
-                Some(_) if lexical_high > 0.0 => lexical[number] / lexical_high,
-                _ => 0.0,
-            };
-            let score = weights[0] * dense_part + weights[1] * lexical_part;
-            let normalized = if total > 0.0 { (score / total).clamp(0.0, 1.0) } else { 0.0 };
-            Fused { number, ranks: *r, score, normalized }
-        })
-        .collect();
+    // Every record is in one of the lists: the filter only guards, and the capacity is exact.
+    let mut items: Vec<Fused> = Vec::with_capacity(ranks.len());
+    items.extend(ranks.iter().enumerate().filter(|(_, r)| r[0].is_some() || r[1].is_some()).map(|(number, r)| {
+        let dense_part = match r[0] {
+            Some(_) if dense_high > dense_low => (dense[number] - dense_low) / (dense_high - dense_low),
+            Some(_) => 1.0,
+            None => 0.0,
+        };
+        let lexical_part = match r[1] {
+            Some(_) if lexical_high > 0.0 => lexical[number] / lexical_high,
+            _ => 0.0,
+        };
+        let score = weights[0] * dense_part + weights[1] * lexical_part;
+        let normalized = if total > 0.0 { (score / total).clamp(0.0, 1.0) } else { 0.0 };
+        Fused { number, ranks: *r, score, normalized }
+    }));
     if let Some(k) = best {
         // Numbers are distinct: the order is total, so selecting the best `k` and sorting them
         // gives the head of a full sort.
@@ -321,23 +318,19 @@ pub async fn rank_level_with(
     };
     // Unboosted, the fused order is the final one: only the first `k` become `Ranked`.
     let kept = if boost { usize::MAX } else { k };
-    let mut ranked: Vec<Ranked> = fused
-        .into_iter()
-        .filter(|item| item.normalized > 0.0)
-        .take(kept)
-        .map(|item| Ranked {
-            dense: item.ranks[0].map(|rank| (rank, dense_scores[item.number])),
-            lexical: item.ranks[1].map(|rank| (rank, lexical_scores[item.number])),
-            score: item.normalized,
-            fused: item.score,
-            fused_normalized: item.normalized,
-            boost: None,
-            padded: false,
-            rerank_score: None,
-            page_evidence: None,
-            record: records[item.number].record.clone(),
-        })
-        .collect();
+    let mut ranked: Vec<Ranked> = Vec::with_capacity(fused.len().min(kept));
+    ranked.extend(fused.into_iter().filter(|item| item.normalized > 0.0).take(kept).map(|item| Ranked {
+        dense: item.ranks[0].map(|rank| (rank, dense_scores[item.number])),
+        lexical: item.ranks[1].map(|rank| (rank, lexical_scores[item.number])),
+        score: item.normalized,
+        fused: item.score,
+        fused_normalized: item.normalized,
+        boost: None,
+        padded: false,
+        rerank_score: None,
+        page_evidence: None,
+        record: records[item.number].record.clone(),
+    }));
     if boost {
         boost_and_keep_best(&mut ranked, k, context.boosting, &context.boost_context);
     }
