@@ -195,7 +195,7 @@ fn fuse_pages<'a, K: Copy + Eq + std::hash::Hash + Ord>(
 ) -> Vec<(std::result::Result<usize, String>, f32, f32)> {
     let mut lists: Vec<(Vec<K>, f32)> = vec![(direct.iter().map(&key).collect(), doc_weight)];
     for (ranked, weight) in evidence {
-        let mut seen = HashSet::default();
+        let mut seen = HashSet::with_capacity_and_hasher(ranked.len(), Default::default());
         let pages: Vec<K> = ranked.iter().map(&key).filter(|page| seen.insert(*page)).collect();
         lists.push((pages, *weight));
     }
@@ -237,7 +237,7 @@ fn add_second_section_evidence(sections: &mut Vec<Ranked>, weight: f32) {
 /// best section of its page (`pages`: each section's `page_keys`).
 fn second_best_of_pages(sections: &[Ranked], weight: f32, pages: &[u32]) -> Vec<f32> {
     // Sections come sorted best first: the second one seen of a page is its second best.
-    let mut seen: HashMap<u32, (usize, f32)> = HashMap::default();
+    let mut seen: HashMap<u32, (usize, f32)> = HashMap::with_capacity_and_hasher(pages.len(), Default::default());
     for (section, &page) in sections.iter().zip(pages) {
         let entry = seen.entry(page).or_insert((0, 0.0));
         entry.0 += 1;
@@ -300,7 +300,7 @@ pub fn cap_per_doc(items: Vec<Ranked>, per_doc: usize) -> Vec<Ranked> {
 
 /// Whether each of `items` is among the first `per_doc` of its doc.
 fn kept_per_doc(items: &[Ranked], per_doc: usize) -> Vec<bool> {
-    let mut counts: HashMap<u32, usize> = HashMap::default();
+    let mut counts: HashMap<u32, usize> = HashMap::with_capacity_and_hasher(items.len(), Default::default());
     page_keys(items)
         .into_iter()
         .map(|page| {

@@ -73,9 +73,11 @@ impl ReciprocalRankFusion {
         let k = self.k as f64;
         // Each distinct id gets a slot; its ranks live in one flat table (`lists.len()` per slot),
         // so only the items returned allocate their own list of ranks.
-        let mut slot_of: HashMap<&Id, usize> = HashMap::default();
-        let mut ids: Vec<&Id> = Vec::new();
-        let mut ranks: Vec<Option<usize>> = Vec::new();
+        // Sized for every entry distinct: the table and the lists never grow while filled.
+        let entries: usize = lists.iter().map(|list| list.ids.len()).sum();
+        let mut slot_of: HashMap<&Id, usize> = HashMap::with_capacity_and_hasher(entries, Default::default());
+        let mut ids: Vec<&Id> = Vec::with_capacity(entries);
+        let mut ranks: Vec<Option<usize>> = Vec::with_capacity(entries * lists.len());
         for (list_number, list) in lists.iter().enumerate() {
             for (position, id) in list.ids.iter().enumerate() {
                 let slot = *slot_of.entry(id).or_insert_with(|| {
