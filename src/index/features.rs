@@ -76,7 +76,25 @@ pub fn topic_number(value: &str) -> Option<u32> {
     if value.is_empty() {
         return Some(0);
     }
-    topics().read().unwrap_or_else(|poisoned| poisoned.into_inner()).get(&value.to_ascii_lowercase()).copied()
+    thread_local! {
+        /// The numbers this thread has read. A value's number never changes once given, so a kept
+        /// one stays right; only numbers are kept (a value without one may get one later), so
+        /// the table holds at most the values that records have.
+        static READ: std::cell::RefCell<FxHashMap<String, u32>> = std::cell::RefCell::default();
+    }
+    let lowered;
+    let key = if value.bytes().any(|byte| byte.is_ascii_uppercase()) {
+        lowered = value.to_ascii_lowercase();
+        lowered.as_str()
+    } else {
+        value
+    };
+    if let Some(number) = READ.with(|read| read.borrow().get(key).copied()) {
+        return Some(number);
+    }
+    let number = topics().read().unwrap_or_else(|poisoned| poisoned.into_inner()).get(key).copied()?;
+    READ.with(|read| read.borrow_mut().insert(key.to_string(), number));
+    Some(number)
 }
 
 /// Names one boosting config for the lifetime of the process: whoever holds a key promises that
@@ -224,6 +242,25 @@ pub fn prefetch(features: &RecordFeatures) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn topic_numbers_ignore_ascii_case_and_a_missing_value_is_not_kept() {
+        // Values of their own: the table is process-wide.
+        assert_eq!(topic_number("Topic-Number-Test-A"), None);
+        assert_eq!(topic_number("topic-number-test-a"), None);
+        let number = intern_topic("TOPIC-number-test-a");
+        // A value first missing reads its number once a record has it, in any ASCII case.
+        for spelling in ["topic-number-test-a", "Topic-Number-Test-A", "topic-number-test-a"] {
+            assert_eq!(topic_number(spelling), Some(number), "{spelling}");
+        }
+        let other = intern_topic("topic-number-test-b");
+        assert_ne!(other, number);
+        assert_eq!(topic_number("TOPIC-NUMBER-TEST-B"), Some(other));
+        assert_eq!(topic_number(""), Some(0));
+        // Another thread reads the same numbers.
+        let read = std::thread::spawn(|| topic_number("Topic-Number-Test-A")).join().unwrap();
+        assert_eq!(read, Some(number));
+    }
     use crate::model::Metadata;
 
     fn record(text: &str, title: &str, url: &str, tags: &[&str]) -> Record {
