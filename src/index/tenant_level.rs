@@ -31,12 +31,14 @@ pub(super) struct TenantLevel {
 }
 
 /// The records of each page of one page numbering (`scope`): those of page `p` are
-/// `numbers[starts[p]..starts[p + 1]]`, ascending.
+/// `numbers[starts[p]..starts[p + 1]]`, ascending; with no `numbers` (each page's records follow
+/// each other in number order, as when ids start with their doc id) they are
+/// `starts[p]..starts[p + 1]` themselves, and a lookup reads only `starts`.
 #[derive(Debug)]
 struct PageRecords {
     scope: Arc<()>,
     starts: Vec<u32>,
-    numbers: Vec<u32>,
+    numbers: Option<Vec<u32>>,
 }
 
 impl PageRecords {
@@ -50,12 +52,15 @@ impl PageRecords {
         for page in 0..pages {
             starts[page + 1] += starts[page];
         }
-        let mut next = starts.clone();
-        let mut numbers = vec![0u32; page_of.len()];
-        for (number, &page) in page_of.iter().enumerate() {
-            numbers[next[page as usize] as usize] = number as u32;
-            next[page as usize] += 1;
-        }
+        let numbers = (!page_of.is_sorted()).then(|| {
+            let mut next = starts.clone();
+            let mut numbers = vec![0u32; page_of.len()];
+            for (number, &page) in page_of.iter().enumerate() {
+                numbers[next[page as usize] as usize] = number as u32;
+                next[page as usize] += 1;
+            }
+            numbers
+        });
         Self { scope: Arc::clone(scope), starts, numbers }
     }
 
@@ -65,11 +70,22 @@ impl PageRecords {
         if !Arc::ptr_eq(&hint.scope, &self.scope) || hint.numbers.len() != ids {
             return None;
         }
+        let mut pages = hint.numbers.clone();
+        if self.numbers.is_none() {
+            // Pages in order give their records in order.
+            pages.sort_unstable();
+            pages.dedup();
+        }
         let mut numbers = Vec::new();
-        for &page in &hint.numbers {
+        for page in pages {
             // A page past the last one with records on this level has none here.
-            if let (Some(&start), Some(&end)) = (self.starts.get(page as usize), self.starts.get(page as usize + 1)) {
-                numbers.extend(self.numbers[start as usize..end as usize].iter().map(|&number| number as usize));
+            let (Some(&start), Some(&end)) = (self.starts.get(page as usize), self.starts.get(page as usize + 1))
+            else {
+                continue;
+            };
+            match &self.numbers {
+                Some(of_pages) => numbers.extend(of_pages[start as usize..end as usize].iter().map(|&n| n as usize)),
+                None => numbers.extend(start as usize..end as usize),
             }
         }
         Some(numbers)
@@ -466,43 +482,52 @@ mod tests {
 
     #[test]
     fn page_numbers_find_the_records_doc_ids_find() {
-        // Records in id order; pages numbered in doc id order as the index numbers them.
+        // Records in id order; pages numbered in doc id order as the index numbers them. Ids that
+        // start with their doc id keep each page's records together; the others scatter them.
         let docs = ["a", "b", "c", "d"];
-        let records: Vec<Arc<Record>> = ["a#0", "a#1", "b#0", "c#0", "c#1", "c#2"]
-            .iter()
-            .map(|id| {
-                let meta = crate::model::Metadata { doc_id: id[..1].into(), ..Default::default() };
-                Arc::new(Record { id: id.to_string(), meta, text: String::new(), embedding: Vec::new() })
-            })
-            .collect();
-        let page_of: Vec<u32> =
-            records.iter().map(|r| docs.iter().position(|d| *d == r.meta.doc_id).unwrap() as u32).collect();
-        let scope = Arc::new(());
-        let vectors: Vec<Vec<f32>> = records.iter().map(|_| vec![1.0, 0.0]).collect();
-        let views: Vec<&[f32]> = vectors.iter().map(Vec::as_slice).collect();
-        let level = TenantLevel::build(&records, &views, 2, None, Some((&scope, &page_of)));
-        let hinted = |ids: &[&str], hint: Option<PageHint>| {
-            let filter = RecordFilter {
-                doc_ids: Some(ids.iter().map(|id| id.to_string()).collect()),
-                pages: hint,
-                ..RecordFilter::tenant("t")
+        let together = [("a#0", "a"), ("a#1", "a"), ("b#0", "b"), ("c#0", "c"), ("c#1", "c"), ("c#2", "c")];
+        let scattered = [("r0", "c"), ("r1", "a"), ("r2", "c"), ("r3", "b"), ("r4", "a"), ("r5", "c")];
+        for (layout, expected_ca, expected_c) in
+            [(together, [0, 1, 3, 4, 5], [3, 4, 5]), (scattered, [0, 1, 2, 4, 5], [0, 2, 5])]
+        {
+            let records: Vec<Arc<Record>> = layout
+                .iter()
+                .map(|(id, doc)| {
+                    let meta = crate::model::Metadata { doc_id: doc.to_string(), ..Default::default() };
+                    Arc::new(Record { id: id.to_string(), meta, text: String::new(), embedding: Vec::new() })
+                })
+                .collect();
+            let page_of: Vec<u32> =
+                records.iter().map(|r| docs.iter().position(|d| *d == r.meta.doc_id).unwrap() as u32).collect();
+            let scope = Arc::new(());
+            let vectors: Vec<Vec<f32>> = records.iter().map(|_| vec![1.0, 0.0]).collect();
+            let views: Vec<&[f32]> = vectors.iter().map(Vec::as_slice).collect();
+            let level = TenantLevel::build(&records, &views, 2, None, Some((&scope, &page_of)));
+            assert_eq!(level.by_page.as_ref().unwrap().numbers.is_none(), layout == together);
+            let hinted = |ids: &[&str], hint: Option<PageHint>| {
+                let filter = RecordFilter {
+                    doc_ids: Some(ids.iter().map(|id| id.to_string()).collect()),
+                    pages: hint,
+                    ..RecordFilter::tenant("t")
+                };
+                level.candidates(&filter)
             };
-            level.candidates(&filter)
-        };
-        let numbers = |ids: &[&str]| ids.iter().map(|id| docs.iter().position(|d| d == id).unwrap() as u32).collect();
-        // "d" has no record on this level: it is past the level's last page.
-        for ids in [vec!["c", "a"], vec!["b"], vec!["d", "a", "a"], vec![], vec!["c", "b", "a", "d"]] {
-            let plain = hinted(&ids, None);
-            let hint = PageHint { scope: Arc::clone(&scope), numbers: numbers(&ids) };
-            assert_eq!(hinted(&ids, Some(hint)), plain, "{ids:?}");
-            // A hint of another numbering is not read.
-            let foreign = PageHint { scope: Arc::new(()), numbers: vec![0; ids.len()] };
-            assert_eq!(hinted(&ids, Some(foreign)), plain, "{ids:?}");
+            let numbers =
+                |ids: &[&str]| ids.iter().map(|id| docs.iter().position(|d| d == id).unwrap() as u32).collect();
+            // "d" has no record on this level: it is past the level's last page.
+            for ids in [vec!["c", "a"], vec!["b"], vec!["d", "a", "a"], vec![], vec!["c", "b", "a", "d"]] {
+                let plain = hinted(&ids, None);
+                let hint = PageHint { scope: Arc::clone(&scope), numbers: numbers(&ids) };
+                assert_eq!(hinted(&ids, Some(hint)), plain, "{ids:?}");
+                // A hint of another numbering is not read.
+                let foreign = PageHint { scope: Arc::new(()), numbers: vec![0; ids.len()] };
+                assert_eq!(hinted(&ids, Some(foreign)), plain, "{ids:?}");
+            }
+            assert_eq!(hinted(&["c", "a"], None), expected_ca);
+            // The hint is what is read when it is of this numbering (here one that names page "c").
+            let lying = PageHint { scope: Arc::clone(&scope), numbers: vec![2] };
+            assert_eq!(hinted(&["b"], Some(lying)), expected_c);
         }
-        assert_eq!(hinted(&["c", "a"], None), [0, 1, 3, 4, 5]);
-        // The hint is what is read when it is of this numbering (here one that names page "c").
-        let lying = PageHint { scope: Arc::clone(&scope), numbers: vec![2] };
-        assert_eq!(hinted(&["b"], Some(lying)), [3, 4, 5]);
     }
 
     /// The row-by-row cosine the blocked scan must reproduce bit for bit.
