@@ -185,6 +185,12 @@ impl<K: 'static, V: 'static> Kept<K, V> {
     }
 }
 
+/// Whether `filter` lets every record of its tenant through (no id list, no metadata condition):
+/// then a ranking scores the whole level, and its scores are kept for the restricted rankings.
+fn every_record(filter: &RecordFilter) -> bool {
+    filter.doc_ids.is_none() && filter.section_ids.is_none() && matches!(Residual::of(filter), Residual::Nothing)
+}
+
 /// The terms BM25 indexes: those of the record's text plus its title, so a page title always
 /// counts.
 pub fn lexical_terms(record: &Record) -> Vec<String> {
@@ -409,8 +415,7 @@ impl LoadedIndex {
             ));
         }
         let Some(data) = self.level_of(level, &filter.tenant_id) else { return Ok(Vec::new()) };
-        if filter.doc_ids.is_none() && filter.section_ids.is_none() && matches!(Residual::of(filter), Residual::Nothing)
-        {
+        if every_record(filter) {
             // Every record: scored into the buffer the thread kept the last scores in, and kept
             // in its place for the restricted rankings of this query.
             let (mut key, mut scores) = Kept::take(&DENSE_SCORES).unwrap_or_default();
@@ -445,7 +450,7 @@ impl LoadedIndex {
     pub fn lexical(&self, level: Level, filter: &RecordFilter, terms: &[String], k: usize) -> Vec<ScoredRecord> {
         let Some(data) = self.level_of(level, &filter.tenant_id) else { return Vec::new() };
         let restricted = filter.doc_ids.is_some() || filter.section_ids.is_some();
-        if !restricted && matches!(Residual::of(filter), Residual::Nothing) {
+        if every_record(filter) {
             // Every record: as `knn` does, scored into the thread's kept buffer and kept there.
             let (mut key, mut all) = Kept::take(&LEXICAL_SCORES).unwrap_or_default();
             data.index.lexical.score_all_into(terms, &mut all);
