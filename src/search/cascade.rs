@@ -68,8 +68,8 @@ pub async fn run(index: &dyn VectorIndex, input: CascadeInput<'_>) -> Result<Cas
     let mut rerank_degradation = None;
     let mut chunks = Vec::new();
     if !chosen_docs.is_empty() {
-        let section_filter =
-            RecordFilter { doc_ids: Some(chosen_docs.clone()), pages: chosen_pages.clone(), ..input.filter.clone() };
+        // The chunk step, when it runs, takes the same pages: the section filter keeps them.
+        let section_filter = RecordFilter { doc_ids: Some(chosen_docs), pages: chosen_pages, ..input.filter.clone() };
         sections = rank_level(index, Level::Section, &section_filter, &input.ranking, settings.section_top_k).await?;
         sections.retain(|s| s.fused_normalized >= settings.min_score);
         add_second_section_evidence(&mut sections, input.ranking.boosting.cascade.second_section_weight);
@@ -81,8 +81,7 @@ pub async fn run(index: &dyn VectorIndex, input: CascadeInput<'_>) -> Result<Cas
         }
 
         if input.chunks_wanted || sections.is_empty() {
-            let mut chunk_filter =
-                RecordFilter { doc_ids: Some(chosen_docs), pages: chosen_pages, ..input.filter.clone() };
+            let mut chunk_filter = section_filter;
             if !sections.is_empty() {
                 chunk_filter.section_ids =
                     Some(sections.iter().filter_map(|s| s.record.meta.section_id.clone()).collect());
