@@ -415,7 +415,9 @@ impl LoadedIndex {
             ));
         }
         let Some(data) = self.level_of(level, &filter.tenant_id) else { return Ok(Vec::new()) };
-        if every_record(filter) {
+        // The records the filter lets through, unless it lets every one through.
+        let numbers = (!every_record(filter)).then(|| data.matching(filter));
+        let Some(numbers) = numbers.filter(|numbers| numbers.len() < data.store.records.len()) else {
             // Every record: scored into the buffer the thread kept the last scores in, and kept
             // in its place for the restricted rankings of this query.
             let (mut key, mut scores) = Kept::take(&DENSE_SCORES).unwrap_or_default();
@@ -425,23 +427,15 @@ impl LoadedIndex {
             key.extend_from_slice(query);
             Kept::remember(&DENSE_SCORES, &data.scope, key, scores);
             return Ok(data.scored_records(&best));
-        }
-        let numbers = data.matching(filter);
-        let mut scored = if numbers.len() == data.store.records.len() {
-            let scored = data.index.cosine_scores(&numbers, query);
-            let scores = scored.iter().map(|&(score, _)| score).collect();
-            Kept::remember(&DENSE_SCORES, &data.scope, query.to_vec(), scores);
-            scored
-        } else {
-            match Kept::recall(
-                &DENSE_SCORES,
-                &data.scope,
-                |kept| kept.as_slice() == query,
-                |all| numbers.iter().map(|&number| (all[number], number)).collect(),
-            ) {
-                Some(scored) => scored,
-                None => data.index.cosine_scores(&numbers, query),
-            }
+        };
+        let mut scored = match Kept::recall(
+            &DENSE_SCORES,
+            &data.scope,
+            |kept| kept.as_slice() == query,
+            |all| numbers.iter().map(|&number| (all[number], number)).collect(),
+        ) {
+            Some(scored) => scored,
+            None => data.index.cosine_scores(&numbers, query),
         };
         top_k(&mut scored, k);
         Ok(data.scored_records(&scored))
