@@ -45,6 +45,12 @@ impl RecordFilter {
         Self { tenant_id: tenant_id.into(), ..Self::default() }
     }
 
+    /// This filter with `doc_ids` in place of its own and no page hint: a hint names the pages of
+    /// the doc ids it came with, so it must not outlive them.
+    pub fn with_doc_ids(&self, doc_ids: Vec<String>) -> Self {
+        Self { doc_ids: Some(doc_ids), pages: None, ..self.clone() }
+    }
+
     /// True when `meta` passes every condition. Records without a section id never pass a
     /// `section_ids` condition (doc records are restricted through `doc_ids` instead).
     pub fn matches(&self, meta: &Metadata) -> bool {
@@ -114,5 +120,20 @@ mod tests {
         assert!(by_section.matches(&meta("demo", "d1", Some("s1"))));
         assert!(!by_section.matches(&meta("demo", "d1", Some("s2"))));
         assert!(!by_section.matches(&meta("demo", "d1", None)));
+    }
+
+    #[test]
+    fn new_doc_ids_drop_the_page_hint_of_the_old_ones() {
+        let hinted = RecordFilter {
+            doc_ids: Some(vec!["d1".into()]),
+            pages: Some(PageHint { scope: Arc::new(()), numbers: vec![0] }),
+            product: Some("chatcenter".into()),
+            ..RecordFilter::tenant("demo")
+        };
+        let moved = hinted.with_doc_ids(vec!["d2".into(), "d3".into()]);
+        assert_eq!(moved.doc_ids, Some(vec!["d2".to_string(), "d3".to_string()]));
+        assert!(moved.pages.is_none());
+        assert_eq!(moved.product, hinted.product);
+        assert_eq!(moved.tenant_id, "demo");
     }
 }

@@ -154,7 +154,7 @@ async fn choose_docs(
     let missing: Vec<String> = fused.iter().filter_map(|(place, ..)| place.as_ref().err().cloned()).collect();
     let mut looked_up: HashMap<String, Ranked> = HashMap::default();
     if !missing.is_empty() {
-        let lookup = RecordFilter { doc_ids: Some(missing.clone()), ..filter.clone() };
+        let lookup = filter.with_doc_ids(missing.clone());
         for record in index.get(Level::Doc, &lookup, missing.len()).await? {
             looked_up.insert(record.meta.doc_id.clone(), Ranked::unscored(record, 0.0, false));
         }
@@ -250,7 +250,7 @@ fn second_best_of_pages(sections: &[Ranked], weight: f32, pages: &[u32]) -> Vec<
 /// The doc-level filter: the request filter without section ids; when section ids are requested,
 /// docs are restricted to those that own one of them. `None` when no doc can match.
 async fn doc_level_filter(index: &dyn VectorIndex, filter: &RecordFilter) -> Result<Option<RecordFilter>> {
-    let mut doc_filter = RecordFilter { section_ids: None, ..filter.clone() };
+    let doc_filter = RecordFilter { section_ids: None, ..filter.clone() };
     if filter.section_ids.is_some() {
         let owners: Vec<String> = index
             .get(Level::Section, filter, usize::MAX)
@@ -263,7 +263,7 @@ async fn doc_level_filter(index: &dyn VectorIndex, filter: &RecordFilter) -> Res
         if owners.is_empty() {
             return Ok(None);
         }
-        doc_filter.doc_ids = Some(owners);
+        return Ok(Some(doc_filter.with_doc_ids(owners)));
     }
     Ok(Some(doc_filter))
 }
