@@ -185,6 +185,29 @@ impl<K: 'static, V: 'static> Kept<K, V> {
     }
 }
 
+impl<K: Clone + 'static> Kept<Vec<K>, Vec<f32>> {
+    /// A ranking of every record of a level: `score` writes each record's score, by number, into
+    /// the buffer the thread kept the last scores in; they are kept there for `key` on the build
+    /// `scope` (for the restricted rankings of the same query), and the best `k` that `keep`
+    /// accepts are returned.
+    fn rank_every_record(
+        slot: &'static Slot<Vec<K>, Vec<f32>>,
+        scope: &Arc<()>,
+        key: &[K],
+        k: usize,
+        keep: impl Fn(f32) -> bool,
+        score: impl FnOnce(&mut Vec<f32>),
+    ) -> Vec<(f32, usize)> {
+        let (mut kept_key, mut scores) = Self::take(slot).unwrap_or_default();
+        score(&mut scores);
+        let best = top_k_of(&scores, k, keep);
+        kept_key.clear();
+        kept_key.extend_from_slice(key);
+        Self::remember(slot, scope, kept_key, scores);
+        best
+    }
+}
+
 /// Whether `filter` lets every record of its tenant through (no id list, no metadata condition):
 /// then a ranking scores the whole level, and its scores are kept for the restricted rankings.
 fn every_record(filter: &RecordFilter) -> bool {
@@ -418,14 +441,14 @@ impl LoadedIndex {
         // The records the filter lets through, unless it lets every one through.
         let numbers = (!every_record(filter)).then(|| data.matching(filter));
         let Some(numbers) = numbers.filter(|numbers| numbers.len() < data.store.records.len()) else {
-            // Every record: scored into the buffer the thread kept the last scores in, and kept
-            // in its place for the restricted rankings of this query.
-            let (mut key, mut scores) = Kept::take(&DENSE_SCORES).unwrap_or_default();
-            data.index.all_cosine_scores(query, &mut scores);
-            let best = top_k_of(&scores, k, |_| true);
-            key.clear();
-            key.extend_from_slice(query);
-            Kept::remember(&DENSE_SCORES, &data.scope, key, scores);
+            let best = Kept::rank_every_record(
+                &DENSE_SCORES,
+                &data.scope,
+                query,
+                k,
+                |_| true,
+                |scores| data.index.all_cosine_scores(query, scores),
+            );
             return Ok(data.scored_records(&best));
         };
         let mut scored = match Kept::recall(
@@ -445,13 +468,15 @@ impl LoadedIndex {
         let Some(data) = self.level_of(level, &filter.tenant_id) else { return Vec::new() };
         let restricted = filter.doc_ids.is_some() || filter.section_ids.is_some();
         if every_record(filter) {
-            // Every record: as `knn` does, scored into the thread's kept buffer and kept there.
-            let (mut key, mut all) = Kept::take(&LEXICAL_SCORES).unwrap_or_default();
-            data.index.lexical.score_all_into(terms, &mut all);
-            let best = top_k_of(&all, k, |score| score > 0.0);
-            key.clear();
-            key.extend_from_slice(terms);
-            Kept::remember(&LEXICAL_SCORES, &data.scope, key, all);
+            // Only records that hold a query term are ranked.
+            let best = Kept::rank_every_record(
+                &LEXICAL_SCORES,
+                &data.scope,
+                terms,
+                k,
+                |score| score > 0.0,
+                |scores| data.index.lexical.score_all_into(terms, scores),
+            );
             return data.scored_records(&best);
         }
         // The records the id lists allow (ascending), when the filter has id lists.
