@@ -64,18 +64,16 @@ impl PageRecords {
         Self { scope: Arc::clone(scope), starts, numbers }
     }
 
-    /// The records of the hinted pages, when the hint is of this numbering and names one page
-    /// per doc id (`ids` of them); `None` otherwise.
+    /// The records of the hinted pages (ascending, each once), when the hint is of this
+    /// numbering and names one page per doc id (`ids` of them); `None` otherwise.
     fn of(&self, hint: &PageHint, ids: usize) -> Option<Vec<usize>> {
         if !Arc::ptr_eq(&hint.scope, &self.scope) || hint.numbers.len() != ids {
             return None;
         }
+        // Each page once: a record is on one page, so no record comes twice.
         let mut pages = hint.numbers.clone();
-        if self.numbers.is_none() {
-            // Pages in order give their records in order.
-            pages.sort_unstable();
-            pages.dedup();
-        }
+        pages.sort_unstable();
+        pages.dedup();
         let mut numbers = Vec::new();
         for page in pages {
             // A page past the last one with records on this level has none here.
@@ -87,6 +85,10 @@ impl PageRecords {
                 Some(of_pages) => numbers.extend(of_pages[start as usize..end as usize].iter().map(|&n| n as usize)),
                 None => numbers.extend(start as usize..end as usize),
             }
+        }
+        if self.numbers.is_some() {
+            // Scattered pages interleave; contiguous ones in page order are in number order.
+            numbers.sort_unstable();
         }
         Some(numbers)
     }
@@ -142,7 +144,7 @@ impl TenantLevel {
         let of_docs = |doc_ids: &[String]| {
             let by_page = self.by_page.as_ref().zip(filter.pages.as_ref());
             match by_page.and_then(|(pages, hint)| pages.of(hint, doc_ids.len())) {
-                Some(numbers) => sorted(numbers),
+                Some(numbers) => numbers,
                 None => numbers_of(&self.by_doc, doc_ids),
             }
         };
