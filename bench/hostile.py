@@ -4,7 +4,10 @@
 - the id-list repro (a 1 MB body of 174k short doc ids): status and time to the answer;
 - a repeated `tenant_id` key on every JSON endpoint: the status of each;
 - 20,000 idle TCP connections opened as fast as possible and held: `/health` latency from a fresh
-  connection every 50 ms meanwhile, the service's RSS before, at the peak and after they close.
+  connection every 50 ms meanwhile, the service's RSS before, at the peak and after they close;
+- logs and metrics as weapons: 200 requests with a 400 KB `X-Request-Id` (log bytes written and
+  the id echoed), 100 requests with 65 KB method names (the size of /metrics after), and a service
+  whose stderr is a full disk (/dev/full): how many of 100 searches it answers.
 
     python3 bench/hostile.py [--binary target/release/retrieval-service] [--idle 20000]
 
@@ -90,11 +93,88 @@ def hold_connections(port, count, ready, release):
         s.close()
 
 
+def start_service(binary, port, stderr, extra_env=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RETR_")}
+    env.update({"RETR_MOCK_MODE": "true", "RETR_LOG_FORMAT": "json", "RUST_LOG": "info"})
+    env.update(extra_env or {})
+    service = subprocess.Popen([binary, "serve", "--port", str(port)], env=env,
+                               stdout=subprocess.DEVNULL, stderr=stderr)
+    for _ in range(100):
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            connection.request("GET", "/health")
+            connection.getresponse().read()
+            return service
+        except (OSError, http.client.HTTPException):
+            time.sleep(0.1)
+    service.kill()
+    sys.exit("the service did not start")
+
+
+def raw_request(port, head, timeout=10):
+    """Sends a raw request head; returns the response's status line and headers as text."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(head)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        return data.split(b"\r\n\r\n", 1)[0].decode("latin-1")
+
+
+def log_and_metric_probes(binary):
+    import tempfile
+    port = free_port()
+    with tempfile.TemporaryFile() as log:
+        service = start_service(binary, port, log)
+        try:
+            huge_id = "a" * 400_000
+            echoed = 0
+            for _ in range(200):
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+                connection.request("GET", "/health", headers={"x-request-id": huge_id})
+                response = connection.getresponse()
+                response.read()
+                echoed = max(echoed, len(response.getheader("x-request-id") or ""))
+                connection.close()
+            time.sleep(0.5)
+            log.seek(0, os.SEEK_END)
+            print(f"400 KB X-Request-Id x200: {log.tell() / 1e6:.2f} MB of logs, longest id echoed {echoed} bytes")
+            for n in range(100):
+                raw_request(port, b"X" * 65_000 + str(n).encode() + b" /health HTTP/1.1\r\nhost: x\r\n\r\n")
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            connection.request("GET", "/metrics")
+            size = len(connection.getresponse().read())
+            print(f"65 KB methods x100: /metrics is {size / 1e3:.1f} KB after")
+        finally:
+            service.terminate()
+            service.wait(timeout=10)
+    port = free_port()
+    with open("/dev/full", "wb") as full:
+        service = start_service(binary, port, full, {"RUST_LOG": "debug"})
+        try:
+            body = json.dumps({"query": "reset password", "tenant_id": "demo"})
+            answered = 0
+            for _ in range(100):
+                try:
+                    status, _, _ = post(port, "/internal/retrieval/search", body, timeout=5)
+                    answered += status == 200
+                except (OSError, http.client.HTTPException):
+                    pass
+            print(f"stderr on a full disk (/dev/full): {answered} of 100 searches answered 200")
+        finally:
+            service.terminate()
+            service.wait(timeout=10)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--binary", default="target/release/retrieval-service")
     parser.add_argument("--idle", type=int, default=20000)
     args = parser.parse_args()
+    log_and_metric_probes(args.binary)
 
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("RETR_")}

@@ -11,6 +11,7 @@ pub mod eval;
 pub mod fixtures;
 pub mod index;
 pub mod ingest;
+pub mod log_writer;
 pub mod metrics;
 pub mod model;
 pub mod rerank;

@@ -1,7 +1,10 @@
 use clap::{Parser, Subcommand};
 use retrieval_service::config::{LogFormat, Settings};
+use retrieval_service::log_writer::{FlushOnDrop, LossyWriter};
+use retrieval_service::metrics::Metrics;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 /// A search allocates and frees many small buffers (candidate lists, ids, JSON); mimalloc's
 /// per-thread free lists serve them faster than the system allocator.
@@ -68,23 +71,28 @@ fn suggest_themes(
     Ok(())
 }
 
-fn init_telemetry(settings: &Settings) {
+/// Logs go to stderr through a lossy queue (`log_writer`): a stuck or full log sink drops lines
+/// (counted in `metrics`) instead of stalling requests. Keep the guard until exit.
+fn init_telemetry(settings: &Settings, metrics: &Metrics) -> FlushOnDrop {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
     // No ANSI colour codes unless a person is watching a terminal.
     let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(terminal);
+    let (writer, guard) = LossyWriter::stderr(metrics.log_lines_dropped.clone());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer).with_ansi(terminal);
     match settings.log_format.resolve(terminal) {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text | LogFormat::Auto => builder.init(),
     }
+    guard
 }
 
-async fn serve(mut settings: Settings, port: Option<u16>) -> Result<(), String> {
+async fn serve(mut settings: Settings, port: Option<u16>, metrics: Arc<Metrics>) -> Result<(), String> {
     if let Some(port) = port {
         settings.port = port;
     }
     let address = format!("{}:{}", settings.host, settings.port);
-    let state = retrieval_service::startup::build_state(settings).await.map_err(|e| e.to_string())?;
+    let state =
+        retrieval_service::startup::build_state_with_metrics(settings, metrics).await.map_err(|e| e.to_string())?;
     let listener =
         retrieval_service::server::listen(&address).await.map_err(|e| format!("cannot listen on {address}: {e}"))?;
     tracing::info!(%address, backend = state.search.index().backend_name(), "retrieval service listening");
@@ -105,7 +113,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_telemetry(&settings);
+    let metrics = Arc::new(Metrics::new());
+    let _flush_logs = init_telemetry(&settings, &metrics);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -115,7 +124,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Serve { port } => serve(settings, port).await,
+            Command::Serve { port } => serve(settings, port, metrics).await,
             Command::Themes { command: ThemesCommand::Suggest { index, tenant, min_docs } } => {
                 suggest_themes(&settings, index, tenant, min_docs)
             }

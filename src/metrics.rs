@@ -26,8 +26,26 @@ struct ClassLabels {
 struct RouteLabels {
     /// The matched route template (`unmatched` for 404s: the label set stays bounded).
     route: String,
-    method: String,
-    status: String,
+    /// One of [`method_label`]'s: a client cannot add label values.
+    method: &'static str,
+    status: u16,
+}
+
+/// The label (and log field) of an HTTP method: the standard methods by name, any other
+/// (a client may send any token, of any length) as `other`.
+pub fn method_label(method: &str) -> &'static str {
+    match method {
+        "GET" => "GET",
+        "POST" => "POST",
+        "HEAD" => "HEAD",
+        "PUT" => "PUT",
+        "DELETE" => "DELETE",
+        "PATCH" => "PATCH",
+        "OPTIONS" => "OPTIONS",
+        "CONNECT" => "CONNECT",
+        "TRACE" => "TRACE",
+        _ => "other",
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -68,6 +86,8 @@ pub struct Metrics {
     pub connections_open: Gauge,
     /// Requests in progress now (`/health` and `/metrics` included).
     pub requests_in_flight: Gauge,
+    /// Log lines dropped because the log sink could not keep up (`crate::log_writer`).
+    pub log_lines_dropped: Counter,
     http_requests: Family<ClassLabels, Counter>,
     search_duration: Histogram,
     request_duration: Family<RouteLabels, Histogram, fn() -> Histogram>,
@@ -97,6 +117,7 @@ impl Metrics {
             connections_evicted: Counter::default(),
             connections_open: Gauge::default(),
             requests_in_flight: Gauge::default(),
+            log_lines_dropped: Counter::default(),
             http_requests: Family::default(),
             search_duration: histogram(),
             request_duration: Family::new_with_constructor(histogram),
@@ -139,6 +160,11 @@ impl Metrics {
             "http_requests_in_flight",
             "HTTP requests in progress now",
             metrics.requests_in_flight.clone(),
+        );
+        registry.register(
+            "log_lines_dropped",
+            "Log lines dropped because the log sink could not keep up (full disk, stuck pipe)",
+            metrics.log_lines_dropped.clone(),
         );
         registry.register("http_requests", "HTTP requests by status class", metrics.http_requests.clone());
         registry.register_with_unit(
@@ -202,7 +228,8 @@ impl Metrics {
         }
     }
 
-    /// Records one finished HTTP request. `route` is the matched route template, if any.
+    /// Records one finished HTTP request. `route` is the matched route template, if any (a
+    /// template, never the raw path); `method` is reduced to [`method_label`].
     pub fn observe_request(&self, route: Option<&str>, method: &str, status: u16, elapsed: Duration) {
         let class = match status / 100 {
             1 => "1xx",
@@ -214,8 +241,8 @@ impl Metrics {
         self.http_requests.get_or_create(&ClassLabels { class }).inc();
         let labels = RouteLabels {
             route: route.unwrap_or("unmatched").to_string(),
-            method: method.to_string(),
-            status: status.to_string(),
+            method: method_label(method),
+            status,
         };
         self.request_duration.get_or_create(&labels).observe(elapsed.as_secs_f64());
         if route.is_some_and(|route| route.ends_with("/search")) {
@@ -262,5 +289,19 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }
+    }
+
+    #[test]
+    fn unknown_methods_share_one_label_so_clients_cannot_grow_the_exposition() {
+        let metrics = Metrics::new();
+        let huge = "X".repeat(65_000);
+        for n in 0..100 {
+            metrics.observe_request(None, &format!("{huge}{n}"), 405, Duration::from_millis(1));
+        }
+        let text = metrics.render();
+        assert!(text.len() < 20_000, "{} bytes", text.len());
+        assert!(text.contains(
+            "retrieval_http_request_duration_seconds_count{route=\"unmatched\",method=\"other\",status=\"405\"} 100"
+        ));
     }
 }

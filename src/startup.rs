@@ -170,7 +170,12 @@ fn state_from_parts(
 
 /// The state `serve` runs on: every outbound client records its calls in the state's metrics.
 pub async fn build_state(settings: Settings) -> Result<AppState, StartupError> {
-    let metrics = Arc::new(Metrics::new());
+    build_state_with_metrics(settings, Arc::new(Metrics::new())).await
+}
+
+/// `build_state` recording into `metrics` (made before the state: the log writer counts its
+/// dropped lines there from the first line on).
+pub async fn build_state_with_metrics(settings: Settings, metrics: Arc<Metrics>) -> Result<AppState, StartupError> {
     let embedder = build_embedder(&settings, Some(Arc::clone(&metrics)))?;
     let index = build_index(&settings, embedder.as_ref(), Some(Arc::clone(&metrics))).await?;
     let reranker = build_reranker(&settings, &metrics);

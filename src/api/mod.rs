@@ -33,6 +33,48 @@ const REQUEST_ID_HEADER: &str = "x-request-id";
 /// (URIs over 64 KiB never reach the router: hyper answers them with a bare 414.)
 pub const MAX_URI_BYTES: usize = 8192;
 
+/// Longest client `X-Request-Id` kept; a longer one is replaced by a generated id.
+pub const MAX_REQUEST_ID_CHARS: usize = 64;
+/// Longest part of a request path written to logs (the router refuses longer URIs anyway).
+const LOGGED_PATH_BYTES: usize = 256;
+
+/// Whether a client's `X-Request-Id` is kept as the request's id: 1 to
+/// [`MAX_REQUEST_ID_CHARS`] characters of `[A-Za-z0-9._:-]`. Anything else (a 400 KB header,
+/// quotes, control characters) would be written into every log line of the request and echoed,
+/// so it is replaced by a generated id.
+pub fn is_valid_request_id(value: &[u8]) -> bool {
+    (1..=MAX_REQUEST_ID_CHARS).contains(&value.len())
+        && value.iter().all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b':' | b'-'))
+}
+
+/// Drops a client's request id that [`is_valid_request_id`] refuses (or a repeated one), so the
+/// request gets a generated id instead.
+async fn screen_request_id(mut request: Request, next: Next) -> Response {
+    let headers = request.headers_mut();
+    let mut given = headers.get_all(REQUEST_ID_HEADER).iter();
+    let keep = match (given.next(), given.next()) {
+        (None, _) => true,
+        (Some(value), None) => is_valid_request_id(value.as_bytes()),
+        (Some(_), Some(_)) => false,
+    };
+    if !keep {
+        headers.remove(REQUEST_ID_HEADER);
+    }
+    next.run(request).await
+}
+
+/// At most [`LOGGED_PATH_BYTES`] of `path` (cut on a character boundary) for a log field.
+fn loggable_path(path: &str) -> &str {
+    if path.len() <= LOGGED_PATH_BYTES {
+        return path;
+    }
+    let mut end = LOGGED_PATH_BYTES;
+    while !path.is_char_boundary(end) {
+        end -= 1;
+    }
+    &path[..end]
+}
+
 /// Request ids `<process-start-hex>-<counter>`: unique per process, cheap, no RNG needed.
 #[derive(Clone)]
 struct CounterRequestId {
@@ -78,9 +120,12 @@ pub fn router(state: AppState) -> Router {
         .layer(PropagateRequestIdLayer::new(header.clone()))
         .layer(TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {
             let request_id = request.headers().get(REQUEST_ID_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("");
-            tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id)
+            let method = crate::metrics::method_label(request.method().as_str());
+            let path = loggable_path(request.uri().path());
+            tracing::info_span!("request", method, path, request_id)
         }))
         .layer(SetRequestIdLayer::new(header, request_ids))
+        .layer(middleware::from_fn(screen_request_id))
         .with_state(state)
 }
 
@@ -140,9 +185,11 @@ async fn shed(State(state): State<AppState>, request: Request, next: Next) -> Re
 /// the request id).
 fn log_request(level: RequestLogLevel, method: &axum::http::Method, path: &str, status: u16, elapsed: Duration) {
     let latency_ms = elapsed.as_secs_f64() * 1000.0;
+    let method = crate::metrics::method_label(method.as_str());
+    let path = loggable_path(path);
     macro_rules! line {
         ($macro:ident) => {
-            tracing::$macro!(%method, path, status, latency_ms, "request done")
+            tracing::$macro!(method, path, status, latency_ms, "request done")
         };
     }
     match level {

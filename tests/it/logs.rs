@@ -71,3 +71,48 @@ async fn request_lines_follow_the_configured_level_and_carry_the_request_id() {
         }
     }
 }
+
+/// A client's `X-Request-Id` is kept only when short and plain; anything else (here a 400 KB
+/// header, which used to be written into every log line of the request and echoed back) is
+/// replaced by a generated id in the response and the logs.
+#[tokio::test]
+async fn only_short_plain_request_ids_are_kept_logged_and_echoed() {
+    use axum::body::Body;
+    use axum::http::Request;
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .with_writer({
+            let capture = capture.clone();
+            move || capture.clone()
+        })
+        .finish();
+    let _default = tracing::subscriber::set_default(subscriber);
+    let state = fixture_state(|_| {});
+    let huge = "a".repeat(400_000);
+    let cases = [
+        ("req-42:retry_1.b", true),
+        (&"x".repeat(64), true),
+        (&"x".repeat(65), false),
+        (huge.as_str(), false),
+        ("has space", false),
+        ("quote\"d", false),
+    ];
+    for (given, kept) in cases {
+        capture.take();
+        let request = Request::get("/health").header("x-request-id", given).body(Body::empty()).unwrap();
+        let response = tower::ServiceExt::oneshot(retrieval_service::app(state.clone()), request).await.unwrap();
+        let echoed = response.headers()["x-request-id"].to_str().unwrap().to_string();
+        let lines = capture.take();
+        let logged = request_lines(&lines)[0]["span"]["request_id"].as_str().unwrap().to_string();
+        assert_eq!(echoed, logged);
+        if kept {
+            assert_eq!(echoed, given);
+        } else {
+            assert_ne!(echoed, given);
+            assert!(retrieval_service::api::is_valid_request_id(echoed.as_bytes()), "{echoed}");
+        }
+        let written: usize = lines.iter().map(|line| line.to_string().len()).sum();
+        assert!(written < 2_000, "{written} bytes of log for one request");
+    }
+}
