@@ -201,6 +201,9 @@ pub struct Settings {
     pub max_connections: usize,
     pub max_in_flight_requests: usize,
     pub admin_token: Secret,
+    /// `RETR_METRICS_OPEN`: `/metrics` stays open when API keys are on (a scraper on a trusted
+    /// network); by default it then needs the admin token or a `*` key.
+    pub metrics_open: bool,
     /// `RETR_API_KEYS`: a file of API keys and the tenants each may read (README
     /// "Authentication"); empty = data endpoints open.
     pub api_keys: PathBuf,
@@ -282,6 +285,7 @@ impl Default for Settings {
             max_connections: 1024,
             max_in_flight_requests: 512,
             admin_token: Secret::default(),
+            metrics_open: false,
             api_keys: PathBuf::new(),
             dify_base_path: crate::api::dify::DEFAULT_BASE_PATH.into(),
             dify_knowledge_bases: PathBuf::new(),
@@ -355,14 +359,26 @@ impl Settings {
             }
             builder = builder.add_source(config::File::from(path).format(config::FileFormat::Toml));
         }
-        let retr_env: HashMap<String, String> = env
+        // A setting whose type is a string (a secret, a path, a host, a model name) is read as the
+        // string given: parsing it as a number or boolean first would turn the admin token
+        // `00001234567890123456` into 1234567890123456, or refuse it.
+        let string_keys: Vec<String> = match serde_json::to_value(Settings::default()) {
+            Ok(serde_json::Value::Object(fields)) => fields
+                .into_iter()
+                .filter(|(_, value)| value.is_string() || value.is_null())
+                .map(|(key, _)| format!("RETR_{}", key.to_uppercase()))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let (strings, typed): (HashMap<String, String>, HashMap<String, String>) = env
             .iter()
             .filter(|(key, _)| key.starts_with("RETR_"))
             .map(|(key, value)| (key.clone(), value.clone()))
-            .collect();
-        builder = builder.add_source(
-            config::Environment::with_prefix("RETR").prefix_separator("_").try_parsing(true).source(Some(retr_env)),
-        );
+            .partition(|(key, _)| string_keys.contains(key));
+        let environment = |parse: bool, values: HashMap<String, String>| {
+            config::Environment::with_prefix("RETR").prefix_separator("_").try_parsing(parse).source(Some(values))
+        };
+        builder = builder.add_source(environment(true, typed)).add_source(environment(false, strings));
         let settings: Settings = builder
             .build()
             .and_then(|c| c.try_deserialize())
@@ -634,6 +650,28 @@ mod tests {
         let settings = Settings::load(None, &env(&[("RETR_REQUEST_LOG_LEVEL", "debug")])).unwrap();
         assert_eq!(settings.request_log_level, RequestLogLevel::Debug);
         assert!(Settings::load(None, &env(&[("RETR_REQUEST_LOG_LEVEL", "loud")])).is_err());
+    }
+
+    #[test]
+    fn string_settings_are_read_as_given_not_as_numbers() {
+        let token = "00001234567890123456";
+        let settings = Settings::load(
+            None,
+            &env(&[
+                ("RETR_ADMIN_TOKEN", token),
+                ("RETR_EMBEDDING_API_KEY", "0042"),
+                ("RETR_EMBEDDING_MODEL", "true"),
+                ("RETR_INDEX_PATH", "2026"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(settings.admin_token.expose(), token);
+        assert_eq!(settings.embedding_api_key.expose(), "0042");
+        assert_eq!(settings.embedding_model, "true");
+        assert_eq!(settings.index_path, Some(PathBuf::from("2026")));
+        // Typed settings are still parsed.
+        let settings = Settings::load(None, &env(&[("RETR_PORT", "9090"), ("RETR_METRICS_OPEN", "true")])).unwrap();
+        assert_eq!((settings.port, settings.metrics_open), (9090, true));
     }
 
     #[test]

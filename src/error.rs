@@ -159,7 +159,10 @@ impl From<SearchError> for ApiError {
                     IndexErrorKind::BadRequest => ErrorCode::InvalidRequest,
                     IndexErrorKind::Internal => ErrorCode::Internal,
                 };
-                ApiError::new(code, index_error.message)
+                if index_error.kind != IndexErrorKind::BadRequest {
+                    tracing::warn!(error = %index_error.message, "index error");
+                }
+                ApiError::new(code, index_error.public_message())
             }
         }
     }

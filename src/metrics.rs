@@ -239,11 +239,8 @@ impl Metrics {
             _ => "5xx",
         };
         self.http_requests.get_or_create(&ClassLabels { class }).inc();
-        let labels = RouteLabels {
-            route: route.unwrap_or("unmatched").to_string(),
-            method: method_label(method),
-            status,
-        };
+        let labels =
+            RouteLabels { route: route.unwrap_or("unmatched").to_string(), method: method_label(method), status };
         self.request_duration.get_or_create(&labels).observe(elapsed.as_secs_f64());
         if route.is_some_and(|route| route.ends_with("/search")) {
             self.search_duration.observe(elapsed.as_secs_f64());

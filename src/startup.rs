@@ -73,7 +73,7 @@ pub async fn build_index(
             // A first load before serving; Chroma being down is not fatal (searches answer 503
             // and the refresher recovers by itself).
             if let Err(error) = index.refresh().await {
-                tracing::warn!(%error, host = %settings.chroma_host, "chroma index not loaded yet");
+                tracing::warn!(%error, host = %crate::upstream::redact(&settings.chroma_host), "chroma index not loaded yet");
             }
             index.spawn_refresher();
             Ok(index)

@@ -113,16 +113,18 @@ pub fn build(builder: reqwest::ClientBuilder) -> Result<reqwest::Client, Upstrea
         .map_err(|error| UpstreamError::new(UpstreamErrorKind::Internal, format!("building the HTTP client: {error}")))
 }
 
-/// A transport failure (no HTTP answer, or its body could not be read).
-pub fn transport_error(error: &reqwest::Error) -> UpstreamError {
-    let kind = if error.is_timeout() {
-        UpstreamErrorKind::Timeout
+/// A transport failure (no HTTP answer, or its body could not be read). The message is ours;
+/// reqwest's own text (it names the URL, which may carry credentials) goes to the log, redacted.
+pub fn transport_error(upstream: &str, error: &reqwest::Error) -> UpstreamError {
+    let (kind, message) = if error.is_timeout() {
+        (UpstreamErrorKind::Timeout, "no answer in time")
     } else if error.is_decode() {
-        UpstreamErrorKind::InvalidResponse
+        (UpstreamErrorKind::InvalidResponse, "its answer could not be read")
     } else {
-        UpstreamErrorKind::Unavailable
+        (UpstreamErrorKind::Unavailable, "cannot connect, or the connection failed")
     };
-    UpstreamError::new(kind, format!("request failed: {error}"))
+    tracing::warn!(upstream, error = %redact(&error.to_string()), "upstream request failed");
+    UpstreamError::new(kind, format!("{upstream}: {message}"))
 }
 
 /// `Retry-After` in seconds (the HTTP-date form is ignored: providers send seconds).
@@ -157,6 +159,107 @@ impl RetryPolicy {
             None => self.first_delay.saturating_mul(1 << (attempt.max(1) - 1).min(16)),
         }
     }
+}
+
+/// What replaces a redacted credential.
+const REDACTED: &str = "***";
+
+/// Names whose value is a credential, in headers, JSON, query strings and form bodies.
+const SECRET_NAMES: [&str; 10] = [
+    "authorization",
+    "api_key",
+    "api-key",
+    "apikey",
+    "password",
+    "passwd",
+    "secret",
+    "token",
+    "access_key",
+    "credential",
+];
+
+/// `text` (an upstream's error body, a URL, a transport error) with the credentials it may carry
+/// replaced by `***`: `Bearer`/`Basic` credentials, the password (or token) of a URL's
+/// `user:password@`, `sk-…` keys, and the value of any field, header or parameter named like a
+/// credential (`authorization`, `api_key`, `x-api-key`, `password`, `token`, `secret`, …). For logs
+/// only: callers never see upstream text at all.
+pub fn redact(text: &str) -> String {
+    let mut spans = Vec::new();
+    let lower = text.to_ascii_lowercase();
+    let bytes = text.as_bytes();
+    let token_end = |from: usize, stop: &dyn Fn(u8) -> bool| {
+        let mut end = from;
+        while end < bytes.len() && !stop(bytes[end]) {
+            end += 1;
+        }
+        end
+    };
+    let is_space = |byte: u8| byte.is_ascii_whitespace();
+    let ends_word = |byte: u8| byte.is_ascii_whitespace() || matches!(byte, b'"' | b'\'' | b',' | b';' | b'&' | b'}');
+    // `Bearer x`, `Basic x`.
+    for scheme in ["bearer ", "basic "] {
+        for (at, _) in lower.match_indices(scheme) {
+            let start = token_end(at + scheme.len(), &|byte| !is_space(byte));
+            spans.push((start, token_end(start, &ends_word)));
+        }
+    }
+    // `scheme://user:password@host`: the password, or a lone user part (often a token).
+    for (at, _) in lower.match_indices("://") {
+        let start = at + 3;
+        let authority_end = token_end(start, &|byte| matches!(byte, b'/' | b'?' | b'#') || ends_word(byte));
+        if let Some(user_end) = text[start..authority_end].rfind('@').map(|offset| start + offset) {
+            match text[start..user_end].find(':') {
+                Some(colon) => spans.push((start + colon + 1, user_end)),
+                None => spans.push((start, user_end)),
+            }
+        }
+    }
+    // OpenAI-style keys anywhere.
+    for (at, _) in lower.match_indices("sk-") {
+        let boundary = at == 0 || !bytes[at - 1].is_ascii_alphanumeric();
+        let end = token_end(at + 3, &|byte| !(byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_')));
+        if boundary && end - at >= 11 {
+            spans.push((at, end));
+        }
+    }
+    // `name: value`, `"name": "value"`, `name=value` for credential-like names.
+    for name in SECRET_NAMES {
+        for (at, _) in lower.match_indices(name) {
+            let mut cursor = token_end(at + name.len(), &|byte| {
+                !(byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'-' | b'"' | b'\''))
+            });
+            cursor = token_end(cursor, &|byte| !is_space(byte));
+            if cursor >= bytes.len() || !matches!(bytes[cursor], b':' | b'=') {
+                continue;
+            }
+            cursor = token_end(cursor + 1, &|byte| !is_space(byte));
+            let quote = bytes.get(cursor).copied().filter(|byte| matches!(byte, b'"' | b'\''));
+            let start = cursor + usize::from(quote.is_some());
+            let end = match quote {
+                Some(quote) => token_end(start, &|byte| byte == quote),
+                // An unquoted header value (`Authorization: Bearer x`) runs to the end of its line.
+                None if name == "authorization" => token_end(start, &|byte| matches!(byte, b'\n' | b'\r' | b',')),
+                None => token_end(start, &ends_word),
+            };
+            if end > start {
+                spans.push((start, end));
+            }
+        }
+    }
+    spans.sort_unstable();
+    let mut redacted = String::with_capacity(text.len());
+    let mut written = 0;
+    for (start, end) in spans {
+        if end <= written {
+            continue;
+        }
+        let start = start.max(written);
+        redacted.push_str(&text[written..start]);
+        redacted.push_str(REDACTED);
+        written = end;
+    }
+    redacted.push_str(&text[written..]);
+    redacted
 }
 
 /// One outbound call: where, with which key, how long and how often.
@@ -234,14 +337,18 @@ async fn post_once<B: Serialize + ?Sized>(
     if let Some(key) = call.bearer.filter(|key| !key.is_empty()) {
         request = request.bearer_auth(key);
     }
-    let response = request.send().await.map_err(|error| transport_error(&error))?;
+    let response = request.send().await.map_err(|error| transport_error(call.upstream, &error))?;
     let status = response.status().as_u16();
     let wait = retry_after(response.headers());
-    let text = response.text().await.map_err(|error| transport_error(&error))?;
+    let text = response.text().await.map_err(|error| transport_error(call.upstream, &error))?;
     if !(200..300).contains(&status) {
-        let excerpt: String = text.chars().take(ERROR_BODY_CHARS).collect();
+        // The body is the upstream's text (it may echo our credentials): logs only, redacted;
+        // the error, which reaches degradations, says what we know.
+        let head: String = text.chars().take(4 * ERROR_BODY_CHARS).collect();
+        let excerpt: String = redact(&head).chars().take(ERROR_BODY_CHARS).collect();
+        tracing::warn!(upstream = call.upstream, status, url = %redact(call.url), body = %excerpt, "upstream answered an error");
         let mut error =
-            UpstreamError::new(classify(status, &text), format!("HTTP {status} from {}: {excerpt}", call.url));
+            UpstreamError::new(classify(status, &text), format!("{} answered HTTP {status}", call.upstream));
         error.retry_after = wait;
         return Err(error);
     }
@@ -264,8 +371,10 @@ pub async fn chat_completion(
     });
     let text = post_json(client, call, &body).await?;
     let invalid = |message: String| UpstreamError::new(UpstreamErrorKind::InvalidResponse, message);
-    let answer: Value =
-        serde_json::from_str(&text).map_err(|error| invalid(format!("not a chat completion: {error}")))?;
+    let answer: Value = serde_json::from_str(&text).map_err(|error| {
+        tracing::warn!(upstream = call.upstream, %error, "the answer is not a chat completion");
+        invalid("the answer is not a chat completion".into())
+    })?;
     answer
         .pointer("/choices/0/message/content")
         .and_then(Value::as_str)
@@ -324,6 +433,27 @@ mod tests {
         ];
         for (status, body, kind) in table {
             assert_eq!(classify(status, body), kind, "{status} {body}");
+        }
+    }
+
+    #[test]
+    fn credentials_are_redacted_from_upstream_text() {
+        let table = [
+            ("Authorization: Bearer sk-live-0123456789abcdef", "Authorization: ***"),
+            ("header was bearer abc.def-ghi, rejected", "header was bearer ***, rejected"),
+            (r#"{"headers":{"Authorization":"Bearer tok-123"}}"#, r#"{"headers":{"Authorization":"***"}}"#),
+            (r#"{"api_key": "k-42", "model": "e5"}"#, r#"{"api_key": "***", "model": "e5"}"#),
+            ("x-api-key: abcdef\nnext", "x-api-key: ***\nnext"),
+            ("GET http://svc:pa55@h:8000/v1?x=1", "GET http://svc:***@h:8000/v1?x=1"),
+            ("https://tok3n@h/v1", "https://***@h/v1"),
+            ("https://h/v1?api_key=abc&x=1", "https://h/v1?api_key=***&x=1"),
+            ("invalid key sk-proj-ABCDEFGHIJKLMNOP given", "invalid key *** given"),
+            ("password=hunter2; retry", "password=***; retry"),
+            ("model not found: e5-small", "model not found: e5-small"),
+            ("http://h:8000/v1/embeddings", "http://h:8000/v1/embeddings"),
+        ];
+        for (text, expected) in table {
+            assert_eq!(redact(text), expected, "{text}");
         }
     }
 

@@ -91,8 +91,10 @@ impl ApiKeys {
         Self::parse(&text).map_err(|error| format!("{}: {error}", path.display()))
     }
 
-    /// Parses the keys file; the first malformed line is the error (with its number).
+    /// Parses the keys file; the first malformed line is the error (with its number). A UTF-8
+    /// byte order mark (which some editors write) is not part of the first key.
     pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let mut grants: HashMap<[u8; 32], Arc<Grant>> = HashMap::new();
         for (index, raw) in text.lines().enumerate() {
             let number = index + 1;
@@ -217,6 +219,37 @@ impl FromRequestParts<AppState> for AdminAuth {
     }
 }
 
+/// An extractor for `/metrics`: with `RETR_API_KEYS` set (and `RETR_METRICS_OPEN` false) the
+/// request must carry the admin token or a key granted every tenant (`*`), since the metrics name
+/// every tenant and its record counts. Open otherwise.
+#[derive(Debug)]
+pub struct MetricsAuth;
+
+impl FromRequestParts<AppState> for MetricsAuth {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+        if !metrics_need_credentials(state) {
+            return Ok(MetricsAuth);
+        }
+        let admin = state.settings.admin_token.expose();
+        let allowed = bearer(parts).is_some_and(|given| {
+            (!admin.is_empty() && same_secret(given, admin))
+                || state.api_keys.grant(given).is_some_and(|grant| **grant == Grant::AllTenants)
+        });
+        if allowed {
+            Ok(MetricsAuth)
+        } else {
+            Err(unauthorized("/metrics needs `Authorization: Bearer <RETR_ADMIN_TOKEN or a * API key>`"))
+        }
+    }
+}
+
+/// Whether `/metrics` asks for credentials in this deployment.
+pub fn metrics_need_credentials(state: &AppState) -> bool {
+    state.api_keys.is_enabled() && !state.settings.metrics_open
+}
+
 /// Compares two secrets in time independent of where they differ: the SHA-256 digests (fixed
 /// length) are compared with no early exit.
 fn same_secret(given: &str, expected: &str) -> bool {
@@ -228,6 +261,13 @@ fn same_secret(given: &str, expected: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::same_secret;
+
+    #[test]
+    fn a_byte_order_mark_is_not_part_of_the_first_key() {
+        let keys = super::ApiKeys::parse("\u{feff}acme-frontend-2c9f4e1a7b: acme\nops-7d0b9a64e2c1f3a8: *\n").unwrap();
+        assert!(keys.grant("acme-frontend-2c9f4e1a7b").is_some_and(|grant| grant.allows("acme")));
+        assert!(keys.grant("\u{feff}acme-frontend-2c9f4e1a7b").is_none());
+    }
 
     #[test]
     fn secrets_compare_by_value() {

@@ -77,7 +77,7 @@ pub async fn health(State(state): State<AppState>) -> impl IntoResponse {
                     status: "unavailable".into(),
                     backend,
                     mock_mode: None,
-                    error: Some(error.message),
+                    error: Some(error.public_message()),
                     replica,
                 }),
             ),
@@ -150,7 +150,7 @@ pub async fn stats(
 #[utoipa::path(get, path = "/metrics", tag = "meta",
     responses((status = 200, description = "OpenMetrics text exposition", body = String,
         content_type = "application/openmetrics-text")))]
-pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+pub async fn metrics(_auth: super::auth::MetricsAuth, State(state): State<AppState>) -> impl IntoResponse {
     let index = state.search.index();
     let stats = index.stats().await.ok();
     state.metrics.observe_index(index.replica_status().as_ref(), stats.as_ref());

@@ -284,7 +284,43 @@ pub async fn document(state: &AppState) -> Value {
         }
     }
     add_dify(&mut document, state);
+    add_security(&mut document, state);
     document
+}
+
+/// Declares the bearer credentials this deployment asks for: the API key of `RETR_API_KEYS` on
+/// every data endpoint (and `/metrics` unless `RETR_METRICS_OPEN`), the admin token on
+/// `POST /config`. Nothing is declared for a credential that is not configured.
+fn add_security(document: &mut Value, state: &AppState) {
+    let keys = state.api_keys.is_enabled();
+    let admin = !state.settings.admin_token.is_empty();
+    let metrics = super::auth::metrics_need_credentials(state);
+    let dify_path = format!("{}/retrieval", state.settings.dify_base_path);
+    let Some(paths) = document["paths"].as_object_mut() else { return };
+    let mut declared = false;
+    for (path, operations) in paths.iter_mut() {
+        let Some(operations) = operations.as_object_mut() else { continue };
+        for (method, operation) in operations.iter_mut() {
+            let data =
+                ["/search", "/context", "/chunks/window", "/stats", "/tenants"].iter().any(|p| path.ends_with(p))
+                    || *path == dify_path;
+            let needed = (keys && data)
+                || (admin && method == "post" && path.ends_with("/config"))
+                || (metrics && path == "/metrics");
+            if !needed {
+                continue;
+            }
+            operation["security"] = json!([{"bearer": []}]);
+            if operation["responses"].get("401").is_none() {
+                operation["responses"]["401"] = json!({"$ref": "#/components/responses/Error"});
+            }
+            declared = true;
+        }
+    }
+    if declared {
+        document["components"]["securitySchemes"] = json!({"bearer": {"type": "http", "scheme": "bearer",
+            "description": "an API key of RETR_API_KEYS, or RETR_ADMIN_TOKEN for POST /config (and /metrics)"}});
+    }
 }
 
 /// The Dify endpoint at the configured base path, its conditions one shape per operator family

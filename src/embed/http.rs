@@ -168,7 +168,9 @@ impl HttpEmbedder {
         };
         let text = crate::upstream::post_json(&self.client, &call, &body).await?;
         let parsed: EmbeddingResponse = serde_json::from_str(&text).map_err(|error| {
-            EmbedError::new(EmbedErrorKind::InvalidResponse, format!("malformed embeddings answer: {error}"))
+            // serde's message may quote the answer: logs only.
+            tracing::warn!(%error, "malformed embeddings answer");
+            EmbedError::new(EmbedErrorKind::InvalidResponse, "malformed embeddings answer")
         })?;
         let items = parsed.data.into_iter().map(|item| (item.index, item.embedding)).collect();
         let vectors = validate_embeddings(items, inputs.len(), self.config.expected_dimension)?;

@@ -57,6 +57,19 @@ impl IndexError {
     pub fn new(kind: IndexErrorKind, message: impl Into<String>) -> Self {
         Self { kind, message: message.into() }
     }
+
+    /// What a caller of the service may read: written by us from the kind alone, never the
+    /// detail in `message` (file paths, Chroma's URL and answers), which goes to logs. A
+    /// `BadRequest` message is about the caller's own request and is kept.
+    pub fn public_message(&self) -> String {
+        match self.kind {
+            IndexErrorKind::NotFound => "no index has been written yet (run ingest)".into(),
+            IndexErrorKind::Corrupt => "index empty or corrupted".into(),
+            IndexErrorKind::Unavailable => "the index backend does not answer".into(),
+            IndexErrorKind::BadRequest => self.message.clone(),
+            IndexErrorKind::Internal => "internal index error".into(),
+        }
+    }
 }
 
 pub type Result<T> = std::result::Result<T, IndexError>;

@@ -139,8 +139,9 @@ impl Replica {
         match (&state.error, &state.loaded) {
             (Some(error), Some(_)) => {
                 let age = state.fresh_at.map_or(0, |at| at.elapsed().as_secs());
+                let reason = error.public_message();
                 Some(format!(
-                    "the {backend} index cannot be refreshed ({error}); answering from the replica confirmed {age} s ago"
+                    "the {backend} index cannot be refreshed ({reason}); answering from the replica confirmed {age} s ago"
                 ))
             }
             _ => None,
@@ -154,7 +155,7 @@ impl Replica {
         let state = self.read();
         Some(ReplicaStatus {
             age_seconds: state.fresh_at.map(|at| at.elapsed().as_secs_f64()),
-            last_refresh_error: state.error.as_ref().map(|error| error.to_string()),
+            last_refresh_error: state.error.as_ref().map(IndexError::public_message),
             last_load_seconds: state.last_load.map(|load| load.as_secs_f64()),
             records_loaded_total: state.records_loaded,
         })

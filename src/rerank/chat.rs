@@ -110,7 +110,8 @@ pub fn parse_rerank_answer(answer: &str, known_ids: &[String]) -> Result<Vec<Rer
         return Ok(Vec::new());
     }
     let snippet: String = answer.chars().take(200).collect();
-    Err(RerankError::new(RerankErrorKind::InvalidResponse, format!("no score list in the answer: {snippet:?}")))
+    tracing::warn!(answer = %crate::upstream::redact(&snippet), "no score list in the rerank answer");
+    Err(RerankError::new(RerankErrorKind::InvalidResponse, "no score list in the answer"))
 }
 
 fn usable_scores(items: &[Value], known_ids: &[String]) -> Result<Vec<RerankScore>> {

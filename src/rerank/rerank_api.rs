@@ -57,8 +57,10 @@ fn document_text(candidate: &RerankCandidate) -> String {
 /// another shape is `InvalidResponse`.
 pub fn parse_rerank_api_answer(body: &str, candidates: &[RerankCandidate]) -> Result<Vec<RerankScore>> {
     let invalid = |message: String| RerankError::new(RerankErrorKind::InvalidResponse, message);
-    let value: Value =
-        serde_json::from_str(body).map_err(|error| invalid(format!("malformed rerank answer: {error}")))?;
+    let value: Value = serde_json::from_str(body).map_err(|error| {
+        tracing::warn!(%error, "malformed rerank answer");
+        invalid("malformed rerank answer".into())
+    })?;
     let results = match &value {
         Value::Array(results) => results,
         Value::Object(object) => match object.get("results") {

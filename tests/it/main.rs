@@ -21,6 +21,7 @@ mod reload;
 mod rerank_contract;
 mod router;
 mod scenarios;
+mod secrets;
 mod server;
 mod sharding;
 mod ui;

@@ -29,13 +29,16 @@ pub fn classify(status: u16, body: &str) -> IndexErrorKind {
     }
 }
 
+/// For logs and the command line (callers of the service see `IndexError::public_message`);
+/// credentials Chroma may echo are redacted.
 fn error_message(status: u16, body: &str) -> String {
-    match serde_json::from_str::<ErrorBody>(body) {
+    let message = match serde_json::from_str::<ErrorBody>(body) {
         Ok(parsed) if !parsed.message.is_empty() => {
             format!("chroma answered {status} {}: {}", parsed.error, parsed.message)
         }
         _ => format!("chroma answered {status}: {}", body.chars().take(300).collect::<String>()),
-    }
+    };
+    crate::upstream::redact(&message)
 }
 
 #[derive(Debug, Clone)]
@@ -167,6 +170,8 @@ impl ChromaClient {
         let started = Instant::now();
         let unavailable = |error: reqwest::Error| {
             let what = if error.is_timeout() { "timed out" } else { "failed" };
+            // reqwest's text names the URL, which may carry `user:password@`.
+            let error = crate::upstream::redact(&error.to_string());
             IndexError::new(IndexErrorKind::Unavailable, format!("chroma {operation} {what}: {error}"))
         };
         let observe = |outcome: &'static str| {
