@@ -212,6 +212,9 @@ pub struct Settings {
     /// `RETR_DIFY_KNOWLEDGE_BASES`: a YAML file of the knowledge bases Dify may name; empty =
     /// every tenant is a knowledge base under its own id.
     pub dify_knowledge_bases: PathBuf,
+    /// `RETR_DIFY_TIME_BUDGET_SECONDS`: every Dify request is answered within it (Dify's client
+    /// waits 5 s); past three quarters of it the answer is ranked lexically only.
+    pub dify_time_budget_seconds: f64,
     /// `RETR_TENANTS`: the tenants this instance loads and serves (`a,b` or `shard:i/n`); empty = all.
     pub tenants: String,
 
@@ -289,6 +292,7 @@ impl Default for Settings {
             api_keys: PathBuf::new(),
             dify_base_path: crate::api::dify::DEFAULT_BASE_PATH.into(),
             dify_knowledge_bases: PathBuf::new(),
+            dify_time_budget_seconds: crate::api::dify::DEFAULT_TIME_BUDGET_SECONDS,
             tenants: String::new(),
             chroma_host: "http://127.0.0.1:8000".into(),
             chroma_path: None,
@@ -404,6 +408,16 @@ impl Settings {
         positive("ingest_embedding_timeout_seconds", self.ingest_embedding_timeout_seconds);
         positive("rerank_timeout_seconds", self.rerank_timeout_seconds);
         positive("theme_router_timeout_seconds", self.theme_router_timeout_seconds);
+        positive("dify_time_budget_seconds", self.dify_time_budget_seconds);
+        if self.dify_time_budget_seconds >= self.request_timeout_seconds {
+            problems.push((
+                "dify_time_budget_seconds".into(),
+                format!(
+                    "must be below RETR_REQUEST_TIMEOUT_SECONDS ({}), got {}",
+                    self.request_timeout_seconds, self.dify_time_budget_seconds
+                ),
+            ));
+        }
         if !(self.embedding_retry_delay_seconds >= 0.0 && self.embedding_retry_delay_seconds.is_finite()) {
             problems.push((
                 "embedding_retry_delay_seconds".into(),

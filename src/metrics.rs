@@ -55,6 +55,12 @@ struct TenantLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DifyLabels {
+    /// `ok`, `degraded`, `lexical_fallback`, or why the request failed (a closed set).
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct UpstreamLabels {
     upstream: &'static str,
     outcome: &'static str,
@@ -96,6 +102,7 @@ pub struct Metrics {
     replica_age: Gauge<f64, std::sync::atomic::AtomicU64>,
     replica_last_load: Gauge<f64, std::sync::atomic::AtomicU64>,
     tenant_records: Family<TenantLabels, Gauge>,
+    dify_requests: Family<DifyLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -126,6 +133,7 @@ impl Metrics {
             replica_age: Gauge::default(),
             replica_last_load: Gauge::default(),
             tenant_records: Family::default(),
+            dify_requests: Family::default(),
             registry: Registry::default(),
         };
         registry.register("searches", "Searches that reached the cascade", metrics.searches.clone());
@@ -203,6 +211,11 @@ impl Metrics {
             metrics.replica_last_load.clone(),
         );
         registry.register("tenant_records", "Records per tenant and level", metrics.tenant_records.clone());
+        registry.register(
+            "dify_requests",
+            "Dify External Knowledge API requests by outcome: ok, degraded, lexical_fallback, or why they failed",
+            metrics.dify_requests.clone(),
+        );
         Self { registry, ..metrics }
     }
 
@@ -251,6 +264,12 @@ impl Metrics {
     /// `llm_router`, `chroma`), `outcome` is `ok` or the error kind.
     pub fn observe_upstream(&self, upstream: &'static str, outcome: &'static str, elapsed: Duration) {
         self.upstream_duration.get_or_create(&UpstreamLabels { upstream, outcome }).observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts one answer of the Dify endpoint; `outcome` comes from a closed set (`api::dify`),
+    /// never from the request.
+    pub fn observe_dify(&self, outcome: &'static str) {
+        self.dify_requests.get_or_create(&DifyLabels { outcome }).inc();
     }
 
     /// The OpenMetrics text of every metric.

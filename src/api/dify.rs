@@ -1,45 +1,70 @@
 //! The Dify External Knowledge API (`POST {RETR_DIFY_BASE_PATH}/retrieval`), so that a Dify
-//! workspace can use this service as an external knowledge base with no glue code.
+//! workspace can use this service as an external knowledge base with no glue code, and get the
+//! service's ranking as Dify's client really handles it.
 //!
 //! - `knowledge_id` names a knowledge base: a tenant, optionally narrowed by a fixed metadata
-//!   filter and a theme (`RETR_DIFY_KNOWLEDGE_BASES`, a small YAML file); without that file every
+//!   filter and a theme (`RETR_DIFY_KNOWLEDGE_BASES`, `knowledge.rs`); without that file every
 //!   tenant is a knowledge base under its own id.
 //! - The whole search pipeline runs (routing, hybrid ranking, boosting, the cascade); each record
 //!   is one hit with the text of the section or chunk the cascade chose, in the service's order.
-//! - `score` is the hit's relevance in [0, 1] (the fused dense + lexical score before boosts, the
-//!   one `min_score` applies to); `score_threshold` drops the hits below it.
-//! - `metadata_condition` compiles to a `MetadataCondition` checked on every candidate record;
-//!   an unknown field or operator, or a value of the wrong kind, is a 422, never a wider search.
+//! - Dify re-sorts the records by `score`, so `score` is the final rank score mapped into [0, 1]
+//!   ([`record_scores`]): strictly decreasing in the service's order, so sorting by it keeps the
+//!   ranking. `score_threshold` applies to it.
+//! - The request is read as Dify sends it (`request.rs`): `null` settings are defaults, `top_k`
+//!   above 50 is 50, unknown fields are ignored and logged once per name; `metadata_condition`
+//!   compiles to a `MetadataCondition` checked on every candidate record (`condition.rs`).
+//! - Dify waits 5 s for an answer, then retries. A request is answered within
+//!   `RETR_DIFY_TIME_BUDGET_SECONDS`: past three quarters of it the full pipeline is dropped and
+//!   the answer is ranked lexically (no query embedding, reranker or LLM router), flagged in
+//!   `degradations`; when even that cannot finish in time, 504 before the budget ends.
 //! - Keys come from the API key store (`RETR_API_KEYS`): a key reads only the knowledge bases of
 //!   the tenants it is granted. Errors are Dify's `{"error_code", "error_msg"}`: 1001 (401) no or
 //!   a malformed `Authorization` header, 1002 (403) an unknown key or one that may not read that
 //!   knowledge base (also when it does not exist, so a key learns nothing of other tenants'
 //!   knowledge bases), 2001 (404) no such knowledge base; any other error carries its HTTP status
 //!   as `error_code` (422 a request the contract does not allow, 503 the index unavailable, …).
+//!   Every answer is counted in `retrieval_dify_requests_total` by outcome (a closed set), and
+//!   every failure is logged with its reason.
+
+mod condition;
+mod error;
+mod knowledge;
+mod request;
+
+pub use condition::{condition_schema, MAX_CONDITIONS};
+pub use error::{DifyError, DifyErrorBody, DifyKey};
+pub use knowledge::{KnowledgeBase, KnowledgeBases};
+pub use request::{DifyCondition, DifyMetadataCondition, DifyRetrievalRequest, LogicalOperator, RetrievalSetting};
 
 use super::auth::Grant;
 use super::extract::ApiJson;
-use crate::config::MAX_RESULTS_CAP;
+use crate::config::{RouterMode, MAX_RESULTS_CAP};
 use crate::error::{ApiError, ErrorCode};
-use crate::index::condition::{unix_seconds, Clause, Comparison, Field, Logic, MetadataCondition, Number, Test};
-use crate::search::{validate_tenant, SearchRequest, TenantId, MAX_ID_LIST, MAX_TAG_CHARS};
+use crate::index::condition::{Clause, MetadataCondition};
+use crate::search::ranking::RankingMode;
+use crate::search::{Degradation, RetrievalHit, SearchRequest, SearchResponse};
 use crate::state::AppState;
-use axum::extract::{FromRequestParts, State};
-use axum::http::request::Parts;
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::extract::{OriginalUri, Request, State};
+use axum::handler::Handler;
+use axum::http::{header, HeaderValue, Method};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
-use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// Where the endpoint is mounted unless `RETR_DIFY_BASE_PATH` says otherwise; Dify appends
 /// `/retrieval` to the endpoint URL it is given.
 pub const DEFAULT_BASE_PATH: &str = "/internal/retrieval/dify";
-/// Most conditions one `metadata_condition` may hold.
-pub const MAX_CONDITIONS: usize = 64;
+/// `RETR_DIFY_TIME_BUDGET_SECONDS` by default: under Dify's 5 s read timeout.
+pub const DEFAULT_TIME_BUDGET_SECONDS: f64 = 4.0;
+/// The share of the time budget the full pipeline gets before the lexical fallback starts.
+const FULL_PIPELINE_SHARE: f64 = 0.75;
+/// The degradation of an answer ranked lexically because the full pipeline was too slow.
+const TIME_BUDGET: &str = "time_budget";
 
 /// `RETR_DIFY_BASE_PATH`: `/` and then segments of letters, digits, `.`, `_`, `~` and `-`,
 /// without a trailing `/` (Dify appends `/retrieval`).
@@ -57,261 +82,45 @@ pub fn validate_base_path(base: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A Dify error: `{"error_code", "error_msg"}` with an HTTP status.
-#[derive(Debug)]
-pub struct DifyError {
-    status: StatusCode,
-    code: u32,
-    message: String,
+/// Whether `path` is `{base}/retrieval` up to empty segments: an endpoint registered in Dify with
+/// a trailing `/` is called at `{base}//retrieval`.
+fn is_retrieval_path(base: &str, path: &str) -> bool {
+    let wanted = base.split('/').chain(["retrieval"]).filter(|segment| !segment.is_empty());
+    path.split('/').filter(|segment| !segment.is_empty()).eq(wanted)
 }
 
-/// The body of every error of the Dify endpoint.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct DifyErrorBody {
-    /// 1001 no or a malformed `Authorization` header, 1002 authorization failed, 2001 no such
-    /// knowledge base; any other error: its HTTP status.
-    pub error_code: u32,
-    pub error_msg: String,
-}
-
-impl DifyError {
-    fn malformed_authorization() -> Self {
-        let message = "Invalid Authorization header format. Expected 'Bearer <api-key>' format.";
-        Self { status: StatusCode::UNAUTHORIZED, code: 1001, message: message.into() }
+/// Serves a request no route matched when its path is the endpoint's with extra slashes (405 for
+/// another method than POST); gives any other request back.
+pub async fn serve_unrouted(state: AppState, request: Request) -> Result<Response, Request> {
+    let path = request.extensions().get::<OriginalUri>().map_or(request.uri().path(), |uri| uri.path());
+    if !is_retrieval_path(&state.settings.dify_base_path, path) {
+        return Err(request);
     }
-
-    fn authorization_failed(message: impl Into<String>) -> Self {
-        Self { status: StatusCode::FORBIDDEN, code: 1002, message: message.into() }
+    if request.method() != Method::POST {
+        let mut response =
+            ApiError::new(ErrorCode::MethodNotAllowed, "method not allowed on this route").into_response();
+        response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
+        return Ok(response);
     }
-
-    fn no_knowledge_base(knowledge_id: &str) -> Self {
-        let message = format!("The knowledge base {knowledge_id:?} does not exist.");
-        Self { status: StatusCode::NOT_FOUND, code: 2001, message }
-    }
-
-    fn invalid(message: impl Into<String>) -> Self {
-        ApiError::invalid(message).into()
-    }
-}
-
-impl From<ApiError> for DifyError {
-    fn from(error: ApiError) -> Self {
-        let status = error.code.status();
-        let message = if error.code == ErrorCode::Internal { "internal error".to_string() } else { error.message };
-        if status.is_server_error() {
-            tracing::warn!(code = error.code.as_str(), error = %message, "dify retrieval failed");
-        }
-        Self { status, code: u32::from(status.as_u16()), message }
-    }
-}
-
-impl IntoResponse for DifyError {
-    fn into_response(self) -> Response {
-        let body = DifyErrorBody { error_code: self.code, error_msg: self.message };
-        let mut response = (self.status, Json(body)).into_response();
-        if self.status == StatusCode::UNAUTHORIZED {
-            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        }
-        response
-    }
-}
-
-/// The caller's grant: `None` when no key store is configured (open, as in mock mode).
-pub struct DifyKey(Option<Arc<Grant>>);
-
-impl FromRequestParts<AppState> for DifyKey {
-    type Rejection = DifyError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, DifyError> {
-        if !state.api_keys.is_enabled() {
-            return Ok(DifyKey(None));
-        }
-        let key =
-            super::auth::bearer(parts).filter(|key| !key.is_empty()).ok_or_else(DifyError::malformed_authorization)?;
-        match state.api_keys.grant(key) {
-            Some(grant) => Ok(DifyKey(Some(Arc::clone(grant)))),
-            None => Err(DifyError::authorization_failed("Authorization failed: unknown API key.")),
-        }
-    }
-}
-
-/// One knowledge base: a tenant, a fixed filter every hit passes, and optionally a theme.
-#[derive(Debug, Clone, PartialEq)]
-pub struct KnowledgeBase {
-    pub tenant_id: TenantId,
-    pub theme: Option<String>,
-    pub filter: Vec<Clause>,
-}
-
-/// The knowledge bases `knowledge_id` may name (`RETR_DIFY_KNOWLEDGE_BASES`).
-#[derive(Debug, Clone, Default)]
-pub struct KnowledgeBases {
-    /// `None`: no file; every tenant is a knowledge base under its own id.
-    bases: Option<HashMap<String, KnowledgeBase>>,
-}
-
-/// `RETR_DIFY_KNOWLEDGE_BASES` as written:
-/// ```yaml
-/// knowledge_bases:
-///   adguard-windows:            # the knowledge_id Dify sends
-///     tenant_id: adguard
-///     filter: {platform: windows, tags: [setup]}   # every hit passes each (a list: any of)
-///     theme: windows            # optional: the search is filtered to this theme
-/// ```
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct KnowledgeFile {
-    knowledge_bases: BTreeMap<String, KnowledgeEntry>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct KnowledgeEntry {
-    tenant_id: String,
-    #[serde(default)]
-    filter: BTreeMap<String, OneOrMany>,
-    theme: Option<String>,
-    /// For the people who read the file; not used.
-    #[allow(dead_code)]
-    description: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum OneOrMany {
-    One(String),
-    Many(Vec<String>),
-}
-
-impl KnowledgeBases {
-    /// Knowledge bases that name nothing: where a configured file cannot be used, refuse.
-    pub fn none() -> Self {
-        Self { bases: Some(HashMap::new()) }
-    }
-
-    /// Reads the file; an empty path means every tenant is a knowledge base.
-    pub fn load(path: &Path) -> Result<Self, String> {
-        if path.as_os_str().is_empty() {
-            return Ok(Self::default());
-        }
-        let text = std::fs::read_to_string(path).map_err(|error| format!("cannot read {}: {error}", path.display()))?;
-        Self::parse(&text).map_err(|error| format!("{}: {error}", path.display()))
-    }
-
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let file: KnowledgeFile = serde_yaml_ng::from_str(text).map_err(|error| error.to_string())?;
-        let mut bases = HashMap::with_capacity(file.knowledge_bases.len());
-        for (id, entry) in file.knowledge_bases {
-            validate_tenant(&id).map_err(|error| format!("knowledge base id {id:?}: {error}"))?;
-            let tenant_id = TenantId::new(entry.tenant_id).map_err(|error| format!("{id}: {error}"))?;
-            let mut filter = Vec::with_capacity(entry.filter.len());
-            for (name, wanted) in entry.filter {
-                let field = Field::parse(&name).ok_or_else(|| format!("{id}: filter: {}", unknown_field(&name)))?;
-                filter.push(Clause::Field(
-                    field,
-                    match wanted {
-                        OneOrMany::One(value) => Test::Is(value),
-                        OneOrMany::Many(values) if !values.is_empty() => Test::In(values),
-                        OneOrMany::Many(_) => {
-                            return Err(format!("{id}: filter.{name}: an empty list matches nothing"))
-                        }
-                    },
-                ));
-            }
-            bases.insert(id, KnowledgeBase { tenant_id, theme: entry.theme, filter });
-        }
-        if bases.is_empty() {
-            return Err("no knowledge base in the file (every knowledge_id would be refused)".into());
-        }
-        Ok(Self { bases: Some(bases) })
-    }
-
-    /// The knowledge base `knowledge_id` names, if any.
-    pub fn resolve(&self, knowledge_id: &str) -> Option<KnowledgeBase> {
-        match &self.bases {
-            Some(bases) => bases.get(knowledge_id).cloned(),
-            None => TenantId::new(knowledge_id).ok().map(|tenant_id| KnowledgeBase {
-                tenant_id,
-                theme: None,
-                filter: Vec::new(),
-            }),
-        }
-    }
-
-    /// Every theme the knowledge bases name (checked against the themes at start-up).
-    pub fn themes(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.bases.iter().flatten().filter_map(|(id, base)| Some((id.as_str(), base.theme.as_deref()?)))
-    }
-}
-
-fn unknown_field(name: &str) -> String {
-    let fields: Vec<&str> = Field::ALL.iter().map(|field| field.name()).collect();
-    format!("unsupported metadata field {name:?}; the fields are {}", fields.join(", "))
-}
-
-/// `POST {base}/retrieval`: Dify's request.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DifyRetrievalRequest {
-    /// The knowledge base: a tenant id, or an id of `RETR_DIFY_KNOWLEDGE_BASES`.
-    pub knowledge_id: String,
-    pub query: String,
-    pub retrieval_setting: RetrievalSetting,
-    pub metadata_condition: Option<DifyMetadataCondition>,
-}
-
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RetrievalSetting {
-    /// How many records at most (1..=50).
-    #[schema(minimum = 1, maximum = 50)]
-    pub top_k: i64,
-    /// The lowest `score` returned, in [0, 1]; 0.0 disables it.
-    #[schema(minimum = 0.0, maximum = 1.0)]
-    pub score_threshold: f64,
-}
-
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DifyMetadataCondition {
-    /// `and` (the default) or `or`.
-    pub logical_operator: Option<LogicalOperator>,
-    pub conditions: Vec<DifyCondition>,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum LogicalOperator {
-    And,
-    Or,
-}
-
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DifyCondition {
-    /// A metadata field: product, version, tags, domain, section, platform, role, page_type,
-    /// source, url, doc_id or indexed_at (older Dify versions send a one-element list).
-    #[schema(value_type = Object)]
-    pub name: Value,
-    /// contains, not contains, start with, end with, is, is not, in, not in, empty, not empty,
-    /// =, ≠, >, <, ≥, ≤, before, after.
-    pub comparison_operator: String,
-    /// A string, a number, or a list of strings (`in`, `not in`); omitted for `empty`/`not empty`.
-    #[schema(value_type = Object)]
-    pub value: Option<Value>,
+    Ok(retrieval.call(request, state).await)
 }
 
 /// `POST {base}/retrieval`: Dify's response.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct DifyRetrievalResponse {
+    /// Best first, in decreasing `score`.
     pub records: Vec<DifyRecord>,
+    /// What the answer had to do without (as in `/search`), e.g. `time_budget`: ranked lexically
+    /// because the full pipeline did not answer in time. Dify ignores it.
+    pub degradations: Vec<Degradation>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct DifyRecord {
     /// The passage: the text of the section or chunk the cascade chose.
     pub content: String,
-    /// The hit's relevance in [0, 1].
+    /// The final relevance in [0, 1]: the final rank score divided by the larger of 1 and the
+    /// best final rank score of the answer, strictly decreasing in the records' order.
     pub score: f32,
     pub title: String,
     /// Never null.
@@ -325,6 +134,8 @@ pub struct DifyRecordMetadata {
     pub id: String,
     /// `doc`, `section` or `chunk`.
     pub level: String,
+    /// The page's id (Dify's document id; without it Dify would use the title).
+    pub document_id: String,
     pub doc_id: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub section_id: Option<String>,
@@ -344,14 +155,16 @@ pub struct DifyRecordMetadata {
     pub heading_path: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub theme_label: Option<String>,
-    /// The hit's final ranking score (boosts included; the records are in its order).
+    /// The hit's final ranking score (boosts included; may exceed 1).
     pub rank_score: f32,
+    /// The fused dense + lexical relevance before boosts, in [0, 1] (`/search`'s `relevance`).
+    pub relevance: f32,
 }
 
 /// Dify's External Knowledge API: the records of one knowledge base that answer `query`.
 #[utoipa::path(post, path = "/internal/retrieval/dify/retrieval", tag = "dify", request_body = DifyRetrievalRequest,
     responses(
-        (status = 200, description = "records, best first; `{\"records\": []}` when nothing matches", body = DifyRetrievalResponse),
+        (status = 200, description = "records, best first in decreasing score; `{\"records\": [], …}` when nothing matches", body = DifyRetrievalResponse),
         (status = 400, description = "malformed JSON", body = DifyErrorBody),
         (status = 401, description = "1001: no or a malformed `Authorization` header (with RETR_API_KEYS set)", body = DifyErrorBody),
         (status = 403, description = "1002: unknown key, or the key may not read that knowledge base", body = DifyErrorBody),
@@ -359,16 +172,43 @@ pub struct DifyRecordMetadata {
         (status = 413, description = "request body too large", body = DifyErrorBody),
         (status = 421, description = "the knowledge base's tenant is served by another instance (RETR_TENANTS)", body = DifyErrorBody),
         (status = 415, description = "not `application/json`", body = DifyErrorBody),
-        (status = 422, description = "a request the contract does not allow (field, operator, value, range)", body = DifyErrorBody),
+        (status = 422, description = "a request the contract does not allow (field, operator, value, range, repeated key)", body = DifyErrorBody),
         (status = 503, description = "index or backend unavailable", body = DifyErrorBody),
-        (status = 504, description = "a dependency timed out", body = DifyErrorBody),
+        (status = 504, description = "not answered within RETR_DIFY_TIME_BUDGET_SECONDS", body = DifyErrorBody),
     ))]
 pub async fn retrieval(
     State(state): State<AppState>,
-    DifyKey(grant): DifyKey,
-    body: Result<ApiJson<DifyRetrievalRequest>, ApiError>,
-) -> Result<Json<DifyRetrievalResponse>, DifyError> {
-    let ApiJson(request) = body?;
+    key: Result<DifyKey, DifyError>,
+    body: Result<ApiJson<Value>, ApiError>,
+) -> Response {
+    match answer(&state, key, body).await {
+        Ok(response) => {
+            let outcome = match &response.degradations {
+                none if none.is_empty() => "ok",
+                some if some.iter().any(|degradation| degradation.code == TIME_BUDGET) => "lexical_fallback",
+                _ => "degraded",
+            };
+            state.metrics.observe_dify(outcome);
+            Json(response).into_response()
+        }
+        Err(error) => {
+            error.log();
+            state.metrics.observe_dify(error.reason);
+            error.into_response()
+        }
+    }
+}
+
+async fn answer(
+    state: &AppState,
+    key: Result<DifyKey, DifyError>,
+    body: Result<ApiJson<Value>, ApiError>,
+) -> Result<DifyRetrievalResponse, DifyError> {
+    let started = Instant::now();
+    let DifyKey(grant) = key?;
+    let ApiJson(body) = body?;
+    let (request, unknown) = request::read(body)?;
+    state.dify.unknown_fields().notice(&unknown);
     let base = match state.dify.resolve(&request.knowledge_id) {
         Some(base) if grant.as_ref().is_none_or(|grant| grant.allows(&base.tenant_id)) => base,
         // A restricted key learns nothing of knowledge bases it may not read, existing or not.
@@ -380,51 +220,125 @@ pub async fn retrieval(
         }
         _ => return Err(DifyError::no_knowledge_base(&request.knowledge_id)),
     };
-    let setting = &request.retrieval_setting;
-    if !(1..=MAX_RESULTS_CAP as i64).contains(&setting.top_k) {
+    let setting = request.retrieval_setting.unwrap_or_default();
+    let top_k = match setting.top_k {
+        Some(top_k) if top_k < 1 => {
+            return Err(DifyError::invalid(format!("retrieval_setting.top_k: must be at least 1, got {top_k}")));
+        }
+        top_k => top_k.map(|top_k| top_k.min(MAX_RESULTS_CAP as i64)),
+    };
+    let threshold = setting.score_threshold.unwrap_or(0.0);
+    if !(0.0..=1.0).contains(&threshold) {
         return Err(DifyError::invalid(format!(
-            "retrieval_setting.top_k: must be within 1..={MAX_RESULTS_CAP}, got {}",
-            setting.top_k
-        )));
-    }
-    if !(0.0..=1.0).contains(&setting.score_threshold) {
-        return Err(DifyError::invalid(format!(
-            "retrieval_setting.score_threshold: must be within 0..=1, got {}",
-            setting.score_threshold
+            "retrieval_setting.score_threshold: must be within 0..=1, got {threshold}"
         )));
     }
     let mut clauses = base.filter.clone();
     if let Some(condition) = &request.metadata_condition {
-        clauses.push(Clause::Group(compile(condition)?));
+        clauses.extend(condition::compile(condition)?.map(Clause::Group));
     }
     let search = SearchRequest {
-        max_results: Some(setting.top_k),
+        max_results: top_k,
         theme: base.theme.clone(),
         condition: (!clauses.is_empty()).then(|| Arc::new(MetadataCondition::all(clauses))),
         ..SearchRequest::new(base.tenant_id.clone(), request.query.clone())
     };
-    let (answer, texts) =
-        state.search.search_with_texts(&search).await.map_err(|error| match ApiError::from(error) {
-            not_found if not_found.code == ErrorCode::TenantNotFound => {
-                DifyError::no_knowledge_base(&request.knowledge_id)
-            }
-            other => other.into(),
-        })?;
-    let threshold = setting.score_threshold as f32;
-    let records = answer
-        .hits
-        .into_iter()
-        .filter_map(|hit| {
-            let score = hit.relevance.clamp(0.0, 1.0);
+    let (answer, texts) = within_budget(state, &search, started).await.map_err(|error| match error {
+        Budget::Over(budget) => DifyError::over_budget(budget),
+        Budget::Failed(error) if error.code == ErrorCode::TenantNotFound => {
+            DifyError::no_knowledge_base(&request.knowledge_id)
+        }
+        Budget::Failed(error) => error.into(),
+    })?;
+    Ok(DifyRetrievalResponse {
+        records: records(&request.knowledge_id, answer.hits, &texts, threshold as f32),
+        degradations: answer.degradations,
+    })
+}
+
+enum Budget {
+    Over(Duration),
+    Failed(ApiError),
+}
+
+/// The search and the hits' texts within the Dify time budget from `started`: the full pipeline
+/// for `FULL_PIPELINE_SHARE` of it, else the lexical ranking alone for the rest (flagged).
+async fn within_budget(
+    state: &AppState,
+    search: &SearchRequest,
+    started: Instant,
+) -> Result<(SearchResponse, HashMap<String, String>), Budget> {
+    let budget = Duration::from_secs_f64(state.settings.dify_time_budget_seconds);
+    let full =
+        tokio::time::timeout_at(started + budget.mul_f64(FULL_PIPELINE_SHARE), state.search.search_with_texts(search));
+    if let Ok(result) = full.await {
+        return result.map_err(|error| Budget::Failed(error.into()));
+    }
+    tracing::warn!(
+        tenant_id = %search.tenant_id,
+        budget_seconds = budget.as_secs_f64(),
+        "dify request: the full pipeline is too slow for the time budget; ranking lexically"
+    );
+    let lexical = tokio::time::timeout_at(started + budget, lexical_search(state, search));
+    let (mut answer, texts) = lexical.await.map_err(|_| Budget::Over(budget))?.map_err(Budget::Failed)?;
+    answer.degradations.push(Degradation::new(
+        TIME_BUDGET,
+        format!(
+            "the full pipeline did not answer within {:.2} s of the {} s Dify time budget \
+             (RETR_DIFY_TIME_BUDGET_SECONDS); ranked lexically, without the query embedding, reranker or LLM router",
+            budget.mul_f64(FULL_PIPELINE_SHARE).as_secs_f64(),
+            budget.as_secs_f64()
+        ),
+    ));
+    Ok((answer, texts))
+}
+
+/// `search` ranked lexically only, with nothing but the index to wait for: a placeholder query
+/// vector (the lexical mode never reads it), no reranking, and the rule router instead of the LLM.
+async fn lexical_search(
+    state: &AppState,
+    search: &SearchRequest,
+) -> Result<(SearchResponse, HashMap<String, String>), ApiError> {
+    let index = state.search.index();
+    let dimension = index.dimension().await.map_err(crate::search::SearchError::from)?;
+    let router_mode = match state.search.runtime_settings().theme_router_mode {
+        RouterMode::Llm => RouterMode::Heuristic,
+        other => other,
+    };
+    let lexical = SearchRequest {
+        query_embedding: Some(vec![0.0; dimension.unwrap_or(state.settings.embedding_dimension)]),
+        rerank_enabled: Some(false),
+        router_mode: Some(router_mode),
+        ..search.clone()
+    };
+    let answer = state.search.search_with_mode(&lexical, RankingMode::Lexical).await?;
+    let texts = crate::search::context::hit_texts(index, &lexical.tenant_id, &answer.hits).await?;
+    Ok((answer, texts))
+}
+
+/// The records of `hits` (in their order; a hit whose text is gone is left out) whose score is at
+/// least `threshold`.
+fn records(
+    knowledge_id: &str,
+    hits: Vec<RetrievalHit>,
+    texts: &HashMap<String, String>,
+    threshold: f32,
+) -> Vec<DifyRecord> {
+    let scores = record_scores(&hits.iter().map(|hit| hit.score).collect::<Vec<_>>());
+    hits.into_iter()
+        .zip(scores)
+        .take_while(|(_, score)| *score >= threshold)
+        .filter_map(|(hit, score)| {
             let content = texts.get(&hit.id)?.clone();
-            (score >= threshold).then(|| DifyRecord {
+            Some(DifyRecord {
                 content,
                 score,
                 title: hit.title,
                 metadata: DifyRecordMetadata {
-                    knowledge_id: request.knowledge_id.clone(),
+                    knowledge_id: knowledge_id.to_string(),
                     id: hit.id,
                     level: hit.level.as_str().to_string(),
+                    document_id: hit.doc_id.clone(),
                     doc_id: hit.doc_id,
                     section_id: hit.section_id,
                     chunk_id: hit.chunk_id,
@@ -442,172 +356,84 @@ pub async fn retrieval(
                     heading_path: hit.metadata.heading_path,
                     theme_label: hit.metadata.theme_label,
                     rank_score: hit.score,
+                    relevance: hit.relevance,
                 },
             })
         })
-        .collect();
-    Ok(Json(DifyRetrievalResponse { records }))
+        .collect()
 }
 
-/// Compiles Dify's `metadata_condition`; anything this service cannot check exactly is refused.
-fn compile(condition: &DifyMetadataCondition) -> Result<MetadataCondition, DifyError> {
-    if condition.conditions.len() > MAX_CONDITIONS {
-        return Err(DifyError::invalid(format!(
-            "metadata_condition.conditions: at most {MAX_CONDITIONS} conditions, got {}",
-            condition.conditions.len()
-        )));
-    }
-    let logic = match condition.logical_operator {
-        Some(LogicalOperator::Or) => Logic::Any,
-        Some(LogicalOperator::And) | None => Logic::All,
-    };
-    let clauses = condition
-        .conditions
+/// The gap kept between two neighbouring records' scores (far above an f32's resolution in [0, 1]).
+const SCORE_STEP: f64 = 1e-6;
+
+/// Dify's `score` of each of `rank_scores` (final rank scores in the service's order): each
+/// divided by the larger of 1 and the best of them, capped by the score before it, then squeezed
+/// so that each is at least `SCORE_STEP` below the one before. The result lies in (0, 1] and
+/// strictly decreases, so any client that sorts by it, stable or not, keeps the service's order.
+pub fn record_scores(rank_scores: &[f32]) -> Vec<f32> {
+    let count = rank_scores.len();
+    let finite = |score: f32| if score.is_finite() { f64::from(score).max(0.0) } else { 0.0 };
+    let scale = rank_scores.iter().map(|&score| finite(score)).fold(1.0, f64::max);
+    let squeeze = 1.0 - count as f64 * SCORE_STEP;
+    let mut previous = 1.0;
+    rank_scores
         .iter()
         .enumerate()
-        .map(|(index, item)| {
-            compile_one(item)
-                .map_err(|message| DifyError::invalid(format!("metadata_condition.conditions[{index}]: {message}")))
+        .map(|(place, &score)| {
+            let capped = (finite(score) / scale).min(previous);
+            previous = capped;
+            (capped * squeeze + (count - place) as f64 * SCORE_STEP) as f32
         })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(MetadataCondition { logic, clauses })
+        .collect()
 }
 
-/// The operators by the kind of value they take (the OpenAPI document says the same).
-pub const TEXT_OPERATORS: [&str; 6] = ["contains", "not contains", "start with", "end with", "is", "is not"];
-pub const LIST_OPERATORS: [&str; 2] = ["in", "not in"];
-pub const PRESENCE_OPERATORS: [&str; 2] = ["empty", "not empty"];
-pub const NUMBER_OPERATORS: [&str; 6] = ["=", "≠", ">", "<", "≥", "≤"];
-pub const DATE_OPERATORS: [&str; 2] = ["before", "after"];
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// The fields the numeric comparisons apply to (every scalar field but the date).
-pub fn number_fields() -> Vec<&'static str> {
-    Field::ALL.iter().filter(|f| !matches!(f, Field::Tags | Field::IndexedAt)).map(|f| f.name()).collect()
-}
+    #[test]
+    fn scores_strictly_decrease_in_the_given_order_and_stay_in_the_unit_interval() {
+        let cases: [&[f32]; 6] = [
+            &[1.0, 0.461, 0.222, 0.208, 0.188, 0.211],
+            &[2.4, 1.2, 1.2, 1.2, 0.3],
+            &[0.0, 0.0, 0.0],
+            &[0.5, f32::NAN, 0.7, -1.0, f32::INFINITY],
+            &[1.0; 50],
+            &[],
+        ];
+        for rank_scores in cases {
+            let scores = record_scores(rank_scores);
+            assert_eq!(scores.len(), rank_scores.len());
+            assert!(scores.iter().all(|score| (0.0..=1.0).contains(score) && *score > 0.0), "{scores:?}");
+            assert!(scores.windows(2).all(|pair| pair[0] > pair[1]), "{rank_scores:?} → {scores:?}");
+        }
+    }
 
-/// The schema of one condition: one shape per family of operators, so that what the document
-/// calls valid is exactly what `compile_one` accepts.
-pub fn condition_schema() -> Value {
-    let names = |fields: Vec<&str>| {
-        json!({"oneOf": [
-            {"type": "string", "enum": fields},
-            {"type": "array", "items": {"type": "string", "enum": fields}, "minItems": 1, "maxItems": 1},
-        ]})
-    };
-    let all_fields: Vec<&str> = Field::ALL.iter().map(|f| f.name()).collect();
-    let text = json!({"type": "string", "maxLength": MAX_TAG_CHARS});
-    let family = |operators: &[&str], name: Value, value: Option<Value>| {
-        let mut properties = json!({"name": name, "comparison_operator": {"type": "string", "enum": operators}});
-        let mut required = vec!["name", "comparison_operator"];
-        if let Some(value) = value {
-            properties["value"] = value;
-            required.push("value");
-        } else {
-            properties["value"] = json!({});
+    #[test]
+    fn scores_keep_the_rank_scores_proportions_where_they_are_in_order() {
+        // Below 1: the rank score itself (up to the tiny step).
+        let scores = record_scores(&[0.9, 0.45, 0.3]);
+        for (score, expected) in scores.iter().zip([0.9, 0.45, 0.3]) {
+            assert!((score - expected).abs() < 1e-4, "{scores:?}");
         }
-        json!({"type": "object", "additionalProperties": false, "required": required, "properties": properties})
-    };
-    json!({"oneOf": [
-        family(&TEXT_OPERATORS, names(all_fields.clone()), Some(json!({"oneOf": [text, {"type": "number"}]}))),
-        family(&LIST_OPERATORS, names(all_fields.clone()), Some(json!({"oneOf": [
-            {"type": "array", "items": text, "maxItems": MAX_ID_LIST}, text]}))),
-        family(&PRESENCE_OPERATORS, names(all_fields), None),
-        family(&NUMBER_OPERATORS, names(number_fields()), Some(json!({"oneOf": [{"type": "number"},
-            {"type": "string", "pattern": "^[vV]?[0-9]{1,18}(\\.[0-9]{1,18})*$"}]}))),
-        family(&DATE_OPERATORS, names(vec![Field::IndexedAt.name()]), Some(json!({"anyOf": [
-            {"type": "number"}, {"type": "string", "format": "date-time"}, {"type": "string", "format": "date"}]}))),
-    ]})
-}
+        // Above 1 (boosts): divided by the best.
+        let scores = record_scores(&[2.0, 1.0, 0.5]);
+        assert!((scores[0] - 1.0).abs() < 1e-6 && (scores[1] - 0.5).abs() < 1e-4 && (scores[2] - 0.25).abs() < 1e-4);
+    }
 
-fn compile_one(condition: &DifyCondition) -> Result<Clause, String> {
-    let name = match &condition.name {
-        Value::String(name) => name.as_str(),
-        Value::Array(names) => match names.as_slice() {
-            [Value::String(name)] => name.as_str(),
-            _ => return Err("name: one field name (a string, or a list of exactly one)".into()),
-        },
-        _ => return Err("name: a field name is a string".into()),
-    };
-    let field = Field::parse(name).ok_or_else(|| unknown_field(name))?;
-    let operator = condition.comparison_operator.as_str();
-    let value = condition.value.as_ref();
-    let bounded = |text: &str| -> Result<String, String> {
-        if text.chars().count() > MAX_TAG_CHARS {
-            return Err(format!("value: at most {MAX_TAG_CHARS} characters"));
+    #[test]
+    fn the_retrieval_path_allows_extra_slashes_only() {
+        let base = "/internal/retrieval/dify";
+        for path in [
+            "/internal/retrieval/dify/retrieval",
+            "/internal/retrieval/dify//retrieval",
+            "/internal/retrieval/dify/retrieval/",
+            "//internal//retrieval/dify///retrieval//",
+        ] {
+            assert!(is_retrieval_path(base, path), "{path}");
         }
-        Ok(text.to_string())
-    };
-    let text = || -> Result<String, String> {
-        match value {
-            Some(Value::String(text)) => bounded(text),
-            Some(Value::Number(number)) => Ok(number.to_string()),
-            _ => Err(format!("value: `{operator}` takes a string or a number")),
+        for path in ["/internal/retrieval/dify", "/internal/retrieval/dify/retrieval/x", "/dify/retrieval", "/"] {
+            assert!(!is_retrieval_path(base, path), "{path}");
         }
-    };
-    let list = || -> Result<Vec<String>, String> {
-        let items: Vec<String> = match value {
-            Some(Value::Array(items)) if items.len() <= MAX_ID_LIST => items
-                .iter()
-                .map(|item| match item {
-                    Value::String(text) => bounded(text),
-                    _ => Err(format!("value: `{operator}` takes a list of strings")),
-                })
-                .collect::<Result<_, _>>()?,
-            Some(Value::Array(_)) => return Err(format!("value: at most {MAX_ID_LIST} items")),
-            // A string is a comma-separated list (as Dify's own filters send `in`).
-            Some(Value::String(text)) => bounded(text)?.split(',').map(|item| item.trim().to_string()).collect(),
-            _ => return Err(format!("value: `{operator}` takes a list of strings")),
-        };
-        Ok(items)
-    };
-    let number = || -> Result<Number, String> {
-        if matches!(field, Field::Tags | Field::IndexedAt) {
-            return Err(format!("`{operator}` compares numbers; `{}` holds none", field.name()));
-        }
-        match value {
-            Some(Value::Number(number)) => Ok(Number::of_json(field, number)),
-            Some(Value::String(text)) if Number::is_version_text(text.strip_suffix('\n').unwrap_or(text)) => {
-                Number::parse(field, text).ok_or_else(|| format!("value: {text:?} is not a number"))
-            }
-            _ => Err(format!("value: `{operator}` takes a number or a version (`1.10`)")),
-        }
-    };
-    let instant = || -> Result<i64, String> {
-        if field != Field::IndexedAt {
-            return Err(format!("`{operator}` compares dates; the date field is `indexed_at`, not `{}`", field.name()));
-        }
-        let parsed = match value {
-            Some(Value::Number(number)) => number.as_f64().map(|seconds| seconds.floor() as i64),
-            Some(Value::String(text)) => unix_seconds(text),
-            _ => None,
-        };
-        parsed.ok_or_else(|| format!("value: `{operator}` takes a date (Unix seconds, YYYY-MM-DD or RFC 3339)"))
-    };
-    let test = match operator {
-        "contains" => Test::Contains(text()?.to_lowercase()),
-        "not contains" => Test::NotContains(text()?.to_lowercase()),
-        "start with" => Test::StartsWith(text()?.to_lowercase()),
-        "end with" => Test::EndsWith(text()?.to_lowercase()),
-        "is" => Test::Is(text()?),
-        "is not" => Test::IsNot(text()?),
-        "in" => Test::In(list()?),
-        "not in" => Test::NotIn(list()?),
-        "empty" => Test::Empty,
-        "not empty" => Test::NotEmpty,
-        "=" => Test::Compare(Comparison::Equal, number()?),
-        "≠" => Test::Compare(Comparison::NotEqual, number()?),
-        ">" => Test::Compare(Comparison::Greater, number()?),
-        "<" => Test::Compare(Comparison::Less, number()?),
-        "≥" => Test::Compare(Comparison::GreaterOrEqual, number()?),
-        "≤" => Test::Compare(Comparison::LessOrEqual, number()?),
-        "before" => Test::Before(instant()?),
-        "after" => Test::After(instant()?),
-        other => {
-            let all = [&TEXT_OPERATORS[..], &LIST_OPERATORS, &PRESENCE_OPERATORS, &NUMBER_OPERATORS, &DATE_OPERATORS]
-                .concat()
-                .join(", ");
-            return Err(format!("unsupported comparison_operator {other:?}; the operators are {all}"));
-        }
-    };
-    Ok(Clause::Field(field, test))
+    }
 }

@@ -136,8 +136,13 @@ async fn openapi_document(State(state): State<AppState>) -> Response {
     axum::Json(openapi::document(&state).await).into_response()
 }
 
-async fn route_not_found() -> ApiError {
-    ApiError::new(ErrorCode::RouteNotFound, "no such route")
+/// 404, unless the path is the Dify endpoint's with extra slashes (an endpoint registered in
+/// Dify with a trailing `/` is called at `{base}//retrieval`).
+async fn route_not_found(State(state): State<AppState>, request: Request) -> Response {
+    match dify::serve_unrouted(state, request).await {
+        Ok(response) => response,
+        Err(_) => ApiError::new(ErrorCode::RouteNotFound, "no such route").into_response(),
+    }
 }
 
 async fn method_not_allowed() -> ApiError {

@@ -336,6 +336,13 @@ fn add_dify(document: &mut Value, state: &AppState) {
         json!({"minLength": 1, "pattern": format!("[^{BLANK_CLASS}]"), "maxLength": state.settings.max_query_chars}),
     );
     merge(&mut schemas["DifyMetadataCondition"]["properties"]["conditions"], json!({"maxItems": MAX_CONDITIONS}));
+    merge(&mut schemas["RetrievalSetting"]["properties"]["top_k"], json!({"maximum": i64::MAX}));
+    // Dify's request is read tolerantly: fields it does not know are ignored (and logged).
+    for name in ["DifyRetrievalRequest", "RetrievalSetting", "DifyMetadataCondition"] {
+        if let Some(schema) = schemas[name].as_object_mut() {
+            schema.remove("additionalProperties");
+        }
+    }
     let default_path = format!("{DEFAULT_BASE_PATH}/retrieval");
     let Some(mut path) = document["paths"].as_object_mut().and_then(|paths| paths.remove(&default_path)) else {
         return;

@@ -21,12 +21,14 @@ pub enum Field {
     Source,
     Url,
     DocId,
+    /// The page's title (Dify's built-in `document_name`).
+    Title,
     /// When the record was indexed (RFC 3339): the one date field (`before` / `after`).
     IndexedAt,
 }
 
 impl Field {
-    pub const ALL: [Field; 12] = [
+    pub const ALL: [Field; 13] = [
         Field::Product,
         Field::Version,
         Field::Tags,
@@ -38,6 +40,7 @@ impl Field {
         Field::Source,
         Field::Url,
         Field::DocId,
+        Field::Title,
         Field::IndexedAt,
     ];
 
@@ -54,6 +57,7 @@ impl Field {
             Field::Source => "source",
             Field::Url => "url",
             Field::DocId => "doc_id",
+            Field::Title => "title",
             Field::IndexedAt => "indexed_at",
         }
     }
@@ -76,6 +80,7 @@ impl Field {
             Field::Source => &meta.source,
             Field::Url => &meta.url,
             Field::DocId => &meta.doc_id,
+            Field::Title => &meta.title,
             Field::IndexedAt => &meta.indexed_at,
         };
         Values::One(scalar)

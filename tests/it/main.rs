@@ -10,6 +10,7 @@ mod chroma_backend;
 mod chroma_writer;
 mod degradation;
 mod dify;
+mod dify_client;
 mod e2e_readme;
 mod embed_contract;
 mod embed_e2e;

@@ -1,0 +1,268 @@
+//! Dify's `metadata_condition` compiled to a `MetadataCondition` checked on every candidate record.
+//!
+//! - Our field names, and Dify's built-in ones where they mean something here: `document_name` is
+//!   the title, `upload_date` and `last_update_date` are `indexed_at`. `uploader` has no
+//!   counterpart: it is a field no record has (it passes `empty` only). Dify's built-in `source`
+//!   (the upload channel) shares its name with ours (the source file), whose values are paths, so
+//!   Dify's channel names match nothing.
+//! - A condition whose `value` is `null` or absent is a blank filter row: ignored, as Dify ignores
+//!   it (`empty`/`not empty` take no value). No condition left: nothing is filtered.
+//! - Dates compare as instants (Unix seconds as Dify's date picker sends them, `YYYY-MM-DD` or
+//!   RFC 3339): `is` is the same second, `before`/`after` strictly earlier/later.
+//! - An unknown field or operator, or a value of the wrong kind, is a 422, never a wider search.
+
+use super::request::{DifyCondition, DifyMetadataCondition, LogicalOperator};
+use super::DifyError;
+use crate::index::condition::{unix_seconds, Clause, Comparison, Field, Logic, MetadataCondition, Number, Test};
+use crate::search::{MAX_ID_LIST, MAX_TAG_CHARS};
+use serde_json::{json, Value};
+
+/// Most conditions one `metadata_condition` may hold (blank ones included).
+pub const MAX_CONDITIONS: usize = 64;
+
+/// The operators by the kind of value they take (the OpenAPI document says the same).
+pub const TEXT_OPERATORS: [&str; 4] = ["contains", "not contains", "start with", "end with"];
+pub const EQUALITY_OPERATORS: [&str; 2] = ["is", "is not"];
+pub const LIST_OPERATORS: [&str; 2] = ["in", "not in"];
+pub const PRESENCE_OPERATORS: [&str; 2] = ["empty", "not empty"];
+pub const NUMBER_OPERATORS: [&str; 6] = ["=", "≠", ">", "<", "≥", "≤"];
+/// On a date field (`indexed_at` and its Dify names), `is` and `is not` compare instants too.
+pub const DATE_OPERATORS: [&str; 4] = ["before", "after", "is", "is not"];
+
+/// Dify's built-in metadata names and the field each means here (`None`: no counterpart).
+const DIFY_NAMES: [(&str, Option<Field>); 4] = [
+    ("document_name", Some(Field::Title)),
+    ("upload_date", Some(Field::IndexedAt)),
+    ("last_update_date", Some(Field::IndexedAt)),
+    ("uploader", None),
+];
+
+/// What a condition's name refers to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Target {
+    Field(Field),
+    /// A Dify field no record has.
+    Absent,
+}
+
+fn target(name: &str) -> Option<Target> {
+    if let Some((_, field)) = DIFY_NAMES.iter().find(|(dify, _)| *dify == name) {
+        return Some(field.map_or(Target::Absent, Target::Field));
+    }
+    Field::parse(name).map(Target::Field)
+}
+
+/// Every name a condition may use, with the field it means (`None`: no record has it).
+fn all_names() -> impl Iterator<Item = (&'static str, Option<Field>)> {
+    Field::ALL.into_iter().map(|field| (field.name(), Some(field))).chain(DIFY_NAMES)
+}
+
+fn is_date(field: Option<Field>) -> bool {
+    field == Some(Field::IndexedAt)
+}
+
+/// The names the numeric comparisons apply to (every scalar field but the date).
+pub fn number_names() -> Vec<&'static str> {
+    all_names().filter(|(_, field)| !matches!(field, Some(Field::Tags | Field::IndexedAt))).map(|(n, _)| n).collect()
+}
+
+pub(super) fn unknown_field(name: &str) -> String {
+    let names: Vec<&str> = all_names().map(|(name, _)| name).collect();
+    format!("unsupported metadata field {name:?}; the fields are {}", names.join(", "))
+}
+
+/// Compiles Dify's `metadata_condition`: `None` when no condition is left to check.
+pub fn compile(condition: &DifyMetadataCondition) -> Result<Option<MetadataCondition>, DifyError> {
+    let conditions = condition.conditions.as_deref().unwrap_or_default();
+    if conditions.len() > MAX_CONDITIONS {
+        return Err(DifyError::invalid(format!(
+            "metadata_condition.conditions: at most {MAX_CONDITIONS} conditions, got {}",
+            conditions.len()
+        )));
+    }
+    let logic = match condition.logical_operator {
+        Some(LogicalOperator::Or) => Logic::Any,
+        Some(LogicalOperator::And) | None => Logic::All,
+    };
+    let mut clauses = Vec::with_capacity(conditions.len());
+    for (index, item) in conditions.iter().enumerate() {
+        let compiled = compile_one(item)
+            .map_err(|message| DifyError::invalid(format!("metadata_condition.conditions[{index}]: {message}")))?;
+        clauses.extend(compiled);
+    }
+    Ok((!clauses.is_empty()).then_some(MetadataCondition { logic, clauses }))
+}
+
+/// A clause no record passes (`doc_id in []`), and one every record passes (`doc_id not in []`).
+fn never() -> Clause {
+    Clause::Field(Field::DocId, Test::In(Vec::new()))
+}
+
+fn always() -> Clause {
+    Clause::Field(Field::DocId, Test::NotIn(Vec::new()))
+}
+
+/// One condition; `None` for a blank one (no value where the operator takes one). The name and
+/// the operator are checked first: a blank row must still name a field and an operator that fit.
+fn compile_one(condition: &DifyCondition) -> Result<Option<Clause>, String> {
+    let name = match &condition.name {
+        Value::String(name) => name.as_str(),
+        Value::Array(names) => match names.as_slice() {
+            [Value::String(name)] => name.as_str(),
+            _ => return Err("name: one field name (a string, or a list of exactly one)".into()),
+        },
+        _ => return Err("name: a field name is a string".into()),
+    };
+    let target = target(name).ok_or_else(|| unknown_field(name))?;
+    // A field no record has is checked as a text field, then passes `empty` only.
+    let field = match target {
+        Target::Field(field) => field,
+        Target::Absent => Field::Title,
+    };
+    let operator = condition.comparison_operator.as_str();
+    check_operator(name, field, operator)?;
+    let value = condition.value.as_ref().filter(|value| !value.is_null());
+    if value.is_none() && !PRESENCE_OPERATORS.contains(&operator) {
+        return Ok(None);
+    }
+    let clause = test(field, operator, value)?;
+    Ok(Some(match target {
+        Target::Field(_) => clause,
+        Target::Absent if operator == "empty" => always(),
+        Target::Absent => never(),
+    }))
+}
+
+/// An operator this service knows, of a family that applies to `field` (called `name`).
+fn check_operator(name: &str, field: Field, operator: &str) -> Result<(), String> {
+    if NUMBER_OPERATORS.contains(&operator) && matches!(field, Field::Tags | Field::IndexedAt) {
+        return Err(format!("`{operator}` compares numbers; `{name}` holds none"));
+    }
+    if ["before", "after"].contains(&operator) && field != Field::IndexedAt {
+        return Err(format!(
+            "`{operator}` compares dates; the date field is `indexed_at` (Dify: `upload_date`, \
+             `last_update_date`), not `{name}`"
+        ));
+    }
+    let families = [&TEXT_OPERATORS[..], &EQUALITY_OPERATORS, &LIST_OPERATORS, &PRESENCE_OPERATORS, &NUMBER_OPERATORS];
+    if families.iter().any(|family| family.contains(&operator)) || DATE_OPERATORS.contains(&operator) {
+        return Ok(());
+    }
+    let all = [families.concat(), vec!["before", "after"]].concat().join(", ");
+    Err(format!("unsupported comparison_operator {operator:?}; the operators are {all}"))
+}
+
+fn test(field: Field, operator: &str, value: Option<&Value>) -> Result<Clause, String> {
+    let bounded = |text: &str| -> Result<String, String> {
+        if text.chars().count() > MAX_TAG_CHARS {
+            return Err(format!("value: at most {MAX_TAG_CHARS} characters"));
+        }
+        Ok(text.to_string())
+    };
+    let text = || -> Result<String, String> {
+        match value {
+            Some(Value::String(text)) => bounded(text),
+            Some(Value::Number(number)) => Ok(number.to_string()),
+            _ => Err(format!("value: `{operator}` takes a string or a number")),
+        }
+    };
+    let list = || -> Result<Vec<String>, String> {
+        match value {
+            Some(Value::Array(items)) if items.len() <= MAX_ID_LIST => items
+                .iter()
+                .map(|item| match item {
+                    Value::String(text) => bounded(text),
+                    _ => Err(format!("value: `{operator}` takes a list of strings")),
+                })
+                .collect(),
+            Some(Value::Array(_)) => Err(format!("value: at most {MAX_ID_LIST} items")),
+            // A string is a comma-separated list (as Dify's own filters read `in`).
+            Some(Value::String(text)) => Ok(bounded(text)?.split(',').map(|item| item.trim().to_string()).collect()),
+            _ => Err(format!("value: `{operator}` takes a list of strings")),
+        }
+    };
+    let number = || -> Result<Number, String> {
+        match value {
+            Some(Value::Number(number)) => Ok(Number::of_json(field, number)),
+            Some(Value::String(text)) if Number::is_version_text(text.strip_suffix('\n').unwrap_or(text)) => {
+                Number::parse(field, text).ok_or_else(|| format!("value: {text:?} is not a number"))
+            }
+            _ => Err(format!("value: `{operator}` takes a number or a version (`1.10`)")),
+        }
+    };
+    let instant = || -> Result<i64, String> {
+        let parsed = match value {
+            Some(Value::Number(number)) => number.as_f64().map(|seconds| seconds.floor() as i64),
+            Some(Value::String(text)) => unix_seconds(text),
+            _ => None,
+        };
+        parsed.ok_or_else(|| format!("value: `{operator}` takes a date (Unix seconds, YYYY-MM-DD or RFC 3339)"))
+    };
+    let on_field = |test: Test| Clause::Field(field, test);
+    let group = |logic: Logic, clauses: Vec<Clause>| Clause::Group(MetadataCondition { logic, clauses });
+    let clause = match operator {
+        "contains" => on_field(Test::Contains(text()?.to_lowercase())),
+        "not contains" => on_field(Test::NotContains(text()?.to_lowercase())),
+        "start with" => on_field(Test::StartsWith(text()?.to_lowercase())),
+        "end with" => on_field(Test::EndsWith(text()?.to_lowercase())),
+        // The same second: neither before nor after it (the records' dates count whole seconds).
+        "is" if is_date(Some(field)) => {
+            let at = instant()?;
+            group(
+                Logic::All,
+                vec![on_field(Test::After(at.saturating_sub(1))), on_field(Test::Before(at.saturating_add(1)))],
+            )
+        }
+        "is not" if is_date(Some(field)) => {
+            let at = instant()?;
+            group(Logic::Any, vec![on_field(Test::Before(at)), on_field(Test::After(at))])
+        }
+        "is" => on_field(Test::Is(text()?)),
+        "is not" => on_field(Test::IsNot(text()?)),
+        "in" => on_field(Test::In(list()?)),
+        "not in" => on_field(Test::NotIn(list()?)),
+        "empty" => on_field(Test::Empty),
+        "not empty" => on_field(Test::NotEmpty),
+        "=" => on_field(Test::Compare(Comparison::Equal, number()?)),
+        "≠" => on_field(Test::Compare(Comparison::NotEqual, number()?)),
+        ">" => on_field(Test::Compare(Comparison::Greater, number()?)),
+        "<" => on_field(Test::Compare(Comparison::Less, number()?)),
+        "≥" => on_field(Test::Compare(Comparison::GreaterOrEqual, number()?)),
+        "≤" => on_field(Test::Compare(Comparison::LessOrEqual, number()?)),
+        "before" => on_field(Test::Before(instant()?)),
+        "after" => on_field(Test::After(instant()?)),
+        other => return Err(format!("unsupported comparison_operator {other:?}")),
+    };
+    Ok(clause)
+}
+
+/// The schema of one condition: one shape per family of operators, so that what the document
+/// calls valid is exactly what `compile_one` accepts.
+pub fn condition_schema() -> Value {
+    let names = |names: Vec<&str>| {
+        json!({"oneOf": [
+            {"type": "string", "enum": names},
+            {"type": "array", "items": {"type": "string", "enum": names}, "minItems": 1, "maxItems": 1},
+        ]})
+    };
+    let every: Vec<&str> = all_names().map(|(name, _)| name).collect();
+    let dates: Vec<&str> = all_names().filter(|(_, field)| is_date(*field)).map(|(name, _)| name).collect();
+    let not_dates: Vec<&str> = all_names().filter(|(_, field)| !is_date(*field)).map(|(name, _)| name).collect();
+    let text = json!({"type": "string", "maxLength": MAX_TAG_CHARS});
+    let blank = json!({"type": "null"});
+    let family = |operators: &[&str], name: Value, value: Value| {
+        json!({"type": "object", "required": ["name", "comparison_operator"], "properties": {
+            "name": name, "comparison_operator": {"type": "string", "enum": operators}, "value": value}})
+    };
+    json!({"oneOf": [
+        family(&TEXT_OPERATORS, names(every.clone()), json!({"oneOf": [text, {"type": "number"}, blank]})),
+        family(&EQUALITY_OPERATORS, names(not_dates), json!({"oneOf": [text, {"type": "number"}, blank]})),
+        family(&LIST_OPERATORS, names(every.clone()), json!({"oneOf": [
+            {"type": "array", "items": text, "maxItems": MAX_ID_LIST}, text, blank]})),
+        family(&PRESENCE_OPERATORS, names(every), json!({})),
+        family(&NUMBER_OPERATORS, names(number_names()), json!({"oneOf": [{"type": "number"},
+            {"type": "string", "pattern": "^[vV]?[0-9]{1,18}(\\.[0-9]{1,18})*$"}, blank]})),
+        family(&DATE_OPERATORS, names(dates), json!({"anyOf": [{"type": "number"},
+            {"type": "string", "format": "date-time"}, {"type": "string", "format": "date"}, blank]})),
+    ]})
+}
