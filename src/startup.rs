@@ -81,6 +81,63 @@ pub async fn build_index(
     }
 }
 
+/// The setting of the themes file, as `/health` names it when the file is missing.
+pub const THEMES_SETTING: &str = "RETR_THEMES_PATH";
+
+/// The optional config files the settings name that do not exist, by setting name. The service
+/// runs without them (no themes: no theme routing; no boosting: every factor 1; no synonyms).
+pub fn missing_config_files(settings: &Settings) -> Vec<String> {
+    [
+        (THEMES_SETTING, &settings.themes_path),
+        ("RETR_BOOSTING_PATH", &settings.boosting_path),
+        ("RETR_SYNONYMS_DIR", &settings.synonyms_dir),
+    ]
+    .into_iter()
+    .filter(|(_, path)| !path.exists())
+    .map(|(setting, _)| setting.to_string())
+    .collect()
+}
+
+/// Checks the optional config files that exist: one present but broken (a themes file that does
+/// not parse, a boosting value that would be ignored, an unreadable synonyms file) stops start-up,
+/// naming the setting, instead of running silently without what it says.
+pub fn check_config_files(settings: &Settings) -> Result<(), StartupError> {
+    let mut problems = Vec::new();
+    if settings.themes_path.exists() {
+        if let Err(error) = crate::router::YamlThemesProvider::try_load(&settings.themes_path) {
+            problems.push(format!("{THEMES_SETTING}: {error}"));
+        }
+    }
+    if settings.boosting_path.exists() {
+        match std::fs::read_to_string(&settings.boosting_path) {
+            Ok(text) => {
+                let (_, warnings) = crate::search::boosting_config::BoostingConfig::from_yaml(&text);
+                problems.extend(warnings.iter().map(|warning| format!("RETR_BOOSTING_PATH: {warning}")));
+            }
+            Err(error) => problems.push(format!("RETR_BOOSTING_PATH: cannot read it: {error}")),
+        }
+    }
+    if settings.synonyms_dir.exists() {
+        match std::fs::read_dir(&settings.synonyms_dir) {
+            Ok(entries) => {
+                for path in entries.flatten().map(|entry| entry.path()) {
+                    if path.extension().is_some_and(|extension| extension == "txt") {
+                        if let Err(error) = std::fs::read_to_string(&path) {
+                            problems.push(format!("RETR_SYNONYMS_DIR: cannot read {}: {error}", path.display()));
+                        }
+                    }
+                }
+            }
+            Err(error) => problems.push(format!("RETR_SYNONYMS_DIR: cannot read the directory: {error}")),
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(StartupError::Backend(problems.join("\n")))
+    }
+}
+
 /// The LLM theme router: chat completions at the rerank endpoint, when one is configured.
 pub fn build_llm_router(settings: &Settings, metrics: Option<Arc<Metrics>>) -> Option<Arc<crate::router::LlmRouter>> {
     if settings.rerank_api_base.is_empty() || settings.rerank_backend != crate::config::RerankBackend::Chat {
@@ -157,7 +214,12 @@ fn state_from_parts(
         tracing::error!(%error, "RETR_DIFY_KNOWLEDGE_BASES unusable: every Dify request will be refused");
         crate::api::dify::KnowledgeBases::none()
     });
+    let missing_config = missing_config_files(&settings);
+    for setting in &missing_config {
+        tracing::warn!(setting = %setting, "optional config file missing; running without it");
+    }
     AppState {
+        missing_config: Arc::new(missing_config),
         dify: Arc::new(dify),
         api_keys: Arc::new(api_keys),
         rerank_configured: !settings.rerank_api_base.is_empty(),
@@ -176,6 +238,7 @@ pub async fn build_state(settings: Settings) -> Result<AppState, StartupError> {
 /// `build_state` recording into `metrics` (made before the state: the log writer counts its
 /// dropped lines there from the first line on).
 pub async fn build_state_with_metrics(settings: Settings, metrics: Arc<Metrics>) -> Result<AppState, StartupError> {
+    check_config_files(&settings)?;
     let embedder = build_embedder(&settings, Some(Arc::clone(&metrics)))?;
     let index = build_index(&settings, embedder.as_ref(), Some(Arc::clone(&metrics))).await?;
     let reranker = build_reranker(&settings, &metrics);

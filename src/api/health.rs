@@ -9,21 +9,29 @@ use axum::response::IntoResponse;
 use axum::Json;
 use serde::{Deserialize, Serialize};
 
-/// `GET /health`: `ok` (200) or `unavailable` (503) with the backend's error.
+/// `GET /health`: `ok` (200), `degraded` (200) or `unavailable` (503), computed from what the
+/// service already holds (the replica's state, which its refresher keeps current in the
+/// background; the config files found at start-up): it never waits on a dependency.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct HealthResponse {
-    /// `ok`; `degraded` (200) when the store of record cannot be reached but searches answer from
-    /// the last good replica; `unavailable` (503).
+    /// `ok`; `degraded` (200) when answers carry a degradation on every search (the index's
+    /// source cannot be refreshed and searches answer from the last good replica, or the themes
+    /// file is missing so theme routing is off); `unavailable` (503) when no index is loaded.
     pub status: String,
     /// `memory` or `chroma`.
     pub backend: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mock_mode: Option<bool>,
+    /// Why the status is not `ok`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// How current the replica is, when the index reloads from a source (a snapshot file, Chroma).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replica: Option<ReplicaHealth>,
+    /// The optional config files that are configured but absent, by setting
+    /// (`RETR_THEMES_PATH`, `RETR_BOOSTING_PATH`, `RETR_SYNONYMS_DIR`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing_config: Vec<String>,
 }
 
 /// The replica part of `/health`.
@@ -39,50 +47,42 @@ pub struct ReplicaHealth {
 
 /// Liveness and backend health (also at `/internal/retrieval/health`).
 #[utoipa::path(get, path = "/health", tag = "meta", responses(
-    (status = 200, description = "ok", body = HealthResponse),
-    (status = 503, description = "backend unavailable or no index", body = HealthResponse)))]
+    (status = 200, description = "ok, or degraded (answers carry a degradation)", body = HealthResponse),
+    (status = 503, description = "no index loaded", body = HealthResponse)))]
 pub async fn health(State(state): State<AppState>) -> impl IntoResponse {
-    let backend = state.search.index().backend_name().to_string();
-    let replica = state
-        .search
-        .index()
+    let index = state.search.index();
+    let replica = index
         .replica_status()
         .map(|status| ReplicaHealth { age_seconds: status.age_seconds, last_refresh_error: status.last_refresh_error });
-    match state.search.index().health().await {
-        Ok(()) => (
-            StatusCode::OK,
-            Json(HealthResponse {
-                status: "ok".into(),
-                backend,
-                mock_mode: Some(state.settings.mock_mode),
-                error: None,
-                replica,
-            }),
-        ),
-        Err(error) => match state.search.index().staleness() {
-            // Searches still answer from the last good replica: report the outage, stay in service.
-            Some(stale) => (
-                StatusCode::OK,
-                Json(HealthResponse {
-                    status: "degraded".into(),
-                    backend,
-                    mock_mode: Some(state.settings.mock_mode),
-                    error: Some(stale),
-                    replica,
-                }),
-            ),
-            None => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                Json(HealthResponse {
-                    status: "unavailable".into(),
-                    backend,
-                    mock_mode: None,
-                    error: Some(error.public_message()),
-                    replica,
-                }),
-            ),
-        },
+    let missing_config = state.missing_config.as_ref().clone();
+    let themes_missing = missing_config.iter().any(|setting| setting == crate::startup::THEMES_SETTING);
+    let mut response = HealthResponse {
+        status: "ok".into(),
+        backend: index.backend_name().to_string(),
+        mock_mode: Some(state.settings.mock_mode),
+        error: None,
+        replica,
+        missing_config,
+    };
+    // `health` reads the replica's state only (no call to Chroma or the file system).
+    if let Err(error) = index.health().await {
+        response.status = "unavailable".into();
+        response.mock_mode = None;
+        response.error = Some(error.public_message());
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(response));
     }
+    let reason = match index.staleness() {
+        Some(stale) => Some(stale),
+        None if themes_missing => {
+            Some("the themes file (RETR_THEMES_PATH) is missing: theme routing is off (router_fallback)".into())
+        }
+        None => None,
+    };
+    if let Some(reason) = reason {
+        response.status = "degraded".into();
+        response.error = Some(reason);
+    }
+    (StatusCode::OK, Json(response))
 }
 
 /// Record counts of one tenant.

@@ -594,9 +594,4 @@ impl SnapshotSource for ChromaIndex {
             let _ = self.refresh().await;
         }
     }
-
-    /// A heartbeat within the timeout.
-    async fn reachable(&self) -> Result<()> {
-        self.client.heartbeat().await
-    }
 }

@@ -63,7 +63,7 @@ impl IndexError {
     /// `BadRequest` message is about the caller's own request and is kept.
     pub fn public_message(&self) -> String {
         match self.kind {
-            IndexErrorKind::NotFound => "no index has been written yet (run ingest)".into(),
+            IndexErrorKind::NotFound => "index not found: run ingest".into(),
             IndexErrorKind::Corrupt => "index empty or corrupted".into(),
             IndexErrorKind::Unavailable => "the index backend does not answer".into(),
             IndexErrorKind::BadRequest => self.message.clone(),

@@ -457,12 +457,16 @@ async fn silent_chroma_times_out_with_unavailable() {
     });
     let index = ChromaIndex::new(&Settings { chroma_timeout_seconds: 0.3, ..settings(&url, "ingestion") }).unwrap();
     let started = Instant::now();
+    let error = index.get(Level::Doc, &RecordFilter::tenant("acme"), 5).await.unwrap_err();
+    assert_eq!(error.kind, IndexErrorKind::Unavailable, "{error}");
+    assert!(error.message.contains("timed out"), "{error}");
+    assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
+    // Health reports what the last attempt found, at once: it never waits on Chroma itself.
+    let started = Instant::now();
     let error = index.health().await.unwrap_err();
     assert_eq!(error.kind, IndexErrorKind::Unavailable, "{error}");
     assert!(error.message.contains("timed out"), "{error}");
-    let error = index.get(Level::Doc, &RecordFilter::tenant("acme"), 5).await.unwrap_err();
-    assert_eq!(error.kind, IndexErrorKind::Unavailable, "{error}");
-    assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
+    assert!(started.elapsed() < Duration::from_millis(50), "took {:?}", started.elapsed());
     accepted.abort();
 }
 
@@ -521,8 +525,8 @@ async fn service_recovers_when_chroma_comes_back() {
 
     // Chroma gone with a replica in hand: answers keep coming from the replica, flagged stale.
     enabled.store(false, Ordering::Release);
-    wait_for(|| async { index.health().await.is_err() }).await;
     wait_for(|| async { index.staleness().is_some() }).await;
+    assert!(index.health().await.is_ok(), "with a replica in hand the index serves (health says degraded)");
     let started = Instant::now();
     assert_eq!(index.get(Level::Doc, &acme, 10).await.unwrap().len(), 4, "the replica still answers");
     assert!(started.elapsed() < Duration::from_secs(1), "no search waits on the dead Chroma");

@@ -16,6 +16,7 @@ mod embed_contract;
 mod embed_e2e;
 mod eval;
 mod hardening;
+mod health;
 mod ingest;
 mod logs;
 mod reload;

@@ -64,10 +64,6 @@ impl ChromaClient {
         let _ = self.metrics.set(metrics);
     }
 
-    pub async fn heartbeat(&self) -> Result<()> {
-        self.send::<Value>(self.http.get(format!("{}/heartbeat", self.api_url)), "heartbeat").await.map(|_| ())
-    }
-
     /// The server's advisory batch size and whether it accepts base64 embeddings.
     pub async fn pre_flight_checks(&self) -> Result<PreFlightChecks> {
         self.send(self.http.get(format!("{}/pre-flight-checks", self.api_url)), "pre-flight checks").await

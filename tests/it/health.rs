@@ -1,0 +1,106 @@
+//! `/health` tells the truth: `degraded` whenever every answer carries a degradation, computed
+//! from state the service holds (never waiting on Chroma), and config files checked at start-up.
+
+use crate::common::fake_http::{FakeResponse, FakeServer};
+use crate::common::send;
+use axum::http::StatusCode;
+use retrieval_service::config::{Settings, VectorBackend};
+use retrieval_service::embed::PseudoEmbedder;
+use retrieval_service::index::memory::write_snapshot_file;
+use retrieval_service::index::InMemoryIndex;
+use retrieval_service::{fixtures, startup};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[tokio::test]
+async fn a_broken_or_deleted_snapshot_makes_health_degraded_while_searches_are_flagged_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index.json");
+    write_snapshot_file(&path, &fixtures::snapshot()).unwrap();
+    let index = Arc::new(InMemoryIndex::from_file(&path));
+    let settings = Settings { embedding_dimension: fixtures::DIMENSION, min_score: -1.0, ..Settings::default() };
+    let state = startup::state_with(settings, index.clone(), Arc::new(PseudoEmbedder::new(fixtures::DIMENSION)));
+    let search = json!({"query": "установка SDK", "tenant_id": "t1"}).to_string();
+    let (status, health) = send(&state, "GET", "/health", None).await;
+    assert_eq!((status, health["status"].as_str()), (StatusCode::OK, Some("ok")), "{health}");
+
+    for break_it in ["truncate", "garbage", "delete"] {
+        match break_it {
+            "truncate" => std::fs::write(&path, "{\"format_version\": 1, \"docs\": [").unwrap(),
+            "garbage" => std::fs::write(&path, [0xff, 0x00, 0x13, 0x37]).unwrap(),
+            _ => std::fs::remove_file(&path).unwrap(),
+        }
+        index.reload_if_changed();
+        let (status, answer) = send(&state, "POST", "/internal/retrieval/search", Some(&search)).await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        assert!(answer["degradations"].to_string().contains("backend_stale"), "{break_it}: {answer}");
+        let (status, health) = send(&state, "GET", "/health", None).await;
+        assert_eq!(status, StatusCode::OK, "{break_it}: {health}");
+        assert_eq!(health["status"], "degraded", "{break_it}: {health}");
+        assert!(health["error"].as_str().unwrap().contains("cannot be refreshed"), "{break_it}: {health}");
+
+        write_snapshot_file(&path, &fixtures::snapshot()).unwrap();
+        index.reload_if_changed();
+        let (_, health) = send(&state, "GET", "/health", None).await;
+        assert_eq!(health["status"], "ok", "{break_it}, repaired: {health}");
+    }
+}
+
+#[tokio::test]
+async fn health_never_waits_on_a_stalled_chroma() {
+    let stalled = FakeServer::start(vec![FakeResponse::hang()]).await;
+    let settings = Settings {
+        mock_mode: false,
+        vector_backend: VectorBackend::Chroma,
+        chroma_host: stalled.url(),
+        chroma_timeout_seconds: 2.0,
+        ..Settings::default()
+    };
+    let embedder = PseudoEmbedder::new(fixtures::DIMENSION);
+    let index = startup::build_index(&settings, &embedder, None).await.unwrap();
+    let state = startup::state_with(settings, index, Arc::new(embedder));
+    for _ in 0..3 {
+        let started = Instant::now();
+        let (status, health) = send(&state, "GET", "/health", None).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{health}");
+        assert!(started.elapsed() < Duration::from_millis(500), "/health took {:?}", started.elapsed());
+    }
+}
+
+#[tokio::test]
+async fn broken_config_files_stop_start_up_and_missing_ones_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken_themes = dir.path().join("themes.yaml");
+    std::fs::write(&broken_themes, "themes: [ {id: x").unwrap();
+    let broken_boosting = dir.path().join("boosting.yaml");
+    std::fs::write(&broken_boosting, "fusion: [\n").unwrap();
+    let error = startup::build_state(Settings { themes_path: broken_themes, ..Settings::default() })
+        .await
+        .err()
+        .expect("a broken themes file stops start-up")
+        .to_string();
+    assert!(error.contains("RETR_THEMES_PATH"), "{error}");
+    let error = startup::build_state(Settings { boosting_path: broken_boosting, ..Settings::default() })
+        .await
+        .err()
+        .expect("a broken boosting file stops start-up")
+        .to_string();
+    assert!(error.contains("RETR_BOOSTING_PATH"), "{error}");
+
+    // Missing: the service starts and /health names the settings.
+    let state = startup::build_state(Settings { boosting_path: dir.path().join("absent.yaml"), ..Settings::default() })
+        .await
+        .unwrap();
+    let (status, health) = send(&state, "GET", "/health", None).await;
+    assert_eq!((status, health["status"].as_str()), (StatusCode::OK, Some("ok")), "{health}");
+    assert_eq!(health["missing_config"], json!(["RETR_BOOSTING_PATH"]), "{health}");
+    // Without themes every answer carries router_fallback: degraded.
+    let state = startup::build_state(Settings { themes_path: dir.path().join("absent.yaml"), ..Settings::default() })
+        .await
+        .unwrap();
+    let (status, health) = send(&state, "GET", "/health", None).await;
+    assert_eq!((status, health["status"].as_str()), (StatusCode::OK, Some("degraded")), "{health}");
+    assert_eq!(health["missing_config"], json!(["RETR_THEMES_PATH"]), "{health}");
+    assert!(!health.to_string().contains(&*dir.path().to_string_lossy()), "{health}");
+}
