@@ -220,6 +220,7 @@ fn state_from_parts(
     }
     AppState {
         missing_config: Arc::new(missing_config),
+        openapi: Arc::default(),
         dify: Arc::new(dify),
         api_keys: Arc::new(api_keys),
         rerank_configured: !settings.rerank_api_base.is_empty(),

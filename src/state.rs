@@ -20,4 +20,6 @@ pub struct AppState {
     pub dify: Arc<crate::api::dify::KnowledgeBases>,
     /// The optional config files configured but absent, by setting name (`/health` lists them).
     pub missing_config: Arc<Vec<String>>,
+    /// The OpenAPI document, built once (per index dimension) and served as bytes.
+    pub openapi: Arc<crate::api::openapi::DocumentCache>,
 }

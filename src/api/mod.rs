@@ -133,7 +133,8 @@ pub fn router(state: AppState) -> Router {
 #[utoipa::path(get, path = "/internal/retrieval/openapi.json", tag = "meta",
     responses((status = 200, description = "this document (OpenAPI 3.1)", body = Object)))]
 async fn openapi_document(State(state): State<AppState>) -> Response {
-    axum::Json(openapi::document(&state).await).into_response()
+    let bytes = state.openapi.get(&state).await;
+    ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], bytes).into_response()
 }
 
 /// 404, unless the path is the Dify endpoint's with extra slashes (an endpoint registered in

@@ -96,6 +96,10 @@ const BLANK_CLASS: &str =
     "\\t\\n\\u000b\\f\\r \\u0000-\\u001f\\u007f-\\u00a0\\u00ad\\u034f\\u061c\\u115f\\u1160\\u1680\
 \\u17b4\\u17b5\\u180b-\\u180f\\u2000-\\u200f\\u2028-\\u202f\\u205f-\\u206f\\u3000\\u3164\\ufe00-\\ufe0f\\ufeff\\uffa0";
 
+/// `char::is_whitespace` (Unicode White_Space), as a character class for `pattern`.
+const RUST_WHITESPACE_CLASS: &str =
+    "\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
+
 /// Merges `extra` into the schema object at `schema` (keeps what the derive wrote, e.g. `null`).
 fn merge(schema: &mut Value, extra: Value) {
     if let (Some(target), Value::Object(extra)) = (schema.as_object_mut(), extra) {
@@ -167,6 +171,8 @@ fn add_request_limits(schemas: &mut Value) {
     merge(&mut search["section_top_k"], json!({"minimum": 1, "maximum": MAX_TOP_K}));
     merge(&mut search["topk_per_doc"], json!({"minimum": 1, "maximum": MAX_TOPK_PER_DOC}));
     merge(&mut search["section_ids"], id_list());
+    // `null` is "absent" here too (the strict parser reads it as `{}`).
+    search["filters"] = json!({"oneOf": [{"type": "null"}, search["filters"].clone()]});
     merge(
         &mut search["query_embedding"]["items"],
         json!({"minimum": -f64::from(f32::MAX), "maximum": f64::from(f32::MAX)}),
@@ -179,8 +185,13 @@ fn add_request_limits(schemas: &mut Value) {
     merge(&mut filters["version"], json!({"maxLength": MAX_TAG_CHARS}));
     let window = &mut schemas["WindowRequest"]["properties"];
     merge(&mut window["tenant_id"], tenant);
+    // Not blank as the validation (`str::trim`) counts it: Rust's whitespace, which holds U+0085
+    // where a schema's `\S` would not.
     for field in ["doc_id", "anchor_chunk_id"] {
-        merge(&mut window[field], json!({"minLength": 1, "maxLength": MAX_ID_CHARS, "pattern": "\\S"}));
+        merge(
+            &mut window[field],
+            json!({"minLength": 1, "maxLength": MAX_ID_CHARS, "pattern": format!("[^{RUST_WHITESPACE_CLASS}]")}),
+        );
     }
     for field in ["window_before", "window_after"] {
         merge(&mut window[field], json!({"minimum": 0, "maximum": MAX_WINDOW}));
@@ -216,16 +227,41 @@ fn all_optional(schema: &Value) -> Value {
 }
 
 /// The document as this deployment serves it.
-pub async fn document(state: &AppState) -> Value {
+/// The serialised document, built once per index vector dimension: the dimension (known once
+/// the index is loaded) is the only input that changes after start-up, and building the
+/// document costs milliseconds of CPU.
+#[derive(Debug, Default)]
+pub struct DocumentCache(std::sync::Mutex<Option<(usize, axum::body::Bytes)>>);
+
+impl DocumentCache {
+    /// The document as JSON bytes for this deployment and the index's current dimension.
+    pub async fn get(&self, state: &AppState) -> axum::body::Bytes {
+        let dimension = index_dimension(state).await;
+        let cached = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let current = cached.as_ref().filter(|(built_for, _)| *built_for == dimension);
+        if let Some((_, bytes)) = current {
+            return bytes.clone();
+        }
+        drop(cached);
+        let bytes = axum::body::Bytes::from(serde_json::to_vec(&build(state, dimension)).unwrap_or_default());
+        *self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some((dimension, bytes.clone()));
+        bytes
+    }
+}
+
+async fn index_dimension(state: &AppState) -> usize {
+    match state.search.index().dimension().await {
+        Ok(Some(dimension)) => dimension,
+        _ => state.settings.embedding_dimension,
+    }
+}
+
+fn build(state: &AppState, dimension: usize) -> Value {
     let mut document = serde_json::to_value(ApiDoc::openapi()).unwrap_or_else(|_| json!({}));
     // `/health` is also served under the prefix.
     let health = document["paths"]["/health"].clone();
     document["paths"][format!("{}/health", super::PREFIX)] = health;
     add_error_statuses(&mut document);
-    let dimension = match state.search.index().dimension().await {
-        Ok(Some(dimension)) => dimension,
-        _ => state.settings.embedding_dimension,
-    };
     let themes: Vec<Value> = state.search.theme_list().iter().map(|theme| theme.id.clone().into()).collect();
     let schemas = &mut document["components"]["schemas"];
     add_request_limits(schemas);

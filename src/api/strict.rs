@@ -4,7 +4,9 @@
 //! - an object with a repeated key is an error;
 //! - an array of more than `MAX_JSON_ARRAY` items is an error, raised at the first item too many;
 //! - a number with no fractional part is an integer, as JSON Schema (and JavaScript) count it:
-//!   `{"max_results": 5.0}` means 5. Other numbers stay floating point.
+//!   `{"max_results": 5.0}` means 5. Other numbers stay floating point;
+//! - `null` where an object is expected is the empty object, so an optional object field
+//!   (`"filters": null`) means "absent" like every other optional field.
 
 use super::extract::MAX_JSON_ARRAY;
 use serde::de::value::MapAccessDeserializer;
@@ -85,7 +87,10 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, D::Error> {
-        self.0.deserialize_struct(name, fields, Checked(visitor))
+        // Read as any value, so that `null` reaches `NullAsEmptyObject` (serde_json's own struct
+        // reading refuses it); an object or array is read as before.
+        let _ = (name, fields);
+        self.0.deserialize_any(Checked(NullAsEmptyObject(visitor)))
     }
 
     fn deserialize_enum<V: Visitor<'de>>(
@@ -165,6 +170,30 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Checked<V> {
 
     fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<V::Value, A::Error> {
         self.0.visit_enum(CheckedEnum(data))
+    }
+}
+
+/// A struct's visitor that reads `null` as `{}`: its fields then take their defaults (or are
+/// missing, when required).
+struct NullAsEmptyObject<V>(V);
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for NullAsEmptyObject<V> {
+    type Value = V::Value;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        self.0.expecting(formatter)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<V::Value, E> {
+        self.0.visit_map(de::value::MapDeserializer::new(std::iter::empty::<((), ())>()))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
+        self.0.visit_map(map)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<V::Value, A::Error> {
+        self.0.visit_seq(seq)
     }
 }
 

@@ -527,3 +527,59 @@ fn a_malformed_api_keys_file_stops_start_up_with_its_line() {
         [("RETR_API_KEYS".to_string(), "/no/such/keys.txt".to_string())].into();
     assert!(retrieval_service::config::Settings::load(None, &env).is_err(), "a missing file is an error");
 }
+
+/// `null` in an optional object field means "absent", as in every other optional field, and the
+/// OpenAPI document says so.
+#[tokio::test]
+async fn filters_null_is_absent() {
+    let state = fixture_state(|_| {});
+    let (status, body) =
+        send(&state, "POST", SEARCH, Some(r#"{"query": "Gradle", "tenant_id": "t1", "filters": null}"#)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, absent) = send(&state, "POST", SEARCH, Some(r#"{"query": "Gradle", "tenant_id": "t1"}"#)).await;
+    assert_eq!(body["hits"], absent["hits"]);
+    let (status, body) =
+        send(&state, "POST", SEARCH, Some(r#"{"query": "Gradle", "tenant_id": "t1", "filters": "none"}"#)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let (_, document) = send(&state, "GET", "/internal/retrieval/openapi.json", None).await;
+    let filters = &document["components"]["schemas"]["SearchRequest"]["properties"]["filters"]["oneOf"];
+    assert_eq!(filters[0], json!({"type": "null"}), "{filters}");
+}
+
+/// An id of only U+0085 (NEL, whitespace to Rust, not to a JSON Schema `\S`) is refused by the
+/// validation and by the schema's pattern alike.
+#[tokio::test]
+async fn a_blank_anchor_is_refused_by_the_schema_and_the_validation_alike() {
+    let state = fixture_state(|_| {});
+    let window = |anchor: &str| {
+        json!({"tenant_id": "t1", "doc_id": "sdk/android/install", "anchor_chunk_id": anchor}).to_string()
+    };
+    let (status, body) = send(&state, "POST", "/internal/retrieval/chunks/window", Some(&window("\u{85}"))).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let (status, body) = send(&state, "POST", "/internal/retrieval/chunks/window", Some(&window("x\u{85}"))).await;
+    assert_ne!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let (_, document) = send(&state, "GET", "/internal/retrieval/openapi.json", None).await;
+    let pattern = document["components"]["schemas"]["WindowRequest"]["properties"]["anchor_chunk_id"]["pattern"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // A negated class of every character `char::is_whitespace` accepts.
+    assert!(pattern.starts_with("[^") && pattern.contains("\\u0085") && pattern.contains("\\u3000"), "{pattern}");
+}
+
+/// The OpenAPI document is built once and served as the same bytes.
+#[tokio::test]
+async fn the_openapi_document_is_served_from_one_build() {
+    use axum::body::Body;
+    use axum::http::Request;
+    use http_body_util::BodyExt;
+    let state = fixture_state(|_| {});
+    let request = || Request::get("/internal/retrieval/openapi.json").body(Body::empty()).unwrap();
+    let first = tower::ServiceExt::oneshot(retrieval_service::app(state.clone()), request()).await.unwrap();
+    assert_eq!(first.headers()["content-type"], "application/json");
+    let first = first.into_body().collect().await.unwrap().to_bytes();
+    let second = tower::ServiceExt::oneshot(retrieval_service::app(state.clone()), request()).await.unwrap();
+    let second = second.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(first, second);
+    assert!(serde_json::from_slice::<Value>(&first).unwrap()["paths"].is_object());
+}
