@@ -11,6 +11,10 @@ use serde_json::json;
 /// Stable, snake_case error codes (part of the API contract).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorCode {
+    /// A malformed HTTP message (`Content-Length` together with `Transfer-Encoding`).
+    BadRequest,
+    /// The request body did not arrive within `RETR_BODY_READ_TIMEOUT_SECONDS`.
+    RequestTimeout,
     InvalidJson,
     InvalidRequest,
     UnsupportedMediaType,
@@ -40,7 +44,9 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for the OpenAPI document.
-    pub const ALL: [ErrorCode; 19] = [
+    pub const ALL: [ErrorCode; 21] = [
+        ErrorCode::BadRequest,
+        ErrorCode::RequestTimeout,
         ErrorCode::InvalidJson,
         ErrorCode::InvalidRequest,
         ErrorCode::UnsupportedMediaType,
@@ -64,6 +70,8 @@ impl ErrorCode {
 
     pub fn as_str(self) -> &'static str {
         match self {
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::RequestTimeout => "request_timeout",
             ErrorCode::InvalidJson => "invalid_json",
             ErrorCode::InvalidRequest => "invalid_request",
             ErrorCode::UnsupportedMediaType => "unsupported_media_type",
@@ -88,7 +96,8 @@ impl ErrorCode {
 
     pub fn status(self) -> StatusCode {
         match self {
-            ErrorCode::InvalidJson => StatusCode::BAD_REQUEST,
+            ErrorCode::BadRequest | ErrorCode::InvalidJson => StatusCode::BAD_REQUEST,
+            ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             ErrorCode::InvalidRequest => StatusCode::UNPROCESSABLE_ENTITY,
             ErrorCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,

@@ -169,10 +169,13 @@ async fn at_the_limit_with_every_connection_busy_a_new_one_is_refused() {
         busy.push(stream);
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
+    // The new connection is told why and when to retry, then closed (not reset).
     let mut refused = TcpStream::connect(server.address).await.unwrap();
     let _ = refused.write_all(b"GET /health HTTP/1.1\r\nhost: test\r\n\r\n").await;
-    let answer = read_until_closed(&mut refused).await;
-    assert!(answer.is_empty(), "{}", String::from_utf8_lossy(&answer));
+    let answer = String::from_utf8_lossy(&read_until_closed(&mut refused).await).to_ascii_lowercase();
+    assert!(answer.starts_with("http/1.1 503"), "{answer}");
+    assert!(answer.contains("retry-after: 1\r\n") && answer.contains("connection: close\r\n"), "{answer}");
+    assert!(answer.contains("\"overloaded\""), "{answer}");
     drop(busy);
     // Once they are gone, new connections are served again.
     let result = tokio::time::timeout(HANG, async {
@@ -226,5 +229,38 @@ async fn long_uris_are_414() {
     client.write_all(format!("GET {path} HTTP/1.1\r\nhost: test\r\n\r\n").as_bytes()).await.unwrap();
     let answer = String::from_utf8_lossy(&read_until_closed(&mut client).await).to_string();
     assert!(answer.starts_with("HTTP/1.1 414"), "{answer}");
+    server.stop().await;
+}
+
+/// A head with both `Content-Length` and `Transfer-Encoding` (in either order) is 400 and the
+/// connection closed: the two framings a proxy and this service could disagree on are never
+/// guessed between. Either header alone still works.
+#[tokio::test]
+async fn content_length_with_transfer_encoding_is_400_and_closes() {
+    let server = Server::start(|_| {}).await;
+    let body = r#"{"query": "Gradle", "tenant_id": "t1"}"#;
+    let chunked = format!("{:x}\r\n{body}\r\n0\r\n\r\n", body.len());
+    for lengths in [
+        format!("content-length: {}\r\ntransfer-encoding: chunked", chunked.len()),
+        format!("Transfer-Encoding: chunked\r\nContent-Length: {}", chunked.len()),
+    ] {
+        let mut stream = TcpStream::connect(server.address).await.unwrap();
+        let head = format!(
+            "POST /internal/retrieval/search HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\n{lengths}\r\n\r\n"
+        );
+        stream.write_all(format!("{head}{chunked}").as_bytes()).await.unwrap();
+        let answer = String::from_utf8_lossy(&read_until_closed(&mut stream).await).to_ascii_lowercase();
+        assert!(answer.starts_with("http/1.1 400"), "{lengths}: {answer}");
+        assert!(answer.contains("\"bad_request\""), "{answer}");
+    }
+    let mut stream = TcpStream::connect(server.address).await.unwrap();
+    let head = "POST /internal/retrieval/search HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\n\
+                transfer-encoding: chunked\r\nconnection: close\r\n\r\n";
+    stream.write_all(format!("{head}{chunked}").as_bytes()).await.unwrap();
+    let answer = String::from_utf8_lossy(&read_until_closed(&mut stream).await).into_owned();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let mut stream = TcpStream::connect(server.address).await.unwrap();
+    let (status, _, answer) = request(&mut stream, "POST", "/internal/retrieval/search", body).await;
+    assert_eq!(status, 200, "{answer}");
     server.stop().await;
 }
