@@ -224,6 +224,9 @@ pub struct Settings {
     pub chroma_database: String,
     pub chroma_collection: String,
     pub chroma_timeout_seconds: f64,
+    /// `RETR_CHROMA_INGEST_TIMEOUT_SECONDS`: each Chroma call of `ingest` (a batch job: a slow
+    /// upsert under load is waited for, and retried, rather than failing the run).
+    pub chroma_ingest_timeout_seconds: f64,
     pub chroma_write_concurrency: usize,
 
     pub max_results: usize,
@@ -300,6 +303,7 @@ impl Default for Settings {
             chroma_database: "default_database".into(),
             chroma_collection: "ingestion".into(),
             chroma_timeout_seconds: 5.0,
+            chroma_ingest_timeout_seconds: 120.0,
             chroma_write_concurrency: 4,
             max_results: 10,
             topk_per_doc: 1,
@@ -404,6 +408,7 @@ impl Settings {
         positive("header_read_timeout_seconds", self.header_read_timeout_seconds);
         positive("keep_alive_timeout_seconds", self.keep_alive_timeout_seconds);
         positive("chroma_timeout_seconds", self.chroma_timeout_seconds);
+        positive("chroma_ingest_timeout_seconds", self.chroma_ingest_timeout_seconds);
         positive("embedding_timeout_seconds", self.embedding_timeout_seconds);
         positive("ingest_embedding_timeout_seconds", self.ingest_embedding_timeout_seconds);
         positive("rerank_timeout_seconds", self.rerank_timeout_seconds);

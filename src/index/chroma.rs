@@ -9,12 +9,19 @@
 //! only the changed docs of the changed tenant and swaps only that tenant's part of the replica;
 //! a change nothing explains (a collection recreated under the same name, counts or a version
 //! that no entry accounts for) reloads the whole replica. A write through this instance makes the
-//! next read refresh first. When Chroma cannot be reached, searches keep answering from the last
+//! next read refresh first.
+//!
+//! Atomic re-ingest (`manifest`): an ingest stages its pages' records under content-hashed ids,
+//! then commits one manifest per source; the replica serves only what the manifests name and
+//! re-reads the docs whose committed page changed, so a search sees a tenant as it was before an
+//! ingest or as it is after it, never in between. When Chroma cannot be reached, searches keep answering from the last
 //! good replica, flagged stale; without one they fail with `Unavailable`.
 
 mod changes;
 pub use changes::ChangeScope;
 mod client;
+mod manifest;
+pub use manifest::Manifest;
 mod wire;
 mod writer;
 
@@ -26,8 +33,9 @@ use crate::model::{Level, Record};
 use async_trait::async_trait;
 use changes::ChangeEntry;
 use client::ChromaClient;
+use manifest::{ManifestHead, Visibility};
 use serde_json::json;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -62,7 +70,13 @@ struct SyncState {
     /// Collections whose counts moved without a logged change at the last poll: reloaded in full
     /// when the next poll finds them the same.
     unexplained: Option<Signature>,
+    /// The manifests the replica serves by (`manifest`), by manifest id.
+    manifests: BTreeMap<String, Arc<Manifest>>,
 }
+
+/// How many times a full load is read again when a commit lands while it reads (the commit's
+/// deletes may have removed records of the version it started from).
+const LOAD_ATTEMPTS: usize = 3;
 
 /// The Chroma-backed index: see the module documentation for the query plan.
 #[derive(Debug)]
@@ -75,6 +89,9 @@ pub struct ChromaIndex {
     /// The change log's collection (`{collection}_changes`) and its UUID once known.
     changes_name: String,
     changes_collection: RwLock<Option<String>>,
+    /// The ingest manifests' collection (`{collection}_manifests`) and its UUID once known.
+    manifests_name: String,
+    manifests_collection: RwLock<Option<String>>,
     replica: Replica,
     sync: Mutex<SyncState>,
     reload: tokio::sync::Mutex<()>,
@@ -106,8 +123,24 @@ impl ChromaIndex {
     /// A client for `settings.chroma_*`; makes no call yet (Chroma may be down at start-up).
     pub fn new(settings: &Settings) -> Result<Arc<Self>> {
         let timeout = Duration::from_secs_f64(settings.chroma_timeout_seconds);
-        let client =
-            ChromaClient::new(&settings.chroma_host, &settings.chroma_tenant, &settings.chroma_database, timeout)?;
+        Self::with_client(settings, timeout, client::SERVING_RETRY)
+    }
+
+    /// The index `ingest` writes through: each call has the batch job's own timeout
+    /// (`RETR_CHROMA_INGEST_TIMEOUT_SECONDS`) and a more patient retry than serving.
+    pub fn for_ingest(settings: &Settings) -> Result<Arc<Self>> {
+        let timeout = Duration::from_secs_f64(settings.chroma_ingest_timeout_seconds);
+        Self::with_client(settings, timeout, client::INGEST_RETRY)
+    }
+
+    fn with_client(settings: &Settings, timeout: Duration, retry: crate::upstream::RetryPolicy) -> Result<Arc<Self>> {
+        let client = ChromaClient::new(
+            &settings.chroma_host,
+            &settings.chroma_tenant,
+            &settings.chroma_database,
+            timeout,
+            retry,
+        )?;
         let prefix = &settings.chroma_collection;
         Ok(Arc::new(Self {
             client,
@@ -117,6 +150,8 @@ impl ChromaIndex {
             collection_ids: RwLock::new(None),
             changes_name: format!("{prefix}_changes"),
             changes_collection: RwLock::new(None),
+            manifests_name: format!("{prefix}_manifests"),
+            manifests_collection: RwLock::new(None),
             replica: Replica::refreshed(),
             sync: Mutex::new(SyncState::default()),
             reload: tokio::sync::Mutex::new(()),
@@ -166,6 +201,7 @@ impl ChromaIndex {
 
     async fn refresh_locked(&self) -> Result<bool> {
         let signature = self.poll_signature().await?;
+        let heads = self.poll_manifest_heads().await?;
         let (previous, cursor_ms, full) = {
             let sync = self.sync();
             let same_collections =
@@ -209,7 +245,21 @@ impl ChromaIndex {
             tracing::info!(version = %signature.version, "chroma changed without a logged change; reloading the replica");
             return self.reload_all(signature).await;
         }
-        if new.is_empty() {
+        let manifests = self.manifests_after(&heads).await?;
+        let mut by_tenant = self.manifest_changes(manifests.as_ref());
+        for entry in new.iter().filter(|entry| self.scope.serves(&entry.tenant_id)) {
+            // A staged or swept ingest write changes nothing served: it names no doc.
+            if entry.scope == ChangeScope::Docs(BTreeSet::new()) {
+                continue;
+            }
+            let scope = match by_tenant.remove(&entry.tenant_id) {
+                Some(scope) => scope.merge(entry.scope.clone()),
+                None => entry.scope.clone(),
+            };
+            by_tenant.insert(entry.tenant_id.clone(), scope);
+        }
+        if by_tenant.is_empty() {
+            // Nothing served changed: staged writes, sweeps, or tenants this instance does not serve.
             if let Some(loaded) = self.replica.current() {
                 if loaded.stats_info() != (signature.embedding_model.as_str(), signature.indexed_at.as_str()) {
                     let mut updated = LoadedIndex::clone(&loaded);
@@ -219,11 +269,76 @@ impl ChromaIndex {
             }
             self.replica.confirm(parse_version(&signature.version));
             let mut sync = self.sync();
+            for entry in new {
+                sync.cursor_ms = sync.cursor_ms.max(entry.at_ms);
+                sync.applied.insert(entry.id, (entry.version, entry.at_ms));
+            }
+            if let Some(manifests) = manifests {
+                sync.manifests = manifests;
+            }
             sync.signature = Some(signature);
             sync.unexplained = None;
             return Ok(false);
         }
-        self.apply_changes(signature, new).await.map(|()| true)
+        let served = manifests.unwrap_or_else(|| self.sync().manifests.clone());
+        self.apply_changes(signature, new, by_tenant, served, &heads).await
+    }
+
+    /// The manifests after `heads` when they differ from the ones served (`None`: unchanged).
+    async fn manifests_after(&self, heads: &[ManifestHead]) -> Result<Option<BTreeMap<String, Arc<Manifest>>>> {
+        let served = self.sync().manifests.clone();
+        let unchanged = heads.len() == served.len()
+            && heads.iter().all(|head| served.get(&head.id).is_some_and(|known| known.generation == head.generation));
+        if unchanged {
+            return Ok(None);
+        }
+        let stale: Vec<String> = heads
+            .iter()
+            .filter(|head| served.get(&head.id).is_none_or(|known| known.generation != head.generation))
+            .map(|head| head.id.clone())
+            .collect();
+        let fetched = self.fetch_manifests(Some(&stale)).await?;
+        let mut next: BTreeMap<String, Arc<Manifest>> =
+            served.into_iter().filter(|(id, _)| heads.iter().any(|head| head.id == *id)).collect();
+        for manifest in fetched {
+            next.insert(manifest.id(), Arc::new(manifest));
+        }
+        Ok(Some(next))
+    }
+
+    /// What each served tenant must re-read when the manifests become `next`.
+    fn manifest_changes(&self, next: Option<&BTreeMap<String, Arc<Manifest>>>) -> BTreeMap<String, ChangeScope> {
+        let Some(next) = next else {
+            return BTreeMap::new();
+        };
+        let served = self.sync().manifests.clone();
+        let tenants: BTreeSet<&str> =
+            served.values().chain(next.values()).map(|manifest| manifest.tenant_id.as_str()).collect();
+        let of = |manifests: &BTreeMap<String, Arc<Manifest>>, tenant: &str| -> Vec<Arc<Manifest>> {
+            manifests.values().filter(|manifest| manifest.tenant_id == tenant).cloned().collect()
+        };
+        let mut changes = BTreeMap::new();
+        for tenant in tenants.into_iter().filter(|tenant| self.scope.serves(tenant)) {
+            let (before, after) = (of(&served, tenant), of(next, tenant));
+            let before: Vec<&Manifest> = before.iter().map(Arc::as_ref).collect();
+            let after: Vec<&Manifest> = after.iter().map(Arc::as_ref).collect();
+            match manifest::tenant_change(&before, &after) {
+                None => {}
+                Some(None) => {
+                    changes.insert(tenant.to_string(), ChangeScope::Tenant);
+                }
+                Some(Some(docs)) => {
+                    changes.insert(tenant.to_string(), ChangeScope::Docs(docs));
+                }
+            }
+        }
+        changes
+    }
+
+    /// Whether a manifest was committed since `heads` were read: records of the version read may
+    /// have been deleted meanwhile, so what was read is not installed.
+    async fn committed_since(&self, heads: &[ManifestHead]) -> Result<bool> {
+        Ok(self.poll_manifest_heads().await? != heads)
     }
 
     /// Reads the whole replica again. The change log is read first, so a write landing during
@@ -231,7 +346,26 @@ impl ChromaIndex {
     async fn reload_all(&self, signature: Signature) -> Result<bool> {
         let started = Instant::now();
         let entries = self.poll_changes(writer::now_ms() - changes::RETENTION_MS).await?;
-        let loaded = match self.load_replica(&signature).await {
+        let mut attempt = 1;
+        let (loaded, manifests) = loop {
+            let manifests: BTreeMap<String, Arc<Manifest>> = self
+                .fetch_manifests(None)
+                .await?
+                .into_iter()
+                .map(|manifest| (manifest.id(), Arc::new(manifest)))
+                .collect();
+            let loaded = self.load_replica(&signature, &Visibility::new(manifests.values())).await;
+            let read: Vec<ManifestHead> = manifests
+                .values()
+                .map(|manifest| ManifestHead { id: manifest.id(), generation: manifest.generation.clone() })
+                .collect();
+            if !self.committed_since(&read).await? || attempt >= LOAD_ATTEMPTS {
+                break (loaded, manifests);
+            }
+            tracing::info!(attempt, "an ingest committed while the replica loaded; loading again");
+            attempt += 1;
+        };
+        let loaded = match loaded {
             Ok(replica) => replica,
             Err(error) if self.replica.current().is_some() => {
                 // Chroma answers, so the replica we have keeps serving; the next poll retries.
@@ -256,20 +390,23 @@ impl ChromaIndex {
         // A write that raced the load changes the signature again, so the next poll catches up.
         state.signature = Some(signature);
         state.unexplained = None;
+        state.manifests = manifests;
         Ok(true)
     }
 
     /// Re-reads what the new change-log entries name and swaps only the changed tenants' parts.
-    async fn apply_changes(&self, signature: Signature, new: Vec<ChangeEntry>) -> Result<()> {
+    /// Returns whether a new replica was installed: not when an ingest committed while the
+    /// changes were read (the next poll reads them again under the new manifests).
+    async fn apply_changes(
+        &self,
+        signature: Signature,
+        new: Vec<ChangeEntry>,
+        by_tenant: BTreeMap<String, ChangeScope>,
+        manifests: BTreeMap<String, Arc<Manifest>>,
+        heads: &[ManifestHead],
+    ) -> Result<bool> {
         let started = Instant::now();
-        let mut by_tenant: BTreeMap<String, ChangeScope> = BTreeMap::new();
-        for entry in new.iter().filter(|entry| self.scope.serves(&entry.tenant_id)) {
-            let scope = match by_tenant.remove(&entry.tenant_id) {
-                Some(scope) => scope.merge(entry.scope.clone()),
-                None => entry.scope.clone(),
-            };
-            by_tenant.insert(entry.tenant_id.clone(), scope);
-        }
+        let visibility = Visibility::new(manifests.values());
         let Some(base) = self.replica.current() else {
             return Err(IndexError::new(IndexErrorKind::Unavailable, "chroma replica not loaded yet"));
         };
@@ -278,7 +415,7 @@ impl ChromaIndex {
         let mut fetch_time = Duration::ZERO;
         for (tenant, scope) in by_tenant {
             let fetch_started = Instant::now();
-            let levels = self.fetch_changed(&tenant, &scope).await?;
+            let levels = self.fetch_changed(&tenant, &scope, &visibility).await?;
             fetch_time += fetch_started.elapsed();
             fetched += levels.iter().map(Vec::len).sum::<usize>();
             let (base, dimension) = (Arc::clone(&base), base.dimension());
@@ -291,6 +428,10 @@ impl ChromaIndex {
                 IndexError::new(IndexErrorKind::Internal, format!("tenant rebuild panicked: {error}"))
             })??;
             parts.push((tenant, part));
+        }
+        if self.committed_since(heads).await? {
+            tracing::info!("an ingest committed while the replica read its changes; reading them again");
+            return Ok(false);
         }
         let tenants = parts.len();
         let mut next = base.with_tenants(parts);
@@ -313,7 +454,8 @@ impl ChromaIndex {
         state.applied.retain(|_, (_, at_ms)| *at_ms >= horizon);
         state.signature = Some(signature);
         state.unexplained = None;
-        Ok(())
+        state.manifests = manifests;
+        Ok(true)
     }
 
     /// The change-log entries written at or after `since_ms` (none when nothing was ever logged).
@@ -349,8 +491,14 @@ impl ChromaIndex {
         }
     }
 
-    /// The records, on each level, of what `scope` names in `tenant`: its docs, or all of it.
-    async fn fetch_changed(&self, tenant: &str, scope: &ChangeScope) -> Result<[Vec<Record>; 3]> {
+    /// The served ones (`visibility`) among the records, on each level, of what `scope` names in
+    /// `tenant`: its docs, or all of it.
+    async fn fetch_changed(
+        &self,
+        tenant: &str,
+        scope: &ChangeScope,
+        visibility: &Visibility,
+    ) -> Result<[Vec<Record>; 3]> {
         let tenant_condition = json!({"tenant_id": {"$eq": tenant}});
         let clauses: Vec<serde_json::Value> = match scope {
             ChangeScope::Tenant => vec![tenant_condition],
@@ -367,7 +515,13 @@ impl ChromaIndex {
             async move {
                 let mut records = Vec::new();
                 for clause in clauses {
-                    records.extend(self.fetch_where(id, clause).await?);
+                    let fetched = self.fetch_where(id, clause).await?;
+                    records.extend(
+                        fetched
+                            .into_iter()
+                            .filter(|(record, page_hash)| visibility.admits(&record.meta, page_hash.as_deref()))
+                            .map(|(record, _)| record),
+                    );
                 }
                 Ok::<_, IndexError>(records)
             }
@@ -385,7 +539,11 @@ impl ChromaIndex {
     }
 
     /// Every record of one collection matching `where_clause`, a page at a time.
-    async fn fetch_where(&self, collection_id: &str, where_clause: &serde_json::Value) -> Result<Vec<Record>> {
+    async fn fetch_where(
+        &self,
+        collection_id: &str,
+        where_clause: &serde_json::Value,
+    ) -> Result<Vec<wire::StoredRecord>> {
         let mut records = Vec::new();
         loop {
             let body = json!({
@@ -428,7 +586,7 @@ impl ChromaIndex {
     /// `LOAD_PAGES_IN_FLIGHT` are requested at once; each page goes into the index builder as it
     /// arrives (its vectors into the tenant levels' buffers), then the tenants are indexed off the
     /// async threads.
-    async fn load_replica(&self, signature: &Signature) -> Result<LoadedIndex> {
+    async fn load_replica(&self, signature: &Signature, visibility: &Visibility) -> Result<LoadedIndex> {
         if signature.counts.iter().all(|&count| count == 0) {
             return Err(IndexError::new(IndexErrorKind::NotFound, "chroma collections are empty — run ingest"));
         }
@@ -464,7 +622,7 @@ impl ChromaIndex {
                 IndexError::new(IndexErrorKind::Internal, format!("page fetch panicked: {error}"))
             })??;
             received[slot] += records.len();
-            self.add_served(&mut builder, Level::ALL[slot], records)?;
+            self.add_served(&mut builder, Level::ALL[slot], records, visibility)?;
         }
         // A collection that grew since it was counted: read on until a page comes back short.
         for slot in 0..3 {
@@ -473,7 +631,7 @@ impl ChromaIndex {
                 let records = fetch_page(slot, offset).await?;
                 let full = records.len() == LOAD_PAGE_SIZE;
                 received[slot] += records.len();
-                self.add_served(&mut builder, Level::ALL[slot], records)?;
+                self.add_served(&mut builder, Level::ALL[slot], records, visibility)?;
                 offset += LOAD_PAGE_SIZE;
                 if !full {
                     break;
@@ -491,10 +649,19 @@ impl ChromaIndex {
             .map_err(|error| IndexError::new(IndexErrorKind::Internal, format!("replica build panicked: {error}")))?
     }
 
-    /// Adds the records of a loaded page whose tenant this instance serves.
-    fn add_served(&self, builder: &mut IndexBuilder, level: Level, records: Vec<Record>) -> Result<()> {
-        for record in records.into_iter().filter(|record| self.scope.serves(&record.meta.tenant_id)) {
-            builder.add(level, record)?;
+    /// Adds the records of a loaded page that are served: of a tenant this instance serves, and
+    /// of the committed version (`visibility`).
+    fn add_served(
+        &self,
+        builder: &mut IndexBuilder,
+        level: Level,
+        records: Vec<wire::StoredRecord>,
+        visibility: &Visibility,
+    ) -> Result<()> {
+        for (record, page_hash) in records {
+            if self.scope.serves(&record.meta.tenant_id) && visibility.admits(&record.meta, page_hash.as_deref()) {
+                builder.add(level, record)?;
+            }
         }
         Ok(())
     }

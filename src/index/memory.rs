@@ -685,20 +685,60 @@ pub fn read_snapshot_file(path: &Path) -> Result<Snapshot> {
 }
 
 /// Writes a snapshot atomically: a temporary file in the same directory, then a rename, so a
-/// reader sees either the old file or the new one, never half of one.
+/// reader sees either the old file or the new one, never half of one. The temporary file is
+/// removed when any step fails (a full disk, a failed rename); one left by a writer that was
+/// killed is removed by the next write to the same path.
 pub fn write_snapshot_file(path: &Path, snapshot: &Snapshot) -> std::io::Result<()> {
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let directory = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(directory)?;
     let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("snapshot.json");
-    let temporary = directory.join(format!(".{file_name}.tmp-{}", std::process::id()));
-    {
-        let file = std::fs::File::create(&temporary)?;
-        let mut writer = std::io::BufWriter::new(file);
-        serde_json::to_writer(&mut writer, snapshot).map_err(std::io::Error::other)?;
-        let file = writer.into_inner().map_err(|e| e.into_error())?;
-        file.sync_all()?;
+    remove_abandoned_temporaries(directory, file_name);
+    let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let temporary = directory.join(format!(".{file_name}.tmp-{}-{write}", std::process::id()));
+    let written = write_then_rename(&temporary, path, snapshot);
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temporary);
     }
-    std::fs::rename(&temporary, path)
+    written
+}
+
+fn write_then_rename(temporary: &Path, path: &Path, snapshot: &Snapshot) -> std::io::Result<()> {
+    let file = std::fs::File::create(temporary)?;
+    let mut writer = std::io::BufWriter::new(file);
+    serde_json::to_writer(&mut writer, snapshot).map_err(std::io::Error::other)?;
+    let file = writer.into_inner().map_err(|e| e.into_error())?;
+    file.sync_all()?;
+    drop(file);
+    std::fs::rename(temporary, path)
+}
+
+/// Removes the temporary files of `file_name` whose writer process is gone (killed mid-write: a
+/// process that no longer runs cannot remove its own).
+fn remove_abandoned_temporaries(directory: &Path, file_name: &str) {
+    let prefix = format!(".{file_name}.tmp-");
+    let Ok(entries) = std::fs::read_dir(directory) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(writer) = name.to_str().and_then(|name| name.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let pid = writer.split('-').next().and_then(|pid| pid.parse::<u32>().ok());
+        if pid.is_some_and(|pid| pid != std::process::id() && !process_runs(pid)) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Whether process `pid` runs; where this cannot be told, it is assumed to run.
+fn process_runs(pid: u32) -> bool {
+    if cfg!(target_os = "linux") {
+        Path::new(&format!("/proc/{pid}")).exists()
+    } else {
+        true
+    }
 }
 
 type FileStamp = (SystemTime, u64);
@@ -1102,5 +1142,36 @@ mod tests {
         assert!(pinned.tenant_exists("t2").await.unwrap(), "the pinned snapshot did not");
         let filter = RecordFilter::tenant("t2");
         assert_eq!(pinned.get(Level::Doc, &filter, 10).await.unwrap().len(), 1);
+    }
+
+    fn directory_listing(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> =
+            std::fs::read_dir(dir).unwrap().map(|entry| entry.unwrap().file_name().to_string_lossy().into()).collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_failed_snapshot_write_leaves_no_temporary_file_and_the_old_file_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        // A directory where the file should go: everything works up to the rename, which fails.
+        let path = dir.path().join("index.json");
+        std::fs::create_dir(&path).unwrap();
+        std::fs::write(path.join("keep"), "x").unwrap();
+        assert!(write_snapshot_file(&path, &fixtures::snapshot()).is_err());
+        assert_eq!(directory_listing(dir.path()), ["index.json"], "no temporary file left behind");
+
+        let path = dir.path().join("ok.json");
+        write_snapshot_file(&path, &fixtures::snapshot()).unwrap();
+        // A writer killed mid-write (its process is gone) left its temporary file: the next write
+        // removes it; a live writer's (this process's) is left alone.
+        let abandoned = dir.path().join(".ok.json.tmp-4294967-0");
+        let live = dir.path().join(format!(".ok.json.tmp-{}-999", std::process::id()));
+        std::fs::write(&abandoned, "{").unwrap();
+        std::fs::write(&live, "{").unwrap();
+        write_snapshot_file(&path, &fixtures::snapshot()).unwrap();
+        assert!(!abandoned.exists(), "the killed writer's temporary file is removed");
+        assert!(live.exists());
+        assert_eq!(read_snapshot_file(&path).unwrap().docs.len(), fixtures::snapshot().docs.len());
     }
 }

@@ -6,7 +6,7 @@ use super::mapping::MappingRules;
 use super::records::rfc3339_now;
 use super::split::ChunkingConfig;
 use super::tree::{load_tree, FileNote, LoadOptions, Loaded};
-use super::writer::{IndexWriter, IngestBatch, SnapshotWriter, SourceScope};
+use super::writer::{page_hashes, without_pages, IndexWriter, IngestBatch, SnapshotWriter, SourceScope};
 use super::{build_record_set, jsonl, IngestError};
 use crate::config::{Settings, VectorBackend};
 use crate::embed::Embedder;
@@ -122,6 +122,8 @@ pub struct IngestReport {
     /// Embedding batches that failed, were split in two and retried.
     pub split_batches: usize,
     pub removed_docs: usize,
+    /// Pages the index already held unchanged: neither embedded nor written again.
+    pub unchanged_pages: usize,
     /// Seconds spent reading and parsing pages, embedding, and writing the index.
     pub phase_seconds: PhaseSeconds,
     pub elapsed: Duration,
@@ -137,8 +139,8 @@ impl fmt::Display for IngestReport {
         writeln!(f, "ingested tenant {:?} source {:?} into {}", self.tenant_id, self.source_name, self.location)?;
         writeln!(
             f,
-            "  docs {}, sections {}, chunks {}; removed docs {}",
-            self.docs, self.sections, self.chunks, self.removed_docs
+            "  docs {}, sections {}, chunks {}; removed docs {}; unchanged pages {} (not written again)",
+            self.docs, self.sections, self.chunks, self.removed_docs, self.unchanged_pages
         )?;
         writeln!(
             f,
@@ -187,7 +189,8 @@ pub async fn run_ingest(
 }
 
 /// Runs `ingest`: load → records → embed (cached) → write. `chroma_writer` is used when the
-/// backend is Chroma. Nothing is written unless every step before succeeded.
+/// backend is Chroma. Nothing is written unless every step before succeeded. Pages the writer
+/// already holds unchanged (`IndexWriter::stored_pages`) are neither embedded nor written.
 pub async fn run_ingest_with_writer(
     settings: &Settings,
     embedder: Arc<dyn Embedder>,
@@ -230,7 +233,15 @@ pub async fn run_ingest_with_writer(
         return Err(IngestError::NothingToIngest(args.path.display().to_string()));
     }
     let indexed_at = rfc3339_now();
-    let mut records = build_record_set(&args.tenant, &loaded.docs, &chunking, &indexed_at);
+    let records = build_record_set(&args.tenant, &loaded.docs, &chunking, &indexed_at);
+    let (docs, sections, chunks) = (records.docs.len(), records.sections.len(), records.chunks.len());
+    let scope = SourceScope { tenant_id: args.tenant.clone(), source_name: source_name.clone() };
+    let stored = writer.stored_pages(&scope).await?;
+    let kept_pages: std::collections::BTreeMap<String, String> = page_hashes(&records, embedder.model_name())
+        .into_iter()
+        .filter(|(doc, hash)| stored.get(doc) == Some(hash))
+        .collect();
+    let mut records = without_pages(records, &kept_pages);
     let load_seconds = started.elapsed().as_secs_f64();
     let embed_started = Instant::now();
     let mut cache = open_cache(settings, args, embedder.as_ref());
@@ -243,9 +254,9 @@ pub async fn run_ingest_with_writer(
     let embed_seconds = embed_started.elapsed().as_secs_f64();
     let write_started = Instant::now();
     let dimension = records.docs.first().map(|r| r.embedding.len()).unwrap_or(0);
-    let (docs, sections, chunks) = (records.docs.len(), records.sections.len(), records.chunks.len());
-    let scope = SourceScope { tenant_id: args.tenant.clone(), source_name: source_name.clone() };
-    let batch = IngestBatch { records, embedding_model: embedder.model_name().to_string(), dimension, indexed_at };
+    let unchanged_pages = kept_pages.len();
+    let batch =
+        IngestBatch { records, embedding_model: embedder.model_name().to_string(), dimension, indexed_at, kept_pages };
     let outcome = writer.replace_source(&scope, batch).await?;
     let report = IngestReport {
         tenant_id: args.tenant.clone(),
@@ -263,6 +274,7 @@ pub async fn run_ingest_with_writer(
         derived_vectors: stats.derived,
         split_batches: stats.split_batches,
         removed_docs: outcome.removed_docs,
+        unchanged_pages,
         phase_seconds: PhaseSeconds {
             load: load_seconds,
             embed: embed_seconds,

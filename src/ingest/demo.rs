@@ -94,6 +94,7 @@ pub async fn demo_snapshot(embedder: &dyn Embedder, mapping: &MappingRules) -> R
             embedding_model: embedder.model_name().to_string(),
             dimension,
             indexed_at: indexed_at.clone(),
+            kept_pages: Default::default(),
         };
         let scope = SourceScope { tenant_id: tenant.to_string(), source_name: tenant.to_string() };
         snapshot = Some(merge_snapshot(snapshot, &scope, batch)?.0);

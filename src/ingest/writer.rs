@@ -6,6 +6,10 @@
 //! doc belongs to the source or whose doc id is among the new docs, then adds the new records:
 //! pages deleted from the tree disappear, re-ingesting gives no duplicates, other tenants and
 //! sources stay untouched. (JSONL records carrying their own `source` are replaced by id only.)
+//!
+//! Pages are content-hashed (`page_hashes`): a writer that knows the hashes of the version it
+//! holds (`IndexWriter::stored_pages`) lets a run skip embedding and writing the pages that did
+//! not change (`IngestBatch::kept_pages`).
 
 use super::records::RecordSet;
 use super::IngestError;
@@ -13,7 +17,8 @@ use crate::index::memory::{read_snapshot_file, write_snapshot_file};
 use crate::index::IndexErrorKind;
 use crate::model::{Metadata, Record, Snapshot};
 use async_trait::async_trait;
-use std::collections::HashSet;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 
 /// Which records an ingest run owns.
@@ -39,6 +44,47 @@ pub struct IngestBatch {
     pub embedding_model: String,
     pub dimension: usize,
     pub indexed_at: String,
+    /// Pages of this run (doc id → page hash) that the index already holds unchanged
+    /// (`IndexWriter::stored_pages`): their records are not in `records` and stay as stored.
+    pub kept_pages: BTreeMap<String, String>,
+}
+
+/// The content hash of each page (doc) in `records`: over the embedding model and, on every
+/// level, each record's id, text and metadata except `indexed_at` (not the vectors, so it is
+/// known before embedding). An equal hash means the stored page is this one.
+pub fn page_hashes(records: &RecordSet, embedding_model: &str) -> BTreeMap<String, String> {
+    let mut pages: BTreeMap<&str, Vec<&Record>> = BTreeMap::new();
+    for record in records.docs.iter().chain(&records.sections).chain(&records.chunks) {
+        pages.entry(record.meta.doc_id.as_str()).or_default().push(record);
+    }
+    pages
+        .into_iter()
+        .map(|(doc_id, mut page)| {
+            page.sort_by(|a, b| (a.level() as u8, a.id.as_str()).cmp(&(b.level() as u8, b.id.as_str())));
+            let mut hasher = Sha256::new();
+            hasher.update(embedding_model.as_bytes());
+            for record in page {
+                let meta = Metadata { indexed_at: String::new(), ..record.meta.clone() };
+                hasher.update([0]);
+                hasher.update(record.id.as_bytes());
+                hasher.update([0]);
+                hasher.update(record.text.as_bytes());
+                hasher.update([0]);
+                hasher.update(serde_json::to_vec(&meta).unwrap_or_default());
+            }
+            // 128 bits: a collision between two versions of one page is not a concern.
+            let hash: String = hasher.finalize()[..16].iter().map(|byte| format!("{byte:02x}")).collect();
+            (doc_id.to_string(), hash)
+        })
+        .collect()
+}
+
+/// `records` without the records of `docs`.
+pub fn without_pages(records: RecordSet, docs: &BTreeMap<String, String>) -> RecordSet {
+    let keep = |level: Vec<Record>| -> Vec<Record> {
+        level.into_iter().filter(|record| !docs.contains_key(&record.meta.doc_id)).collect()
+    };
+    RecordSet { docs: keep(records.docs), sections: keep(records.sections), chunks: keep(records.chunks) }
 }
 
 /// What a writer did.
@@ -63,6 +109,12 @@ pub struct WriteOutcome {
 #[async_trait]
 pub trait IndexWriter: Send + Sync {
     async fn replace_source(&self, scope: &SourceScope, batch: IngestBatch) -> Result<WriteOutcome, IngestError>;
+
+    /// The page hashes (`page_hashes`) of the version of `scope` the index holds now; a run
+    /// neither embeds nor writes the pages whose hash is unchanged. None by default.
+    async fn stored_pages(&self, _scope: &SourceScope) -> Result<BTreeMap<String, String>, IngestError> {
+        Ok(BTreeMap::new())
+    }
 }
 
 /// Writes the in-memory backend's snapshot file atomically.
@@ -108,14 +160,18 @@ pub fn merge_snapshot(
 ) -> Result<(Snapshot, usize), IngestError> {
     let mut snapshot =
         existing.unwrap_or_else(|| Snapshot { format_version: Snapshot::FORMAT_VERSION, ..Snapshot::default() });
-    let new_doc_ids: HashSet<&str> = batch.records.docs.iter().map(|r| r.meta.doc_id.as_str()).collect();
+    let kept: HashSet<&str> = batch.kept_pages.keys().map(String::as_str).collect();
+    let new_doc_ids: HashSet<&str> =
+        batch.records.docs.iter().map(|r| r.meta.doc_id.as_str()).chain(kept.iter().copied()).collect();
     let replaced: HashSet<String> = snapshot
         .docs
         .iter()
         .chain(&snapshot.sections)
         .chain(&snapshot.chunks)
         .filter(|r| {
-            r.meta.tenant_id == scope.tenant_id && (scope.owns(&r.meta) || new_doc_ids.contains(r.meta.doc_id.as_str()))
+            r.meta.tenant_id == scope.tenant_id
+                && !kept.contains(r.meta.doc_id.as_str())
+                && (scope.owns(&r.meta) || new_doc_ids.contains(r.meta.doc_id.as_str()))
         })
         .map(|r| r.meta.doc_id.clone())
         .collect();

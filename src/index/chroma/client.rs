@@ -1,5 +1,6 @@
 //! A thin client of Chroma's v2 HTTP API: one `reqwest::Client` with the configured timeout on
-//! every call, collection calls by name or UUID, errors classified by status.
+//! every call, collection calls by name or UUID, errors classified by status, transient failures
+//! retried per the shared policy (`upstream::RetryPolicy`).
 
 use super::wire::{CollectionInfo, ErrorBody, GetResponse, PreFlightChecks, QueryResponse};
 use crate::index::{IndexError, IndexErrorKind, Result};
@@ -10,10 +11,16 @@ use serde_json::{json, Map, Value};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-/// A 5xx answer is retried twice (50 ms, then 100 ms): a local Chroma sometimes fails a read
-/// racing a write ("Error finding id"). Every call here is idempotent.
-const RETRY: RetryPolicy =
+/// The serving policy: a transient failure (no answer or a dropped connection, 429, 5xx) is
+/// retried twice (50 ms, then 100 ms, or what `Retry-After` asks up to 1 s): a local Chroma
+/// sometimes fails a read racing a write ("Error finding id"). Every call here is idempotent.
+pub const SERVING_RETRY: RetryPolicy =
     RetryPolicy { max_attempts: 3, first_delay: Duration::from_millis(50), max_retry_after: Duration::from_secs(1) };
+
+/// The batch job's policy (`ingest`): a busy or restarting Chroma gets ~15 s of backoff (0.5 s
+/// doubling over six attempts, or `Retry-After` up to 30 s) before the run gives up.
+pub const INGEST_RETRY: RetryPolicy =
+    RetryPolicy { max_attempts: 6, first_delay: Duration::from_millis(500), max_retry_after: Duration::from_secs(30) };
 
 /// The kind of a Chroma error response (`upstream::classify`, seen as an index error): pure, so
 /// it is tested without a server.
@@ -48,15 +55,17 @@ pub struct ChromaClient {
     metrics: Arc<OnceLock<Arc<Metrics>>>,
     api_url: String,
     database_url: String,
+    retry: RetryPolicy,
 }
 
 impl ChromaClient {
-    pub fn new(host: &str, tenant: &str, database: &str, timeout: Duration) -> Result<Self> {
+    /// `timeout` bounds each attempt; `retry` says how often a transient failure is tried again.
+    pub fn new(host: &str, tenant: &str, database: &str, timeout: Duration, retry: RetryPolicy) -> Result<Self> {
         let http = crate::upstream::build(crate::upstream::http_client_builder(timeout).pool_max_idle_per_host(32))
             .map_err(|error| IndexError::new(IndexErrorKind::Internal, error.message))?;
         let api_url = format!("{}/api/v2", host.trim_end_matches('/'));
         let database_url = format!("{api_url}/tenants/{tenant}/databases/{database}");
-        Ok(Self { http, metrics: Arc::default(), api_url, database_url })
+        Ok(Self { http, metrics: Arc::default(), api_url, database_url, retry })
     }
 
     /// Records every call from now on in `metrics`.
@@ -128,7 +137,7 @@ impl ChromaClient {
     }
 
     async fn send_allowing_conflict(&self, request: reqwest::RequestBuilder, operation: &'static str) -> Result<()> {
-        let (status, body) = self.execute(request, operation).await?;
+        let (status, body) = self.execute_with_retries(request, operation).await?;
         if (200..300).contains(&status) || status == 409 {
             return Ok(());
         }
@@ -136,22 +145,9 @@ impl ChromaClient {
         Err(IndexError::new(classify(status, &body), error_message(status, &body)))
     }
 
-    /// Sends `request`; a 5xx answer is retried per `RETRY` (every call here is idempotent:
-    /// reads, upserts by id, deletes by condition, metadata replacement).
+    /// Sends `request` (retried per the client's policy) and reads a success answer.
     async fn send<T: DeserializeOwned>(&self, request: reqwest::RequestBuilder, operation: &'static str) -> Result<T> {
-        let mut attempt = 1;
-        let (status, body) = loop {
-            let Some(this_try) = request.try_clone() else {
-                break self.execute(request, operation).await?;
-            };
-            let (status, body) = self.execute(this_try, operation).await?;
-            if status < 500 || attempt >= RETRY.max_attempts {
-                break (status, body);
-            }
-            tracing::debug!(operation, status, attempt, "chroma server error; retrying");
-            tokio::time::sleep(RETRY.delay(attempt, None)).await;
-            attempt += 1;
-        };
+        let (status, body) = self.execute_with_retries(request, operation).await?;
         if !(200..300).contains(&status) {
             let body = String::from_utf8_lossy(&body);
             return Err(IndexError::new(classify(status, &body), error_message(status, &body)));
@@ -161,8 +157,48 @@ impl ChromaClient {
         })
     }
 
+    /// Sends `request`; a transient failure — no answer in time, a refused or dropped connection,
+    /// 429 or 5xx (`UpstreamErrorKind::is_retryable`) — is retried per the client's policy,
+    /// waiting what `Retry-After` asks when the server says. Every call here is idempotent: reads,
+    /// upserts by id, deletes by condition, metadata replacement, creations that accept 409.
+    async fn execute_with_retries(
+        &self,
+        request: reqwest::RequestBuilder,
+        operation: &'static str,
+    ) -> Result<(u16, Vec<u8>)> {
+        let mut attempt = 1;
+        loop {
+            let Some(this_try) = request.try_clone() else {
+                return self.execute(request, operation).await.map(|(status, _, body)| (status, body));
+            };
+            let outcome = self.execute(this_try, operation).await;
+            let (retryable, retry_after) = match &outcome {
+                Ok((status, retry_after, _)) => (crate::upstream::classify(*status, "").is_retryable(), *retry_after),
+                Err(error) => (error.kind == IndexErrorKind::Unavailable, None),
+            };
+            if !retryable || attempt >= self.retry.max_attempts {
+                return outcome.map(|(status, _, body)| (status, body));
+            }
+            let delay = self.retry.delay(attempt, retry_after);
+            let status = outcome.as_ref().map_or(0, |(status, _, _)| *status);
+            tracing::debug!(
+                operation,
+                status,
+                attempt,
+                delay_ms = delay.as_millis() as u64,
+                "chroma call failed; retrying"
+            );
+            tokio::time::sleep(delay).await;
+            attempt += 1;
+        }
+    }
+
     #[tracing::instrument(level = "debug", skip(self, request), fields(status, latency_ms))]
-    async fn execute(&self, request: reqwest::RequestBuilder, operation: &'static str) -> Result<(u16, Vec<u8>)> {
+    async fn execute(
+        &self,
+        request: reqwest::RequestBuilder,
+        operation: &'static str,
+    ) -> Result<(u16, Option<Duration>, Vec<u8>)> {
         let started = Instant::now();
         let unavailable = |error: reqwest::Error| {
             let what = if error.is_timeout() { "timed out" } else { "failed" };
@@ -180,6 +216,7 @@ impl ChromaClient {
             unavailable(error)
         })?;
         let status = response.status().as_u16();
+        let retry_after = crate::upstream::retry_after(response.headers());
         let body = response.bytes().await.map_err(|error| {
             observe("unavailable");
             unavailable(error)
@@ -189,7 +226,7 @@ impl ChromaClient {
         let span = tracing::Span::current();
         span.record("status", status);
         span.record("latency_ms", started.elapsed().as_millis() as u64);
-        Ok((status, body))
+        Ok((status, retry_after, body))
     }
 }
 

@@ -1,11 +1,13 @@
 //! Chroma's wire format: record ids, flat metadata, base64 embeddings, `where` clauses and the
 //! response bodies of the v2 API. Private to the Chroma backend.
 
+use super::manifest;
 use crate::index::{IndexError, IndexErrorKind, RecordFilter, Result, ScoredRecord};
 use crate::model::{Metadata, Record};
 use base64::Engine;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Separates the tenant from the record id in a Chroma id: record ids are unique per tenant only,
@@ -64,20 +66,39 @@ pub enum EmbeddingEncoding {
     Floats,
 }
 
-/// The `upsert` body of a batch of records.
-pub fn upsert_body(records: &[Record], encoding: EmbeddingEncoding) -> Result<Value> {
+/// What makes written records versioned (`manifest`): the source they are staged for and the
+/// hash of each doc's page.
+#[derive(Debug, Clone, Copy)]
+pub struct Versioned<'a> {
+    pub source: &'a str,
+    pub page_hashes: &'a BTreeMap<String, String>,
+}
+
+/// The `upsert` body of a batch of records; `versioned` records get their page hash in their id
+/// and metadata.
+pub fn upsert_body(records: &[Record], encoding: EmbeddingEncoding, versioned: Option<Versioned<'_>>) -> Result<Value> {
     let mut ids = Vec::with_capacity(records.len());
     let mut embeddings = Vec::with_capacity(records.len());
     let mut documents = Vec::with_capacity(records.len());
     let mut metadatas = Vec::with_capacity(records.len());
     for record in records {
-        ids.push(chroma_id(&record.meta.tenant_id, &record.id));
+        let mut metadata = metadata_to_chroma(&record.meta)?;
+        let mut id = chroma_id(&record.meta.tenant_id, &record.id);
+        if let Some(versioned) = versioned {
+            let hash = versioned.page_hashes.get(&record.meta.doc_id).ok_or_else(|| {
+                IndexError::new(IndexErrorKind::Internal, format!("no page hash for doc {:?}", record.meta.doc_id))
+            })?;
+            id = format!("{id}{}{hash}", manifest::HASH_SEPARATOR);
+            metadata.insert(manifest::PAGE_HASH_KEY.into(), Value::from(hash.as_str()));
+            metadata.insert(manifest::INGEST_SOURCE_KEY.into(), Value::from(versioned.source));
+        }
+        ids.push(id);
         embeddings.push(match encoding {
             EmbeddingEncoding::Base64 => Value::from(encode_embedding(&record.embedding)),
             EmbeddingEncoding::Floats => json!(record.embedding),
         });
         documents.push(record.text.as_str());
-        metadatas.push(metadata_to_chroma(&record.meta)?);
+        metadatas.push(metadata);
     }
     Ok(json!({"ids": ids, "embeddings": embeddings, "documents": documents, "metadatas": metadatas}))
 }
@@ -157,9 +178,12 @@ pub struct GetResponse {
     pub metadatas: Option<Vec<Option<ChromaMetadata>>>,
 }
 
+/// A record as stored, with the page hash of a versioned record.
+pub type StoredRecord = (Record, Option<String>);
+
 impl GetResponse {
     /// The records of the page; every entry must carry metadata with a tenant and an embedding.
-    pub fn into_records(self) -> Result<Vec<Record>> {
+    pub fn into_records(self) -> Result<Vec<StoredRecord>> {
         let count = self.ids.len();
         let corrupt = |what: &str| IndexError::new(IndexErrorKind::Corrupt, format!("chroma get returned {what}"));
         let embeddings = self.embeddings.ok_or_else(|| corrupt("no embeddings"))?;
@@ -174,9 +198,19 @@ impl GetResponse {
             .zip(embeddings)
             .zip(metadatas)
             .map(|((id, embedding), metadata)| {
-                let meta = metadata_from_chroma(metadata.unwrap_or_default())?;
+                let metadata = metadata.unwrap_or_default();
+                let page_hash = metadata.get(manifest::PAGE_HASH_KEY).and_then(Value::as_str).map(str::to_string);
+                let meta = metadata_from_chroma(metadata)?;
                 let text = documents.next().flatten().unwrap_or_default();
-                Ok(Record { id: record_id(&id, &meta.tenant_id), meta, text, embedding })
+                let mut id = record_id(&id, &meta.tenant_id);
+                if let Some(hash) = &page_hash {
+                    if let Some(stripped) =
+                        id.strip_suffix(hash.as_str()).and_then(|rest| rest.strip_suffix(manifest::HASH_SEPARATOR))
+                    {
+                        id = stripped.to_string();
+                    }
+                }
+                Ok((Record { id, meta, text, embedding }, page_hash))
             })
             .collect()
     }
@@ -284,12 +318,26 @@ mod tests {
     #[test]
     fn upsert_body_encodes_embeddings_as_announced() {
         let record = Record { id: "d1".into(), meta: sample_meta(), text: "text".into(), embedding: vec![0.0, 1.0] };
-        let base64 = upsert_body(std::slice::from_ref(&record), EmbeddingEncoding::Base64).unwrap();
+        let base64 = upsert_body(std::slice::from_ref(&record), EmbeddingEncoding::Base64, None).unwrap();
         assert_eq!(base64["ids"], json!(["acme::d1"]));
         assert_eq!(base64["embeddings"], json!([encode_embedding(&[0.0, 1.0])]));
         assert_eq!(base64["documents"], json!(["text"]));
-        let floats = upsert_body(&[record], EmbeddingEncoding::Floats).unwrap();
+        let floats = upsert_body(std::slice::from_ref(&record), EmbeddingEncoding::Floats, None).unwrap();
         assert_eq!(floats["embeddings"], json!([[0.0, 1.0]]));
+
+        let hashes: BTreeMap<String, String> = [("d1".to_string(), "h1".to_string())].into();
+        let versioned = Versioned { source: "docs", page_hashes: &hashes };
+        let staged = upsert_body(std::slice::from_ref(&record), EmbeddingEncoding::Floats, Some(versioned)).unwrap();
+        assert_eq!(staged["ids"], json!(["acme::d1::h1"]));
+        assert_eq!(
+            (&staged["metadatas"][0]["page_hash"], &staged["metadatas"][0]["ingest_source"]),
+            (&json!("h1"), &json!("docs"))
+        );
+        let read = json!({
+            "ids": staged["ids"], "embeddings": [[0.0, 1.0]], "documents": ["text"], "metadatas": staged["metadatas"],
+        });
+        let read = serde_json::from_value::<GetResponse>(read).unwrap().into_records().unwrap();
+        assert_eq!(read, vec![(record, Some("h1".to_string()))], "the stored id and metadata give the record back");
     }
 
     #[test]
@@ -323,10 +371,11 @@ mod tests {
         });
         let records = serde_json::from_value::<GetResponse>(body).unwrap().into_records().unwrap();
         assert_eq!(records.len(), 1);
-        assert_eq!(records[0].id, "s1");
-        assert_eq!(records[0].text, "text");
-        assert_eq!(records[0].embedding, vec![0.5, 1.0]);
-        assert_eq!(records[0].meta, sample_meta());
+        let (record, page_hash) = &records[0];
+        assert_eq!((record.id.as_str(), page_hash), ("s1", &None));
+        assert_eq!(record.text, "text");
+        assert_eq!(record.embedding, vec![0.5, 1.0]);
+        assert_eq!(record.meta, sample_meta());
         let missing = json!({"ids": ["x"], "embeddings": null, "metadatas": [null]});
         assert!(serde_json::from_value::<GetResponse>(missing).unwrap().into_records().is_err());
     }

@@ -1,8 +1,10 @@
 //! Writing to Chroma: collections created on demand, batched upserts with base64 embeddings
-//! (several batches in flight), deletes by `where`, and the version marker readers poll.
+//! (several batches in flight), deletes by `where`, the version marker readers poll, and the
+//! staged writes, commits and sweeps of an atomic ingest (`manifest`).
 
 use super::changes::{self, ChangeScope};
-use super::wire::EmbeddingEncoding;
+use super::manifest::{self, Manifest, ManifestHead};
+use super::wire::{EmbeddingEncoding, Versioned};
 use super::{level_slot, wire, ChromaIndex};
 use crate::index::{IndexError, IndexErrorKind, RecordFilter, Result};
 use crate::model::{Level, Record, Snapshot};
@@ -51,6 +53,22 @@ fn next_version() -> String {
 /// Milliseconds since the epoch (the change log's clock).
 pub(super) fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|elapsed| elapsed.as_millis() as i64).unwrap_or_default()
+}
+
+/// Manifests per `get` page (each lists a source's pages: a few hundred kB at most).
+const MANIFEST_PAGE_SIZE: usize = 100;
+
+/// The service's own collections besides the three levels.
+#[derive(Debug, Clone, Copy)]
+enum Side {
+    Changes,
+    Manifests,
+}
+
+/// Change-log entries for writes that changed nothing served in these tenants (no doc named).
+fn unchanged_tenants<'a>(tenants: impl IntoIterator<Item = &'a str>) -> Vec<(String, ChangeScope)> {
+    let tenants: BTreeSet<&str> = tenants.into_iter().collect();
+    tenants.into_iter().map(|tenant| (tenant.to_string(), ChangeScope::Docs(BTreeSet::new()))).collect()
 }
 
 /// What writing `records` changes: the docs they belong to, per tenant.
@@ -143,12 +161,32 @@ impl ChromaIndex {
     /// failed batch fails the call (batches not yet sent are not sent); the marker is bumped
     /// anyway, since earlier batches may have been written.
     pub async fn upsert(&self, level: Level, records: &[Record]) -> Result<()> {
+        self.upsert_records(level, records, None).await
+    }
+
+    /// Writes the records of an ingest's new or changed pages next to the served version, under
+    /// content-hashed ids (`page_hashes`: doc id → page hash) tagged with `source`. Nobody serves
+    /// them until `commit` names their pages; the change log hears of a write that changed nothing
+    /// served (no doc named), so replicas neither re-read nor reload.
+    pub async fn stage(
+        &self,
+        level: Level,
+        records: &[Record],
+        source: &str,
+        page_hashes: &BTreeMap<String, String>,
+    ) -> Result<()> {
+        self.upsert_records(level, records, Some(Versioned { source, page_hashes })).await
+    }
+
+    async fn upsert_records(&self, level: Level, records: &[Record], versioned: Option<Versioned<'_>>) -> Result<()> {
         records.iter().try_for_each(|record| validate(level, record))?;
         let limits = self.write_limits().await?;
         // Collected (futures are lazy) rather than mapped inside the stream: a closure in the
         // stream's type trips rustc's higher-ranked `Send` check in async-trait callers.
-        let batches: Vec<_> =
-            records.chunks(limits.batch_size).map(|batch| self.upsert_batch(level, batch, limits.encoding)).collect();
+        let batches: Vec<_> = records
+            .chunks(limits.batch_size)
+            .map(|batch| self.upsert_batch(level, batch, limits.encoding, versioned))
+            .collect();
         let written = futures_util::stream::iter(batches)
             .buffer_unordered(self.write_concurrency)
             .try_for_each(|()| std::future::ready(Ok(())))
@@ -161,17 +199,27 @@ impl ChromaIndex {
             ok = written.is_ok(),
             "chroma upsert"
         );
-        let marked = self.mark_written(changed_docs(records)).await;
+        let changes = match versioned {
+            None => changed_docs(records),
+            Some(_) => unchanged_tenants(records.iter().map(|record| record.meta.tenant_id.as_str())),
+        };
+        let marked = self.mark_written(changes).await;
         written.and(marked)
     }
 
-    async fn upsert_batch(&self, level: Level, batch: &[Record], encoding: EmbeddingEncoding) -> Result<()> {
+    async fn upsert_batch(
+        &self,
+        level: Level,
+        batch: &[Record],
+        encoding: EmbeddingEncoding,
+        versioned: Option<Versioned<'_>>,
+    ) -> Result<()> {
         let _permit = self
             .write_permits
             .acquire()
             .await
             .map_err(|_| IndexError::new(IndexErrorKind::Internal, "chroma write permits closed"))?;
-        let body = wire::upsert_body(batch, encoding)?;
+        let body = wire::upsert_body(batch, encoding, versioned)?;
         let client = &self.client;
         let body = &body;
         self.on_collection(level, |id| async move { client.upsert(&id, body).await }).await
@@ -189,8 +237,9 @@ impl ChromaIndex {
         self.delete_where(level, json!({ "where": where_clause }), vec![(filter.tenant_id.clone(), scope)]).await
     }
 
-    /// Deletes every record of one tenant on all three levels.
+    /// Deletes every record of one tenant on all three levels, and its ingest manifests.
     pub async fn delete_tenant(&self, tenant_id: &str) -> Result<usize> {
+        self.delete_manifests(&[tenant_id]).await?;
         let mut deleted = 0;
         for level in Level::ALL {
             let body = json!({"where": {"tenant_id": {"$eq": tenant_id}}});
@@ -218,14 +267,16 @@ impl ChromaIndex {
         Ok(deleted)
     }
 
-    /// Replaces the records of every tenant present in `snapshot` with the snapshot's, and
-    /// records its model and date; tenants absent from it are left alone. The three levels are
+    /// Replaces the records of every tenant present in `snapshot` with the snapshot's (their ingest
+    /// manifests go first, so the new records are served as they come), and records its model
+    /// and date; tenants absent from it are left alone. The three levels are
     /// written at once (Chroma writes one collection at a time, different collections in
     /// parallel), within the index's write concurrency.
     pub async fn replace_tenants(&self, snapshot: &Snapshot) -> Result<()> {
         let tenants: BTreeSet<&str> =
             Level::ALL.iter().flat_map(|&level| snapshot.records(level)).map(|r| r.meta.tenant_id.as_str()).collect();
         if !tenants.is_empty() {
+            self.delete_manifests(&tenants.iter().copied().collect::<Vec<_>>()).await?;
             let body = json!({"where": {"tenant_id": {"$in": tenants}}});
             let changes: Vec<(String, ChangeScope)> =
                 tenants.iter().map(|tenant| (tenant.to_string(), ChangeScope::Tenant)).collect();
@@ -266,38 +317,199 @@ impl ChromaIndex {
         let body = changes::entries_body(version, at_ms, changes);
         let client = &self.client;
         let body = &body;
-        self.on_changes_collection(|id| async move { client.upsert(&id, body).await }).await?;
+        self.on_side_collection(Side::Changes, |id| async move { client.upsert(&id, body).await }).await?;
         let prune = json!({"where": {"at_ms": {"$lt": at_ms - changes::RETENTION_MS}}});
         let prune = &prune;
-        self.on_changes_collection(|id| async move { client.delete(&id, prune).await }).await.map(|_| ())
+        self.on_side_collection(Side::Changes, |id| async move { client.delete(&id, prune).await }).await.map(|_| ())
     }
 
-    /// The change log's collection UUID, created when missing.
-    pub(super) async fn changes_collection_id(&self) -> Result<String> {
-        let cached = self.changes_collection.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+    /// The UUID of one of the service's own collections, created when missing.
+    async fn side_collection_id(&self, side: Side) -> Result<String> {
+        let (name, cache, role) = self.side(side);
+        let cached = cache.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
         if let Some(id) = cached {
             return Ok(id);
         }
         let mut metadata = Map::new();
-        metadata.insert("role".into(), Value::from("change log of the retrieval service"));
-        let info = self.client.get_or_create(&self.changes_name, &metadata).await?;
-        *self.changes_collection.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(info.id.clone());
+        metadata.insert("role".into(), Value::from(role));
+        let info = self.client.get_or_create(name, &metadata).await?;
+        *cache.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(info.id.clone());
         Ok(info.id)
     }
 
-    /// `on_collection` for the change log.
-    pub(super) async fn on_changes_collection<T, F, Fut>(&self, operation: F) -> Result<T>
+    fn side(&self, side: Side) -> (&str, &std::sync::RwLock<Option<String>>, &'static str) {
+        match side {
+            Side::Changes => (&self.changes_name, &self.changes_collection, "change log of the retrieval service"),
+            Side::Manifests => {
+                (&self.manifests_name, &self.manifests_collection, "ingest manifests of the retrieval service")
+            }
+        }
+    }
+
+    /// `on_collection` for one of the service's own collections.
+    async fn on_side_collection<T, F, Fut>(&self, side: Side, operation: F) -> Result<T>
     where
         F: Fn(String) -> Fut,
         Fut: Future<Output = Result<T>>,
     {
-        match operation(self.changes_collection_id().await?).await {
+        match operation(self.side_collection_id(side).await?).await {
             Err(error) if error.kind == IndexErrorKind::NotFound => {
-                *self.changes_collection.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
-                operation(self.changes_collection_id().await?).await
+                *self.side(side).1.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
+                operation(self.side_collection_id(side).await?).await
             }
             outcome => outcome,
         }
+    }
+
+    /// The manifests' id and generation, by id (none when no ingest ever committed): what a
+    /// replica polls to see commits.
+    pub(super) async fn poll_manifest_heads(&self) -> Result<Vec<ManifestHead>> {
+        let Some(collection_id) = self.manifests_collection_if_any().await? else {
+            return Ok(Vec::new());
+        };
+        let mut heads = Vec::new();
+        let mut offset = 0;
+        loop {
+            let body = json!({"include": ["metadatas"], "limit": MANIFEST_PAGE_SIZE, "offset": offset});
+            let page = self.client.get(&collection_id, &body).await?;
+            let count = page.ids.len();
+            let metadatas = page.metadatas.unwrap_or_default().into_iter().chain(std::iter::repeat(None));
+            for (id, metadata) in page.ids.into_iter().zip(metadatas) {
+                match manifest::parse_head(id.clone(), metadata.as_ref()) {
+                    Some(head) => heads.push(head),
+                    None => tracing::warn!(%id, "ignoring a malformed ingest manifest"),
+                }
+            }
+            if count < MANIFEST_PAGE_SIZE {
+                heads.sort_by(|a, b| a.id.cmp(&b.id));
+                return Ok(heads);
+            }
+            offset += MANIFEST_PAGE_SIZE;
+        }
+    }
+
+    /// The manifests with these ids, or every manifest.
+    pub(super) async fn fetch_manifests(&self, ids: Option<&[String]>) -> Result<Vec<Manifest>> {
+        let Some(collection_id) = self.manifests_collection_if_any().await? else {
+            return Ok(Vec::new());
+        };
+        match ids {
+            None => self.manifests_where(&collection_id, Map::new()).await,
+            Some(ids) => {
+                let mut manifests = Vec::new();
+                for ids in ids.chunks(MANIFEST_PAGE_SIZE) {
+                    let mut selection = Map::new();
+                    selection.insert("ids".into(), json!(ids));
+                    manifests.extend(self.manifests_where(&collection_id, selection).await?);
+                }
+                Ok(manifests)
+            }
+        }
+    }
+
+    /// The manifests of every source of one tenant, read from Chroma: what an ingest builds on.
+    pub async fn tenant_manifests(&self, tenant_id: &str) -> Result<Vec<Manifest>> {
+        let Some(collection_id) = self.manifests_collection_if_any().await? else {
+            return Ok(Vec::new());
+        };
+        let mut selection = Map::new();
+        selection.insert("where".into(), json!({"tenant_id": {"$eq": tenant_id}}));
+        self.manifests_where(&collection_id, selection).await
+    }
+
+    async fn manifests_where(&self, collection_id: &str, selection: Map<String, Value>) -> Result<Vec<Manifest>> {
+        let mut manifests = Vec::new();
+        let mut offset = 0;
+        loop {
+            let mut body = selection.clone();
+            body.insert("include".into(), json!(["metadatas", "documents"]));
+            body.insert("limit".into(), json!(MANIFEST_PAGE_SIZE));
+            body.insert("offset".into(), json!(offset));
+            let page = self.client.get(collection_id, &Value::Object(body)).await?;
+            let count = page.ids.len();
+            let metadatas = page.metadatas.unwrap_or_default().into_iter().chain(std::iter::repeat(None));
+            let documents = page.documents.unwrap_or_default().into_iter().chain(std::iter::repeat(None));
+            for ((id, metadata), document) in page.ids.into_iter().zip(metadatas).zip(documents) {
+                match manifest::parse_manifest(metadata.as_ref(), document.as_deref()) {
+                    Some(manifest) => manifests.push(manifest),
+                    None => tracing::warn!(%id, "ignoring a malformed ingest manifest"),
+                }
+            }
+            if count < MANIFEST_PAGE_SIZE {
+                return Ok(manifests);
+            }
+            offset += MANIFEST_PAGE_SIZE;
+        }
+    }
+
+    /// The manifests' collection UUID, `None` when it was never created (no reader creates it).
+    async fn manifests_collection_if_any(&self) -> Result<Option<String>> {
+        match self.client.collection(&self.manifests_name).await {
+            Ok(info) => Ok(Some(info.id)),
+            Err(error) if error.kind == IndexErrorKind::NotFound => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Commits an ingest: upserts `manifests` in one request (from then on replicas serve the
+    /// pages they name), then logs `changed` (the docs whose served page changed) and bumps the
+    /// version marker. The commit is the manifest write alone: a replica that misses the entry
+    /// still sees the manifest's new generation at its next poll.
+    pub async fn commit(&self, manifests: &[Manifest], changed: Vec<(String, ChangeScope)>) -> Result<()> {
+        let body = manifest::upsert_body(manifests);
+        let client = &self.client;
+        let body = &body;
+        self.on_side_collection(Side::Manifests, |id| async move { client.upsert(&id, body).await }).await?;
+        self.mark_written(changed).await
+    }
+
+    /// Deletes what the committed version of `source` in `tenant_id` no longer has: its staged or
+    /// superseded records (whose page hash is not among `pages`' hashes), and every record of
+    /// `docs` (docs the source took over, or owned before it had a manifest) other than the
+    /// committed page. Nothing deleted is served, so the change log hears of no doc.
+    pub async fn sweep_source(
+        &self,
+        tenant_id: &str,
+        source: &str,
+        pages: &BTreeMap<String, String>,
+        docs: &BTreeSet<String>,
+    ) -> Result<usize> {
+        let tenant = json!({"tenant_id": {"$eq": tenant_id}});
+        let not_among = |hashes: Vec<&String>| -> Option<Value> {
+            (!hashes.is_empty()).then(|| json!({ manifest::PAGE_HASH_KEY: {"$nin": hashes} }))
+        };
+        let mut clauses = Vec::new();
+        let mut of_source = vec![tenant.clone(), json!({ manifest::INGEST_SOURCE_KEY: {"$eq": source} })];
+        of_source.extend(not_among(pages.values().collect()));
+        clauses.push(json!({ "$and": of_source }));
+        let docs: Vec<&String> = docs.iter().collect();
+        for docs in docs.chunks(changes::IDS_PER_FETCH) {
+            let mut of_docs = vec![tenant.clone(), json!({"doc_id": {"$in": docs}})];
+            of_docs.extend(not_among(docs.iter().filter_map(|doc| pages.get(*doc)).collect()));
+            clauses.push(json!({ "$and": of_docs }));
+        }
+        let mut deleted = 0;
+        for level in Level::ALL {
+            for clause in &clauses {
+                let client = &self.client;
+                let body = json!({ "where": clause });
+                let body = &body;
+                deleted += self.on_collection(level, |id| async move { client.delete(&id, body).await }).await?;
+            }
+        }
+        self.mark_written(unchanged_tenants([tenant_id])).await?;
+        Ok(deleted)
+    }
+
+    /// Deletes the ingest manifests of `tenants` (their records are being replaced or deleted).
+    async fn delete_manifests(&self, tenants: &[&str]) -> Result<()> {
+        if tenants.is_empty() || self.manifests_collection_if_any().await?.is_none() {
+            return Ok(());
+        }
+        let body = json!({"where": {"tenant_id": {"$in": tenants}}});
+        let client = &self.client;
+        let body = &body;
+        self.on_side_collection(Side::Manifests, |id| async move { client.delete(&id, body).await }).await.map(|_| ())
     }
 
     /// Chroma replaces collection metadata on update, so the current keys are read and merged.
