@@ -2,6 +2,7 @@
 //! lexical and hybrid retrieval on a BEIR-style corpus (formats of ../shared/eval/xquad-ru).
 
 pub mod cache;
+pub mod crossval;
 pub mod data;
 pub mod metrics;
 pub mod pages;
@@ -41,13 +42,21 @@ pub struct EvalArgs {
     /// Judgments, TSV query_id, passage_id, relevance (header line optional).
     #[arg(long)]
     pub qrels: Option<PathBuf>,
-    /// Page-level questions, JSON lines {id, query, relevant: [source paths], platform, ambiguous}
-    /// (the format of ../shared/corpora/adguard-kb-ru/dev_questions.jsonl); needs --index.
-    #[arg(long, requires = "index", conflicts_with = "corpus")]
-    pub questions: Option<PathBuf>,
-    /// The snapshot written by `ingest` that the questions are asked against.
-    #[arg(long)]
-    pub index: Option<PathBuf>,
+    /// Page-level question files (comma-separated), JSON lines {id, query, relevant: [source
+    /// paths], platform, ambiguous}; needs --index. Each file is reported on its own, then all of
+    /// them out-of-fold (--folds).
+    #[arg(long, requires = "index", conflicts_with = "corpus", value_delimiter = ',')]
+    pub questions: Option<Vec<PathBuf>>,
+    /// The snapshot(s) written by `ingest` that the questions are asked against: one for every
+    /// question file, or one per question file in the same order (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    pub index: Option<Vec<PathBuf>>,
+    /// Folds of the out-of-fold figures (stratified by file, platform and ambiguity).
+    #[arg(long, default_value_t = 5)]
+    pub folds: usize,
+    /// Seed of the fold split.
+    #[arg(long, default_value_t = 20261127)]
+    pub seed: u64,
     /// Tenant to ask (default: the snapshot's only tenant).
     #[arg(long)]
     pub tenant: Option<String>,
@@ -88,7 +97,7 @@ pub struct EvalArgs {
 #[derive(Debug, Clone)]
 pub enum Report {
     Passages(EvalReport),
-    Pages(pages::PagesReport),
+    Pages(Box<pages::MultiReport>),
 }
 
 impl std::fmt::Display for Report {
@@ -104,7 +113,13 @@ impl std::fmt::Display for Report {
 pub async fn run(settings: &Settings, embedder: Arc<dyn Embedder>, args: &EvalArgs) -> Result<Report, EvalError> {
     match (&args.questions, &args.index) {
         (Some(questions), Some(index)) => {
-            let questions = pages::read_questions(questions)?;
+            if index.len() != 1 && index.len() != questions.len() {
+                return Err(EvalError::Index(format!(
+                    "{} question files but {} indexes: give one index, or one per question file",
+                    questions.len(),
+                    index.len()
+                )));
+            }
             let modes = args
                 .modes
                 .iter()
@@ -113,19 +128,68 @@ pub async fn run(settings: &Settings, embedder: Arc<dyn Embedder>, args: &EvalAr
                         .ok_or_else(|| EvalError::Index(format!("unknown router mode {m:?} (none, heuristic, llm)")))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            let run = pages::PagesRun {
-                questions: &questions,
-                snapshot: index,
-                tenant: args.tenant.clone(),
-                modes,
-                cutoff: args.cutoff.max(1),
-                failures: Some(&args.failures),
-                embedding_cache: &args.embedding_cache,
-            };
-            pages::run_pages(settings, embedder, &run).await.map(Report::Pages)
+            // Question files that share an index are asked through one service.
+            let mut groups: Vec<(PathBuf, Vec<PathBuf>)> = Vec::new();
+            for (i, file) in questions.iter().enumerate() {
+                let snapshot = index.get(i).unwrap_or(&index[0]).clone();
+                match groups.iter_mut().find(|(s, _)| *s == snapshot) {
+                    Some((_, files)) => files.push(file.clone()),
+                    None => groups.push((snapshot, vec![file.clone()])),
+                }
+            }
+            let mut labelled: Vec<crossval::Labelled> = Vec::new();
+            let mut outcomes: Vec<Vec<pages::QuestionOutcome>> = vec![Vec::new(); modes.len()];
+            let mut reports = Vec::new();
+            for (number, (snapshot, files)) in groups.iter().enumerate() {
+                let mut group_questions = Vec::new();
+                for file in files {
+                    let name = file.display().to_string();
+                    for question in pages::read_questions(file)? {
+                        labelled.push(crossval::Labelled {
+                            file: name.clone(),
+                            group: number,
+                            question: question.clone(),
+                        });
+                        group_questions.push(question);
+                    }
+                }
+                let failures = numbered(&args.failures, number);
+                let run = pages::PagesRun {
+                    questions: &group_questions,
+                    snapshot,
+                    tenant: args.tenant.clone(),
+                    modes: modes.clone(),
+                    cutoff: args.cutoff.max(1),
+                    failures: Some(&failures),
+                    embedding_cache: &args.embedding_cache,
+                };
+                let mut report = pages::run_pages(settings, Arc::clone(&embedder), &run).await?;
+                for (all, mode) in outcomes.iter_mut().zip(std::mem::take(&mut report.outcomes)) {
+                    all.extend(mode);
+                }
+                reports.push(report);
+            }
+            let names: Vec<String> = modes.iter().map(|m| m.as_str().to_string()).collect();
+            let serve_mode = modes.iter().position(|m| *m == settings.theme_router_mode).unwrap_or(0);
+            let per_file = pages::per_file_scores(&labelled, &names, &outcomes);
+            let cross = crossval::cross_validate(&labelled, &names, &outcomes, serve_mode, args.folds, args.seed);
+            Ok(Report::Pages(Box::new(pages::MultiReport { reports, per_file, cross })))
         }
         _ => run_passages(settings, embedder, args).await.map(Report::Passages),
     }
+}
+
+/// `path` for the first index group, `path` with `-<n>` before its extension for the others.
+fn numbered(path: &std::path::Path, number: usize) -> PathBuf {
+    if number == 0 {
+        return path.to_path_buf();
+    }
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}-{number}.{}", ext.to_string_lossy()),
+        None => format!("{stem}-{number}"),
+    };
+    path.with_file_name(name)
 }
 
 /// Reads the files, wraps `embedder` in the persistent cache and runs `run_eval`.

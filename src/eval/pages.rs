@@ -10,6 +10,7 @@ use super::EvalError;
 use crate::config::{RouterMode, Settings};
 use crate::embed::Embedder;
 use crate::index::InMemoryIndex;
+use crate::router::Theme;
 use crate::search::{SearchRequest, SearchResponse, SearchService};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -70,6 +71,14 @@ pub struct QuestionOutcome {
     /// The answer's hits: (source, heading, score).
     pub top_hits: Vec<(String, String, f32)>,
     pub took_ms: f64,
+    /// The answer's `confidence`, and what it was computed from (`eval` refits it out-of-fold).
+    pub confidence: f32,
+    #[serde(skip)]
+    pub confidence_features: Option<crate::search::confidence::Features>,
+    /// For a question about one platform: whether the router's primary theme is of that platform.
+    pub router_right: Option<bool>,
+    /// How strongly the hits split across themes when the question named none (`None`: no split).
+    pub split_ratio: Option<f32>,
 }
 
 /// Aggregates of one router mode.
@@ -85,6 +94,8 @@ pub struct ModeScores {
     pub recall10: f64,
     pub platform_questions: usize,
     pub platform_first: f64,
+    /// Platform questions whose router's primary theme is of that platform.
+    pub router_right: f64,
     pub ambiguous_questions: usize,
     pub ambiguous_flagged: f64,
     pub clear_flagged: f64,
@@ -130,7 +141,26 @@ pub fn judge(question: &PageQuestion, response: &SearchResponse, mode: &str, cut
             .map(|hit| (hit.metadata.source.clone(), hit.metadata.heading.clone(), hit.score))
             .collect(),
         took_ms: response.took_ms,
+        confidence: response.confidence,
+        confidence_features: response.confidence_features,
+        router_right: None,
+        split_ratio: response.split_ratio,
     }
+}
+
+/// Whether the router named the question's platform: the primary theme's `platform` (or, for a
+/// theme without one, its `section`, else its id) equals the question's platform. `None` for a question about no
+/// single platform.
+pub fn router_names_platform(question: &PageQuestion, response: &SearchResponse, themes: &[Theme]) -> Option<bool> {
+    let wanted = question.specific_platform()?;
+    let primary = response.routing.result.primary_theme.as_deref();
+    Some(primary.and_then(|id| themes.iter().find(|t| t.id == id)).is_some_and(|theme| {
+        [theme.platform.as_deref(), theme.section.as_deref(), Some(theme.id.as_str())]
+            .into_iter()
+            .flatten()
+            .find(|value| !value.is_empty())
+            .is_some_and(|value| value.eq_ignore_ascii_case(wanted))
+    }))
 }
 
 /// Aggregates the outcomes of one mode.
@@ -139,6 +169,7 @@ pub fn aggregate(mode: &str, questions: &[PageQuestion], outcomes: &[QuestionOut
     let mut scores = ModeScores { mode: mode.to_string(), questions: outcomes.len(), ..ModeScores::default() };
     let mut took: Vec<f64> = Vec::new();
     let (mut platform_first, mut ambiguous_flagged, mut clear_flagged, mut clear) = (0usize, 0usize, 0usize, 0usize);
+    let mut router_right = 0usize;
     for (question, outcome) in questions.iter().zip(outcomes) {
         let rank = outcome.rank.unwrap_or(usize::MAX);
         scores.mrr += outcome.rank.map_or(0.0, |r| 1.0 / r as f64);
@@ -152,6 +183,7 @@ pub fn aggregate(mode: &str, questions: &[PageQuestion], outcomes: &[QuestionOut
         if question.specific_platform().is_some() {
             scores.platform_questions += 1;
             platform_first += usize::from(rank <= 1);
+            router_right += usize::from(outcome.router_right == Some(true));
         }
         if question.ambiguous {
             scores.ambiguous_questions += 1;
@@ -174,6 +206,7 @@ pub fn aggregate(mode: &str, questions: &[PageQuestion], outcomes: &[QuestionOut
     scores.hit10 /= n;
     scores.recall10 /= n;
     scores.platform_first = platform_first as f64 / scores.platform_questions.max(1) as f64;
+    scores.router_right = router_right as f64 / scores.platform_questions.max(1) as f64;
     scores.ambiguous_flagged = ambiguous_flagged as f64 / scores.ambiguous_questions.max(1) as f64;
     scores.clear_flagged = clear_flagged as f64 / clear.max(1) as f64;
     scores.took_mean_ms = took.iter().sum::<f64>() / n;
@@ -189,6 +222,8 @@ pub struct PagesReport {
     pub docs: usize,
     pub modes: Vec<ModeScores>,
     pub failures_path: Option<String>,
+    /// Every question's outcome, per mode (in the order of `modes` and of the questions).
+    pub outcomes: Vec<Vec<QuestionOutcome>>,
 }
 
 impl std::fmt::Display for PagesReport {
@@ -196,7 +231,7 @@ impl std::fmt::Display for PagesReport {
         writeln!(f, "{} questions over {} pages", self.questions, self.docs)?;
         writeln!(
             f,
-            "{:<10} {:>7} {:>6} {:>6} {:>6} {:>9} {:>10} {:>9} {:>9} {:>13} {:>8} {:>8}",
+            "{:<10} {:>7} {:>6} {:>6} {:>6} {:>9} {:>10} {:>9} {:>9} {:>9} {:>13} {:>8} {:>8}",
             "router",
             "MRR@10",
             "hit@1",
@@ -204,6 +239,7 @@ impl std::fmt::Display for PagesReport {
             "hit@10",
             "recall@10",
             "plat_first",
+            "router_ok",
             "amb_flag",
             "clear_flag",
             "miss doc/sec/10",
@@ -213,7 +249,7 @@ impl std::fmt::Display for PagesReport {
         for m in &self.modes {
             writeln!(
                 f,
-                "{:<10} {:>7.3} {:>6.3} {:>6.3} {:>6.3} {:>9.3} {:>10.3} {:>9.3} {:>9.3} {:>13} {:>8.2} {:>8.2}",
+                "{:<10} {:>7.3} {:>6.3} {:>6.3} {:>6.3} {:>9.3} {:>10.3} {:>9.3} {:>9.3} {:>9.3} {:>13} {:>8.2} {:>8.2}",
                 m.mode,
                 m.mrr,
                 m.hit1,
@@ -221,6 +257,7 @@ impl std::fmt::Display for PagesReport {
                 m.hit10,
                 m.recall10,
                 m.platform_first,
+                m.router_right,
                 m.ambiguous_flagged,
                 m.clear_flagged,
                 format!("{}/{}/{}", m.miss_doc, m.miss_section, m.miss_below),
@@ -233,6 +270,64 @@ impl std::fmt::Display for PagesReport {
         }
         Ok(())
     }
+}
+
+/// Every question file's scores per mode, then the out-of-fold figures over all of them.
+#[derive(Debug, Clone)]
+pub struct MultiReport {
+    pub reports: Vec<PagesReport>,
+    /// (file, its index group, scores per mode).
+    pub per_file: Vec<(String, usize, Vec<ModeScores>)>,
+    pub cross: super::crossval::CrossValidation,
+}
+
+impl std::fmt::Display for MultiReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (file, group, modes) in &self.per_file {
+            let docs = self.reports.get(*group).map_or(0, |r| r.docs);
+            let questions = modes.first().map_or(0, |m| m.questions);
+            let report =
+                PagesReport { questions, docs, modes: modes.clone(), failures_path: None, outcomes: Vec::new() };
+            writeln!(f, "== {file}")?;
+            writeln!(f, "{report}")?;
+        }
+        for report in &self.reports {
+            if let Some(path) = &report.failures_path {
+                writeln!(f, "misses with their hits: {path}")?;
+            }
+        }
+        write!(f, "{}", self.cross)
+    }
+}
+
+/// The scores of each question file in each mode (`outcomes[m][i]` is question `i` in mode `m`).
+pub fn per_file_scores(
+    questions: &[super::crossval::Labelled],
+    modes: &[String],
+    outcomes: &[Vec<QuestionOutcome>],
+) -> Vec<(String, usize, Vec<ModeScores>)> {
+    let mut files: Vec<(String, usize)> = Vec::new();
+    for labelled in questions {
+        if !files.iter().any(|(file, _)| *file == labelled.file) {
+            files.push((labelled.file.clone(), labelled.group));
+        }
+    }
+    files
+        .into_iter()
+        .map(|(file, group)| {
+            let members: Vec<usize> = (0..questions.len()).filter(|&i| questions[i].file == file).collect();
+            let asked: Vec<PageQuestion> = members.iter().map(|&i| questions[i].question.clone()).collect();
+            let scores = modes
+                .iter()
+                .zip(outcomes)
+                .map(|(mode, outcomes)| {
+                    let picked: Vec<QuestionOutcome> = members.iter().map(|&i| outcomes[i].clone()).collect();
+                    aggregate(mode, &asked, &picked)
+                })
+                .collect();
+            (file, group, scores)
+        })
+        .collect()
 }
 
 /// What a page-level run needs besides the settings.
@@ -284,11 +379,13 @@ pub async fn run_pages(
     // alone in every mode, as for precomputed query embeddings.
     let texts: Vec<String> = run.questions.iter().map(|q| q.query.clone()).collect();
     cached.embed(&texts, crate::embed::InputKind::Query).await?;
-    let state = crate::startup::state_with(settings.clone(), index, Arc::clone(&cached));
+    let state = crate::startup::state_with(settings.clone(), Arc::clone(&index) as _, Arc::clone(&cached));
     let service: &SearchService = &state.search;
 
+    let themes = service.themes_for(index.as_ref(), &tenant_id).await;
     let mut modes = Vec::new();
     let mut failures = Vec::new();
+    let mut all_outcomes = Vec::new();
     for &mode in &run.modes {
         service
             .update_runtime(|current| {
@@ -306,10 +403,13 @@ pub async fn run_pages(
                 ..SearchRequest::new(tenant_id.clone(), question.query.clone())
             };
             let response = service.search(&request).await.map_err(|e| EvalError::Index(e.to_string()))?;
-            outcomes.push(judge(question, &response, mode.as_str(), run.cutoff));
+            let mut outcome = judge(question, &response, mode.as_str(), run.cutoff);
+            outcome.router_right = router_names_platform(question, &response, &themes);
+            outcomes.push(outcome);
         }
         modes.push(aggregate(mode.as_str(), run.questions, &outcomes));
-        failures.extend(outcomes.into_iter().filter(|o| o.rank != Some(1) || o.flagged != o.ambiguous));
+        failures.extend(outcomes.iter().filter(|o| o.rank != Some(1) || o.flagged != o.ambiguous).cloned());
+        all_outcomes.push(outcomes);
     }
     let failures_path = match run.failures {
         Some(path) => {
@@ -329,7 +429,7 @@ pub async fn run_pages(
         }
         None => None,
     };
-    Ok(PagesReport { questions: run.questions.len(), docs, modes, failures_path })
+    Ok(PagesReport { questions: run.questions.len(), docs, modes, failures_path, outcomes: all_outcomes })
 }
 
 #[cfg(test)]

@@ -166,10 +166,17 @@ impl MappingRules {
     pub fn resolve(&self, relative_path: &str, title: &str) -> Topic {
         let path = relative_path.trim_start_matches('/');
         let mut fields = TopicFields::default();
+        let mut matched = false;
         for rule in &self.rules {
             if rule.prefixes.iter().any(|prefix| path_has_prefix(path, prefix)) {
                 fill(&mut fields, &rule.fields);
+                matched = true;
             }
+        }
+        // A page no rule knows: its first folder is its section, so a site ingested without a
+        // mapping written for it still has areas (the router learns themes from them).
+        if !matched && fields.section.is_none() && self.default.section.as_deref().is_none_or(str::is_empty) {
+            fields.section = path.split_once('/').map(|(folder, _)| folder.to_string()).filter(|f| !f.is_empty());
         }
         let section = fields.section.clone().or_else(|| self.default.section.clone()).unwrap_or_default();
         if fields.role.is_none() {
@@ -326,6 +333,16 @@ mod tests {
         assert_eq!(rules.resolve("a/b.md", "Краткий обзор").page_type, "overview");
         assert_eq!(rules.resolve("a/b.md", "Настройка").page_type, "howto");
         assert_eq!(rules.resolve("a/b.md", "x").domain, "d");
+    }
+
+    #[test]
+    fn a_page_no_rule_knows_takes_its_first_folder_as_section() {
+        let rules = MappingRules::builtin();
+        assert_eq!(rules.resolve("broker/engineer_guide/install.md", "x").section, "broker");
+        assert_eq!(rules.resolve("index.md", "x").section, "", "a page at the root has no area");
+        // A rule that matched keeps its own (possibly empty) section.
+        assert_eq!(rules.resolve("docs/intro.md", "x").section, "");
+        assert_eq!(rules.resolve("docs/agent/x.md", "x").section, "agent");
     }
 
     #[test]

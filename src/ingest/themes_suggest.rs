@@ -11,7 +11,9 @@ struct Combination<'a> {
 }
 
 /// The draft YAML: a top-level `themes:` list of {id, display_name, domain, section, platform,
-/// role, description, keywords, priority}, one per combination with at least `min_docs` docs
+/// role, description, keywords, priority}, with each theme's keywords learned from its pages
+/// (`router::learned::area_vocabulary`: the words distinctive of them against the other
+/// combinations'), one per combination with at least `min_docs` docs
 /// (of `tenant`, or of all tenants), most docs first. Ids: `{section}_{platform}` when there is
 /// a platform (`sdk_android`), else `user_{section}` for `*user_docs` domains (`user_admin`),
 /// else `{domain}_{section}`; made unique with a numeric suffix.
@@ -28,6 +30,18 @@ pub fn suggest_themes(snapshot: &Snapshot, tenant: Option<&str>, min_docs: usize
             entry.samples.push((meta.title.as_str(), meta.url.as_str()));
         }
     }
+    // Each combination's distinctive words, learned from its pages against the others'.
+    let sections: Vec<&crate::model::Record> =
+        snapshot.sections.iter().filter(|r| tenant.is_none_or(|t| r.meta.tenant_id == t)).collect();
+    let vocabulary = crate::router::learned::area_vocabulary(
+        &docs,
+        &sections,
+        |doc| {
+            let m = &doc.meta;
+            Some(combination_key(&m.domain, &m.section, &m.platform, &m.role))
+        },
+        min_docs.max(1),
+    );
     let mut ranked: Vec<_> = combinations.into_iter().filter(|(_, c)| c.doc_count >= min_docs.max(1)).collect();
     ranked.sort_by(|a, b| b.1.doc_count.cmp(&a.1.doc_count).then(a.0.cmp(&b.0)));
     let mut out = format!(
@@ -59,13 +73,20 @@ pub fn suggest_themes(snapshot: &Snapshot, tenant: Option<&str>, min_docs: usize
                 combination.doc_count
             ))
         ));
-        out.push_str("    keywords: []\n    priority: 1\n");
+        let key = combination_key(domain, section, platform, role);
+        let words = vocabulary.get(&key).map(Vec::as_slice).unwrap_or_default();
+        let words: Vec<String> = words.iter().map(|w| quote(w)).collect();
+        out.push_str(&format!("    keywords: [{}]\n    priority: 1\n", words.join(", ")));
         out.push_str(&format!("    # doc_count: {}\n", combination.doc_count));
         for (title, url) in combination.samples {
             out.push_str(&format!("    # sample: {} — {}\n", one_line(title), one_line(url)));
         }
     }
     out
+}
+
+fn combination_key(domain: &str, section: &str, platform: &str, role: &str) -> String {
+    format!("{domain}\u{1f}{section}\u{1f}{platform}\u{1f}{role}")
 }
 
 fn theme_id(domain: &str, section: &str, platform: &str) -> String {

@@ -35,7 +35,14 @@ pub struct RouterConfig {
     /// the first this-many hits span at least two specific themes (themes with more than a domain).
     /// On the AdGuard dev questions: 5 → ambiguous flagged 0.82, clear wrongly flagged 0.10.
     pub ambiguity_top_hits: usize,
+    /// ... and the best hit of the second theme scores at least this share of the first hit's
+    /// score (0 = any split flags). Fitted out-of-fold by `eval` (docs/quality.md): a split whose
+    /// second theme trails far behind is not a question that really splits across products.
+    pub ambiguity_min_ratio: f32,
 }
+
+/// The default `ambiguity_min_ratio`.
+pub const AMBIGUITY_MIN_RATIO: f32 = 0.82;
 
 impl Default for RouterConfig {
     fn default() -> Self {
@@ -50,6 +57,7 @@ impl Default for RouterConfig {
             max_themes: 5,
             hard_filter_agreeing_hits: 3,
             ambiguity_top_hits: 5,
+            ambiguity_min_ratio: AMBIGUITY_MIN_RATIO,
         }
     }
 }
@@ -62,6 +70,7 @@ impl RouterConfig {
             ("heuristic_hard_filter_gap", self.heuristic_hard_filter_gap),
             ("llm_hard_filter_min_score", self.llm_hard_filter_min_score),
             ("ambiguity_gap", self.ambiguity_gap),
+            ("ambiguity_min_ratio", self.ambiguity_min_ratio),
         ];
         for (name, value) in unit {
             if !(0.0..=1.0).contains(&value) {

@@ -10,6 +10,7 @@ pub mod context;
 pub mod disambiguation;
 pub mod heuristic;
 pub mod label;
+pub mod learned;
 pub mod llm;
 pub mod themes;
 

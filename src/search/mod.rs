@@ -6,6 +6,7 @@ pub mod boosting_config;
 pub mod cascade;
 #[cfg(feature = "ceiling-probe")]
 pub mod ceiling;
+pub mod confidence;
 pub mod context;
 pub mod error;
 pub mod fusion;
@@ -52,6 +53,9 @@ pub struct SearchService {
     embedder: Arc<dyn Embedder>,
     themes: Arc<dyn ThemesProvider>,
     theme_cache: std::sync::OnceLock<Arc<crate::router::ThemeSet>>,
+    /// Per tenant: the index version its themes were chosen at, and the themes (the file's
+    /// when they describe the tenant's docs, else the ones learned from its index).
+    tenant_themes: std::sync::Mutex<HashMap<String, TenantThemes>>,
     router_config: RouterConfig,
     llm_router: Option<Arc<LlmRouter>>,
     boosting: Arc<BoostingConfig>,
@@ -202,6 +206,13 @@ pub fn build_filter(request: &SearchRequest, enable_filters: bool) -> Result<Rec
     Ok(filter)
 }
 
+/// The index version a tenant's themes were chosen at, and the themes.
+type TenantThemes = (Option<u64>, Arc<crate::router::ThemeSet>);
+
+/// Most docs and sections read to learn a tenant's themes (a sample of a very large tenant).
+const LEARN_MAX_DOCS: usize = 50_000;
+const LEARN_MAX_SECTIONS: usize = 20_000;
+
 impl SearchService {
     /// A service over `index` with `embedder` for queries and `runtime` as its starting runtime
     /// settings: no themes, no LLM router, neutral boosting, no synonyms, no reranker, its own
@@ -212,6 +223,7 @@ impl SearchService {
             embedder,
             themes: Arc::new(crate::router::YamlThemesProvider::from_themes(Vec::new(), RouterConfig::default())),
             theme_cache: Default::default(),
+            tenant_themes: Default::default(),
             router_config: RouterConfig::default(),
             llm_router: None,
             boosting: Default::default(),
@@ -233,6 +245,7 @@ impl SearchService {
         self.router_config = router_config;
         self.themes = themes;
         self.theme_cache = Default::default();
+        self.tenant_themes = Default::default();
         self
     }
 
@@ -349,6 +362,42 @@ impl SearchService {
     pub fn theme_list(&self) -> Arc<crate::router::ThemeSet> {
         let cached = self.theme_cache.get_or_init(|| Arc::new(crate::router::ThemeSet::new(self.themes.list_themes())));
         Arc::clone(cached)
+    }
+
+    /// The themes a tenant is routed over: the themes file's when at least one of them describes
+    /// some of the tenant's docs (the file overrides), else the themes learned from the tenant's
+    /// own index (`router::learned`), so a site nobody wrote a file for still gets routing and
+    /// clarification. Chosen once per tenant and index version.
+    pub async fn themes_for(&self, index: &dyn VectorIndex, tenant: &TenantId) -> Arc<crate::router::ThemeSet> {
+        let version = index.version();
+        let cached = self.tenant_themes.lock().unwrap_or_else(|p| p.into_inner()).get(tenant.as_str()).cloned();
+        if let Some((at, themes)) = cached {
+            if at == version {
+                return themes;
+            }
+        }
+        let file = self.theme_list();
+        let filter = RecordFilter::tenant(tenant.as_str());
+        let docs = index.get(crate::model::Level::Doc, &filter, LEARN_MAX_DOCS).await.unwrap_or_default();
+        let covered = docs.iter().any(|doc| file.iter().any(|theme| theme.fields_view().matches(&doc.meta)));
+        let chosen = if covered || docs.is_empty() {
+            file
+        } else {
+            let sections =
+                index.get(crate::model::Level::Section, &filter, LEARN_MAX_SECTIONS).await.unwrap_or_default();
+            let docs: Vec<&Record> = docs.iter().map(Arc::as_ref).collect();
+            let sections: Vec<&Record> = sections.iter().map(Arc::as_ref).collect();
+            let learned = crate::router::learned::learn_themes(&docs, &sections);
+            if learned.is_empty() {
+                file
+            } else {
+                tracing::info!(tenant_id = %tenant, themes = learned.len(), "themes learned from the index");
+                Arc::new(crate::router::ThemeSet::new(learned))
+            }
+        };
+        let mut cache = self.tenant_themes.lock().unwrap_or_else(|p| p.into_inner());
+        cache.insert(tenant.as_str().to_string(), (version, Arc::clone(&chosen)));
+        chosen
     }
 
     pub fn runtime_settings(&self) -> RuntimeSettings {
@@ -488,7 +537,10 @@ impl SearchService {
         let runtime = self.request_runtime(request)?;
         let max_results = self.validate(request, &runtime)?;
         let mut filter = build_filter(request, request.enable_filters.unwrap_or(runtime.enable_filters))?;
-        let themes = self.theme_list();
+        if !index.tenant_exists(&request.tenant_id).await? {
+            return Err(SearchError::UnknownTenant(request.tenant_id.to_string()));
+        }
+        let themes = self.themes_for(index, &request.tenant_id).await;
         let chosen_theme = match &request.theme {
             Some(id) => Some(
                 themes
@@ -499,9 +551,6 @@ impl SearchService {
             ),
             None => None,
         };
-        if !index.tenant_exists(&request.tenant_id).await? {
-            return Err(SearchError::UnknownTenant(request.tenant_id.to_string()));
-        }
         self.metrics.searches.inc();
         let mut degradations = Vec::new();
 
@@ -534,6 +583,7 @@ impl SearchService {
         // Synonyms widen the lexical query only: adding them to the embedded text too lowered
         // MRR on the AdGuard dev questions (0.828 vs 0.835 with BM25-only expansion).
         let mut terms = crate::text::terms(&request.query);
+        let query_terms = terms.clone();
         let synonyms = self.synonyms.expand(&request.tenant_id, &terms);
         terms.extend(synonyms);
         let vector = self.query_vector(index, request, &mut degradations).await?;
@@ -592,11 +642,14 @@ impl SearchService {
         }
         let mut routing = routing;
         let labels = ThemeLabels::new(&themes);
+        let mut split = None;
         if chosen_theme.is_none() && !filter_applied {
             if routing.mode_used != RouterMode::None {
                 // Ambiguity from the evidence: the question names no theme and its hits split.
-                routing.requires_disambiguation = !routing.named()
-                    && routing::hits_split(&output.hits, self.router_config.ambiguity_top_hits, &labels);
+                split = routing::split_ratio(&output.hits, self.router_config.ambiguity_top_hits, &labels)
+                    .filter(|_| !routing.named());
+                routing.requires_disambiguation =
+                    split.is_some_and(|ratio| ratio >= self.router_config.ambiguity_min_ratio);
             }
             routing::cover_named_themes(&mut output, &routing, &labels, max_results);
         }
@@ -609,6 +662,15 @@ impl SearchService {
         }
         let clarification =
             if chosen_theme.is_none() { routing::clarification(&routing, &output.hits, &labels) } else { None };
+        let signal =
+            confidence::RoutingSignal {
+                first_hit_of_named_theme: routing.primary_theme.as_ref().filter(|_| routing.named()).map(|theme| {
+                    output.hits.first().and_then(|hit| routing::label(hit, &labels)).as_ref() == Some(theme)
+                }),
+                split: routing.requires_disambiguation,
+            };
+        let confidence_features = confidence::features(&output.hits, &output.docs, &query_terms, signal);
+        let confidence = confidence::ConfidenceModel::default().probability(confidence_features.as_ref());
         let hits: Vec<RetrievalHit> =
             output.hits.iter().map(|r| cascade::to_hit(r, request.explain, &labels)).collect();
         // Details of the search; the request line itself is written at RETR_REQUEST_LOG_LEVEL.
@@ -632,6 +694,9 @@ impl SearchService {
             degradations,
             routing: RoutingInfo { result: routing, filter_applied, chosen_theme: chosen_theme.map(|t| t.id) },
             clarification,
+            confidence,
+            confidence_features,
+            split_ratio: split,
         })
     }
 

@@ -79,6 +79,24 @@ pub fn hits_split(hits: &[Ranked], n: usize, labels: &ThemeLabels<'_>) -> bool {
     seen.len() >= 2
 }
 
+/// How strongly the first `n` hits split across specific themes (`hits_split`): the score of the
+/// best hit of a second specific theme as a share of the first hit's score, in [0, 1]; `None`
+/// when they do not split.
+pub fn split_ratio(hits: &[Ranked], n: usize, labels: &ThemeLabels<'_>) -> Option<f32> {
+    if !hits_split(hits, n, labels) {
+        return None;
+    }
+    let first = hits.first()?;
+    let first_label = label(first, labels);
+    let themes = labels.themes();
+    let second = hits.iter().take(n).skip(1).find(|hit| {
+        label(hit, labels)
+            .filter(|id| Some(id) != first_label.as_ref())
+            .is_some_and(|id| themes.iter().any(|t| t.id == id && t.fields_view().specificity() >= 2))
+    })?;
+    Some(if first.score > 0.0 { (second.score / first.score).clamp(0.0, 1.0) } else { 1.0 })
+}
+
 /// A question that names several themes equally (no primary theme, e.g. «как оператору и
 /// администратору…») gets an answer from each: a tied leading theme without a hit in the answer
 /// gets its best ranked section in place of the answer's last hit of an over-represented theme.

@@ -254,4 +254,15 @@ pub struct SearchResponse {
     /// Present when the query is ambiguous and the top hits span several themes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clarification: Option<Clarification>,
+    /// The probability that the first hit answers the question, in [0, 1] (0 without hits):
+    /// a calibrated estimate an orchestrator can compare with a threshold to say "I don't know"
+    /// instead of answering from the wrong page.
+    pub confidence: f32,
+    /// What `confidence` was computed from (`eval` fits the model on them); not serialised.
+    #[serde(skip)]
+    pub confidence_features: Option<super::confidence::Features>,
+    /// How strongly the hits split across themes (`routing::split_ratio`) when the question named
+    /// none; `eval` fits `router.ambiguity_min_ratio` on it. Not serialised.
+    #[serde(skip)]
+    pub split_ratio: Option<f32>,
 }
