@@ -7,7 +7,10 @@
   connection every 50 ms meanwhile, the service's RSS before, at the peak and after they close;
 - logs and metrics as weapons: 200 requests with a 400 KB `X-Request-Id` (log bytes written and
   the id echoed), 100 requests with 65 KB method names (the size of /metrics after), and a service
-  whose stderr is a full disk (/dev/full): how many of 100 searches it answers.
+  whose stderr is a full disk (/dev/full): how many of 100 searches it answers;
+- availability: 600 connections sending a search body 1 byte every 2 s (more than the 512 work
+  slots): what a real search gets meanwhile and what the slow ones get; a head with both
+  Content-Length and Transfer-Encoding; a connection over RETR_MAX_CONNECTIONS (2 here).
 
     python3 bench/hostile.py [--binary target/release/retrieval-service] [--idle 20000]
 
@@ -169,12 +172,74 @@ def log_and_metric_probes(binary):
             service.wait(timeout=10)
 
 
+def availability_probes(binary):
+    port = free_port()
+    service = start_service(binary, port, subprocess.DEVNULL, {"RUST_LOG": "warn"})
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        head = (b"POST /internal/retrieval/search HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                b"content-length: 40\r\n\r\n")
+        slow = []
+        for _ in range(600):
+            s = socket.create_connection(("127.0.0.1", port), timeout=30)
+            s.sendall(head + b"{")
+            slow.append(s)
+        stop = threading.Event()
+
+        def trickle():
+            while not stop.wait(2):
+                for s in slow:
+                    try:
+                        s.sendall(b" ")
+                    except OSError:
+                        pass
+        threading.Thread(target=trickle, daemon=True).start()
+        time.sleep(1)
+        body = json.dumps({"query": "reset password", "tenant_id": "demo"})
+        status, _, elapsed = post(port, "/internal/retrieval/search", body)
+        print(f"600 slow bodies (1 byte / 2 s): a real search meanwhile {status} in {elapsed:.1f} ms")
+        answers = {}
+        for s in slow:
+            try:
+                line = s.recv(200).split(b"\r\n", 1)[0].decode() or "closed"
+            except OSError as error:
+                line = type(error).__name__
+            answers[line] = answers.get(line, 0) + 1
+            s.close()
+        stop.set()
+        print(f"  the slow ones got: {answers}")
+        head = raw_request(port, b"POST /internal/retrieval/search HTTP/1.1\r\nhost: x\r\ncontent-length: 5\r\n"
+                                 b"transfer-encoding: chunked\r\n\r\n0\r\n\r\n")
+        print(f"Content-Length with Transfer-Encoding: {head.splitlines()[0]}")
+    finally:
+        service.terminate()
+        service.wait(timeout=10)
+    port = free_port()
+    service = start_service(binary, port, subprocess.DEVNULL, {"RUST_LOG": "warn", "RETR_MAX_CONNECTIONS": "2"})
+    try:
+        busy = []
+        for _ in range(2):
+            s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(b"POST /internal/retrieval/search HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{")
+            busy.append(s)
+        time.sleep(0.3)
+        head = raw_request(port, b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+        print("over the connection limit: " + " | ".join(head.splitlines()))
+        for s in busy:
+            s.close()
+    finally:
+        service.terminate()
+        service.wait(timeout=10)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--binary", default="target/release/retrieval-service")
     parser.add_argument("--idle", type=int, default=20000)
     args = parser.parse_args()
     log_and_metric_probes(args.binary)
+    availability_probes(args.binary)
 
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("RETR_")}

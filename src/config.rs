@@ -197,6 +197,8 @@ pub struct Settings {
     /// How long a search waits for its `min_index_version` before 503 `index_not_ready`.
     pub index_version_wait_seconds: f64,
     pub header_read_timeout_seconds: f64,
+    /// How long a request's body may take to arrive, read before it takes a work slot.
+    pub body_read_timeout_seconds: f64,
     pub keep_alive_timeout_seconds: f64,
     pub max_connections: usize,
     pub max_in_flight_requests: usize,
@@ -287,6 +289,7 @@ impl Default for Settings {
             request_timeout_seconds: 30.0,
             index_version_wait_seconds: 5.0,
             header_read_timeout_seconds: 10.0,
+            body_read_timeout_seconds: 10.0,
             keep_alive_timeout_seconds: 60.0,
             max_connections: 1024,
             max_in_flight_requests: 512,
@@ -406,6 +409,7 @@ impl Settings {
         positive("request_timeout_seconds", self.request_timeout_seconds);
         positive("index_version_wait_seconds", self.index_version_wait_seconds);
         positive("header_read_timeout_seconds", self.header_read_timeout_seconds);
+        positive("body_read_timeout_seconds", self.body_read_timeout_seconds);
         positive("keep_alive_timeout_seconds", self.keep_alive_timeout_seconds);
         positive("chroma_timeout_seconds", self.chroma_timeout_seconds);
         positive("chroma_ingest_timeout_seconds", self.chroma_ingest_timeout_seconds);
@@ -500,6 +504,15 @@ impl Settings {
                     "must be below RETR_REQUEST_TIMEOUT_SECONDS ({}) so a waiting search answers 503 index_not_ready, \
                      not 504, got {}",
                     self.request_timeout_seconds, self.index_version_wait_seconds
+                ),
+            ));
+        }
+        if self.body_read_timeout_seconds >= self.request_timeout_seconds {
+            problems.push((
+                "body_read_timeout_seconds".into(),
+                format!(
+                    "must be below RETR_REQUEST_TIMEOUT_SECONDS ({}) so a slow body answers 408, not 504, got {}",
+                    self.request_timeout_seconds, self.body_read_timeout_seconds
                 ),
             ));
         }

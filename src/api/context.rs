@@ -59,7 +59,9 @@ impl<'de> Deserialize<'de> for ContextRequest {
             Some(value) => Option::<i64>::deserialize(value)
                 .map_err(|error| D::Error::custom(format!("max_context_chars: {error}")))?,
         };
-        let search = SearchRequest::deserialize(Value::Object(fields)).map_err(D::Error::custom)?;
+        // Under the strict rules too (`null` for an object field is absent, as on /search).
+        let search =
+            SearchRequest::deserialize(super::strict::Strict(Value::Object(fields))).map_err(D::Error::custom)?;
         Ok(ContextRequest { search, max_context_chars })
     }
 }

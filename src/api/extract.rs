@@ -75,6 +75,11 @@ pub const MAX_JSON_ARRAY: usize = 16_384;
 /// fails is parsed again with its path tracked, for an error that names the field: tracking every
 /// value of a good body would double the cost of parsing its embedding.
 pub fn parse_strict<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // A body is an object: the strict rules read `null` for an object as `{}`, which is right
+    // for an optional field, not for the whole body.
+    if bytes.trim_ascii() == b"null" {
+        return Err(ApiError::invalid("the request body must be a JSON object, not null"));
+    }
     let mut json = serde_json::Deserializer::from_slice(bytes);
     let parsed = serde::Deserialize::deserialize(Strict(&mut json)).and_then(|value| json.end().map(|()| value));
     let error = match parsed {

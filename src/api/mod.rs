@@ -1,5 +1,6 @@
 //! The HTTP layer: routes, the JSON error fallbacks, request ids, tracing, timeouts, metrics.
 
+mod admission;
 pub mod auth;
 pub mod config;
 pub mod context;
@@ -113,7 +114,7 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(health::metrics))
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn_with_state(state.clone(), shed))
+        .layer(middleware::from_fn_with_state(state.clone(), admission::admit))
         .layer(middleware::from_fn(reject_long_uri))
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
@@ -161,30 +162,6 @@ async fn reject_long_uri(request: Request, next: Next) -> Response {
         .into_response();
     }
     next.run(request).await
-}
-
-/// Sheds load: beyond `RETR_MAX_IN_FLIGHT_REQUESTS` requests in progress, a request is
-/// answered at once with 503 `overloaded` and `Retry-After: 1` instead of queueing. `/health`
-/// and `/metrics` are exempt so that ops can still see the service under load. Runs inside
-/// `guard`, so a permit is held until the handler has finished (also when the caller left).
-async fn shed(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let path = request.uri().path();
-    if path == "/health" || path == "/metrics" || path == "/internal/retrieval/health" {
-        return next.run(request).await;
-    }
-    let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
-        state.metrics.requests_shed.inc();
-        let mut response = ApiError::new(
-            ErrorCode::Overloaded,
-            format!("more than {} requests in progress; retry later", state.settings.max_in_flight_requests),
-        )
-        .into_response();
-        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return response;
-    };
-    let response = next.run(request).await;
-    drop(permit);
-    response
 }
 
 /// The one line per request, at `RETR_REQUEST_LOG_LEVEL` (inside the request span: it carries

@@ -541,6 +541,12 @@ async fn filters_null_is_absent() {
     let (status, body) =
         send(&state, "POST", SEARCH, Some(r#"{"query": "Gradle", "tenant_id": "t1", "filters": "none"}"#)).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let (status, body) =
+        send(&state, "POST", CONTEXT, Some(r#"{"query": "Gradle", "tenant_id": "t1", "filters": null}"#)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // A whole body of `null` is still not a request.
+    let (status, body) = send(&state, "POST", "/internal/retrieval/config", Some("null")).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     let (_, document) = send(&state, "GET", "/internal/retrieval/openapi.json", None).await;
     let filters = &document["components"]["schemas"]["SearchRequest"]["properties"]["filters"]["oneOf"];
     assert_eq!(filters[0], json!({"type": "null"}), "{filters}");

@@ -213,3 +213,34 @@ async fn a_broken_snapshot_file_is_answered_from_the_last_good_one_flagged_stale
     let (_, response) = send(&state, "POST", "/internal/retrieval/search", Some(&body)).await;
     assert!(!stale(&response), "{response}");
 }
+
+/// A search waiting for a far-ahead `min_index_version` waits its bounded time without holding a
+/// work slot: with one slot, another search is served meanwhile.
+#[tokio::test]
+async fn a_version_wait_holds_no_work_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index.json");
+    write_snapshot_file(&path, &fixtures::snapshot()).unwrap();
+    let index = Arc::new(InMemoryIndex::from_file(&path));
+    let settings = Settings {
+        embedding_dimension: fixtures::DIMENSION,
+        max_in_flight_requests: 1,
+        index_version_wait_seconds: 1.0,
+        ..Settings::default()
+    };
+    let state = startup::state_with(settings, index, Arc::new(PseudoEmbedder::new(fixtures::DIMENSION)));
+    let far = json!({"query": "SDK", "tenant_id": "t1", "min_index_version": "18446744073709551615"}).to_string();
+    let waiting = {
+        let state = state.clone();
+        tokio::spawn(async move { send(&state, "POST", "/internal/retrieval/search", Some(&far)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let body = json!({"query": "установка SDK", "tenant_id": "t1"}).to_string();
+    let (status, response) = send(&state, "POST", "/internal/retrieval/search", Some(&body)).await;
+    assert_eq!(status, StatusCode::OK, "{response}");
+    let started = Instant::now();
+    let (status, response) = waiting.await.unwrap();
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{response}");
+    assert_eq!(response["error"]["code"], "index_not_ready");
+    assert!(started.elapsed() < Duration::from_secs(2), "the wait is bounded");
+}

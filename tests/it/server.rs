@@ -264,3 +264,34 @@ async fn content_length_with_transfer_encoding_is_400_and_closes() {
     assert_eq!(status, 200, "{answer}");
     server.stop().await;
 }
+
+/// Clients trickling their bodies hold connections, not work slots: with every slot's worth of
+/// them connected, a real search is still served, and each slow one gets 408 at its deadline.
+#[tokio::test]
+async fn slow_bodies_do_not_hold_work_slots() {
+    let server = Server::start(|s| {
+        s.max_in_flight_requests = 2;
+        s.body_read_timeout_seconds = 1.0;
+    })
+    .await;
+    let mut slow = Vec::new();
+    for _ in 0..4 {
+        let mut stream = TcpStream::connect(server.address).await.unwrap();
+        stream
+            .write_all(b"POST /internal/retrieval/search HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{")
+            .await
+            .unwrap();
+        slow.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut stream = TcpStream::connect(server.address).await.unwrap();
+    let (status, _, body) =
+        request(&mut stream, "POST", "/internal/retrieval/search", r#"{"query": "Gradle", "tenant_id": "t1"}"#).await;
+    assert_eq!(status, 200, "{body}");
+    for mut stream in slow {
+        let answer = String::from_utf8_lossy(&read_until_closed(&mut stream).await).into_owned();
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(answer.contains("request_timeout"), "{answer}");
+    }
+    server.stop().await;
+}
