@@ -63,15 +63,18 @@ pub fn parse_theme_answer(content: &str, themes: &[Theme]) -> Result<Vec<(usize,
     let start = content.find(['[', '{']).ok_or_else(|| invalid("no JSON in the answer".into()))?;
     let end =
         content.rfind([']', '}']).filter(|&end| end >= start).ok_or_else(|| invalid("unterminated JSON".into()))?;
-    let answer: ThemeAnswer =
-        serde_json::from_str(&content[start..=end]).map_err(|error| invalid(format!("not a theme list: {error}")))?;
+    // serde's message may quote the model's answer: logs only (the error reaches degradations).
+    let answer: ThemeAnswer = serde_json::from_str(&content[start..=end]).map_err(|error| {
+        tracing::warn!(%error, "the llm router's answer is not a theme list");
+        invalid("not a theme list".into())
+    })?;
     let entries = match answer {
         ThemeAnswer::List(entries) | ThemeAnswer::Wrapped { themes: entries } => entries,
     };
     let mut picked: Vec<(usize, f32)> = Vec::new();
     for entry in entries {
         if !(0.0..=1.0).contains(&entry.confidence) {
-            return Err(invalid(format!("confidence {} of {:?} is outside [0, 1]", entry.confidence, entry.theme_id)));
+            return Err(invalid(format!("a confidence of {} is outside [0, 1]", entry.confidence)));
         }
         let Some(index) = themes.iter().position(|theme| theme.id == entry.theme_id.trim()) else {
             continue;

@@ -201,3 +201,26 @@ async fn the_openapi_document_declares_the_credentials_that_are_configured() {
     assert!(document["components"].get("securitySchemes").is_none(), "{}", document["components"]);
     assert!(document["paths"]["/internal/retrieval/search"]["post"].get("security").is_none());
 }
+
+/// The chat endpoint (LLM theme router and chat reranker) echoing the key: the router's and the
+/// reranker's degradations say what failed, in the service's words.
+#[tokio::test]
+async fn a_chat_endpoint_echoing_our_key_reaches_no_degradation() {
+    let server = FakeServer::start_with(|request, _| {
+        let body = json!({"error": {"message": format!("bad key {}", request.header("authorization").unwrap_or(""))}});
+        FakeResponse::json(401, &body)
+    })
+    .await;
+    let state = crate::common::fixture_state(|settings| {
+        settings.rerank_api_base = server.url();
+        settings.rerank_api_key = Secret::new(RERANK_KEY);
+        settings.theme_router_mode = retrieval_service::config::RouterMode::Llm;
+    });
+    let search = json!({"query": "обязательные теги оператор", "tenant_id": "t1", "rerank_enabled": true});
+    let (status, body) = send(&state, "POST", "/internal/retrieval/search", Some(&search.to_string())).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let codes: Vec<&str> =
+        body["degradations"].as_array().unwrap().iter().map(|d| d["code"].as_str().unwrap()).collect();
+    assert!(codes.contains(&"router_fallback") && codes.contains(&"rerank_failed"), "{body}");
+    assert!(!body.to_string().contains(RERANK_KEY) && !body.to_string().contains("bad key"), "{body}");
+}
