@@ -33,7 +33,7 @@ use crate::model::{Level, Record};
 use async_trait::async_trait;
 use changes::ChangeEntry;
 use client::ChromaClient;
-use manifest::{ManifestHead, Visibility};
+use manifest::{ManifestHead, Tally, Visibility};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -347,6 +347,7 @@ impl ChromaIndex {
         let started = Instant::now();
         let entries = self.poll_changes(writer::now_ms() - changes::RETENTION_MS).await?;
         let mut attempt = 1;
+        let mut incomplete = false;
         let (loaded, manifests) = loop {
             let manifests: BTreeMap<String, Arc<Manifest>> = self
                 .fetch_manifests(None)
@@ -359,10 +360,20 @@ impl ChromaIndex {
                 .values()
                 .map(|manifest| ManifestHead { id: manifest.id(), generation: manifest.generation.clone() })
                 .collect();
-            if !self.committed_since(&read).await? || attempt >= LOAD_ATTEMPTS {
-                break (loaded, manifests);
+            let shortfall = loaded.as_ref().ok().and_then(|(_, shortfall)| shortfall.clone());
+            let overtaken = self.committed_since(&read).await?;
+            if (shortfall.is_none() && !overtaken) || attempt >= LOAD_ATTEMPTS {
+                if let Some(shortfall) = &shortfall {
+                    if self.replica.current().is_some() {
+                        tracing::warn!(%shortfall, "chroma answered part of a committed page; keeping the previous replica");
+                        return Ok(false);
+                    }
+                    tracing::warn!(%shortfall, "chroma answered part of a committed page; serving it until the next poll");
+                    incomplete = true;
+                }
+                break (loaded.map(|(loaded, _)| loaded), manifests);
             }
-            tracing::info!(attempt, "an ingest committed while the replica loaded; loading again");
+            tracing::info!(attempt, ?shortfall, overtaken, "the replica load raced an ingest; loading again");
             attempt += 1;
         };
         let loaded = match loaded {
@@ -388,7 +399,8 @@ impl ChromaIndex {
         state.applied = entries.iter().map(|entry| (entry.id.clone(), (entry.version.clone(), entry.at_ms))).collect();
         state.cursor_ms = entries.iter().map(|entry| entry.at_ms).max().unwrap_or_else(writer::now_ms);
         // A write that raced the load changes the signature again, so the next poll catches up.
-        state.signature = Some(signature);
+        // An incomplete first load is read again in full at the next poll.
+        state.signature = (!incomplete).then_some(signature);
         state.unexplained = None;
         state.manifests = manifests;
         Ok(true)
@@ -415,7 +427,9 @@ impl ChromaIndex {
         let mut fetch_time = Duration::ZERO;
         for (tenant, scope) in by_tenant {
             let fetch_started = Instant::now();
-            let levels = self.fetch_changed(&tenant, &scope, &visibility).await?;
+            let Some(levels) = self.fetch_changed(&tenant, &scope, &visibility).await? else {
+                return Ok(false);
+            };
             fetch_time += fetch_started.elapsed();
             fetched += levels.iter().map(Vec::len).sum::<usize>();
             let (base, dimension) = (Arc::clone(&base), base.dimension());
@@ -498,7 +512,7 @@ impl ChromaIndex {
         tenant: &str,
         scope: &ChangeScope,
         visibility: &Visibility,
-    ) -> Result<[Vec<Record>; 3]> {
+    ) -> Result<Option<[Vec<Record>; 3]>> {
         let tenant_condition = json!({"tenant_id": {"$eq": tenant}});
         let clauses: Vec<serde_json::Value> = match scope {
             ChangeScope::Tenant => vec![tenant_condition],
@@ -527,7 +541,20 @@ impl ChromaIndex {
             }
         };
         let (docs, sections, chunks) = tokio::try_join!(fetch_level(0), fetch_level(1), fetch_level(2))?;
-        Ok([docs, sections, chunks])
+        let levels = [docs, sections, chunks];
+        let mut tally = Tally::default();
+        for (slot, records) in levels.iter().enumerate() {
+            records.iter().for_each(|record| tally.add(slot, &record.meta));
+        }
+        let shortfall = match scope {
+            ChangeScope::Tenant => tally.shortfall(visibility, tenant, visibility.pages(tenant)),
+            ChangeScope::Docs(docs) => tally.shortfall(visibility, tenant, docs.iter().map(String::as_str)),
+        };
+        if let Some(shortfall) = shortfall {
+            tracing::info!(%shortfall, "chroma answered part of a committed page; reading it again at the next poll");
+            return Ok(None);
+        }
+        Ok(Some(levels))
     }
 
     fn collection_id_list(&self) -> Result<[String; 3]> {
@@ -586,7 +613,12 @@ impl ChromaIndex {
     /// `LOAD_PAGES_IN_FLIGHT` are requested at once; each page goes into the index builder as it
     /// arrives (its vectors into the tenant levels' buffers), then the tenants are indexed off the
     /// async threads.
-    async fn load_replica(&self, signature: &Signature, visibility: &Visibility) -> Result<LoadedIndex> {
+    /// Also returns the first committed page it did not read whole (`Tally::shortfall`).
+    async fn load_replica(
+        &self,
+        signature: &Signature,
+        visibility: &Visibility,
+    ) -> Result<(LoadedIndex, Option<String>)> {
         if signature.counts.iter().all(|&count| count == 0) {
             return Err(IndexError::new(IndexErrorKind::NotFound, "chroma collections are empty — run ingest"));
         }
@@ -616,13 +648,14 @@ impl ChromaIndex {
             }
         }
         let mut builder = IndexBuilder::new(0);
+        let mut tally = Tally::default();
         let mut received = [0usize; 3];
         while let Some(joined) = pages.join_next().await {
             let (slot, records) = joined.map_err(|error| {
                 IndexError::new(IndexErrorKind::Internal, format!("page fetch panicked: {error}"))
             })??;
             received[slot] += records.len();
-            self.add_served(&mut builder, Level::ALL[slot], records, visibility)?;
+            self.add_served(&mut builder, &mut tally, slot, records, visibility)?;
         }
         // A collection that grew since it was counted: read on until a page comes back short.
         for slot in 0..3 {
@@ -631,7 +664,7 @@ impl ChromaIndex {
                 let records = fetch_page(slot, offset).await?;
                 let full = records.len() == LOAD_PAGE_SIZE;
                 received[slot] += records.len();
-                self.add_served(&mut builder, Level::ALL[slot], records, visibility)?;
+                self.add_served(&mut builder, &mut tally, slot, records, visibility)?;
                 offset += LOAD_PAGE_SIZE;
                 if !full {
                     break;
@@ -643,10 +676,15 @@ impl ChromaIndex {
         } else {
             signature.indexed_at.clone()
         };
+        let shortfall = visibility
+            .tenants()
+            .filter(|tenant| self.scope.serves(tenant))
+            .find_map(|tenant| tally.shortfall(visibility, tenant, visibility.pages(tenant)));
         let embedding_model = signature.embedding_model.clone();
-        tokio::task::spawn_blocking(move || builder.finish(embedding_model, indexed_at))
+        let loaded = tokio::task::spawn_blocking(move || builder.finish(embedding_model, indexed_at))
             .await
-            .map_err(|error| IndexError::new(IndexErrorKind::Internal, format!("replica build panicked: {error}")))?
+            .map_err(|error| IndexError::new(IndexErrorKind::Internal, format!("replica build panicked: {error}")))??;
+        Ok((loaded, shortfall))
     }
 
     /// Adds the records of a loaded page that are served: of a tenant this instance serves, and
@@ -654,13 +692,15 @@ impl ChromaIndex {
     fn add_served(
         &self,
         builder: &mut IndexBuilder,
-        level: Level,
+        tally: &mut Tally,
+        slot: usize,
         records: Vec<wire::StoredRecord>,
         visibility: &Visibility,
     ) -> Result<()> {
         for (record, page_hash) in records {
             if self.scope.serves(&record.meta.tenant_id) && visibility.admits(&record.meta, page_hash.as_deref()) {
-                builder.add(level, record)?;
+                tally.add(slot, &record.meta);
+                builder.add(Level::ALL[slot], record)?;
             }
         }
         Ok(())

@@ -65,6 +65,16 @@ impl IndexWriter for ChromaSourceWriter {
         }
         let mut pages = batch.kept_pages.clone();
         pages.extend(written.clone());
+        // Each page's record count per level: replicas check they read a page whole.
+        let mut counts: BTreeMap<String, [usize; 3]> =
+            batch.kept_pages.keys().filter_map(|doc| Some((doc.clone(), *previous?.records.get(doc)?))).collect();
+        for (slot, level) in
+            [&batch.records.docs, &batch.records.sections, &batch.records.chunks].into_iter().enumerate()
+        {
+            for record in level {
+                counts.entry(record.meta.doc_id.clone()).or_default()[slot] += 1;
+            }
+        }
 
         // Before the first versioned ingest of the source: the docs its unversioned records own.
         let unversioned: BTreeSet<String> = if previous.is_none() {
@@ -91,6 +101,7 @@ impl IndexWriter for ChromaSourceWriter {
             source: source.to_string(),
             generation: String::new(),
             pages: pages.clone(),
+            records: counts,
         }];
         let mut taken = BTreeSet::new();
         for other in manifests.iter().filter(|manifest| manifest.source != source) {
@@ -103,6 +114,7 @@ impl IndexWriter for ChromaSourceWriter {
                 }
                 !ours
             });
+            other.records.retain(|doc, _| other.pages.contains_key(doc));
             if other.pages.len() != before {
                 commit.push(other);
             }

@@ -4,6 +4,7 @@
 mod common;
 
 mod api;
+mod atomic_ingest;
 mod backends;
 mod boosting_config;
 mod chroma_backend;

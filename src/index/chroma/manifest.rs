@@ -10,6 +10,9 @@
 //! one whole. A failed or killed ingest leaves staged records nobody serves; the next ingest of
 //! the source rewrites or deletes them.
 //!
+//! A manifest also holds each page's record count per level, so a replica checks that what it
+//! read of a page is whole (a read racing a write may miss records) and reads again if not.
+//!
 //! Records without a page hash (written by `upsert` or `replace_tenants`, or by an ingest before
 //! manifests existed) are served unless a manifest of their tenant lists their doc or owns their
 //! source, so the first versioned ingest of a source hides its older records at its commit.
@@ -38,6 +41,8 @@ pub struct Manifest {
     pub generation: String,
     /// doc id → the hash of the page's records that are served.
     pub pages: BTreeMap<String, String>,
+    /// doc id → how many records the page has on each level (docs, sections, chunks).
+    pub records: BTreeMap<String, [usize; 3]>,
 }
 
 /// What a poll reads of a manifest: enough to tell whether it changed.
@@ -75,8 +80,10 @@ pub fn upsert_body(manifests: &[Manifest]) -> Value {
             json!({"tenant_id": manifest.tenant_id, "source": manifest.source, "generation": manifest.generation})
         })
         .collect();
-    let documents: Vec<String> =
-        manifests.iter().map(|manifest| json!({ "pages": manifest.pages }).to_string()).collect();
+    let documents: Vec<String> = manifests
+        .iter()
+        .map(|manifest| json!({"pages": manifest.pages, "records": manifest.records}).to_string())
+        .collect();
     let embeddings = vec![MANIFEST_EMBEDDING; ids.len()];
     json!({"ids": ids, "embeddings": embeddings, "metadatas": metadatas, "documents": documents})
 }
@@ -97,7 +104,17 @@ pub fn parse_manifest(metadata: Option<&Map<String, Value>>, document: Option<&s
         .iter()
         .map(|(doc, hash)| hash.as_str().map(|hash| (doc.clone(), hash.to_string())))
         .collect::<Option<_>>()?;
-    Some(Manifest { tenant_id: field("tenant_id")?, source: field("source")?, generation: field("generation")?, pages })
+    let records = match document.get("records") {
+        Some(records) => serde_json::from_value(records.clone()).ok()?,
+        None => BTreeMap::new(),
+    };
+    Some(Manifest {
+        tenant_id: field("tenant_id")?,
+        source: field("source")?,
+        generation: field("generation")?,
+        pages,
+        records,
+    })
 }
 
 /// Which stored records a replica serves, from the manifests of every tenant.
@@ -115,6 +132,22 @@ impl Visibility {
         Self { by_tenant }
     }
 
+    /// The record counts a manifest of `tenant` gives for `doc`, when one lists it with counts.
+    pub fn expected(&self, tenant: &str, doc: &str) -> Option<[usize; 3]> {
+        let manifests = self.by_tenant.get(tenant)?;
+        manifests.iter().find(|manifest| manifest.pages.contains_key(doc))?.records.get(doc).copied()
+    }
+
+    /// The docs the manifests of `tenant` list.
+    pub fn pages<'a>(&'a self, tenant: &str) -> impl Iterator<Item = &'a str> + 'a {
+        self.by_tenant.get(tenant).into_iter().flatten().flat_map(|manifest| manifest.pages.keys().map(String::as_str))
+    }
+
+    /// The tenants that have manifests.
+    pub fn tenants(&self) -> impl Iterator<Item = &str> {
+        self.by_tenant.keys().map(String::as_str)
+    }
+
     /// Whether a record with `meta` (and `page_hash`, for a versioned record) is served: a
     /// versioned record when a manifest of its tenant names its hash for its doc, any other record
     /// when no manifest of its tenant lists its doc or owns its source.
@@ -124,6 +157,31 @@ impl Visibility {
             Some(hash) => manifests.iter().any(|manifest| manifest.pages.get(&meta.doc_id).is_some_and(|h| h == hash)),
             None => !manifests.iter().any(|manifest| manifest.pages.contains_key(&meta.doc_id) || manifest.owns(meta)),
         }
+    }
+}
+
+/// How many served versioned records a read found per page and level.
+#[derive(Debug, Default)]
+pub struct Tally(HashMap<(String, String), [usize; 3]>);
+
+impl Tally {
+    pub fn add(&mut self, slot: usize, meta: &Metadata) {
+        self.0.entry((meta.tenant_id.clone(), meta.doc_id.clone())).or_default()[slot] += 1;
+    }
+
+    /// The first page among `docs` of `tenant` whose records the read did not find whole (their
+    /// count per level differs from the manifest's), described for the log.
+    pub fn shortfall<'a>(
+        &self,
+        visibility: &Visibility,
+        tenant: &str,
+        docs: impl IntoIterator<Item = &'a str>,
+    ) -> Option<String> {
+        docs.into_iter().find_map(|doc| {
+            let expected = visibility.expected(tenant, doc)?;
+            let found = self.0.get(&(tenant.to_string(), doc.to_string())).copied().unwrap_or_default();
+            (found != expected).then(|| format!("{tenant}/{doc}: read {found:?} records of {expected:?}"))
+        })
     }
 }
 
@@ -159,6 +217,7 @@ mod tests {
             source: source.into(),
             generation: "1".into(),
             pages: pages.iter().map(|(doc, hash)| (doc.to_string(), hash.to_string())).collect(),
+            records: pages.iter().map(|(doc, _)| (doc.to_string(), [1, 2, 4])).collect(),
         }
     }
 
@@ -201,5 +260,23 @@ mod tests {
         assert_eq!(tenant_change(&[&before], &[&after]), Some(Some(docs)));
         assert_eq!(tenant_change(&[&before], &[&before]), None);
         assert_eq!(tenant_change(&[], &[&after]), Some(None), "a new source: the whole tenant");
+    }
+
+    #[test]
+    fn a_read_missing_records_of_a_page_falls_short() {
+        let docs = Arc::new(manifest("docs", &[("docs/a.md", "h")]));
+        let visibility = Visibility::new([&docs]);
+        let mut tally = Tally::default();
+        let page = meta("docs/a.md", "a.md");
+        for slot in [0, 1, 1, 2, 2, 2] {
+            tally.add(slot, &page);
+        }
+        assert_eq!(
+            tally.shortfall(&visibility, "t", visibility.pages("t")),
+            Some("t/docs/a.md: read [1, 2, 3] records of [1, 2, 4]".into())
+        );
+        tally.add(2, &page);
+        assert_eq!(tally.shortfall(&visibility, "t", visibility.pages("t")), None);
+        assert_eq!(Tally::default().shortfall(&visibility, "t", ["docs/unlisted.md"]), None);
     }
 }

@@ -455,8 +455,12 @@ impl ChromaIndex {
     /// pages they name), then logs `changed` (the docs whose served page changed) and bumps the
     /// version marker. The commit is the manifest write alone: a replica that misses the entry
     /// still sees the manifest's new generation at its next poll.
+    /// Each manifest gets a new generation (what replicas compare).
     pub async fn commit(&self, manifests: &[Manifest], changed: Vec<(String, ChangeScope)>) -> Result<()> {
-        let body = manifest::upsert_body(manifests);
+        let generation = next_version();
+        let manifests: Vec<Manifest> =
+            manifests.iter().map(|manifest| Manifest { generation: generation.clone(), ..manifest.clone() }).collect();
+        let body = manifest::upsert_body(&manifests);
         let client = &self.client;
         let body = &body;
         self.on_side_collection(Side::Manifests, |id| async move { client.upsert(&id, body).await }).await?;
