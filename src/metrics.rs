@@ -9,6 +9,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
+use std::collections::BTreeMap;
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// Latency buckets in seconds: 1 ms to 10 s (a search takes about 1 ms; upstream calls seconds).
@@ -103,6 +105,8 @@ pub struct Metrics {
     replica_last_load: Gauge<f64, std::sync::atomic::AtomicU64>,
     tenant_records: Family<TenantLabels, Gauge>,
     dify_requests: Family<DifyLabels, Counter>,
+    /// The outcome of each upstream's last call, for `/health`.
+    last_upstream_outcome: Mutex<BTreeMap<&'static str, &'static str>>,
 }
 
 impl Default for Metrics {
@@ -133,6 +137,7 @@ impl Metrics {
             replica_age: Gauge::default(),
             replica_last_load: Gauge::default(),
             tenant_records: Family::default(),
+            last_upstream_outcome: Mutex::default(),
             dify_requests: Family::default(),
             registry: Registry::default(),
         };
@@ -264,6 +269,13 @@ impl Metrics {
     /// `llm_router`, `chroma`), `outcome` is `ok` or the error kind.
     pub fn observe_upstream(&self, upstream: &'static str, outcome: &'static str, elapsed: Duration) {
         self.upstream_duration.get_or_create(&UpstreamLabels { upstream, outcome }).observe(elapsed.as_secs_f64());
+        self.last_upstream_outcome.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(upstream, outcome);
+    }
+
+    /// The upstreams whose last call failed, with its outcome (`timeout`, `unauthorized`, …).
+    pub fn failing_upstreams(&self) -> Vec<(&'static str, &'static str)> {
+        let last = self.last_upstream_outcome.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        last.iter().filter(|(_, outcome)| **outcome != "ok").map(|(upstream, outcome)| (*upstream, *outcome)).collect()
     }
 
     /// Counts one answer of the Dify endpoint; `outcome` comes from a closed set (`api::dify`),

@@ -172,6 +172,17 @@ fn build_reranker(settings: &Settings, metrics: &Arc<Metrics>) -> Arc<dyn crate:
     })
 }
 
+/// `state_with` recording into `metrics` (give the embedder the same, as `build_state` does).
+pub fn state_with_metrics(
+    settings: Settings,
+    index: Arc<dyn VectorIndex>,
+    embedder: Arc<dyn Embedder>,
+    metrics: Arc<Metrics>,
+) -> AppState {
+    let reranker = build_reranker(&settings, &metrics);
+    state_from_parts(settings, index, embedder, reranker, metrics)
+}
+
 /// `state_with` and an explicit reranker (tests inject fakes).
 pub fn state_with_reranker(
     settings: Settings,

@@ -14,9 +14,10 @@ use serde::{Deserialize, Serialize};
 /// background; the config files found at start-up): it never waits on a dependency.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct HealthResponse {
-    /// `ok`; `degraded` (200) when answers carry a degradation on every search (the index's
-    /// source cannot be refreshed and searches answer from the last good replica, or the themes
-    /// file is missing so theme routing is off); `unavailable` (503) when no index is loaded.
+    /// `ok`; `degraded` (200) when answers carry a degradation (the index's source cannot be
+    /// refreshed and searches answer from the last good replica; the themes file is missing so
+    /// theme routing is off; the last call to the embedding, rerank or LLM router upstream
+    /// failed); `unavailable` (503) when no index is loaded.
     pub status: String,
     /// `memory` or `chroma`.
     pub backend: String,
@@ -71,16 +72,20 @@ pub async fn health(State(state): State<AppState>) -> impl IntoResponse {
         response.error = Some(error.public_message());
         return (StatusCode::SERVICE_UNAVAILABLE, Json(response));
     }
-    let reason = match index.staleness() {
-        Some(stale) => Some(stale),
-        None if themes_missing => {
-            Some("the themes file (RETR_THEMES_PATH) is missing: theme routing is off (router_fallback)".into())
+    let mut reasons: Vec<String> = index.staleness().into_iter().collect();
+    if themes_missing {
+        reasons.push("the themes file (RETR_THEMES_PATH) is missing: theme routing is off (router_fallback)".into());
+    }
+    // Chroma's failures are the replica's staleness above; the others degrade the answers that
+    // use them (embedding_fallback, rerank_failed, router_fallback) until a call succeeds again.
+    for (upstream, outcome) in state.metrics.failing_upstreams() {
+        if upstream != "chroma" {
+            reasons.push(format!("the last call to the {upstream} upstream failed ({outcome})"));
         }
-        None => None,
-    };
-    if let Some(reason) = reason {
+    }
+    if !reasons.is_empty() {
         response.status = "degraded".into();
-        response.error = Some(reason);
+        response.error = Some(reasons.join("; "));
     }
     (StatusCode::OK, Json(response))
 }

@@ -104,3 +104,36 @@ async fn broken_config_files_stop_start_up_and_missing_ones_are_reported() {
     assert_eq!(health["missing_config"], json!(["RETR_THEMES_PATH"]), "{health}");
     assert!(!health.to_string().contains(&*dir.path().to_string_lossy()), "{health}");
 }
+
+/// While the embedding provider fails, every answer carries `embedding_fallback` and `/health`
+/// says so; the first successful call clears it.
+#[tokio::test]
+async fn a_failing_embedding_provider_makes_health_degraded_until_it_answers() {
+    let vector: Vec<f32> = (0..fixtures::DIMENSION).map(|i| if i == 0 { 1.0 } else { 0.0 }).collect();
+    let server = FakeServer::start(vec![
+        FakeResponse::new(401, "invalid key"),
+        FakeResponse::json(200, &json!({"data": [{"index": 0, "embedding": vector}]})),
+    ])
+    .await;
+    let mut settings = Settings { embedding_dimension: fixtures::DIMENSION, ..Settings::default() };
+    settings.embedding_api_base = server.url();
+    settings.embedding_max_attempts = 1;
+    let metrics = Arc::new(retrieval_service::metrics::Metrics::new());
+    let embedder = startup::build_embedder(&settings, Some(Arc::clone(&metrics))).unwrap();
+    let index = Arc::new(InMemoryIndex::from_snapshot(fixtures::snapshot()).unwrap());
+    let state = startup::state_with_metrics(settings, index, embedder, metrics);
+    let search = json!({"query": "установка SDK", "tenant_id": "t1"}).to_string();
+
+    let (_, answer) = send(&state, "POST", "/internal/retrieval/search", Some(&search)).await;
+    assert!(answer["degradations"].to_string().contains("embedding_fallback"), "{answer}");
+    let (status, health) = send(&state, "GET", "/health", None).await;
+    assert_eq!((status, health["status"].as_str()), (StatusCode::OK, Some("degraded")), "{health}");
+    let error = health["error"].as_str().unwrap();
+    assert!(error.contains("embedding") && error.contains("unauthorized"), "{health}");
+    assert!(!error.contains(&server.url()) && !error.contains("invalid key"), "{health}");
+
+    let (_, answer) = send(&state, "POST", "/internal/retrieval/search", Some(&search)).await;
+    assert!(!answer["degradations"].to_string().contains("embedding_fallback"), "{answer}");
+    let (_, health) = send(&state, "GET", "/health", None).await;
+    assert_eq!(health["status"], "ok", "{health}");
+}
