@@ -142,9 +142,10 @@ fn main() -> ExitCode {
                 let writer: Option<std::sync::Arc<dyn retrieval_service::ingest::writer::IndexWriter>> =
                     match retrieval_service::index::ChromaIndex::for_ingest(&settings) {
                         Ok(index) => Some(std::sync::Arc::new(
+                            // The report prints where it wrote: without a password in the URL.
                             retrieval_service::ingest::chroma_writer::ChromaSourceWriter::new(
                                 index,
-                                settings.chroma_host.clone(),
+                                retrieval_service::upstream::redact(&settings.chroma_host),
                             ),
                         )),
                         Err(error) => {
