@@ -176,6 +176,17 @@ async fn check(reader: &ChromaIndex, versions: &[Version; 2], query: &[f32]) -> 
     Ok(version.name)
 }
 
+/// One `/search` for a question with hits in both versions: 200 with hits, never a 404.
+async fn search(service: &retrieval_service::AppState) -> Result<&'static str, String> {
+    let body = format!(r#"{{"query": "оператор открывает чат", "tenant_id": "{TENANT}"}}"#);
+    let (status, body) = crate::common::send(service, "POST", "/internal/retrieval/search", Some(&body)).await;
+    let hits = body["hits"].as_array().map_or(0, Vec::len);
+    if status != axum::http::StatusCode::OK || hits == 0 {
+        return Err(format!("/search answered {status} with {hits} hits: {}", body["error"]));
+    }
+    Ok("search")
+}
+
 /// Records in the three collections, whatever their version (the collections are this test's).
 async fn stored_counts(url: &str, prefix: &str) -> [usize; 3] {
     let http = reqwest::Client::new();
@@ -232,9 +243,20 @@ async fn every_search_during_killed_and_repeated_reingests_sees_one_whole_versio
         let (reader, versions, stop, seen) =
             (Arc::clone(&reader), versions.clone(), Arc::clone(&stop), Arc::clone(&seen));
         let query = query.clone();
+        // The service over the same replica: what a caller of /search gets meanwhile.
+        let service = retrieval_service::startup::state_with(
+            Settings { embedding_dimension: DIMENSION, mock_mode: false, ..settings.clone() },
+            Arc::clone(&reader) as Arc<dyn VectorIndex>,
+            Arc::new(PseudoEmbedder::new(DIMENSION)),
+        );
         tokio::spawn(async move {
+            let mut round = 0usize;
             while !stop.load(Ordering::Acquire) {
-                let outcome = check(&reader, &versions, &query).await;
+                round += 1;
+                let outcome = match round % 4 {
+                    0 => search(&service).await,
+                    _ => check(&reader, &versions, &query).await,
+                };
                 {
                     let mut seen = seen.lock().unwrap();
                     seen.0 += 1;
@@ -263,7 +285,8 @@ async fn every_search_during_killed_and_repeated_reingests_sees_one_whole_versio
             0 => {
                 let killed = tokio::time::timeout(at, writer.replace_source(&scope, versions[target].batch())).await;
                 println!("round {round}: killed after {at:?} (finished anyway: {})", killed.is_ok());
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                // Requests the killed run had sent still land: a moment for them.
+                tokio::time::sleep(Duration::from_millis(500)).await;
             }
             // Chroma unreachable for 300 ms at a random point: the run retries through it.
             1 => {
@@ -312,5 +335,5 @@ async fn every_search_during_killed_and_repeated_reingests_sees_one_whole_versio
         &problems[..problems.len().min(10)]
     );
     assert!(checks >= 100, "only {checks} checks ran");
-    assert_eq!(versions_seen, BTreeSet::from(["A", "B"]), "the checks saw both versions served");
+    assert_eq!(versions_seen, BTreeSet::from(["A", "B", "search"]), "the checks saw both versions served");
 }
