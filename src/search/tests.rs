@@ -248,3 +248,102 @@ async fn a_request_may_override_the_router_mode_and_the_top_k_knobs_for_itself_o
         }
     }
 }
+
+/// Two tenants whose pages sit in two folders each and that no theme of the themes file
+/// describes: the router learns each tenant's areas from that tenant's pages only.
+fn two_area_snapshot() -> crate::model::Snapshot {
+    use crate::model::{Metadata, Record, Snapshot};
+    let embedder = PseudoEmbedder::new(fixtures::DIMENSION);
+    let mut snapshot = Snapshot {
+        format_version: Snapshot::FORMAT_VERSION,
+        embedding_model: PseudoEmbedder::MODEL_NAME.into(),
+        dimension: fixtures::DIMENSION,
+        ..Snapshot::default()
+    };
+    let pages = [
+        ("vdi", "broker", "Установка брокера", "Брокер ставится на Astra Linux, пулы виртуальных машин брокера."),
+        ("vdi", "broker", "Пулы брокера", "Пулы виртуальных машин брокера и шаблоны Astra."),
+        ("vdi", "broker", "Обновление брокера", "Обновление брокера на Astra Linux из репозитория."),
+        ("vdi", "connect", "Установка клиента", "Клиент Connect ставится на Windows и тонкий клиент."),
+        ("vdi", "connect", "Настройки клиента", "Клиент Connect: настройки подключения к рабочему столу, freerdp."),
+        ("vdi", "connect", "Обновление клиента", "Обновление клиента Connect на Windows через freerdp."),
+        ("other", "alpha", "Альфа один", "Секретслово альфа процессор альфа."),
+        ("other", "alpha", "Альфа два", "Секретслово альфа процессор."),
+        ("other", "alpha", "Альфа три", "Секретслово альфа процессор альфа."),
+        ("other", "beta", "Бета один", "Бета модуль."),
+        ("other", "beta", "Бета два", "Бета модуль бета."),
+        ("other", "beta", "Бета три", "Бета модуль."),
+    ];
+    for (number, (tenant, area, title, text)) in pages.into_iter().enumerate() {
+        let doc_id = format!("{area}/page{number}.md");
+        let meta = Metadata {
+            tenant_id: tenant.into(),
+            doc_id: doc_id.clone(),
+            title: title.into(),
+            source: doc_id.clone(),
+            domain: "external_site".into(),
+            section: area.into(),
+            ..Metadata::default()
+        };
+        snapshot.docs.push(Record {
+            id: doc_id.clone(),
+            embedding: embedder.embed_one(title),
+            text: title.into(),
+            meta: meta.clone(),
+        });
+        let section_id = format!("{doc_id}#s1");
+        let section_meta = Metadata {
+            section_id: Some(section_id.clone()),
+            heading: title.into(),
+            heading_path: vec![title.into()],
+            ..meta
+        };
+        snapshot.sections.push(Record {
+            id: section_id.clone(),
+            embedding: embedder.embed_one(text),
+            text: text.into(),
+            meta: section_meta.clone(),
+        });
+        let chunk_id = format!("{section_id}-c1");
+        snapshot.chunks.push(Record {
+            id: chunk_id.clone(),
+            embedding: embedder.embed_one(text),
+            text: text.into(),
+            meta: Metadata { chunk_id: Some(chunk_id), ..section_meta },
+        });
+    }
+    snapshot
+}
+
+#[tokio::test]
+async fn a_tenant_without_written_themes_is_routed_over_themes_learned_from_its_own_pages() {
+    let settings = Settings { embedding_dimension: fixtures::DIMENSION, ..Settings::default() };
+    let index = Arc::new(InMemoryIndex::from_snapshot(two_area_snapshot()).unwrap());
+    let state = crate::startup::state_with(settings, index.clone(), Arc::new(PseudoEmbedder::new(fixtures::DIMENSION)));
+    let service = &state.search;
+    let vdi = TenantId::new("vdi").unwrap();
+    let themes = service.themes_for(index.as_ref(), &vdi).await;
+    let mut ids: Vec<&str> = themes.iter().map(|t| t.id.as_str()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["area_broker", "area_connect"]);
+    let every_keyword: Vec<&String> = themes.iter().flat_map(|t| &t.keywords).collect();
+    assert!(
+        !every_keyword.iter().any(|k| k.contains("секретслово") || k.contains("альфа")),
+        "another tenant's words: {every_keyword:?}"
+    );
+    let other = service.themes_for(index.as_ref(), &TenantId::new("other").unwrap()).await;
+    assert!(other.iter().all(|t| t.id == "area_alpha" || t.id == "area_beta"));
+
+    let mut request = request("как обновить брокер на астре", "vdi");
+    request.router_mode = Some(RouterMode::Heuristic);
+    let response = service.search(&request).await.unwrap();
+    assert_eq!(response.routing.result.primary_theme.as_deref(), Some("area_broker"));
+    assert_eq!(response.hits[0].metadata.theme_label.as_deref(), Some("area_broker"));
+    assert!(response.hits.iter().all(|hit| index_tenant_is(hit, "vdi")));
+    assert!((0.0..=1.0).contains(&response.confidence) && response.confidence > 0.0);
+}
+
+fn index_tenant_is(hit: &RetrievalHit, tenant: &str) -> bool {
+    let vdi_areas = ["broker/", "connect/"];
+    (tenant == "vdi") == vdi_areas.iter().any(|area| hit.doc_id.starts_with(area))
+}
