@@ -10,7 +10,7 @@
 //!   as nginx drains keep-alive connections when it runs out; so thousands of idle connections
 //!   cannot lock real clients out until their timers expire. When every connection has a request
 //!   in progress, the new one is answered 503 `overloaded` with `Retry-After: 1` and
-//!   `Connection: close` and closed (at most `MAX_REFUSALS_IN_PROGRESS` such answers at a time;
+//!   `Connection: close` and closed (at most 64 such answers at a time;
 //!   beyond, the connection is closed at once). Both are counted in `/metrics` (refusals logged
 //!   at most every 10 s), and the process never runs out of file descriptors.
 //! - A request head with both `Content-Length` and `Transfer-Encoding` is answered 400
@@ -34,55 +34,14 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify, Semaphore};
 
+mod framing;
+mod refusal;
+
 /// How long an expired idle connection may take to close after a graceful shutdown was asked.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// How long a new connection at the limit waits for the idle connection closed for it to go.
 const EVICTION_WAIT: Duration = Duration::from_secs(1);
-
-/// Refused connections being answered 503 at once; beyond, a refused connection is closed
-/// without an answer (each answer holds a file descriptor for up to `REFUSAL_TIME`).
-const MAX_REFUSALS_IN_PROGRESS: usize = 64;
-
-/// How long answering a refused connection may take (writing the 503, reading what it sent).
-const REFUSAL_TIME: Duration = Duration::from_secs(1);
-
-/// The longest request head inspected for conflicting length headers (hyper refuses longer ones).
-const MAX_INSPECTED_HEAD: usize = 512 * 1024;
-
-/// The answer to a connection refused at the limit.
-fn refusal_response() -> Vec<u8> {
-    let body = r#"{"error":{"code":"overloaded","message":"too many connections in progress; retry later"}}"#;
-    format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n\
-         connection: close\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .into_bytes()
-}
-
-/// Answers a refused connection 503 (when fewer than `MAX_REFUSALS_IN_PROGRESS` are being
-/// answered) and closes it: what it sent is read and dropped first, so that closing does not
-/// reset the connection before the client reads the answer.
-fn refuse(stream: TcpStream, refusals: &Arc<Semaphore>) {
-    let Ok(permit) = Arc::clone(refusals).try_acquire_owned() else {
-        drop(stream);
-        return;
-    };
-    tokio::spawn(async move {
-        let mut stream = stream;
-        let _ = tokio::time::timeout(REFUSAL_TIME, async {
-            use tokio::io::{AsyncReadExt, AsyncWriteExt};
-            stream.write_all(&refusal_response()).await?;
-            stream.shutdown().await?;
-            let mut sink = [0u8; 4096];
-            while stream.read(&mut sink).await? > 0 {}
-            io::Result::Ok(())
-        })
-        .await;
-        drop(permit);
-    });
-}
 
 /// The open connections' activity, so that at the limit the longest-idle one can be closed.
 #[derive(Default)]
@@ -183,7 +142,7 @@ pub async fn serve(
     let metrics = Arc::clone(&state.metrics);
     let app = crate::app(state);
     let permits = Arc::new(Semaphore::new(limits.max_connections));
-    let refusals = Arc::new(Semaphore::new(MAX_REFUSALS_IN_PROGRESS));
+    let refusals = Arc::new(Semaphore::new(refusal::MAX_REFUSALS_IN_PROGRESS));
     let connections = Arc::new(OpenConnections::default());
     let (close_tx, close_rx) = watch::channel(false);
     let last_refusal_log = AtomicU64::new(0);
@@ -233,7 +192,7 @@ pub async fn serve(
                     "connection limit reached with every connection busy; closing new connections"
                 );
             }
-            refuse(stream, &refusals);
+            refusal::refuse(stream, &refusals);
             continue;
         };
         let _ = stream.set_nodelay(true);
@@ -250,7 +209,7 @@ pub async fn serve(
                     Some(permit) => permit,
                     None => {
                         metrics.connections_refused.inc();
-                        refuse(stream, &refusals);
+                        refusal::refuse(stream, &refusals);
                         return;
                     }
                 },
@@ -296,14 +255,7 @@ struct Activity {
     evict: Notify,
     /// The bytes read while no request is in progress, up to the end of the head: the next
     /// request's head, inspected for conflicting length headers when it is dispatched.
-    head: Mutex<HeadCapture>,
-}
-
-/// The bytes of a request head as they arrive, and whether its blank line has been seen.
-#[derive(Default)]
-struct HeadCapture {
-    bytes: Vec<u8>,
-    complete: bool,
+    head: Mutex<framing::HeadCapture>,
 }
 
 impl Activity {
@@ -322,23 +274,13 @@ impl Activity {
 
     /// Keeps `bytes` (read while idle) until the head's blank line has been seen.
     fn capture_head(&self, bytes: &[u8]) {
-        let mut head = self.head.lock().unwrap_or_else(|p| p.into_inner());
-        if head.complete || head.bytes.len() >= MAX_INSPECTED_HEAD {
-            return;
-        }
-        // Only the new bytes (and the 3 before them) can complete the blank line: a head that
-        // arrives a byte at a time is not scanned again and again.
-        let scan_from = head.bytes.len().saturating_sub(3);
-        let room = MAX_INSPECTED_HEAD - head.bytes.len();
-        head.bytes.extend_from_slice(&bytes[..bytes.len().min(room)]);
-        head.complete = head_end(&head.bytes[scan_from..]).is_some();
+        self.head.lock().unwrap_or_else(|p| p.into_inner()).capture(bytes);
     }
 
     /// Whether the head just dispatched carries both `Content-Length` and `Transfer-Encoding`;
     /// forgets it.
     fn take_length_conflict(&self) -> bool {
-        let head = std::mem::take(&mut *self.head.lock().unwrap_or_else(|p| p.into_inner())).bytes;
-        has_conflicting_lengths(&head[..head_end(&head).unwrap_or(head.len())])
+        std::mem::take(&mut *self.head.lock().unwrap_or_else(|p| p.into_inner())).has_conflicting_lengths()
     }
 
     /// When the connection last became idle (for choosing the longest idle).
@@ -380,35 +322,6 @@ impl Activity {
             started => Some(at(started, limits.header_read_timeout)),
         }
     }
-}
-
-/// Where a request head ends (the index after its blank line), if it has been read.
-fn head_end(bytes: &[u8]) -> Option<usize> {
-    bytes.windows(4).position(|window| window == b"\r\n\r\n").map(|at| at + 4)
-}
-
-/// Whether a request head has both a `Content-Length` and a `Transfer-Encoding` header line.
-fn has_conflicting_lengths(head: &[u8]) -> bool {
-    let (mut length, mut encoding) = (false, false);
-    for line in head.split(|&byte| byte == b'\n').skip(1) {
-        let name = line.split(|&byte| byte == b':').next().unwrap_or_default();
-        let name = name.trim_ascii();
-        length |= name.eq_ignore_ascii_case(b"content-length");
-        encoding |= name.eq_ignore_ascii_case(b"transfer-encoding");
-    }
-    length && encoding
-}
-
-/// The answer to a head with both `Content-Length` and `Transfer-Encoding`.
-fn conflicting_lengths_response() -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let mut response = crate::error::ApiError::new(
-        crate::error::ErrorCode::BadRequest,
-        "a request may not carry both Content-Length and Transfer-Encoding",
-    )
-    .into_response();
-    response.headers_mut().insert(hyper::header::CONNECTION, hyper::header::HeaderValue::from_static("close"));
-    response
 }
 
 /// Marks a request in progress on its connection until dropped (also when it is cancelled).
@@ -490,7 +403,7 @@ async fn serve_connection(
             let app = app.clone();
             async move {
                 if guard.conflicting_lengths {
-                    return Ok(conflicting_lengths_response());
+                    return Ok(framing::conflicting_lengths_response());
                 }
                 let response = tower::ServiceExt::oneshot(app, request).await;
                 drop(guard);
