@@ -207,3 +207,45 @@ pub fn merge_snapshot(
     snapshot.indexed_at = batch.indexed_at;
     Ok((snapshot, removed_docs))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(text: &str, indexed_at: &str) -> RecordSet {
+        let meta = Metadata {
+            tenant_id: "t".into(),
+            doc_id: "docs/a.md".into(),
+            indexed_at: indexed_at.into(),
+            ..Metadata::default()
+        };
+        let section = Metadata { section_id: Some("docs/a.md#s0".into()), ..meta.clone() };
+        let record = |id: &str, meta: &Metadata, embedding: f32| Record {
+            id: id.into(),
+            meta: meta.clone(),
+            text: text.into(),
+            embedding: vec![embedding],
+        };
+        RecordSet {
+            docs: vec![record("docs/a.md", &meta, 1.0)],
+            sections: vec![record("docs/a.md#s0", &section, 2.0)],
+            chunks: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_page_hash_changes_with_content_and_model_only() {
+        let hash = |records: &RecordSet, model: &str| page_hashes(records, model)["docs/a.md"].clone();
+        let first = hash(&page("text", "2026-01-01"), "m");
+        assert_eq!(first.len(), 32);
+        assert_eq!(hash(&page("text", "2026-02-02"), "m"), first, "indexed_at is not content");
+        let mut other_vectors = page("text", "2026-01-01");
+        other_vectors.docs[0].embedding = vec![9.0];
+        assert_eq!(hash(&other_vectors, "m"), first, "vectors are not hashed (known before embedding)");
+        assert_ne!(hash(&page("other text", "2026-01-01"), "m"), first);
+        assert_ne!(hash(&page("text", "2026-01-01"), "other model"), first);
+        let mut retitled = page("text", "2026-01-01");
+        retitled.sections[0].meta.title = "new".into();
+        assert_ne!(hash(&retitled, "m"), first, "any level's metadata counts");
+    }
+}

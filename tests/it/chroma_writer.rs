@@ -1,7 +1,8 @@
 //! The Chroma writer against a fake Chroma (no server needed): upserts are split into batches of
 //! at most 1,000 records or the server's `max_batch_size`, embeddings go as base64 when the server
 //! announces it, no more than `chroma_write_concurrency` batches are ever in flight, and a failed
-//! batch fails the write (and still bumps the version marker).
+//! batch fails the write (and still bumps the version marker). The batch job's calls are retried
+//! on a timeout, a dropped connection, 429 (after what `Retry-After` asks) and 5xx, never on 4xx.
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -172,4 +173,80 @@ async fn a_failed_batch_fails_the_write_and_still_bumps_the_version() {
     assert!(error.message.contains("bad batch"), "{error}");
     assert!(fake.upserts.load(Ordering::SeqCst) < 10, "batches after the failure are not sent");
     assert_eq!(fake.metadata_updates.load(Ordering::SeqCst), 1, "earlier batches may be written: readers must reload");
+}
+
+mod retries {
+    use crate::common::fake_http::{FakeResponse, FakeServer};
+    use retrieval_service::config::Settings;
+    use retrieval_service::index::{ChromaIndex, IndexErrorKind};
+    use serde_json::json;
+    use std::time::{Duration, Instant};
+
+    fn ingest_index(url: &str) -> std::sync::Arc<ChromaIndex> {
+        let settings = Settings {
+            chroma_host: url.to_string(),
+            chroma_collection: "fake".into(),
+            chroma_ingest_timeout_seconds: 0.3,
+            ..Settings::default()
+        };
+        ChromaIndex::for_ingest(&settings).unwrap()
+    }
+
+    fn collection() -> FakeResponse {
+        FakeResponse::json(200, &json!({"id": "c1", "metadata": {"index_version": "123-1-0"}}))
+    }
+
+    /// The batch job's calls survive a Chroma that does not answer in time or answers 5xx: each
+    /// is tried again after the policy's backoff (0.5 s, then 1 s).
+    #[tokio::test]
+    async fn ingest_calls_retry_timeouts_and_server_errors() {
+        let fake = FakeServer::start(vec![FakeResponse::hang(), FakeResponse::new(503, "{}"), collection()]).await;
+        assert_eq!(ingest_index(&fake.url()).stored_version().await.unwrap(), Some(123));
+        assert_eq!(fake.request_count(), 3);
+    }
+
+    /// A 429 waits what `Retry-After` asks (0 s here) instead of the policy's 0.5 s.
+    #[tokio::test]
+    async fn a_429_is_retried_after_what_retry_after_asks() {
+        let busy = FakeResponse::new(429, r#"{"error":"TooManyRequests","message":"slow down"}"#)
+            .with_header("retry-after", "0");
+        let fake = FakeServer::start(vec![busy, collection()]).await;
+        let started = Instant::now();
+        assert_eq!(ingest_index(&fake.url()).stored_version().await.unwrap(), Some(123));
+        assert_eq!(fake.request_count(), 2);
+        assert!(started.elapsed() < Duration::from_millis(400), "took {:?}", started.elapsed());
+    }
+
+    /// A connection dropped without an answer (Chroma restarting) is retried; a 4xx answer is not.
+    #[tokio::test]
+    async fn a_dropped_connection_is_retried_and_a_bad_request_is_not() {
+        let bad = FakeResponse::new(400, r#"{"error":"InvalidArgumentError","message":"no"}"#);
+        let fake = FakeServer::start(vec![bad, collection()]).await;
+        let error = ingest_index(&fake.url()).stored_version().await.unwrap_err();
+        assert_eq!((error.kind, fake.request_count()), (IndexErrorKind::BadRequest, 1));
+
+        // The first connection is closed without an answer, the next ones are answered.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = std::sync::Arc::clone(&accepted);
+        tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let mut request = [0u8; 4096];
+                let _ = stream.read(&mut request).await;
+                if counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+                    continue;
+                }
+                let body = r#"{"id":"c1","metadata":{"index_version":"123-1-0"}}"#;
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+            }
+        });
+        assert_eq!(ingest_index(&url).stored_version().await.unwrap(), Some(123));
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
 }
