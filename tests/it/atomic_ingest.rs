@@ -24,9 +24,13 @@ use tokio::net::{TcpListener, TcpStream};
 const DIMENSION: usize = 32;
 const TENANT: &str = "acme";
 const SOURCE: &str = "docs";
-const PAGES: usize = 60;
+/// Pages of version A; `RETR_TEST_ATOMIC_PAGES` sets another number for a measurement at scale.
+fn pages() -> usize {
+    std::env::var("RETR_TEST_ATOMIC_PAGES").ok().and_then(|pages| pages.parse().ok()).unwrap_or(60).max(12)
+}
 
-/// One version of the source: version B changes pages 0..15, drops 50..60 and adds 60..70.
+/// One version of the source: of A's n pages (60), version B changes the first quarter, drops
+/// the last sixth and adds as many new ones.
 #[derive(Clone)]
 struct Version {
     name: &'static str,
@@ -36,13 +40,14 @@ struct Version {
 impl Version {
     fn build(name: &'static str) -> Self {
         let embedder = PseudoEmbedder::new(DIMENSION);
+        let count = pages();
         let pages: Vec<usize> = match name {
-            "A" => (0..PAGES).collect(),
-            _ => (0..50).chain(PAGES..PAGES + 10).collect(),
+            "A" => (0..count).collect(),
+            _ => (0..count - count / 6).chain(count..count + count / 6).collect(),
         };
         let mut records = RecordSet::default();
         for page in pages {
-            let edition = if name == "B" && page < 15 {
+            let edition = if name == "B" && page < count / 4 {
                 "вторая редакция"
             } else {
                 "первая редакция"
@@ -64,7 +69,7 @@ impl Version {
             };
             records.docs.push(record(doc_id.clone(), base.clone(), format!("Настройка оператора {page} {edition}")));
             // Version B gives page 0..15 a third section: the counts tell the versions apart.
-            let sections = if name == "B" && page < 15 { 3 } else { 2 };
+            let sections = if name == "B" && page < count / 4 { 3 } else { 2 };
             for section in 0..sections {
                 let section_id = format!("{doc_id}#s{section}");
                 let meta = Metadata { section_id: Some(section_id.clone()), ..base.clone() };
@@ -231,7 +236,7 @@ async fn every_search_during_killed_and_repeated_reingests_sees_one_whole_versio
     let reader = ChromaIndex::new(&settings).unwrap();
     reader.spawn_refresher();
     let query = PseudoEmbedder::new(DIMENSION).embed_one("оператор открывает чат");
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(20 + pages() as u64 / 20);
     while check(&reader, &versions, &query).await != Ok("A") {
         assert!(Instant::now() < deadline, "the replica never loaded version A");
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -303,7 +308,7 @@ async fn every_search_during_killed_and_repeated_reingests_sees_one_whole_versio
         }
         writer.replace_source(&scope, versions[target].batch()).await.unwrap();
         current = target;
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(20 + pages() as u64 / 20);
         while check(&reader, &versions, &query).await != Ok(versions[target].name) {
             if Instant::now() >= deadline {
                 let (checks, _, problems) = seen.lock().unwrap().clone();
