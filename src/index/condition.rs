@@ -179,14 +179,41 @@ pub enum Test {
     EndsWith(String),
     Is(String),
     IsNot(String),
-    In(Vec<String>),
-    NotIn(Vec<String>),
+    In(ValueList),
+    NotIn(ValueList),
     Empty,
     NotEmpty,
     Compare(Comparison, Number),
     /// Strictly before / after an instant, in Unix seconds.
     Before(i64),
     After(i64),
+}
+
+/// The values of an `in` / `not in` test, sorted and deduplicated once when the condition is
+/// read, so a record is checked with a binary search: a list of 1,000 values costs ~10
+/// comparisons per record instead of 1,000 (a request's conditions × values × records was the
+/// CPU an attacker could ask for).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ValueList(Vec<String>);
+
+impl ValueList {
+    pub fn new(mut values: Vec<String>) -> Self {
+        values.sort_unstable();
+        values.dedup();
+        Self(values)
+    }
+
+    pub fn contains(&self, value: &str) -> bool {
+        self.0.binary_search_by(|item| item.as_str().cmp(value)).is_ok()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// How a condition joins its clauses.
@@ -257,8 +284,8 @@ fn value_matches(field: Field, test: &Test, value: &str) -> bool {
         Test::EndsWith(needle) => value.to_lowercase().ends_with(needle.as_str()),
         Test::Is(wanted) => value == wanted,
         Test::IsNot(wanted) => value != wanted,
-        Test::In(list) => list.iter().any(|item| item == value),
-        Test::NotIn(list) => !list.iter().any(|item| item == value),
+        Test::In(list) => list.contains(value),
+        Test::NotIn(list) => !list.contains(value),
         Test::Empty => value.is_empty(),
         Test::NotEmpty => !value.is_empty(),
         // A record whose field is not a number satisfies no comparison (also not `≠`).
@@ -370,8 +397,14 @@ mod tests {
         assert!(clause(Field::DocId, Test::EndsWith("/install".into())).matches(&m));
         assert!(clause(Field::Product, Test::Is("AdGuard".into())).matches(&m));
         assert!(!clause(Field::Product, Test::Is("adguard".into())).matches(&m));
-        assert!(clause(Field::Platform, Test::In(vec!["mac".into(), "windows".into()])).matches(&m));
-        assert!(!clause(Field::Platform, Test::NotIn(vec!["windows".into()])).matches(&m));
+        assert!(clause(Field::Platform, Test::In(ValueList::new(vec!["windows".into(), "mac".into()]))).matches(&m));
+        assert!(!clause(Field::Platform, Test::NotIn(ValueList::new(vec!["windows".into()]))).matches(&m));
+        // Unsorted, repeated values: the list is sorted once, every value still found.
+        let many: Vec<String> =
+            (0..1000).rev().map(|n| format!("v{n}")).chain(["windows".into(), "v7".into()]).collect();
+        assert_eq!(ValueList::new(many.clone()).len(), 1001);
+        assert!(clause(Field::Platform, Test::In(ValueList::new(many.clone()))).matches(&m));
+        assert!(!clause(Field::Platform, Test::NotIn(ValueList::new(many))).matches(&m));
         assert!(clause(Field::Role, Test::Empty).matches(&m));
         assert!(!clause(Field::Role, Test::NotEmpty).matches(&m));
     }

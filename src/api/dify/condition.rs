@@ -13,7 +13,9 @@
 
 use super::request::{DifyCondition, DifyMetadataCondition, LogicalOperator};
 use super::DifyError;
-use crate::index::condition::{unix_seconds, Clause, Comparison, Field, Logic, MetadataCondition, Number, Test};
+use crate::index::condition::{
+    unix_seconds, Clause, Comparison, Field, Logic, MetadataCondition, Number, Test, ValueList,
+};
 use crate::search::{MAX_ID_LIST, MAX_TAG_CHARS};
 use serde_json::{json, Value};
 
@@ -95,11 +97,11 @@ pub fn compile(condition: &DifyMetadataCondition) -> Result<Option<MetadataCondi
 
 /// A clause no record passes (`doc_id in []`), and one every record passes (`doc_id not in []`).
 fn never() -> Clause {
-    Clause::Field(Field::DocId, Test::In(Vec::new()))
+    Clause::Field(Field::DocId, Test::In(ValueList::default()))
 }
 
 fn always() -> Clause {
-    Clause::Field(Field::DocId, Test::NotIn(Vec::new()))
+    Clause::Field(Field::DocId, Test::NotIn(ValueList::default()))
 }
 
 /// One condition; `None` for a blank one (no value where the operator takes one). The name and
@@ -219,8 +221,8 @@ fn test(field: Field, operator: &str, value: Option<&Value>) -> Result<Clause, S
         }
         "is" => on_field(Test::Is(text()?)),
         "is not" => on_field(Test::IsNot(text()?)),
-        "in" => on_field(Test::In(list()?)),
-        "not in" => on_field(Test::NotIn(list()?)),
+        "in" => on_field(Test::In(ValueList::new(list()?))),
+        "not in" => on_field(Test::NotIn(ValueList::new(list()?))),
         "empty" => on_field(Test::Empty),
         "not empty" => on_field(Test::NotEmpty),
         "=" => on_field(Test::Compare(Comparison::Equal, number()?)),

@@ -3,7 +3,7 @@
 
 use super::condition::unknown_field;
 use super::request::UnknownFields;
-use crate::index::condition::{Clause, Field, Test};
+use crate::index::condition::{Clause, Field, Test, ValueList};
 use crate::search::{validate_tenant, TenantId};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
@@ -88,7 +88,7 @@ impl KnowledgeBases {
                     field,
                     match wanted {
                         OneOrMany::One(value) => Test::Is(value),
-                        OneOrMany::Many(values) if !values.is_empty() => Test::In(values),
+                        OneOrMany::Many(values) if !values.is_empty() => Test::In(ValueList::new(values)),
                         OneOrMany::Many(_) => {
                             return Err(format!("{id}: filter.{name}: an empty list matches nothing"))
                         }
