@@ -330,7 +330,7 @@ impl Default for Settings {
             embedding_cache_size: 1024,
             embedding_cache_path: None,
             ingest_embedding_timeout_seconds: 300.0,
-            ingest_embedding_batch_size: 16,
+            ingest_embedding_batch_size: 4,
             ingest_embedding_concurrency: 2,
             rerank_enabled: false,
             rerank_backend: RerankBackend::Chat,
