@@ -58,42 +58,19 @@ pub fn clarification(result: &RoutingResult, hits: &[Ranked], themes: &ThemeLabe
     build_clarification(result, &labels, themes.themes())
 }
 
-/// Whether the first `n` hits split across themes: the best hit belongs to a *specific* theme
-/// (one defined by more than a domain, e.g. a product platform or a role), and the first `n` hits
-/// name at least two specific themes. Hits of domain-only themes (general knowledge pages) answer
-/// for every product and do not split a question.
-pub fn hits_split(hits: &[Ranked], n: usize, labels: &ThemeLabels<'_>) -> bool {
+/// How strongly the first `n` hits split across themes: `None` unless the best hit belongs to a
+/// *specific* theme (one defined by more than a domain, e.g. a product platform or a role) and
+/// another of the first `n` hits to a second specific theme; then the score of the best hit of
+/// that second theme as a share of the first hit's score, in [0, 1]. Hits of domain-only themes
+/// (general knowledge pages) answer for every product and do not split a question.
+pub fn split_ratio(hits: &[Ranked], n: usize, labels: &ThemeLabels<'_>) -> Option<f32> {
     let themes = labels.themes();
     let specific = |hit: &Ranked| {
         label(hit, labels).filter(|id| themes.iter().any(|t| &t.id == id && t.fields_view().specificity() >= 2))
     };
-    if hits.first().and_then(specific).is_none() {
-        return false;
-    }
-    let mut seen: Vec<String> = Vec::new();
-    for id in hits.iter().take(n).filter_map(specific) {
-        if !seen.contains(&id) {
-            seen.push(id);
-        }
-    }
-    seen.len() >= 2
-}
-
-/// How strongly the first `n` hits split across specific themes (`hits_split`): the score of the
-/// best hit of a second specific theme as a share of the first hit's score, in [0, 1]; `None`
-/// when they do not split.
-pub fn split_ratio(hits: &[Ranked], n: usize, labels: &ThemeLabels<'_>) -> Option<f32> {
-    if !hits_split(hits, n, labels) {
-        return None;
-    }
     let first = hits.first()?;
-    let first_label = label(first, labels);
-    let themes = labels.themes();
-    let second = hits.iter().take(n).skip(1).find(|hit| {
-        label(hit, labels)
-            .filter(|id| Some(id) != first_label.as_ref())
-            .is_some_and(|id| themes.iter().any(|t| t.id == id && t.fields_view().specificity() >= 2))
-    })?;
+    let first_theme = specific(first)?;
+    let second = hits.iter().take(n).skip(1).find(|hit| specific(hit).is_some_and(|id| id != first_theme))?;
     Some(if first.score > 0.0 { (second.score / first.score).clamp(0.0, 1.0) } else { 1.0 })
 }
 
