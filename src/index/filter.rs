@@ -83,6 +83,30 @@ impl RecordFilter {
         }
         self.condition.as_ref().is_none_or(|condition| condition.matches(meta))
     }
+
+    /// Whether `matches` gives `a` and `b` the same verdict because they agree on every field it
+    /// reads: the tenant, the equality fields, the id lists' fields and, with a condition, every
+    /// field a condition can test (`condition::Field`). A page's sections and chunks share their
+    /// page's metadata, so a costly condition is checked once per page, not once per record.
+    pub fn same_verdict(&self, a: &Metadata, b: &Metadata) -> bool {
+        let page_fields = a.tenant_id == b.tenant_id
+            && a.doc_id == b.doc_id
+            && (self.section_ids.is_none() || a.section_id == b.section_id)
+            && a.product == b.product
+            && a.version == b.version
+            && a.tags == b.tags
+            && a.domain == b.domain
+            && a.section == b.section
+            && a.platform == b.platform
+            && a.role == b.role;
+        page_fields
+            && (self.condition.is_none()
+                || (a.page_type == b.page_type
+                    && a.source == b.source
+                    && a.url == b.url
+                    && a.title == b.title
+                    && a.indexed_at == b.indexed_at))
+    }
 }
 
 #[cfg(test)]
@@ -135,5 +159,41 @@ mod tests {
         assert!(moved.pages.is_none());
         assert_eq!(moved.product, hinted.product);
         assert_eq!(moved.tenant_id, "demo");
+    }
+
+    /// A record that differs from another in any field a condition can test never borrows the
+    /// other's verdict (the match has no `_` arm: a new field must be set here, and then fails
+    /// until `same_verdict` compares it).
+    #[test]
+    fn same_verdict_compares_every_field_a_condition_reads() {
+        use crate::index::condition::{Clause, Field, MetadataCondition, Test};
+        let mut filter = RecordFilter::tenant("demo");
+        filter.condition = Some(Arc::new(MetadataCondition::all(vec![Clause::Field(Field::Product, Test::NotEmpty)])));
+        let base = Metadata { indexed_at: "2026-11-27T00:00:00Z".into(), ..meta("demo", "d1", Some("s1")) };
+        assert!(filter.same_verdict(&base, &base.clone()));
+        for field in Field::ALL {
+            let mut other = base.clone();
+            match field {
+                Field::Product => other.product = "other".into(),
+                Field::Version => other.version = "2".into(),
+                Field::Tags => other.tags.push("c".into()),
+                Field::Domain => other.domain = "other".into(),
+                Field::Section => other.section = "other".into(),
+                Field::Platform => other.platform = "other".into(),
+                Field::Role => other.role = "other".into(),
+                Field::PageType => other.page_type = "other".into(),
+                Field::Source => other.source = "other".into(),
+                Field::Url => other.url = "other".into(),
+                Field::DocId => other.doc_id = "other".into(),
+                Field::Title => other.title = "other".into(),
+                Field::IndexedAt => other.indexed_at = "2026-11-28T00:00:00Z".into(),
+            }
+            assert!(!filter.same_verdict(&base, &other), "{field:?} is not compared");
+        }
+        // Section ids matter only to a filter that names sections.
+        let sibling = Metadata { section_id: Some("s2".into()), ..base.clone() };
+        assert!(filter.same_verdict(&base, &sibling));
+        filter.section_ids = Some(vec!["s1".into()]);
+        assert!(!filter.same_verdict(&base, &sibling));
     }
 }

@@ -3,7 +3,7 @@
 
 use super::features::{IdOrder, RecordFeatures};
 use super::replica::{Replica, SnapshotSource};
-use super::tenant_level::{top_k, top_k_of, Residual, TenantLevel};
+use super::tenant_level::{top_k, top_k_of, Residual, TenantLevel, Verdicts};
 use super::{
     IndexError, IndexErrorKind, IndexStats, LevelStore, RecordFilter, RecordRef, Result, ScoredRecord, TenantStats,
 };
@@ -100,9 +100,9 @@ impl LevelData {
 
     /// The records that pass `filter` (whose tenant is this one), as numbers in id order.
     fn matching(&self, filter: &RecordFilter) -> Vec<usize> {
-        let residual = Residual::of(filter);
+        let verdicts = Verdicts::new(filter, &self.store.records);
         let mut numbers = self.candidates(filter);
-        numbers.retain(|&number| residual.accepts(&self.store.records[number]));
+        numbers.retain(|&number| verdicts.accepts(number));
         numbers
     }
 
@@ -481,8 +481,8 @@ impl LoadedIndex {
         }
         // The records the id lists allow (ascending), when the filter has id lists.
         let candidates: Option<Vec<usize>> = restricted.then(|| data.candidates(filter));
-        let residual = Residual::of(filter);
-        let accept = |number: usize| residual.accepts(&data.store.records[number]);
+        let verdicts = Verdicts::new(filter, &data.store.records);
+        let accept = |number: usize| verdicts.accepts(number);
         let remembered = Kept::recall(
             &LEXICAL_SCORES,
             &data.scope,

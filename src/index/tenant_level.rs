@@ -262,12 +262,34 @@ impl<'a> Residual<'a> {
             Residual::Everything(filter)
         }
     }
+}
 
-    pub fn accepts(&self, record: &Record) -> bool {
-        match self {
-            Residual::Nothing => true,
-            Residual::Everything(filter) => filter.matches(&record.meta),
+/// `Residual::accepts` by record number, for records met mostly in id order: a record whose
+/// checked fields equal the last checked record's takes its verdict (`RecordFilter::same_verdict`;
+/// a page's sections and chunks sit side by side and share the page's metadata), so a costly
+/// metadata condition — Dify's 64 `not in` lists of 1,000 values — is checked about once per page.
+pub(super) struct Verdicts<'a> {
+    residual: Residual<'a>,
+    records: &'a [Arc<Record>],
+    last: std::cell::Cell<Option<(usize, bool)>>,
+}
+
+impl<'a> Verdicts<'a> {
+    pub fn new(filter: &'a RecordFilter, records: &'a [Arc<Record>]) -> Self {
+        Self { residual: Residual::of(filter), records, last: std::cell::Cell::new(None) }
+    }
+
+    pub fn accepts(&self, number: usize) -> bool {
+        let Residual::Everything(filter) = self.residual else { return true };
+        let meta = &self.records[number].meta;
+        if let Some((last, verdict)) = self.last.get() {
+            if last == number || filter.same_verdict(&self.records[last].meta, meta) {
+                return verdict;
+            }
         }
+        let verdict = filter.matches(meta);
+        self.last.set(Some((number, verdict)));
+        verdict
     }
 }
 
