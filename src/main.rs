@@ -96,12 +96,35 @@ async fn serve(mut settings: Settings, port: Option<u16>, metrics: Arc<Metrics>)
     let listener =
         retrieval_service::server::listen(&address).await.map_err(|e| format!("cannot listen on {address}: {e}"))?;
     tracing::info!(%address, backend = state.search.index().backend_name(), "retrieval service listening");
+    reload_on_hangup(state.clone());
     retrieval_service::server::serve(listener, state, async {
         let _ = tokio::signal::ctrl_c().await;
     })
     .await
     .map_err(|e| e.to_string())
 }
+
+/// `SIGHUP` reloads the themes, boosting and synonyms files, as `POST /config/reload` does.
+#[cfg(unix)]
+fn reload_on_hangup(state: retrieval_service::state::AppState) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangups = match signal(SignalKind::hangup()) {
+        Ok(hangups) => hangups,
+        Err(error) => {
+            tracing::warn!(%error, "cannot listen for SIGHUP; reload the config with POST /internal/retrieval/config/reload");
+            return;
+        }
+    };
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            // The outcome is logged, counted and shown by /health.
+            let _ = retrieval_service::startup::reload_tuning(&state);
+        }
+    });
+}
+
+#[cfg(not(unix))]
+fn reload_on_hangup(_state: retrieval_service::state::AppState) {}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

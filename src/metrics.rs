@@ -63,6 +63,12 @@ struct DifyLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReloadLabels {
+    /// `ok` or `rejected`.
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct UpstreamLabels {
     upstream: &'static str,
     outcome: &'static str,
@@ -105,6 +111,9 @@ pub struct Metrics {
     replica_last_load: Gauge<f64, std::sync::atomic::AtomicU64>,
     tenant_records: Family<TenantLabels, Gauge>,
     dify_requests: Family<DifyLabels, Counter>,
+    config_reloads: Family<ReloadLabels, Counter>,
+    /// 1 while the last config reload was rejected (the files in use are older than those on disk).
+    config_reload_rejected: Gauge,
     /// The outcome of each upstream's last call, for `/health`.
     last_upstream_outcome: Mutex<BTreeMap<&'static str, &'static str>>,
 }
@@ -139,6 +148,8 @@ impl Metrics {
             tenant_records: Family::default(),
             last_upstream_outcome: Mutex::default(),
             dify_requests: Family::default(),
+            config_reloads: Family::default(),
+            config_reload_rejected: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register("searches", "Searches that reached the cascade", metrics.searches.clone());
@@ -221,6 +232,16 @@ impl Metrics {
             "Dify External Knowledge API requests by outcome: ok, degraded, lexical_fallback, or why they failed",
             metrics.dify_requests.clone(),
         );
+        registry.register(
+            "config_reloads",
+            "Reloads of the themes, boosting and synonyms files by outcome: ok, or rejected (the files in use stay)",
+            metrics.config_reloads.clone(),
+        );
+        registry.register(
+            "config_reload_rejected",
+            "1 while the last reload of the themes, boosting and synonyms files was rejected",
+            metrics.config_reload_rejected.clone(),
+        );
         Self { registry, ..metrics }
     }
 
@@ -280,6 +301,13 @@ impl Metrics {
 
     /// Counts one answer of the Dify endpoint; `outcome` comes from a closed set (`api::dify`),
     /// never from the request.
+    /// A reload of the config files: accepted, or rejected with the old files kept.
+    pub fn config_reload(&self, accepted: bool) {
+        let outcome = if accepted { "ok" } else { "rejected" };
+        self.config_reloads.get_or_create(&ReloadLabels { outcome }).inc();
+        self.config_reload_rejected.set(i64::from(!accepted));
+    }
+
     pub fn observe_dify(&self, outcome: &'static str) {
         self.dify_requests.get_or_create(&DifyLabels { outcome }).inc();
     }

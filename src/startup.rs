@@ -82,60 +82,70 @@ pub async fn build_index(
 }
 
 /// The setting of the themes file, as `/health` names it when the file is missing.
-pub const THEMES_SETTING: &str = "RETR_THEMES_PATH";
+pub const THEMES_SETTING: &str = crate::search::tuning::THEMES_SETTING;
+
+/// Where the themes file, boosting.yaml and the synonyms directory are.
+pub fn tuning_files(settings: &Settings) -> crate::search::tuning::TuningFiles {
+    crate::search::tuning::TuningFiles {
+        themes: settings.themes_path.clone(),
+        boosting: settings.boosting_path.clone(),
+        synonyms: settings.synonyms_dir.clone(),
+    }
+}
 
 /// The optional config files the settings name that do not exist, by setting name. The service
 /// runs without them (no themes: no theme routing; no boosting: every factor 1; no synonyms).
 pub fn missing_config_files(settings: &Settings) -> Vec<String> {
-    [
-        (THEMES_SETTING, &settings.themes_path),
-        ("RETR_BOOSTING_PATH", &settings.boosting_path),
-        ("RETR_SYNONYMS_DIR", &settings.synonyms_dir),
-    ]
-    .into_iter()
-    .filter(|(_, path)| !path.exists())
-    .map(|(setting, _)| setting.to_string())
-    .collect()
+    tuning_files(settings).missing()
 }
 
 /// Checks the optional config files that exist: one present but broken (a themes file that does
-/// not parse, a boosting value that would be ignored, an unreadable synonyms file) stops start-up,
-/// naming the setting, instead of running silently without what it says.
+/// not parse, a boosting value that would be ignored, an unreadable synonyms file or a malformed
+/// line in one) stops start-up, naming the setting, instead of running silently without what it
+/// says.
 pub fn check_config_files(settings: &Settings) -> Result<(), StartupError> {
-    let mut problems = Vec::new();
-    if settings.themes_path.exists() {
-        if let Err(error) = crate::router::YamlThemesProvider::try_load(&settings.themes_path) {
-            problems.push(format!("{THEMES_SETTING}: {error}"));
-        }
-    }
-    if settings.boosting_path.exists() {
-        match std::fs::read_to_string(&settings.boosting_path) {
-            Ok(text) => {
-                let (_, warnings) = crate::search::boosting_config::BoostingConfig::from_yaml(&text);
-                problems.extend(warnings.iter().map(|warning| format!("RETR_BOOSTING_PATH: {warning}")));
-            }
-            Err(error) => problems.push(format!("RETR_BOOSTING_PATH: cannot read it: {error}")),
-        }
-    }
-    if settings.synonyms_dir.exists() {
-        match std::fs::read_dir(&settings.synonyms_dir) {
-            Ok(entries) => {
-                for path in entries.flatten().map(|entry| entry.path()) {
-                    if path.extension().is_some_and(|extension| extension == "txt") {
-                        if let Err(error) = std::fs::read_to_string(&path) {
-                            problems.push(format!("RETR_SYNONYMS_DIR: cannot read {}: {error}", path.display()));
-                        }
-                    }
-                }
-            }
-            Err(error) => problems.push(format!("RETR_SYNONYMS_DIR: cannot read the directory: {error}")),
-        }
-    }
+    let problems = tuning_files(settings).problems();
     if problems.is_empty() {
         Ok(())
     } else {
         Err(StartupError::Backend(problems.join("\n")))
     }
+}
+
+/// Reads the themes, boosting and synonyms files again (`POST /internal/retrieval/config/reload`,
+/// `SIGHUP`) and puts them in use together, or keeps the ones in use when any is broken or a Dify
+/// knowledge base names a theme the new themes file lacks. Returns the problems of a rejected
+/// reload; `/health` and `/metrics` show them until a reload succeeds.
+pub fn reload_tuning(state: &AppState) -> Result<(), Vec<String>> {
+    let files = tuning_files(&state.settings);
+    let loaded = files.load().and_then(|tuning| {
+        let unknown: Vec<String> = state
+            .dify
+            .themes()
+            .filter(|(_, theme)| !tuning.theme_set.iter().any(|known| &known.id == theme))
+            .map(|(knowledge_id, theme)| {
+                format!(
+                    "RETR_DIFY_KNOWLEDGE_BASES: knowledge base {knowledge_id:?} names the theme {theme:?}, which \
+                     RETR_THEMES_PATH does not define"
+                )
+            })
+            .collect();
+        if unknown.is_empty() {
+            Ok((tuning, files.missing()))
+        } else {
+            Err(unknown)
+        }
+    });
+    let outcome = loaded.as_ref().map(|_| ()).map_err(Clone::clone);
+    match &outcome {
+        Ok(()) => tracing::info!("config files reloaded (themes, boosting, synonyms)"),
+        Err(problems) => {
+            tracing::warn!(problems = %problems.join("; "), "config reload rejected; the files in use stay")
+        }
+    }
+    state.metrics.config_reload(outcome.is_ok());
+    state.search.reload_tuning(loaded);
+    outcome
 }
 
 /// The LLM theme router: chat completions at the rerank endpoint, when one is configured.
@@ -201,13 +211,14 @@ fn state_from_parts(
     reranker: Arc<dyn crate::rerank::Reranker>,
     metrics: Arc<Metrics>,
 ) -> AppState {
-    let themes = crate::router::YamlThemesProvider::load(&settings.themes_path);
-    let router_config = themes.router_config().clone();
+    let files = tuning_files(&settings);
+    let missing_config = files.missing();
+    for setting in &missing_config {
+        tracing::warn!(setting = %setting, "optional config file missing; running without it");
+    }
     let search = SearchService::new(index, embedder, settings.runtime())
-        .with_themes(Arc::new(themes), router_config)
+        .with_tuning(files.load_leniently(), missing_config)
         .with_llm_router(build_llm_router(&settings, Some(Arc::clone(&metrics))))
-        .with_boosting(crate::search::boosting_config::BoostingConfig::load_shared(&settings.boosting_path))
-        .with_synonyms(Arc::new(crate::search::synonyms::Synonyms::load_dir(&settings.synonyms_dir)))
         .with_reranker(reranker, Duration::from_secs_f64(settings.rerank_timeout_seconds))
         .with_metrics(Arc::clone(&metrics))
         .with_limits(settings.max_query_chars, settings.embedding_dimension)
@@ -225,12 +236,7 @@ fn state_from_parts(
         tracing::error!(%error, "RETR_DIFY_KNOWLEDGE_BASES unusable: every Dify request will be refused");
         crate::api::dify::KnowledgeBases::none()
     });
-    let missing_config = missing_config_files(&settings);
-    for setting in &missing_config {
-        tracing::warn!(setting = %setting, "optional config file missing; running without it");
-    }
     AppState {
-        missing_config: Arc::new(missing_config),
         openapi: Arc::default(),
         dify: Arc::new(dify),
         api_keys: Arc::new(api_keys),

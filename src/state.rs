@@ -18,8 +18,6 @@ pub struct AppState {
     pub api_keys: Arc<crate::api::auth::ApiKeys>,
     /// The knowledge bases of the Dify endpoint (`RETR_DIFY_KNOWLEDGE_BASES`).
     pub dify: Arc<crate::api::dify::KnowledgeBases>,
-    /// The optional config files configured but absent, by setting name (`/health` lists them).
-    pub missing_config: Arc<Vec<String>>,
     /// The OpenAPI document, built once (per index dimension) and served as bytes.
     pub openapi: Arc<crate::api::openapi::DocumentCache>,
 }

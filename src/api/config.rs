@@ -96,3 +96,31 @@ pub async fn update_config(
     tracing::info!(?updated, "runtime settings updated");
     Ok(Json(updated))
 }
+
+/// What a config reload did.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ReloadResponse {
+    /// `reloaded`.
+    pub status: String,
+    /// How many reloads replaced the files since start-up.
+    pub generation: u64,
+    /// The optional config files that are configured but absent, by setting: the service runs
+    /// without them.
+    pub missing_config: Vec<String>,
+}
+
+/// Reads the themes file, boosting.yaml and the synonyms directory again (also on `SIGHUP`) and
+/// puts them in use together; when any is broken the ones in use stay, the answer is 422 with
+/// every problem, and `/health` says `degraded` until a reload succeeds. Searches already running
+/// finish with the files they started with.
+#[utoipa::path(post, path = "/internal/retrieval/config/reload", tag = "config",
+    responses((status = 200, description = "the files are in use", body = ReloadResponse)))]
+pub async fn reload_config(State(state): State<AppState>, _admin: AdminAuth) -> Result<Json<ReloadResponse>, ApiError> {
+    crate::startup::reload_tuning(&state).map_err(|problems| ApiError::invalid(problems.join("; ")))?;
+    let status = state.search.tuning_status();
+    Ok(Json(ReloadResponse {
+        status: "reloaded".into(),
+        generation: status.generation,
+        missing_config: status.missing,
+    }))
+}

@@ -17,7 +17,7 @@ pub struct HealthResponse {
     /// `ok`; `degraded` (200) when answers carry a degradation (the index's source cannot be
     /// refreshed and searches answer from the last good replica; the themes file is missing so
     /// theme routing is off; the last call to the embedding, rerank or LLM router upstream
-    /// failed); `unavailable` (503) when no index is loaded.
+    /// failed; the last reload of the config files was rejected); `unavailable` (503) when no index is loaded.
     pub status: String,
     /// `memory` or `chroma`.
     pub backend: String,
@@ -55,7 +55,8 @@ pub async fn health(State(state): State<AppState>) -> impl IntoResponse {
     let replica = index
         .replica_status()
         .map(|status| ReplicaHealth { age_seconds: status.age_seconds, last_refresh_error: status.last_refresh_error });
-    let missing_config = state.missing_config.as_ref().clone();
+    let tuning = state.search.tuning_status();
+    let missing_config = tuning.missing.clone();
     let themes_missing = missing_config.iter().any(|setting| setting == crate::startup::THEMES_SETTING);
     let mut response = HealthResponse {
         status: "ok".into(),
@@ -75,6 +76,12 @@ pub async fn health(State(state): State<AppState>) -> impl IntoResponse {
     let mut reasons: Vec<String> = index.staleness().into_iter().collect();
     if themes_missing {
         reasons.push("the themes file (RETR_THEMES_PATH) is missing: theme routing is off (router_fallback)".into());
+    }
+    if tuning.reload_error.is_some() {
+        reasons.push(format!(
+            "the last config reload was rejected ({}); the previous themes, boosting and synonyms stay in use",
+            tuning.rejected_settings().join(", ")
+        ));
     }
     // Chroma's failures are the replica's staleness above; the others degrade the answers that
     // use them (embedding_fallback, rerank_failed, router_fallback) until a call succeeds again.

@@ -95,6 +95,7 @@ pub fn router(state: AppState) -> Router {
     let api = Router::new()
         .route("/search", post(search::search))
         .route("/config", get(config::get_config).post(config::update_config))
+        .route("/config/reload", post(config::reload_config))
         .route("/chunks/window", post(window::window))
         .route("/context", post(context::context))
         .route("/stats", get(health::stats))

@@ -41,6 +41,7 @@ use utoipa::OpenApi;
         super::window::window,
         super::config::get_config,
         super::config::update_config,
+        super::config::reload_config,
         super::health::stats,
         super::health::health,
         super::health::metrics,
@@ -66,6 +67,7 @@ use utoipa::OpenApi;
         Level,
         RouterMode,
         RuntimeSettings,
+        super::config::ReloadResponse,
         WindowRequest,
         WindowResponse,
         WindowChunk,
@@ -231,20 +233,22 @@ fn all_optional(schema: &Value) -> Value {
 /// the index is loaded) is the only input that changes after start-up, and building the
 /// document costs milliseconds of CPU.
 #[derive(Debug, Default)]
-pub struct DocumentCache(std::sync::Mutex<Option<(usize, axum::body::Bytes)>>);
+pub struct DocumentCache(std::sync::Mutex<Option<((usize, u64), axum::body::Bytes)>>);
 
 impl DocumentCache {
-    /// The document as JSON bytes for this deployment and the index's current dimension.
+    /// The document as JSON bytes for this deployment, the index's current dimension and the
+    /// themes in use (a config reload may change them).
     pub async fn get(&self, state: &AppState) -> axum::body::Bytes {
         let dimension = index_dimension(state).await;
+        let key = (dimension, state.search.tuning().generation);
         let cached = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let current = cached.as_ref().filter(|(built_for, _)| *built_for == dimension);
+        let current = cached.as_ref().filter(|(built_for, _)| *built_for == key);
         if let Some((_, bytes)) = current {
             return bytes.clone();
         }
         drop(cached);
         let bytes = axum::body::Bytes::from(serde_json::to_vec(&build(state, dimension)).unwrap_or_default());
-        *self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some((dimension, bytes.clone()));
+        *self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some((key, bytes.clone()));
         bytes
     }
 }
@@ -341,7 +345,7 @@ fn add_security(document: &mut Value, state: &AppState) {
                 ["/search", "/context", "/chunks/window", "/stats", "/tenants"].iter().any(|p| path.ends_with(p))
                     || *path == dify_path;
             let needed = (keys && data)
-                || (admin && method == "post" && path.ends_with("/config"))
+                || (admin && method == "post" && (path.ends_with("/config") || path.ends_with("/config/reload")))
                 || (metrics && path == "/metrics");
             if !needed {
                 continue;

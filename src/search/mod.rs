@@ -15,6 +15,7 @@ pub mod rerank;
 pub mod routing;
 pub mod synonyms;
 pub mod tenant;
+pub mod tuning;
 pub mod types;
 
 pub use error::{Result, SearchError};
@@ -51,18 +52,16 @@ pub const MAX_TAG_CHARS: usize = 200;
 pub struct SearchService {
     index: Arc<dyn VectorIndex>,
     embedder: Arc<dyn Embedder>,
-    themes: Arc<dyn ThemesProvider>,
-    theme_cache: std::sync::OnceLock<Arc<crate::router::ThemeSet>>,
-    /// Per tenant: the index version its themes were chosen at, and the themes (the file's
-    /// when they describe the tenant's docs, else the ones learned from its index).
+    /// The themes, boosting and synonyms in use (replaced whole by a reload); a search reads
+    /// them once.
+    tuning: RwLock<Arc<tuning::Tuning>>,
+    /// The files' state: missing ones, the last rejected reload, the reload count.
+    tuning_status: RwLock<tuning::TuningStatus>,
+    /// Per tenant: the index version and tuning generation its themes were chosen at, and the
+    /// themes (the file's when they describe the tenant's docs, else the ones learned from its
+    /// index).
     tenant_themes: std::sync::Mutex<HashMap<String, TenantThemes>>,
-    router_config: RouterConfig,
     llm_router: Option<Arc<LlmRouter>>,
-    boosting: Arc<BoostingConfig>,
-    /// Names `boosting` (which never changes once set) for the records' boost factor caches.
-    boost_key: crate::index::features::BoostCacheKey,
-    /// Per-tenant query synonyms (`RETR_SYNONYMS_DIR`).
-    synonyms: Arc<synonyms::Synonyms>,
     reranker: Arc<dyn Reranker>,
     rerank_timeout: std::time::Duration,
     runtime: RwLock<RuntimeSettings>,
@@ -207,7 +206,7 @@ pub fn build_filter(request: &SearchRequest, enable_filters: bool) -> Result<Rec
 }
 
 /// The index version a tenant's themes were chosen at, and the themes.
-type TenantThemes = (Option<u64>, Arc<crate::router::ThemeSet>);
+type TenantThemes = ((Option<u64>, u64), Arc<crate::router::ThemeSet>);
 
 /// Most docs and sections read to learn a tenant's themes (a sample of a very large tenant).
 const LEARN_MAX_DOCS: usize = 50_000;
@@ -221,14 +220,10 @@ impl SearchService {
         Self {
             index,
             embedder,
-            themes: Arc::new(crate::router::YamlThemesProvider::from_themes(Vec::new(), RouterConfig::default())),
-            theme_cache: Default::default(),
+            tuning: Default::default(),
+            tuning_status: Default::default(),
             tenant_themes: Default::default(),
-            router_config: RouterConfig::default(),
             llm_router: None,
-            boosting: Default::default(),
-            boost_key: crate::index::features::BoostCacheKey::new(),
-            synonyms: Default::default(),
             reranker: Arc::new(crate::rerank::NoopReranker),
             rerank_timeout: std::time::Duration::from_secs(10),
             runtime: RwLock::new(runtime),
@@ -242,10 +237,8 @@ impl SearchService {
 
     /// The themes and the router settings (both from the themes file).
     pub fn with_themes(mut self, themes: Arc<dyn ThemesProvider>, router_config: RouterConfig) -> Self {
-        self.router_config = router_config;
-        self.themes = themes;
-        self.theme_cache = Default::default();
-        self.tenant_themes = Default::default();
+        let tuning = self.tuning().as_ref().clone().with_themes(themes, router_config);
+        self.set_tuning(tuning);
         self
     }
 
@@ -255,14 +248,55 @@ impl SearchService {
     }
 
     pub fn with_boosting(mut self, boosting: Arc<BoostingConfig>) -> Self {
-        self.boosting = boosting;
-        self.boost_key = crate::index::features::BoostCacheKey::new();
+        let tuning = self.tuning().as_ref().clone().with_boosting(boosting);
+        self.set_tuning(tuning);
         self
     }
 
     pub fn with_synonyms(mut self, synonyms: Arc<synonyms::Synonyms>) -> Self {
-        self.synonyms = synonyms;
+        let tuning = self.tuning().as_ref().clone().with_synonyms(synonyms);
+        self.set_tuning(tuning);
         self
+    }
+
+    /// The whole tuning at once, with the files that were missing when it was loaded.
+    pub fn with_tuning(mut self, tuning: tuning::Tuning, missing: Vec<String>) -> Self {
+        self.set_tuning(tuning);
+        self.tuning_status.get_mut().unwrap_or_else(|p| p.into_inner()).missing = missing;
+        self
+    }
+
+    fn set_tuning(&mut self, tuning: tuning::Tuning) {
+        *self.tuning.get_mut().unwrap_or_else(|p| p.into_inner()) = Arc::new(tuning);
+        self.tenant_themes = Default::default();
+    }
+
+    /// The themes, boosting and synonyms in use.
+    pub fn tuning(&self) -> Arc<tuning::Tuning> {
+        Arc::clone(&self.tuning.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    pub fn tuning_status(&self) -> tuning::TuningStatus {
+        self.tuning_status.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Replaces the tuning with `loaded` (a reload whose files all checked out), or, with the
+    /// reload's problems, keeps the one in use and remembers why until a reload succeeds.
+    /// Searches already running finish with the tuning they started with.
+    pub fn reload_tuning(&self, loaded: std::result::Result<(tuning::Tuning, Vec<String>), Vec<String>>) {
+        let mut status = self.tuning_status.write().unwrap_or_else(|p| p.into_inner());
+        match loaded {
+            Ok((mut tuning, missing)) => {
+                status.generation += 1;
+                tuning.generation = status.generation;
+                *self.tuning.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(tuning);
+                status.missing = missing;
+                status.reload_error = None;
+                // Themes chosen per tenant are keyed by the generation too; this only frees them.
+                self.tenant_themes.lock().unwrap_or_else(|p| p.into_inner()).clear();
+            }
+            Err(problems) => status.reload_error = Some(problems),
+        }
     }
 
     /// The reranker and how long a rerank may take before the search goes on without it.
@@ -360,8 +394,7 @@ impl SearchService {
     /// The themes, read from the provider once and shared (a provider is not asked per request).
     /// Their keyword rules are compiled then too.
     pub fn theme_list(&self) -> Arc<crate::router::ThemeSet> {
-        let cached = self.theme_cache.get_or_init(|| Arc::new(crate::router::ThemeSet::new(self.themes.list_themes())));
-        Arc::clone(cached)
+        Arc::clone(&self.tuning().theme_set)
     }
 
     /// The themes a tenant is routed over: the themes file's when at least one of them describes
@@ -369,14 +402,24 @@ impl SearchService {
     /// own index (`router::learned`), so a site nobody wrote a file for still gets routing and
     /// clarification. Chosen once per tenant and index version.
     pub async fn themes_for(&self, index: &dyn VectorIndex, tenant: &TenantId) -> Arc<crate::router::ThemeSet> {
-        let version = index.version();
+        self.themes_with(&self.tuning(), index, tenant).await
+    }
+
+    /// `themes_for` with the tuning a search already holds.
+    async fn themes_with(
+        &self,
+        tuning: &tuning::Tuning,
+        index: &dyn VectorIndex,
+        tenant: &TenantId,
+    ) -> Arc<crate::router::ThemeSet> {
+        let version = (index.version(), tuning.generation);
         let cached = self.tenant_themes.lock().unwrap_or_else(|p| p.into_inner()).get(tenant.as_str()).cloned();
         if let Some((at, themes)) = cached {
             if at == version {
                 return themes;
             }
         }
-        let file = self.theme_list();
+        let file = Arc::clone(&tuning.theme_set);
         let filter = RecordFilter::tenant(tenant.as_str());
         let docs = index.get(crate::model::Level::Doc, &filter, LEARN_MAX_DOCS).await.unwrap_or_default();
         let covered = docs.iter().any(|doc| file.iter().any(|theme| theme.fields_view().matches(&doc.meta)));
@@ -540,7 +583,8 @@ impl SearchService {
         if !index.tenant_exists(&request.tenant_id).await? {
             return Err(SearchError::UnknownTenant(request.tenant_id.to_string()));
         }
-        let themes = self.themes_for(index, &request.tenant_id).await;
+        let tuning = self.tuning();
+        let themes = self.themes_with(&tuning, index, &request.tenant_id).await;
         let chosen_theme = match &request.theme {
             Some(id) => Some(
                 themes
@@ -562,7 +606,7 @@ impl SearchService {
                     request.user_metadata.as_ref(),
                     &themes,
                     runtime.theme_router_mode,
-                    &self.router_config,
+                    &tuning.router_config,
                     self.llm_router.as_deref(),
                 )
                 .await
@@ -583,14 +627,14 @@ impl SearchService {
         // Synonyms widen the lexical query only: adding them to the embedded text too lowered
         // MRR on the AdGuard dev questions (0.828 vs 0.835 with BM25-only expansion).
         let mut terms = crate::text::terms(&request.query);
-        let synonyms = self.synonyms.expand(&request.tenant_id, &terms);
+        let synonyms = tuning.synonyms.expand(&request.tenant_id, &terms);
         terms.extend(synonyms);
         let vector = self.query_vector(index, request, &mut degradations).await?;
         let query_words: Vec<String> =
             request.query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_string).collect();
         let boost_context = BoostContext {
             routing: routing::routing_hint(&routing, &themes),
-            config_key: Some(self.boost_key),
+            config_key: Some(tuning.boost_key),
             ..BoostContext::default()
         };
         let rerank_enabled = request.rerank_enabled.unwrap_or(runtime.rerank_enabled);
@@ -601,7 +645,7 @@ impl SearchService {
                     mode,
                     vector: &vector,
                     terms: &terms,
-                    boosting: &self.boosting,
+                    boosting: &tuning.boosting,
                     boost_context: boost_context.clone(),
                 },
                 settings: &runtime,
@@ -623,7 +667,7 @@ impl SearchService {
         let mut output = run(if proposed_by_router { soft_filter.clone() } else { filter.clone() }).await?;
         let mut filter_applied = chosen_theme.is_some();
         if let (true, Some(fields)) = (proposed_by_router, &hard_filter) {
-            let needed = self.router_config.hard_filter_agreeing_hits.max(1);
+            let needed = tuning.router_config.hard_filter_agreeing_hits.max(1);
             let agrees = output.hits.len() >= needed.min(max_results)
                 && output.hits.iter().take(needed).all(|hit| fields.matches(&hit.record.meta));
             if agrees {
@@ -645,10 +689,10 @@ impl SearchService {
         if chosen_theme.is_none() && !filter_applied {
             if routing.mode_used != RouterMode::None {
                 // Ambiguity from the evidence: the question names no theme and its hits split.
-                split = routing::split_ratio(&output.hits, self.router_config.ambiguity_top_hits, &labels)
+                split = routing::split_ratio(&output.hits, tuning.router_config.ambiguity_top_hits, &labels)
                     .filter(|_| !routing.named());
                 routing.requires_disambiguation =
-                    split.is_some_and(|ratio| ratio >= self.router_config.ambiguity_min_ratio);
+                    split.is_some_and(|ratio| ratio >= tuning.router_config.ambiguity_min_ratio);
             }
             routing::cover_named_themes(&mut output, &routing, &labels, max_results);
         }

@@ -96,6 +96,32 @@ impl Synonyms {
         synonyms
     }
 
+    /// What is wrong with the `.txt` files of `dir`: the directory or a file unreadable, a line
+    /// malformed (`file: line N: reason`). `load_dir` skips all of these; start-up and a reload
+    /// refuse them instead, so a typo cannot silently drop a rule.
+    pub fn problems_in_dir(dir: &Path) -> Vec<String> {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(error) => return vec![format!("cannot read the directory: {error}")],
+        };
+        let mut paths: Vec<_> = entries
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|path| path.extension().is_some_and(|e| e == "txt"))
+            .collect();
+        paths.sort();
+        let mut problems = Vec::new();
+        for path in paths {
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            match std::fs::read_to_string(&path) {
+                Ok(text) => problems
+                    .extend(parse(&text).1.into_iter().map(|(line, reason)| format!("{name}: line {line}: {reason}"))),
+                Err(error) => problems.push(format!("cannot read {name}: {error}")),
+            }
+        }
+        problems
+    }
+
     /// Rules from text (tests, and callers without files): `tenant` `None` = every tenant.
     pub fn from_text(tenant: Option<&str>, text: &str) -> Self {
         let (rules, _) = parse(text);

@@ -9,6 +9,7 @@ mod backends;
 mod boosting_config;
 mod chroma_backend;
 mod chroma_writer;
+mod config_reload;
 mod degradation;
 mod dify;
 mod dify_client;
