@@ -106,7 +106,7 @@ async fn serve(mut settings: Settings, port: Option<u16>, metrics: Arc<Metrics>)
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let env: std::collections::HashMap<String, String> = std::env::vars().collect();
-    let settings = match Settings::load(cli.config.as_deref(), &env) {
+    let settings = match retrieval_service::startup::load_settings(cli.config.as_deref(), &env) {
         Ok(settings) => settings,
         Err(error) => {
             eprintln!("error: {error}");
