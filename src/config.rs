@@ -12,6 +12,8 @@ pub const MAX_RESULTS_CAP: usize = 50;
 pub const MAX_TOP_K: usize = 1000;
 /// The largest `topk_per_doc` (hits per doc): more than `MAX_RESULTS_CAP` could never show.
 pub const MAX_TOPK_PER_DOC: usize = 50;
+/// The setting of the themes file, as `/health` names it when the file is missing.
+pub const THEMES_SETTING: &str = "RETR_THEMES_PATH";
 /// Where the Dify endpoint is mounted unless `RETR_DIFY_BASE_PATH` says otherwise; Dify appends
 /// `/retrieval` to the endpoint URL it is given.
 pub const DEFAULT_DIFY_BASE_PATH: &str = "/internal/retrieval/dify";

@@ -1,6 +1,6 @@
 //! Start-up wiring: settings → backends → `AppState`. Shared by `main` and the end-to-end tests.
 
-use crate::config::{ConfigError, Settings, VectorBackend};
+use crate::config::{ConfigError, Settings, VectorBackend, THEMES_SETTING};
 use crate::embed::Embedder;
 use crate::index::{InMemoryIndex, VectorIndex};
 use crate::metrics::Metrics;
@@ -105,9 +105,6 @@ pub async fn build_index(
         }
     }
 }
-
-/// The setting of the themes file, as `/health` names it when the file is missing.
-pub const THEMES_SETTING: &str = "RETR_THEMES_PATH";
 
 /// The optional config files the settings name that do not exist, by setting name. The service
 /// runs without them (no themes: no theme routing; no boosting: every factor 1; no synonyms).
