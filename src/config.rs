@@ -12,6 +12,13 @@ pub const MAX_RESULTS_CAP: usize = 50;
 pub const MAX_TOP_K: usize = 1000;
 /// The largest `topk_per_doc` (hits per doc): more than `MAX_RESULTS_CAP` could never show.
 pub const MAX_TOPK_PER_DOC: usize = 50;
+/// The setting of the themes file, as `/health` names it when the file is missing.
+pub const THEMES_SETTING: &str = "RETR_THEMES_PATH";
+/// Where the Dify endpoint is mounted unless `RETR_DIFY_BASE_PATH` says otherwise; Dify appends
+/// `/retrieval` to the endpoint URL it is given.
+pub const DEFAULT_DIFY_BASE_PATH: &str = "/internal/retrieval/dify";
+/// `RETR_DIFY_TIME_BUDGET_SECONDS` by default: under Dify's 5 s read timeout.
+pub const DEFAULT_DIFY_TIME_BUDGET_SECONDS: f64 = 4.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -296,9 +303,9 @@ impl Default for Settings {
             admin_token: Secret::default(),
             metrics_open: false,
             api_keys: PathBuf::new(),
-            dify_base_path: crate::api::dify::DEFAULT_BASE_PATH.into(),
+            dify_base_path: DEFAULT_DIFY_BASE_PATH.into(),
             dify_knowledge_bases: PathBuf::new(),
-            dify_time_budget_seconds: crate::api::dify::DEFAULT_TIME_BUDGET_SECONDS,
+            dify_time_budget_seconds: DEFAULT_DIFY_TIME_BUDGET_SECONDS,
             tenants: String::new(),
             chroma_host: "http://127.0.0.1:8000".into(),
             chroma_path: None,
@@ -357,11 +364,48 @@ pub enum ConfigError {
     Invalid(Vec<(String, String)>),
 }
 
+impl ConfigError {
+    /// `Invalid` when there are problems (setting name without `RETR_`, message), else `Ok`.
+    pub fn from_problems(problems: Vec<(String, String)>) -> Result<(), ConfigError> {
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::Invalid(problems))
+        }
+    }
+}
+
+/// `RETR_DIFY_BASE_PATH`: `/` and then segments of letters, digits, `.`, `_`, `~` and `-`,
+/// without a trailing `/` (Dify appends `/retrieval`), so the path can be mounted as a route.
+pub fn validate_dify_base_path(base: &str) -> Result<(), String> {
+    let segments = base.strip_prefix('/').map(|rest| rest.split('/'));
+    let valid = segments.is_some_and(|mut segments| {
+        segments.all(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b".-_~".contains(&b)))
+    });
+    if !valid || base.len() > 256 {
+        return Err(format!(
+            "must look like /internal/retrieval/dify (`/`-separated segments of letters, digits, . _ ~ -, \
+             no trailing `/`, at most 256 bytes), got {base:?}"
+        ));
+    }
+    Ok(())
+}
+
 impl Settings {
-    /// Loads defaults ← `file` (if given; TOML) ← the `RETR_*` entries of `env`, then validates.
+    /// Loads defaults ← `file` (if given; TOML) ← the `RETR_*` entries of `env`, then validates
+    /// them (`validate`). The files the HTTP layer reads (`RETR_API_KEYS`,
+    /// `RETR_DIFY_KNOWLEDGE_BASES`) are checked by `startup::load_settings`, which the binary uses.
     ///
     /// `env` is passed in (not read from the process) so tests can inject variables.
     pub fn load(file: Option<&std::path::Path>, env: &HashMap<String, String>) -> Result<Self, ConfigError> {
+        let settings = Self::read(file, env)?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// `load` without `validate`: the settings as the sources give them, for a caller that adds
+    /// its own checks to `problems` and reports them all at once.
+    pub fn read(file: Option<&std::path::Path>, env: &HashMap<String, String>) -> Result<Self, ConfigError> {
         let defaults = config::Config::try_from(&Settings::default()).map_err(|e| ConfigError::Load(e.to_string()))?;
         let mut builder = config::Config::builder().add_source(defaults);
         if let Some(path) = file {
@@ -394,12 +438,16 @@ impl Settings {
             .build()
             .and_then(|c| c.try_deserialize())
             .map_err(|e| ConfigError::Load(e.to_string().replace("`", "")))?;
-        settings.validate()?;
         Ok(settings)
     }
 
     /// Collects every problem so one start-up attempt reports them all.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        ConfigError::from_problems(self.problems())
+    }
+
+    /// Every problem of these settings, as (setting name without `RETR_`, message).
+    pub fn problems(&self) -> Vec<(String, String)> {
         let mut problems = self.runtime().problems();
         let mut positive = |name: &str, value: f64| {
             if !(value > 0.0 && value.is_finite()) {
@@ -485,16 +533,10 @@ impl Settings {
         if self.admin_token.expose().chars().any(|c| c.is_whitespace() || c.is_control()) {
             problems.push(("admin_token".into(), "must not contain whitespace or control characters".into()));
         }
-        if let Err(error) = crate::api::auth::ApiKeys::load(&self.api_keys) {
-            problems.push(("api_keys".into(), error));
-        }
-        if let Err(error) = crate::api::dify::KnowledgeBases::load(&self.dify_knowledge_bases) {
-            problems.push(("dify_knowledge_bases".into(), error));
-        }
         if let Err(error) = crate::index::scope::TenantScope::parse(&self.tenants) {
             problems.push(("tenants".into(), error));
         }
-        if let Err(error) = crate::api::dify::validate_base_path(&self.dify_base_path) {
+        if let Err(error) = validate_dify_base_path(&self.dify_base_path) {
             problems.push(("dify_base_path".into(), error));
         }
         if self.index_version_wait_seconds >= self.request_timeout_seconds {
@@ -554,11 +596,7 @@ impl Settings {
             problems
                 .push(("index_path".into(), "is required when mock_mode is false and vector_backend is memory".into()));
         }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(ConfigError::Invalid(problems))
-        }
+        problems
     }
 
     /// The backend this configuration selects: mock mode always runs in memory.

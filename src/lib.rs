@@ -22,6 +22,7 @@ pub mod startup;
 pub mod state;
 pub mod text;
 pub mod upstream;
+pub mod yaml;
 
 pub use state::AppState;
 

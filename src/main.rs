@@ -129,7 +129,7 @@ fn reload_on_hangup(_state: retrieval_service::state::AppState) {}
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let env: std::collections::HashMap<String, String> = std::env::vars().collect();
-    let settings = match Settings::load(cli.config.as_deref(), &env) {
+    let settings = match retrieval_service::startup::load_settings(cli.config.as_deref(), &env) {
         Ok(settings) => settings,
         Err(error) => {
             eprintln!("error: {error}");

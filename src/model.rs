@@ -56,6 +56,23 @@ pub struct Metadata {
     pub indexed_at: String,
 }
 
+/// Longest accepted tenant id; tenant ids are `[A-Za-z0-9._-]`.
+pub const MAX_TENANT_ID_CHARS: usize = 128;
+
+/// The rule of a tenant id: 1–`MAX_TENANT_ID_CHARS` characters of `[A-Za-z0-9._-]`. The error is
+/// the message alone; `search::validate_tenant` names the field `tenant_id` in front of it.
+pub fn validate_tenant_id(tenant_id: &str) -> Result<(), String> {
+    if tenant_id.trim().is_empty() {
+        return Err("must not be empty".into());
+    }
+    if tenant_id.chars().count() > MAX_TENANT_ID_CHARS
+        || !tenant_id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    {
+        return Err(format!("must be 1–{MAX_TENANT_ID_CHARS} characters of [A-Za-z0-9._-]"));
+    }
+    Ok(())
+}
+
 /// A stored record of any level: its id, metadata, the text it was embedded from and its vector.
 ///
 /// `text` is what dense and lexical search see (doc: title + summary; section: heading path +

@@ -1,6 +1,6 @@
 //! Start-up wiring: settings → backends → `AppState`. Shared by `main` and the end-to-end tests.
 
-use crate::config::{Settings, VectorBackend};
+use crate::config::{ConfigError, Settings, VectorBackend};
 use crate::embed::Embedder;
 use crate::index::{InMemoryIndex, VectorIndex};
 use crate::metrics::Metrics;
@@ -13,6 +13,31 @@ use std::time::Duration;
 pub enum StartupError {
     #[error("{0}")]
     Backend(String),
+}
+
+/// The settings of the binary: `Settings::read`, then every check of `validate_settings`, so one
+/// start-up attempt reports every problem.
+pub fn load_settings(
+    file: Option<&std::path::Path>,
+    env: &std::collections::HashMap<String, String>,
+) -> Result<Settings, ConfigError> {
+    let settings = Settings::read(file, env)?;
+    validate_settings(&settings)?;
+    Ok(settings)
+}
+
+/// `Settings::validate` and the files the HTTP layer reads: a key file (`RETR_API_KEYS`) or a
+/// knowledge-base file (`RETR_DIFY_KNOWLEDGE_BASES`) that is configured but cannot be used stops
+/// start-up, naming the setting and the problem (its line, for the key file).
+pub fn validate_settings(settings: &Settings) -> Result<(), ConfigError> {
+    let mut problems = settings.problems();
+    if let Err(error) = crate::api::auth::ApiKeys::load(&settings.api_keys) {
+        problems.push(("api_keys".into(), error));
+    }
+    if let Err(error) = crate::api::dify::KnowledgeBases::load(&settings.dify_knowledge_bases) {
+        problems.push(("dify_knowledge_bases".into(), error));
+    }
+    ConfigError::from_problems(problems)
 }
 
 /// The query/passage embedder the settings select (pseudo-embeddings when no API base is set);
@@ -80,9 +105,6 @@ pub async fn build_index(
         }
     }
 }
-
-/// The setting of the themes file, as `/health` names it when the file is missing.
-pub const THEMES_SETTING: &str = crate::search::tuning::THEMES_SETTING;
 
 /// Where the themes file, boosting.yaml and the synonyms directory are.
 pub fn tuning_files(settings: &Settings) -> crate::search::tuning::TuningFiles {
@@ -225,7 +247,7 @@ fn state_from_parts(
         .with_version_wait(Duration::from_secs_f64(settings.index_version_wait_seconds))
         .with_tenant_scope(settings.tenant_scope());
     // A key file that cannot be read or parsed fails closed: no key is accepted. (`serve` never
-    // gets here with such a file: `Settings::validate` reports it at start-up.)
+    // gets here with such a file: `load_settings` reports it at start-up.)
     let api_keys = crate::api::auth::ApiKeys::load(&settings.api_keys).unwrap_or_else(|error| {
         tracing::error!(%error, "RETR_API_KEYS unusable: every data request will be refused");
         crate::api::auth::ApiKeys::deny_all()
@@ -271,4 +293,29 @@ pub async fn build_state_with_metrics(settings: Settings, metrics: Arc<Metrics>)
         }
     }
     Ok(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The checks of the files the HTTP layer reads run beside the settings' own, so one attempt
+    /// reports both kinds of problem.
+    #[test]
+    fn load_settings_reports_the_settings_and_the_key_file_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = dir.path().join("keys.txt");
+        std::fs::write(&keys, "short: t1\n").unwrap();
+        let env: std::collections::HashMap<String, String> = [
+            ("RETR_API_KEYS".to_string(), keys.display().to_string()),
+            ("RETR_MAX_RESULTS".to_string(), "51".to_string()),
+        ]
+        .into();
+        let error = load_settings(None, &env).unwrap_err().to_string();
+        assert!(error.contains("RETR_MAX_RESULTS") && error.contains("RETR_API_KEYS"), "{error}");
+        assert!(error.contains("line 1"), "{error}");
+        // `Settings::load` alone knows nothing of the key file.
+        let error = Settings::load(None, &env).unwrap_err().to_string();
+        assert!(error.contains("RETR_MAX_RESULTS") && !error.contains("RETR_API_KEYS"), "{error}");
+    }
 }

@@ -1,4 +1,9 @@
 //! `AppState`: everything handlers share, built once at start-up (no globals).
+//!
+//! Part of the HTTP layer, with `api/` and `server`: it is the axum `State` of the handlers and
+//! holds values of that layer (the API key store, the Dify knowledge bases, the OpenAPI document
+//! cache), so it imports `api` and is imported only by `api`, `server`, `startup` (which builds
+//! it) and `lib.rs`. Nothing below the HTTP layer (search and the engine's parts) may import it.
 
 use crate::config::Settings;
 use crate::search::SearchService;

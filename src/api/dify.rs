@@ -56,31 +56,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// Where the endpoint is mounted unless `RETR_DIFY_BASE_PATH` says otherwise; Dify appends
-/// `/retrieval` to the endpoint URL it is given.
-pub const DEFAULT_BASE_PATH: &str = "/internal/retrieval/dify";
-/// `RETR_DIFY_TIME_BUDGET_SECONDS` by default: under Dify's 5 s read timeout.
-pub const DEFAULT_TIME_BUDGET_SECONDS: f64 = 4.0;
 /// The share of the time budget the full pipeline gets before the lexical fallback starts.
 const FULL_PIPELINE_SHARE: f64 = 0.75;
 /// The degradation of an answer ranked lexically because the full pipeline was too slow.
 const TIME_BUDGET: &str = "time_budget";
-
-/// `RETR_DIFY_BASE_PATH`: `/` and then segments of letters, digits, `.`, `_`, `~` and `-`,
-/// without a trailing `/` (Dify appends `/retrieval`).
-pub fn validate_base_path(base: &str) -> Result<(), String> {
-    let segments = base.strip_prefix('/').map(|rest| rest.split('/'));
-    let valid = segments.is_some_and(|mut segments| {
-        segments.all(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b".-_~".contains(&b)))
-    });
-    if !valid || base.len() > 256 {
-        return Err(format!(
-            "must look like /internal/retrieval/dify (`/`-separated segments of letters, digits, . _ ~ -, \
-             no trailing `/`, at most 256 bytes), got {base:?}"
-        ));
-    }
-    Ok(())
-}
 
 /// Whether `path` is `{base}/retrieval` up to empty segments: an endpoint registered in Dify with
 /// a trailing `/` is called at `{base}//retrieval`.

@@ -57,7 +57,7 @@ pub async fn health(State(state): State<AppState>) -> impl IntoResponse {
         .map(|status| ReplicaHealth { age_seconds: status.age_seconds, last_refresh_error: status.last_refresh_error });
     let tuning = state.search.tuning_status();
     let missing_config = tuning.missing.clone();
-    let themes_missing = missing_config.iter().any(|setting| setting == crate::startup::THEMES_SETTING);
+    let themes_missing = missing_config.iter().any(|setting| setting == crate::config::THEMES_SETTING);
     let mut response = HealthResponse {
         status: "ok".into(),
         backend: index.backend_name().to_string(),

@@ -10,12 +10,14 @@
 use super::context::{ContextResponse, ContextSource};
 use super::dify::{
     DifyCondition, DifyErrorBody, DifyMetadataCondition, DifyRecord, DifyRecordMetadata, DifyRetrievalRequest,
-    DifyRetrievalResponse, LogicalOperator, RetrievalSetting, DEFAULT_BASE_PATH, MAX_CONDITIONS,
+    DifyRetrievalResponse, LogicalOperator, RetrievalSetting, MAX_CONDITIONS,
 };
 use super::health::{HealthResponse, ReplicaHealth, StatsCounts, StatsResponse};
 use super::ui::{TenantSummary, TenantsResponse};
 use super::window::{WindowChunk, WindowRequest, WindowResponse, MAX_WINDOW};
-use crate::config::{RouterMode, RuntimeSettings, MAX_RESULTS_CAP, MAX_TOPK_PER_DOC, MAX_TOP_K};
+use crate::config::{
+    RouterMode, RuntimeSettings, DEFAULT_DIFY_BASE_PATH, MAX_RESULTS_CAP, MAX_TOPK_PER_DOC, MAX_TOP_K,
+};
 use crate::error::ErrorCode;
 use crate::model::Level;
 use crate::router::{Clarification, ClarificationOption, RoutingResult, ThemeFields};
@@ -383,7 +385,7 @@ fn add_dify(document: &mut Value, state: &AppState) {
             schema.remove("additionalProperties");
         }
     }
-    let default_path = format!("{DEFAULT_BASE_PATH}/retrieval");
+    let default_path = format!("{DEFAULT_DIFY_BASE_PATH}/retrieval");
     let Some(mut path) = document["paths"].as_object_mut().and_then(|paths| paths.remove(&default_path)) else {
         return;
     };

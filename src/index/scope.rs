@@ -42,7 +42,7 @@ impl TenantScope {
         }
         let mut tenants = BTreeSet::new();
         for tenant in spec.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-            crate::search::validate_tenant(tenant).map_err(|error| format!("{tenant:?}: {error}"))?;
+            crate::model::validate_tenant_id(tenant).map_err(|error| format!("{tenant:?}: tenant_id: {error}"))?;
             tenants.insert(tenant.to_string());
         }
         if tenants.is_empty() {

@@ -74,24 +74,24 @@ struct PathRuleFile {
 #[serde(deny_unknown_fields)]
 struct PageTypeRuleFile {
     page_type: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::yaml::empty_as_default")]
     sections: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::yaml::empty_as_default")]
     path_keywords: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::yaml::empty_as_default")]
     title_keywords: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct MappingFile {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::yaml::empty_as_default")]
     default: TopicFields,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::yaml::empty_as_default")]
     rules: Vec<PathRuleFile>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::yaml::empty_as_default")]
     section_roles: std::collections::BTreeMap<String, String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::yaml::empty_as_default")]
     page_types: Vec<PageTypeRuleFile>,
 }
 
@@ -129,7 +129,7 @@ pub enum MappingError {
 impl MappingRules {
     /// Parses mapping YAML; `origin` names the file in errors.
     pub fn from_yaml(yaml: &str, origin: &str) -> Result<Self, MappingError> {
-        let file: MappingFile = serde_yaml_ng::from_str(yaml)
+        let file: MappingFile = crate::yaml::from_str(yaml)
             .map_err(|error| MappingError::Invalid { path: origin.to_string(), message: error.to_string() })?;
         let rules = file
             .rules
@@ -349,5 +349,17 @@ mod tests {
     fn bad_yaml_names_the_file() {
         let error = MappingRules::from_yaml("rules: [{prefx: a}]", "my.yaml").unwrap_err().to_string();
         assert!(error.contains("my.yaml"), "{error}");
+    }
+
+    /// A key with nothing after it is an empty value, as serde_yaml_ng read it.
+    #[test]
+    fn keys_left_empty_are_empty() {
+        let rules = MappingRules::from_yaml(
+            "default:\nrules:\nsection_roles:\npage_types:\n  - page_type: guide\n    sections:\n    path_keywords: [setup]\n",
+            "my.yaml",
+        )
+        .unwrap();
+        assert_eq!(rules.page_types.len(), 1);
+        assert!(rules.page_types[0].sections.is_empty() && rules.rules.is_empty());
     }
 }

@@ -101,14 +101,14 @@ enum ThemeList {
 #[derive(Deserialize)]
 struct RawThemesFile {
     themes: ThemeList,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::yaml::empty_as_default")]
     router: RouterConfig,
 }
 
 /// Parses and validates a themes document: ids non-empty and unique, at least one metadata field
 /// per theme, priority finite and positive, router thresholds in range.
 pub fn parse_themes_yaml(text: &str) -> Result<ThemesFile, ThemesError> {
-    let raw: RawThemesFile = serde_yaml_ng::from_str(text).map_err(|error| ThemesError::Parse(error.to_string()))?;
+    let raw: RawThemesFile = crate::yaml::from_str(text).map_err(|error| ThemesError::Parse(error.to_string()))?;
     let themes: Vec<Theme> = match raw.themes {
         ThemeList::List(themes) => themes,
         ThemeList::Map(themes) => themes

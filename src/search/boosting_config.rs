@@ -2,7 +2,7 @@
 //! start-up. Nothing here fails: a missing file or key means "no effect", a malformed file or a bad
 //! value is reported as a `ConfigWarning` naming the key and replaced by the no-effect default.
 
-use serde_yaml_ng::{Mapping, Value};
+use crate::yaml::{Mapping, Value};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
@@ -427,7 +427,6 @@ fn kind(value: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Sequence(_) => "a list",
         Value::Mapping(_) => "a mapping",
-        Value::Tagged(_) => "a tagged value",
     }
 }
 
@@ -444,7 +443,7 @@ impl BoostingConfig {
     /// keep their no-effect defaults; an unparsable document yields `BoostingConfig::default()`.
     pub fn from_yaml(text: &str) -> (Self, Vec<ConfigWarning>) {
         let mut parser = Parser { warnings: Vec::new() };
-        let config = match serde_yaml_ng::from_str::<Value>(text) {
+        let config = match crate::yaml::from_str::<Value>(text) {
             Ok(Value::Mapping(root)) => parser.parse(&root),
             Ok(Value::Null) => BoostingConfig::default(),
             Ok(other) => {

@@ -37,8 +37,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-/// Longest accepted tenant id; tenant ids are `[A-Za-z0-9._-]`.
-pub const MAX_TENANT_ID_CHARS: usize = 128;
+pub use crate::model::MAX_TENANT_ID_CHARS;
 /// Longest accepted id list in a filter: each list the caller sends, and their union.
 pub const MAX_ID_LIST: usize = 1000;
 /// Longest accepted id (doc, section or chunk id), in characters.
@@ -85,18 +84,7 @@ pub struct WindowQuery {
 }
 
 pub fn validate_tenant(tenant_id: &str) -> Result<()> {
-    if tenant_id.trim().is_empty() {
-        return Err(SearchError::invalid("tenant_id", "must not be empty"));
-    }
-    if tenant_id.chars().count() > MAX_TENANT_ID_CHARS
-        || !tenant_id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-    {
-        return Err(SearchError::invalid(
-            "tenant_id",
-            format!("must be 1–{MAX_TENANT_ID_CHARS} characters of [A-Za-z0-9._-]"),
-        ));
-    }
-    Ok(())
+    crate::model::validate_tenant_id(tenant_id).map_err(|message| SearchError::invalid("tenant_id", message))
 }
 
 /// Longest accepted `trace_id`, in characters.

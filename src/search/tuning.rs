@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 /// The setting names of the three files, as `/health` and errors name them.
-pub const THEMES_SETTING: &str = "RETR_THEMES_PATH";
+pub const THEMES_SETTING: &str = crate::config::THEMES_SETTING;
 pub const BOOSTING_SETTING: &str = "RETR_BOOSTING_PATH";
 pub const SYNONYMS_SETTING: &str = "RETR_SYNONYMS_DIR";
 

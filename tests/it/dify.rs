@@ -388,7 +388,7 @@ fn malformed_dify_settings_stop_start_up_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
     for base in ["kb", "/kb/", "/kb//x", "/kb/{id}", "/kb/*rest", ""] {
         let settings = Settings { dify_base_path: base.into(), ..Settings::default() };
-        let error = settings.validate().unwrap_err().to_string();
+        let error = startup::validate_settings(&settings).unwrap_err().to_string();
         assert!(error.contains("RETR_DIFY_BASE_PATH"), "{base:?}: {error}");
     }
     for (content, expected) in [
@@ -402,7 +402,7 @@ fn malformed_dify_settings_stop_start_up_with_a_clear_message() {
         let path = dir.path().join("knowledge.yaml");
         std::fs::write(&path, content).unwrap();
         let settings = Settings { dify_knowledge_bases: path, ..Settings::default() };
-        let error = settings.validate().unwrap_err().to_string();
+        let error = startup::validate_settings(&settings).unwrap_err().to_string();
         assert!(error.contains("RETR_DIFY_KNOWLEDGE_BASES") && error.contains(expected), "{content:?}: {error}");
     }
 }

@@ -520,12 +520,12 @@ fn a_malformed_api_keys_file_stops_start_up_with_its_line() {
         std::fs::write(&path, content).unwrap();
         let env: std::collections::HashMap<String, String> =
             [("RETR_API_KEYS".to_string(), path.display().to_string())].into();
-        let error = retrieval_service::config::Settings::load(None, &env).unwrap_err().to_string();
+        let error = retrieval_service::startup::load_settings(None, &env).unwrap_err().to_string();
         assert!(error.contains("RETR_API_KEYS") && error.contains(expected), "{content:?}: {error}");
     }
     let env: std::collections::HashMap<String, String> =
         [("RETR_API_KEYS".to_string(), "/no/such/keys.txt".to_string())].into();
-    assert!(retrieval_service::config::Settings::load(None, &env).is_err(), "a missing file is an error");
+    assert!(retrieval_service::startup::load_settings(None, &env).is_err(), "a missing file is an error");
 }
 
 /// `null` in an optional object field means "absent", as in every other optional field, and the

@@ -105,6 +105,33 @@ async fn broken_config_files_stop_start_up_and_missing_ones_are_reported() {
     assert!(!health.to_string().contains(&*dir.path().to_string_lossy()), "{health}");
 }
 
+/// A YAML config file broken on its third line stops start-up with an error that names the setting
+/// and the line, whichever file it is.
+#[tokio::test]
+async fn a_malformed_yaml_config_file_names_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let themes = write("themes.yaml", "themes:\n  - id: a\n    domain: [x\n");
+    let boosting = write("boosting.yaml", "fusion:\n  method: rrf\n  k: [60\n");
+    let knowledge = write("knowledge.yaml", "knowledge_bases:\n  a:\n    tenant_id: [t1\n");
+    let mapping = write("mapping.yaml", "rules:\n  - prefix: /a\n    domain: [x\n");
+    let start = |settings: Settings| async move { startup::build_state(settings).await.err().map(|e| e.to_string()) };
+    let error = start(Settings { themes_path: themes, ..Settings::default() }).await.unwrap();
+    assert!(error.contains("RETR_THEMES_PATH") && error.contains("line 3"), "{error}");
+    let error = start(Settings { boosting_path: boosting, ..Settings::default() }).await.unwrap();
+    assert!(error.contains("RETR_BOOSTING_PATH") && error.contains("line 3"), "{error}");
+    let settings = Settings { dify_knowledge_bases: knowledge, ..Settings::default() };
+    let error = startup::validate_settings(&settings).unwrap_err().to_string();
+    assert!(error.contains("RETR_DIFY_KNOWLEDGE_BASES") && error.contains("line 3"), "{error}");
+    let settings = Settings { mapping_path: mapping, ..Settings::default() };
+    let error = startup::load_mapping(&settings).err().unwrap().to_string();
+    assert!(error.contains("RETR_MAPPING_PATH") && error.contains("line 3"), "{error}");
+}
+
 /// While the embedding provider fails, every answer carries `embedding_fallback` and `/health`
 /// says so; the first successful call clears it.
 #[tokio::test]

@@ -430,8 +430,8 @@ async fn demo_snapshot_matches_ingest_and_covers_ambiguous_tags() {
 async fn themes_suggest_drafts_the_router_format() {
     let snapshot = demo_snapshot(&PseudoEmbedder::new(16), &MappingRules::builtin()).await.unwrap();
     let yaml = suggest_themes(&snapshot, Some("demo"), 2);
-    let parsed: serde_yaml_ng::Value = serde_yaml_ng::from_str(&yaml).unwrap();
-    let themes = parsed["themes"].as_sequence().unwrap();
+    let parsed: serde_json::Value = retrieval_service::yaml::from_str(&yaml).unwrap();
+    let themes = parsed["themes"].as_array().unwrap();
     let find =
         |id: &str| themes.iter().find(|t| t["id"].as_str() == Some(id)).unwrap_or_else(|| panic!("no {id} in\n{yaml}"));
     let sdk = find("sdk_android");

@@ -45,7 +45,7 @@ struct KnowledgeFile {
 #[serde(deny_unknown_fields)]
 struct KnowledgeEntry {
     tenant_id: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::yaml::empty_as_default")]
     filter: BTreeMap<String, OneOrMany>,
     theme: Option<String>,
     /// For the people who read the file; not used.
@@ -76,7 +76,7 @@ impl KnowledgeBases {
     }
 
     pub fn parse(text: &str) -> Result<Self, String> {
-        let file: KnowledgeFile = serde_yaml_ng::from_str(text).map_err(|error| error.to_string())?;
+        let file: KnowledgeFile = crate::yaml::from_str(text).map_err(|error| error.to_string())?;
         let mut bases = HashMap::with_capacity(file.knowledge_bases.len());
         for (id, entry) in file.knowledge_bases {
             validate_tenant(&id).map_err(|error| format!("knowledge base id {id:?}: {error}"))?;
