@@ -118,7 +118,7 @@ fn reload_on_hangup(state: retrieval_service::state::AppState) {
     tokio::spawn(async move {
         while hangups.recv().await.is_some() {
             // The outcome is logged, counted and shown by /health.
-            let _ = retrieval_service::startup::reload_tuning(&state);
+            let _ = retrieval_service::api::config::reload_tuning(&state);
         }
     });
 }

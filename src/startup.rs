@@ -108,11 +108,7 @@ pub async fn build_index(
 
 /// Where the themes file, boosting.yaml and the synonyms directory are.
 pub fn tuning_files(settings: &Settings) -> crate::search::tuning::TuningFiles {
-    crate::search::tuning::TuningFiles {
-        themes: settings.themes_path.clone(),
-        boosting: settings.boosting_path.clone(),
-        synonyms: settings.synonyms_dir.clone(),
-    }
+    crate::search::tuning::TuningFiles::of(settings)
 }
 
 /// The optional config files the settings name that do not exist, by setting name. The service
@@ -132,42 +128,6 @@ pub fn check_config_files(settings: &Settings) -> Result<(), StartupError> {
     } else {
         Err(StartupError::Backend(problems.join("\n")))
     }
-}
-
-/// Reads the themes, boosting and synonyms files again (`POST /internal/retrieval/config/reload`,
-/// `SIGHUP`) and puts them in use together, or keeps the ones in use when any is broken or a Dify
-/// knowledge base names a theme the new themes file lacks. Returns the problems of a rejected
-/// reload; `/health` and `/metrics` show them until a reload succeeds.
-pub fn reload_tuning(state: &AppState) -> Result<(), Vec<String>> {
-    let files = tuning_files(&state.settings);
-    let loaded = files.load().and_then(|tuning| {
-        let unknown: Vec<String> = state
-            .dify
-            .themes()
-            .filter(|(_, theme)| !tuning.theme_set.iter().any(|known| &known.id == theme))
-            .map(|(knowledge_id, theme)| {
-                format!(
-                    "RETR_DIFY_KNOWLEDGE_BASES: knowledge base {knowledge_id:?} names the theme {theme:?}, which \
-                     RETR_THEMES_PATH does not define"
-                )
-            })
-            .collect();
-        if unknown.is_empty() {
-            Ok((tuning, files.missing()))
-        } else {
-            Err(unknown)
-        }
-    });
-    let outcome = loaded.as_ref().map(|_| ()).map_err(Clone::clone);
-    match &outcome {
-        Ok(()) => tracing::info!("config files reloaded (themes, boosting, synonyms)"),
-        Err(problems) => {
-            tracing::warn!(problems = %problems.join("; "), "config reload rejected; the files in use stay")
-        }
-    }
-    state.metrics.config_reload(outcome.is_ok());
-    state.search.reload_tuning(loaded);
-    outcome
 }
 
 /// The LLM theme router: chat completions at the rerank endpoint, when one is configured.

@@ -116,11 +116,47 @@ pub struct ReloadResponse {
 #[utoipa::path(post, path = "/internal/retrieval/config/reload", tag = "config",
     responses((status = 200, description = "the files are in use", body = ReloadResponse)))]
 pub async fn reload_config(State(state): State<AppState>, _admin: AdminAuth) -> Result<Json<ReloadResponse>, ApiError> {
-    crate::startup::reload_tuning(&state).map_err(|problems| ApiError::invalid(problems.join("; ")))?;
+    reload_tuning(&state).map_err(|problems| ApiError::invalid(problems.join("; ")))?;
     let status = state.search.tuning_status();
     Ok(Json(ReloadResponse {
         status: "reloaded".into(),
         generation: status.generation,
         missing_config: status.missing,
     }))
+}
+
+/// Reads the themes, boosting and synonyms files again (`POST /internal/retrieval/config/reload`,
+/// `SIGHUP`) and puts them in use together, or keeps the ones in use when any is broken or a Dify
+/// knowledge base names a theme the new themes file lacks. Returns the problems of a rejected
+/// reload; `/health` and `/metrics` show them until a reload succeeds.
+pub fn reload_tuning(state: &AppState) -> Result<(), Vec<String>> {
+    let files = crate::search::tuning::TuningFiles::of(&state.settings);
+    let loaded = files.load().and_then(|tuning| {
+        let unknown: Vec<String> = state
+            .dify
+            .themes()
+            .filter(|(_, theme)| !tuning.theme_set.iter().any(|known| &known.id == theme))
+            .map(|(knowledge_id, theme)| {
+                format!(
+                    "RETR_DIFY_KNOWLEDGE_BASES: knowledge base {knowledge_id:?} names the theme {theme:?}, which \
+                     RETR_THEMES_PATH does not define"
+                )
+            })
+            .collect();
+        if unknown.is_empty() {
+            Ok((tuning, files.missing()))
+        } else {
+            Err(unknown)
+        }
+    });
+    let outcome = loaded.as_ref().map(|_| ()).map_err(Clone::clone);
+    match &outcome {
+        Ok(()) => tracing::info!("config files reloaded (themes, boosting, synonyms)"),
+        Err(problems) => {
+            tracing::warn!(problems = %problems.join("; "), "config reload rejected; the files in use stay")
+        }
+    }
+    state.metrics.config_reload(outcome.is_ok());
+    state.search.reload_tuning(loaded);
+    outcome
 }

@@ -83,6 +83,15 @@ pub struct TuningFiles {
 }
 
 impl TuningFiles {
+    /// The files the settings name (`RETR_THEMES_PATH`, `RETR_BOOSTING_PATH`, `RETR_SYNONYMS_DIR`).
+    pub fn of(settings: &crate::config::Settings) -> Self {
+        Self {
+            themes: settings.themes_path.clone(),
+            boosting: settings.boosting_path.clone(),
+            synonyms: settings.synonyms_dir.clone(),
+        }
+    }
+
     /// The files that are configured but absent, by setting name. The service runs without them
     /// (no themes: no theme routing; no boosting: every factor 1; no synonyms).
     pub fn missing(&self) -> Vec<String> {
