@@ -2,51 +2,59 @@
 //! head with both `Content-Length` and `Transfer-Encoding` is refused (hyper would drop one and
 //! read on: the ambiguity request smuggling through a proxy relies on).
 
-/// The longest request head inspected for conflicting length headers (hyper refuses longer ones).
-const MAX_INSPECTED_HEAD: usize = 512 * 1024;
+/// How many bytes of each head line are kept: enough for any header name the check looks for,
+/// with room for the whitespace around it. The rest of a line is only counted, so a client
+/// that sends a huge head costs the server no more than hyper's own read buffer.
+const KEPT_LINE_PREFIX: usize = 64;
 
-/// The bytes of a request head as they arrive, and whether its blank line has been seen.
+/// What is known of the request head arriving on a connection, read a byte at a time and kept in
+/// a fixed space (the beginning of the current line, and flags): whether it had a
+/// `Content-Length` and a `Transfer-Encoding` line, and whether its blank line has been seen.
 #[derive(Default)]
 pub(super) struct HeadCapture {
-    bytes: Vec<u8>,
+    /// The first `KEPT_LINE_PREFIX` bytes of the current line.
+    line: Vec<u8>,
+    /// The current line's length so far (all of it, kept or not).
+    line_length: usize,
+    /// Whether the request line is behind us (header lines come after it).
+    past_request_line: bool,
+    content_length: bool,
+    transfer_encoding: bool,
     complete: bool,
 }
 
 impl HeadCapture {
-    /// Keeps `bytes` (read while no request is in progress) until the head's blank line.
+    /// Reads `bytes` (read while no request is in progress) until the head's blank line.
     pub(super) fn capture(&mut self, bytes: &[u8]) {
-        if self.complete || self.bytes.len() >= MAX_INSPECTED_HEAD {
-            return;
+        for &byte in bytes {
+            if self.complete {
+                return;
+            }
+            if byte != b'\n' {
+                if self.line.len() < KEPT_LINE_PREFIX {
+                    self.line.push(byte);
+                }
+                self.line_length += 1;
+                continue;
+            }
+            let blank = self.line_length == 0 || (self.line_length == 1 && self.line == b"\r");
+            if blank && self.past_request_line {
+                self.complete = true;
+            } else if self.past_request_line {
+                let name = self.line.split(|&b| b == b':').next().unwrap_or_default().trim_ascii();
+                self.content_length |= name.eq_ignore_ascii_case(b"content-length");
+                self.transfer_encoding |= name.eq_ignore_ascii_case(b"transfer-encoding");
+            }
+            self.past_request_line |= !blank;
+            self.line.clear();
+            self.line_length = 0;
         }
-        // Only the new bytes (and the 3 before them) can complete the blank line: a head that
-        // arrives a byte at a time is not scanned again and again.
-        let scan_from = self.bytes.len().saturating_sub(3);
-        let room = MAX_INSPECTED_HEAD - self.bytes.len();
-        self.bytes.extend_from_slice(&bytes[..bytes.len().min(room)]);
-        self.complete = head_end(&self.bytes[scan_from..]).is_some();
     }
 
-    /// Whether the captured head has both a `Content-Length` and a `Transfer-Encoding` line.
+    /// Whether the head had both a `Content-Length` and a `Transfer-Encoding` line.
     pub(super) fn has_conflicting_lengths(&self) -> bool {
-        has_conflicting_lengths(&self.bytes[..head_end(&self.bytes).unwrap_or(self.bytes.len())])
+        self.content_length && self.transfer_encoding
     }
-}
-
-/// Where a request head ends (the index after its blank line), if it has been read.
-fn head_end(bytes: &[u8]) -> Option<usize> {
-    bytes.windows(4).position(|window| window == b"\r\n\r\n").map(|at| at + 4)
-}
-
-/// Whether a request head has both a `Content-Length` and a `Transfer-Encoding` header line.
-fn has_conflicting_lengths(head: &[u8]) -> bool {
-    let (mut length, mut encoding) = (false, false);
-    for line in head.split(|&byte| byte == b'\n').skip(1) {
-        let name = line.split(|&byte| byte == b':').next().unwrap_or_default();
-        let name = name.trim_ascii();
-        length |= name.eq_ignore_ascii_case(b"content-length");
-        encoding |= name.eq_ignore_ascii_case(b"transfer-encoding");
-    }
-    length && encoding
 }
 
 /// The answer to a head with both `Content-Length` and `Transfer-Encoding`.
@@ -81,6 +89,20 @@ mod tests {
         // Split anywhere across reads, a byte at a time included.
         let pieces: Vec<&[u8]> = both.chunks(1).collect();
         assert!(conflicting(&pieces));
+    }
+
+    #[test]
+    fn a_huge_head_is_read_in_fixed_space() {
+        let mut capture = HeadCapture::default();
+        capture.capture(b"POST /s HTTP/1.1\r\nX-Pad: ");
+        for _ in 0..1000 {
+            capture.capture(&[b'a'; 1000]);
+        }
+        capture.capture(b"\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n");
+        assert!(capture.line.capacity() <= 2 * KEPT_LINE_PREFIX, "kept {} bytes", capture.line.capacity());
+        assert!(capture.has_conflicting_lengths());
+        // A long header name that merely starts like one of them is not one.
+        assert!(!conflicting(&[b"POST /s HTTP/1.1\r\ncontent-length-and-more: 5\r\ntransfer-encoding: x\r\n\r\n"]));
     }
 
     #[test]

@@ -265,6 +265,38 @@ async fn content_length_with_transfer_encoding_is_400_and_closes() {
     server.stop().await;
 }
 
+/// A head well over the connection's read buffer is answered 431 at once and the connection
+/// closed (it is never kept growing); a head just under it and a body far over it still work.
+#[tokio::test]
+async fn a_head_over_the_read_buffer_is_431_and_a_big_body_still_streams() {
+    let server = Server::start(|_| {}).await;
+    let limit = retrieval_service::server::MAX_READ_BUFFER;
+    let mut stream = TcpStream::connect(server.address).await.unwrap();
+    // hyper checks the limit when its buffer fills, so a head a little over it may still pass.
+    let pad = "a".repeat(3 * limit);
+    let head = format!("GET /health HTTP/1.1\r\nhost: test\r\nx-pad: {pad}\r\n\r\n");
+    // The server may answer and close before it has read all of it: a failed write is fine.
+    let _ = stream.write_all(head.as_bytes()).await;
+    let answer = String::from_utf8_lossy(&read_until_closed(&mut stream).await).into_owned();
+    assert!(answer.starts_with("HTTP/1.1 431"), "{}", &answer[..answer.len().min(200)]);
+
+    let mut stream = TcpStream::connect(server.address).await.unwrap();
+    let pad = "a".repeat(limit / 2);
+    let head = format!("GET /health HTTP/1.1\r\nhost: test\r\nx-pad: {pad}\r\nconnection: close\r\n\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let answer = String::from_utf8_lossy(&read_until_closed(&mut stream).await).into_owned();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{}", &answer[..answer.len().min(200)]);
+
+    // A body of 4 read buffers (within the body limit) is read through the buffer in pieces.
+    let query = "Gradle ".repeat(4 * limit / 7);
+    let body = format!(r#"{{"query": "{}", "tenant_id": "t1"}}"#, query.trim());
+    let mut stream = TcpStream::connect(server.address).await.unwrap();
+    let (status, _, answer) = request(&mut stream, "POST", "/internal/retrieval/search", &body).await;
+    assert_ne!(status, 431, "{answer}");
+    assert_ne!(status, 400, "{answer}");
+    server.stop().await;
+}
+
 /// Clients trickling their bodies hold connections, not work slots: with every slot's worth of
 /// them connected, a real search is still served, and each slow one gets 408 at its deadline.
 #[tokio::test]
