@@ -218,6 +218,16 @@ fn distinct(query_terms: &[String]) -> Vec<&String> {
     terms
 }
 
+/// The terms BM25 indexes: those of the record's text plus its title, so a page title always
+/// counts.
+pub fn lexical_terms(record: &crate::model::Record) -> Vec<String> {
+    if record.text.contains(&record.meta.title) {
+        crate::text::terms(&record.text)
+    } else {
+        crate::text::terms(&format!("{}\n{}", record.meta.title, record.text))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,8 +2,8 @@
 //! blocks, the BM25 index, and maps from doc and section ids to record numbers.
 
 use super::filter::PageHint;
+use super::lexical::lexical_terms;
 use super::lexical::{Bm25Index, Bm25Params};
-use super::memory::lexical_terms;
 use super::{keep_first_sorted_by, RecordFilter};
 use crate::model::Record;
 use rustc_hash::FxHashMap as HashMap;

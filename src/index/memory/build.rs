@@ -1,0 +1,246 @@
+//! Building a loaded index: records gathered tenant by tenant and level by level (`IndexBuilder`),
+//! one tenant rebuilt after a change (`rebuild_tenant`).
+
+use super::{engine::*, snapshot::*};
+use crate::index::features::{IdOrder, RecordFeatures};
+use crate::index::tenant_level::TenantLevel;
+use crate::index::LevelStore;
+use crate::index::Result;
+use crate::model::{Level, Record, Snapshot};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+/// One tenant's records of one level as they are gathered, before indexing: each record as the
+/// index keeps it (without its embedding), the embeddings back to back in one buffer (so a
+/// loaded page's per-record vectors are freed as soon as it is added), and, for a rebuild, the
+/// record's number in the level it is kept from.
+#[derive(Debug, Default)]
+pub(super) struct LevelRows {
+    pub(super) records: Vec<Arc<Record>>,
+    pub(super) vectors: Vec<f32>,
+    pub(super) base_numbers: Vec<Option<usize>>,
+}
+
+impl LevelRows {
+    pub(super) fn push(&mut self, record: Arc<Record>, embedding: &[f32], base_number: Option<usize>) {
+        self.records.push(record);
+        self.vectors.extend_from_slice(embedding);
+        self.base_numbers.push(base_number);
+    }
+
+    /// A new record (whose embedding is taken out of it).
+    pub(super) fn push_new(&mut self, mut record: Record) {
+        let embedding = std::mem::take(&mut record.embedding);
+        self.push(Arc::new(record), &embedding, None);
+    }
+
+    /// The row numbers by ascending record id; of rows with the same id (a record repeated by
+    /// offset paging under a concurrent write) only one is kept.
+    pub(super) fn id_order(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.records.len()).collect();
+        order.sort_unstable_by(|&a, &b| self.records[a].id.cmp(&self.records[b].id));
+        order.dedup_by(|a, b| self.records[*a].id == self.records[*b].id);
+        order
+    }
+}
+
+/// A tenant's distinct page ids (ascending) and the scope their numbers are valid in.
+pub(super) struct PageNumbers {
+    pub(super) doc_ids: Vec<String>,
+    pub(super) scope: Arc<()>,
+}
+
+impl PageNumbers {
+    pub(super) fn of(&self, doc_id: &str) -> Option<IdOrder> {
+        let number = self.doc_ids.binary_search_by(|id| id.as_str().cmp(doc_id)).ok()?;
+        Some(IdOrder { scope: Arc::clone(&self.scope), number: number as u32 })
+    }
+}
+
+/// Gathers an index's records one at a time (a page of a Chroma load at a time) and indexes them
+/// tenant by tenant. Each record's embedding is copied into its tenant level's buffer when it is
+/// added, so the records of a load never hold all their vectors at once next to the built index.
+#[derive(Debug, Default)]
+pub struct IndexBuilder {
+    /// 0 until the first record sets it.
+    pub(super) dimension: usize,
+    pub(super) tenants: HashMap<String, [LevelRows; 3]>,
+    pub(super) counts: [usize; 3],
+    pub(super) latest_doc_indexed_at: String,
+}
+
+impl IndexBuilder {
+    /// A builder for embeddings of `dimension` (0: that of the first record added).
+    pub fn new(dimension: usize) -> Self {
+        Self { dimension, ..Self::default() }
+    }
+
+    /// Adds one record of `level`, validated like a snapshot's.
+    pub fn add(&mut self, level: Level, record: Record) -> Result<()> {
+        if self.dimension == 0 {
+            self.dimension = record.embedding.len();
+            if self.dimension == 0 {
+                return Err(corrupt("records carry no embeddings"));
+            }
+        }
+        validate_records(level, std::iter::once(&record), self.dimension)?;
+        if level == Level::Doc && record.meta.indexed_at > self.latest_doc_indexed_at {
+            self.latest_doc_indexed_at.clone_from(&record.meta.indexed_at);
+        }
+        let slot = level_slot(level);
+        self.counts[slot] += 1;
+        let levels = match self.tenants.get_mut(&record.meta.tenant_id) {
+            Some(levels) => levels,
+            None => self.tenants.entry(record.meta.tenant_id.clone()).or_default(),
+        };
+        levels[slot].push_new(record);
+        Ok(())
+    }
+
+    /// The latest `indexed_at` of the docs added so far.
+    pub fn latest_doc_indexed_at(&self) -> &str {
+        &self.latest_doc_indexed_at
+    }
+
+    /// Indexes every tenant (freeing each one's gathered rows as it goes). No docs or no chunks
+    /// is `Corrupt`, as for a snapshot.
+    pub fn finish(self, embedding_model: String, indexed_at: String) -> Result<LoadedIndex> {
+        let [docs, _, chunks] = self.counts;
+        if docs == 0 || chunks == 0 {
+            return Err(corrupt("the snapshot has no docs or no chunks"));
+        }
+        let dimension = self.dimension;
+        let tenants = self
+            .tenants
+            .into_iter()
+            .map(|(tenant, levels)| {
+                let part = Arc::new(TenantIndex::build(levels, dimension, None));
+                // The tenant's gathered rows are freed: give their pages back before the next one.
+                crate::index::replica::release_freed_memory();
+                (tenant, part)
+            })
+            .collect();
+        Ok(LoadedIndex { embedding_model, dimension, indexed_at, tenants })
+    }
+}
+
+/// Tenant `tenant`'s part after a change: its records in `base` outside `scope`, plus `fetched`
+/// (what Chroma holds now for `scope`). Validated like a snapshot; `None` when nothing is left.
+pub fn rebuild_tenant(
+    base: &LoadedIndex,
+    tenant: &str,
+    scope: &crate::index::chroma::ChangeScope,
+    fetched: [Vec<Record>; 3],
+    dimension: usize,
+) -> Result<Option<Arc<TenantIndex>>> {
+    let base_part = base.tenant(tenant).map(Arc::as_ref);
+    let mut levels: [LevelRows; 3] = Default::default();
+    for (slot, (level, fetched)) in Level::ALL.into_iter().zip(fetched).enumerate() {
+        let mut fresh: Vec<Record> = fetched;
+        // Offset paging under a concurrent write may repeat a record; keep its first copy.
+        let mut seen = HashSet::new();
+        fresh.retain(|record| seen.insert(record.id.clone()));
+        validate_records(level, fresh.iter(), dimension)?;
+        if let Some(record) = fresh.iter().find(|record| record.meta.tenant_id != tenant) {
+            return Err(corrupt(format!("record {} of another tenant in a delta of {tenant}", record.id)));
+        }
+        let mut rows = LevelRows::default();
+        if let Some(old) = base_part.map(|part| part.level(level)) {
+            for (number, record) in old.store.records.iter().enumerate() {
+                let kept = match scope {
+                    crate::index::chroma::ChangeScope::Tenant => false,
+                    crate::index::chroma::ChangeScope::Docs(docs) => !docs.contains(&record.meta.doc_id),
+                };
+                if kept {
+                    rows.push(Arc::clone(record), &old.index.vector(number), Some(number));
+                }
+            }
+        }
+        let mut ids: HashSet<&str> = rows.records.iter().map(|record| record.id.as_str()).collect();
+        if let Some(record) = fresh.iter().find(|record| !ids.insert(record.id.as_str())) {
+            return Err(corrupt(format!("duplicate {} id {}", level.as_str(), record.id)));
+        }
+        fresh.into_iter().for_each(|record| rows.push_new(record));
+        levels[slot] = rows;
+    }
+    if levels.iter().all(|rows| rows.records.is_empty()) {
+        return Ok(None);
+    }
+    Ok(Some(Arc::new(TenantIndex::build(levels, dimension, base_part))))
+}
+
+impl LevelData {
+    /// Indexes one tenant's records of one level with their embeddings. The vectors are kept in
+    /// the scan matrix only: the records themselves carry none (`Record::embedding` is empty).
+    /// Rows kept from `base` reuse what it derived from their texts (features, BM25 terms), so a
+    /// refresh tokenizes only the records it re-read.
+    pub(super) fn build(rows: LevelRows, dimension: usize, base: Option<&LevelData>, pages: &PageNumbers) -> Self {
+        let order = rows.id_order();
+        let scope = Arc::new(());
+        let mut kept: Vec<Option<u32>> = vec![None; base.map_or(0, |base| base.store.records.len())];
+        let mut added = Vec::new();
+        let (mut records, mut vectors, mut features) =
+            (Vec::with_capacity(order.len()), Vec::with_capacity(order.len()), Vec::with_capacity(order.len()));
+        for (number, &row) in order.iter().enumerate() {
+            let record = &rows.records[row];
+            let mut derived = match (rows.base_numbers[row], base) {
+                (Some(old), Some(base)) => {
+                    kept[old] = Some(number as u32);
+                    RecordFeatures::clone(&base.store.features[old])
+                }
+                _ => {
+                    added.push(number);
+                    RecordFeatures::of(record)
+                }
+            };
+            derived.page = pages.of(&record.meta.doc_id);
+            features.push(derived);
+            records.push(Arc::clone(record));
+            vectors.push(&rows.vectors[row * dimension..][..dimension]);
+        }
+        let lexical = base.map(|base| {
+            let added =
+                added.iter().map(|&number| (number as u32, crate::index::lexical::lexical_terms(&records[number])));
+            base.index.lexical.renumbered(&kept, added, records.len())
+        });
+        let page_of: Option<Vec<u32>> = features.iter().map(|f| f.page.as_ref().map(|page| page.number)).collect();
+        let index =
+            TenantLevel::build(&records, &vectors, dimension, lexical, page_of.as_deref().map(|of| (&pages.scope, of)));
+        Self { store: Arc::new(LevelStore::new(records, features)), index, scope }
+    }
+}
+
+impl TenantIndex {
+    /// Indexes one tenant's records with their embeddings (already validated, all of that tenant);
+    /// rows with a `base_number` are kept from `base`.
+    pub(super) fn build(levels: [LevelRows; 3], dimension: usize, base: Option<&TenantIndex>) -> Self {
+        // The tenant's pages in doc id order, numbered once for the three levels.
+        let mut doc_ids: Vec<&str> =
+            levels.iter().flat_map(|rows| rows.records.iter().map(|record| record.meta.doc_id.as_str())).collect();
+        doc_ids.sort_unstable();
+        doc_ids.dedup();
+        let pages = PageNumbers { doc_ids: doc_ids.into_iter().map(str::to_string).collect(), scope: Arc::new(()) };
+        let mut slots = levels.into_iter().enumerate();
+        Self {
+            levels: std::array::from_fn(|_| {
+                let (slot, rows) = slots.next().expect("three levels");
+                LevelData::build(rows, dimension, base.map(|base| &base.levels[slot]), &pages)
+            }),
+        }
+    }
+}
+
+impl LoadedIndex {
+    /// Validates and indexes a snapshot; an empty or inconsistent one is `Corrupt`.
+    pub fn build(snapshot: Snapshot) -> Result<Self> {
+        validate_snapshot(&snapshot)?;
+        let dimension = snapshot.docs.first().map(|r| r.embedding.len()).unwrap_or(snapshot.dimension);
+        let mut builder = IndexBuilder::new(dimension);
+        for (level, records) in Level::ALL.into_iter().zip([snapshot.docs, snapshot.sections, snapshot.chunks]) {
+            for record in records {
+                builder.add(level, record)?;
+            }
+        }
+        builder.finish(snapshot.embedding_model, snapshot.indexed_at)
+    }
+}

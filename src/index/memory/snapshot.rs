@@ -1,0 +1,135 @@
+//! The snapshot file format: validation, atomic writes, reads.
+
+use crate::index::{IndexError, IndexErrorKind, Result};
+use crate::model::{Level, Record, Snapshot};
+use std::collections::HashSet;
+use std::path::Path;
+
+pub(super) fn corrupt(message: impl Into<String>) -> IndexError {
+    IndexError::new(IndexErrorKind::Corrupt, format!("index empty or corrupted: {}", message.into()))
+}
+
+/// What a snapshot must satisfy besides what `IndexBuilder::add` checks of each of its records:
+/// its format version, its declared dimension, and ids unique per tenant and level (a snapshot is
+/// written whole, so a repeated id is a broken file, not offset paging).
+pub(super) fn validate_snapshot(snapshot: &Snapshot) -> Result<()> {
+    if snapshot.format_version != Snapshot::FORMAT_VERSION {
+        return Err(corrupt(format!(
+            "unsupported format_version {} (expected {})",
+            snapshot.format_version,
+            Snapshot::FORMAT_VERSION
+        )));
+    }
+    if snapshot.docs.is_empty() || snapshot.chunks.is_empty() {
+        return Err(corrupt("the snapshot has no docs or no chunks"));
+    }
+    let dimension = snapshot.docs[0].embedding.len();
+    if dimension == 0 {
+        return Err(corrupt("records carry no embeddings"));
+    }
+    if snapshot.dimension != 0 && snapshot.dimension != dimension {
+        return Err(corrupt(format!("dimension is {} but records have {}", snapshot.dimension, dimension)));
+    }
+    for level in Level::ALL {
+        let mut seen = HashSet::new();
+        for record in snapshot.records(level) {
+            if !seen.insert((record.meta.tenant_id.as_str(), record.id.as_str())) {
+                return Err(corrupt(format!("duplicate {} id {}", level.as_str(), record.id)));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Each record has its ids, belongs to `level` and has a finite embedding of `dimension`.
+pub(super) fn validate_records<'a>(
+    level: Level,
+    records: impl Iterator<Item = &'a Record>,
+    dimension: usize,
+) -> Result<()> {
+    for record in records {
+        if record.meta.tenant_id.is_empty() || record.id.is_empty() || record.meta.doc_id.is_empty() {
+            return Err(corrupt(format!("a {} record lacks id, tenant_id or doc_id", level.as_str())));
+        }
+        if record.level() != level {
+            return Err(corrupt(format!(
+                "record {} is listed as a {} but its ids say otherwise",
+                record.id,
+                level.as_str()
+            )));
+        }
+        if record.embedding.len() != dimension || record.embedding.iter().any(|v| !v.is_finite()) {
+            return Err(corrupt(format!("record {} has a bad embedding", record.id)));
+        }
+    }
+    Ok(())
+}
+
+/// Reads and validates a snapshot file. Blocking: call it off the async threads.
+pub fn read_snapshot_file(path: &Path) -> Result<Snapshot> {
+    let bytes = std::fs::read(path).map_err(|error| {
+        if error.kind() == std::io::ErrorKind::NotFound {
+            IndexError::new(IndexErrorKind::NotFound, format!("index not found at {} — run ingest", path.display()))
+        } else {
+            IndexError::new(IndexErrorKind::Corrupt, format!("index at {} unreadable: {error}", path.display()))
+        }
+    })?;
+    serde_json::from_slice(&bytes).map_err(|error| corrupt(format!("{}: {error}", path.display())))
+}
+
+/// Writes a snapshot atomically: a temporary file in the same directory, then a rename, so a
+/// reader sees either the old file or the new one, never half of one. The temporary file is
+/// removed when any step fails (a full disk, a failed rename); one left by a writer that was
+/// killed is removed by the next write to the same path.
+pub fn write_snapshot_file(path: &Path, snapshot: &Snapshot) -> std::io::Result<()> {
+    pub(super) static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let directory = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(directory)?;
+    let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("snapshot.json");
+    remove_abandoned_temporaries(directory, file_name);
+    let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let temporary = directory.join(format!(".{file_name}.tmp-{}-{write}", std::process::id()));
+    let written = write_then_rename(&temporary, path, snapshot);
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    written
+}
+
+pub(super) fn write_then_rename(temporary: &Path, path: &Path, snapshot: &Snapshot) -> std::io::Result<()> {
+    let file = std::fs::File::create(temporary)?;
+    let mut writer = std::io::BufWriter::new(file);
+    serde_json::to_writer(&mut writer, snapshot).map_err(std::io::Error::other)?;
+    let file = writer.into_inner().map_err(|e| e.into_error())?;
+    file.sync_all()?;
+    drop(file);
+    std::fs::rename(temporary, path)
+}
+
+/// Removes the temporary files of `file_name` whose writer process is gone (killed mid-write: a
+/// process that no longer runs cannot remove its own).
+pub(super) fn remove_abandoned_temporaries(directory: &Path, file_name: &str) {
+    let prefix = format!(".{file_name}.tmp-");
+    let Ok(entries) = std::fs::read_dir(directory) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(writer) = name.to_str().and_then(|name| name.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let pid = writer.split('-').next().and_then(|pid| pid.parse::<u32>().ok());
+        if pid.is_some_and(|pid| pid != std::process::id() && !process_runs(pid)) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Whether process `pid` runs; where this cannot be told, it is assumed to run.
+pub(super) fn process_runs(pid: u32) -> bool {
+    if cfg!(target_os = "linux") {
+        Path::new(&format!("/proc/{pid}")).exists()
+    } else {
+        true
+    }
+}
