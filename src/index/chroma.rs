@@ -394,7 +394,7 @@ impl ChromaIndex {
         );
         let records = loaded.record_count() as u64;
         self.replica.swap(Arc::new(loaded), parse_version(&signature.version), started.elapsed(), records);
-        tokio::task::spawn_blocking(super::replica::release_freed_memory);
+        tokio::task::spawn_blocking(super::memory::release_freed_memory);
         let mut state = self.sync();
         state.applied = entries.iter().map(|entry| (entry.id.clone(), (entry.version.clone(), entry.at_ms))).collect();
         state.cursor_ms = entries.iter().map(|entry| entry.at_ms).max().unwrap_or_else(writer::now_ms);

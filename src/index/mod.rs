@@ -1,9 +1,11 @@
 //! Index backends: the `VectorIndex` trait the search pipeline runs on, the record filter
 //! both backends apply, the in-memory backend and the BM25 lexical index.
 
+pub mod change;
 pub mod chroma;
 pub mod condition;
 pub mod features;
+pub mod file_index;
 pub mod filter;
 pub mod lexical;
 pub mod memory;
@@ -20,8 +22,8 @@ use std::sync::Arc;
 
 pub use chroma::ChromaIndex;
 pub use features::RecordFeatures;
+pub use file_index::InMemoryIndex;
 pub use filter::RecordFilter;
-pub use memory::InMemoryIndex;
 pub use record_ref::{LevelStore, RecordRef};
 
 /// A record with the score one ranker gave it (cosine similarity or BM25). Its derived features,

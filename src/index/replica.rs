@@ -170,17 +170,6 @@ impl Replica {
     }
 }
 
-/// Returns the heap a full load freed (the fetched pages, the records' embeddings once moved into
-/// the scan matrices) to the operating system. glibc keeps freed memory in its arenas, so without
-/// this the service's RSS after a load stays at the load's peak.
-pub fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks the allocator's own free lists; it has no preconditions.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 /// Where a replica's snapshots come from. Every `SnapshotSource` is a `VectorIndex` (below).
 #[async_trait]
 pub trait SnapshotSource: Send + Sync {

@@ -143,7 +143,7 @@ impl IndexWriter for SnapshotWriter {
             write_snapshot_file(&path, &snapshot)
                 .map_err(|error| IngestError::Snapshot(format!("cannot write {}: {error}", path.display())))?;
             let bytes = std::fs::metadata(&path).ok().map(|m| m.len());
-            let version = crate::index::memory::file_version(&path);
+            let version = crate::index::file_index::file_version(&path);
             Ok(WriteOutcome { location: path.display().to_string(), bytes, removed_docs, version })
         })
         .await

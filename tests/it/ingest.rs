@@ -168,7 +168,7 @@ async fn ingest_maps_topics_onto_all_three_levels() {
     assert_eq!((report.docs, report.sections), (2, 4));
     assert!(report.snapshot_bytes.unwrap() > 0);
     // The version a search can wait for (`min_index_version`) is printed with the report.
-    let version = retrieval_service::index::memory::file_version(&fixture.snapshot_path());
+    let version = retrieval_service::index::file_index::file_version(&fixture.snapshot_path());
     assert!(version.is_some() && report.index_version == version, "{:?} vs {version:?}", report.index_version);
     assert!(report.to_string().contains(&format!("index_version {}", version.unwrap())), "{report}");
     let snapshot = fixture.snapshot();

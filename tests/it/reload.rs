@@ -120,7 +120,7 @@ async fn rewriting_the_snapshot_under_load_drops_no_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_search_can_wait_to_read_its_own_write() {
-    use retrieval_service::index::memory::file_version;
+    use retrieval_service::index::file_index::file_version;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("index.json");
     write_snapshot_file(&path, &fixtures::snapshot()).unwrap();

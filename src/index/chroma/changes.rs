@@ -15,7 +15,6 @@
 //! directly) also means a full reload, as do changed counts without any entry.
 
 use serde_json::{json, Map, Value};
-use std::collections::BTreeSet;
 
 /// The one-dimensional embedding every entry carries (Chroma stores no record without one).
 const ENTRY_EMBEDDING: [f32; 1] = [1.0];
@@ -30,27 +29,7 @@ pub const RETENTION_MS: i64 = 3_600_000;
 /// Ids per `$in` condition when a delta is fetched.
 pub const IDS_PER_FETCH: usize = 500;
 
-/// What one write changed in one tenant.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ChangeScope {
-    /// Records of these docs were written or deleted.
-    Docs(BTreeSet<String>),
-    /// Any record of the tenant may have changed (a tenant delete or replacement, a filtered delete).
-    Tenant,
-}
-
-impl ChangeScope {
-    /// The union of two changes of one tenant.
-    pub fn merge(self, other: ChangeScope) -> ChangeScope {
-        match (self, other) {
-            (ChangeScope::Docs(mut a), ChangeScope::Docs(b)) => {
-                a.extend(b);
-                ChangeScope::Docs(a)
-            }
-            _ => ChangeScope::Tenant,
-        }
-    }
-}
+pub use crate::index::change::ChangeScope;
 
 /// One entry of the change log.
 #[derive(Debug, Clone, PartialEq, Eq)]

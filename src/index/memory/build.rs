@@ -116,7 +116,7 @@ impl IndexBuilder {
             .map(|(tenant, levels)| {
                 let part = Arc::new(TenantIndex::build(levels, dimension, None));
                 // The tenant's gathered rows are freed: give their pages back before the next one.
-                crate::index::replica::release_freed_memory();
+                super::release_freed_memory();
                 (tenant, part)
             })
             .collect();
@@ -129,7 +129,7 @@ impl IndexBuilder {
 pub fn rebuild_tenant(
     base: &LoadedIndex,
     tenant: &str,
-    scope: &crate::index::chroma::ChangeScope,
+    scope: &crate::index::change::ChangeScope,
     fetched: [Vec<Record>; 3],
     dimension: usize,
 ) -> Result<Option<Arc<TenantIndex>>> {
@@ -148,8 +148,8 @@ pub fn rebuild_tenant(
         if let Some(old) = base_part.map(|part| part.level(level)) {
             for (number, record) in old.store.records.iter().enumerate() {
                 let kept = match scope {
-                    crate::index::chroma::ChangeScope::Tenant => false,
-                    crate::index::chroma::ChangeScope::Docs(docs) => !docs.contains(&record.meta.doc_id),
+                    crate::index::change::ChangeScope::Tenant => false,
+                    crate::index::change::ChangeScope::Docs(docs) => !docs.contains(&record.meta.doc_id),
                 };
                 if kept {
                     rows.push(Arc::clone(record), &old.index.vector(number), Some(number));

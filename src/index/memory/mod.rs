@@ -1,13 +1,6 @@
-//! The in-memory backend: exact cosine and BM25 over a snapshot file (or the bundled demo
-//! corpus), reloaded in the background when the file changes without interrupting searches.
-
-use super::replica::{Replica, SnapshotSource};
-use super::{IndexError, IndexErrorKind, Result};
-use crate::model::Snapshot;
-use async_trait::async_trait;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+//! The in-memory index: exact cosine and BM25 rankings over a `LoadedIndex` (`engine`), how one is
+//! built from records (`build`), the snapshot file format (`snapshot`) and the per-thread memo of
+//! a search's scores (`memo`). The file source that serves a snapshot file is `index::file_index`.
 
 mod build;
 mod engine;
@@ -18,130 +11,14 @@ pub use build::{rebuild_tenant, IndexBuilder};
 pub use engine::{LoadedIndex, TenantIndex};
 pub use snapshot::{read_snapshot_file, write_snapshot_file};
 
-type FileStamp = (SystemTime, u64);
-
-/// The version of a snapshot file: its modification time in nanoseconds since the epoch (what
-/// `ingest` prints, and what `/search` reports once the file is loaded).
-pub fn file_version(path: &Path) -> Option<u64> {
-    let modified = std::fs::metadata(path).ok()?.modified().ok()?;
-    Some(modified.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos().min(u128::from(u64::MAX)) as u64)
-}
-
-fn file_stamp(path: &Path) -> Option<FileStamp> {
-    let metadata = std::fs::metadata(path).ok()?;
-    Some((metadata.modified().ok()?, metadata.len()))
-}
-
-/// The in-memory backend: a replica of a snapshot file (polled for changes) or of a fixed snapshot.
-/// Searches read the current `LoadedIndex` through an `Arc`, so a reload swaps it without
-/// blocking or failing requests that are running.
-///
-/// The snapshot file is one JSON document, so a change is read whole: unlike Chroma's change log
-/// it names no tenant, and only re-reading the file tells what changed.
-#[derive(Debug)]
-pub struct InMemoryIndex {
-    path: Option<PathBuf>,
-    replica: Replica,
-    /// The file's modification time and size when it was last read.
-    stamp: Mutex<Option<FileStamp>>,
-    /// The tenants loaded from the file (`RETR_TENANTS`).
-    scope: super::scope::TenantScope,
-}
-
-impl InMemoryIndex {
-    /// An index over a fixed snapshot (the bundled demo corpus, tests); never reloads.
-    pub fn from_snapshot(snapshot: Snapshot) -> Result<Self> {
-        let loaded = LoadedIndex::build(snapshot)?;
-        Ok(Self {
-            path: None,
-            replica: Replica::fixed(Arc::new(loaded), None, None),
-            stamp: Mutex::new(None),
-            scope: Default::default(),
-        })
-    }
-
-    /// An index backed by a snapshot file. A missing or corrupt file is not fatal: the error is
-    /// kept and reported by searches and `/health` until a valid file appears.
-    pub fn from_file(path: impl Into<PathBuf>) -> Self {
-        Self::from_file_scoped(path, super::scope::TenantScope::All)
-    }
-
-    /// `from_file`, keeping only the tenants of `scope` from every load.
-    pub fn from_file_scoped(path: impl Into<PathBuf>, scope: super::scope::TenantScope) -> Self {
-        let index = Self { path: Some(path.into()), replica: Replica::refreshed(), stamp: Mutex::new(None), scope };
-        index.reload_if_changed();
-        index
-    }
-
-    pub fn path(&self) -> Option<&Path> {
-        self.path.as_deref()
-    }
-
-    /// Reloads the file when its modification time or size changed. A failed load keeps the
-    /// previously loaded index serving and records the error. Blocking; returns true on a reload.
-    pub fn reload_if_changed(&self) -> bool {
-        let Some(path) = &self.path else { return false };
-        let stamp = file_stamp(path);
-        let mut known = self.stamp.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if stamp.is_some() && *known == stamp {
-            // Unchanged: current if it loaded, still broken (and its error kept) if it did not.
-            if self.replica.last_error().is_none() {
-                self.replica.confirm(None);
-            }
-            return false;
-        }
-        let started = std::time::Instant::now();
-        let version = file_version(path);
-        let result = read_snapshot_file(path)
-            .map(|mut snapshot| {
-                self.scope.retain(&mut snapshot);
-                snapshot
-            })
-            .and_then(LoadedIndex::build);
-        *known = stamp;
-        match result {
-            Ok(loaded) => {
-                tracing::info!(path = %path.display(), "index snapshot loaded");
-                let records = loaded.record_count() as u64;
-                self.replica.swap(Arc::new(loaded), version, started.elapsed(), records);
-                super::replica::release_freed_memory();
-                true
-            }
-            Err(error) => {
-                self.replica.fail(error);
-                false
-            }
-        }
-    }
-
-    /// Polls the snapshot file every `interval` on a blocking thread until the index is dropped.
-    pub fn spawn_reloader(self: &Arc<Self>, interval: Duration) {
-        if self.path.is_some() {
-            super::replica::spawn_refresher(self, interval);
-        }
-    }
-
-    /// The error of the last load attempt, when it failed (also while an older index still serves).
-    pub fn last_error(&self) -> Option<IndexError> {
-        self.replica.last_error()
-    }
-}
-
-#[async_trait]
-impl SnapshotSource for InMemoryIndex {
-    fn backend_name(&self) -> &'static str {
-        "memory"
-    }
-
-    fn replica(&self) -> &Replica {
-        &self.replica
-    }
-
-    /// Re-reads the file when it changed, on a blocking thread (the file is read and parsed whole).
-    async fn poll(self: Arc<Self>) -> Result<bool> {
-        tokio::task::spawn_blocking(move || self.reload_if_changed()).await.map_err(|error| {
-            IndexError::new(IndexErrorKind::Internal, format!("snapshot reload task panicked: {error}"))
-        })
+/// Returns the heap a full load freed (the fetched pages, the records' embeddings once moved into
+/// the scan matrices) to the operating system. glibc keeps freed memory in its arenas, so without
+/// this the service's RSS after a load stays at the load's peak.
+pub fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists; it has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
@@ -151,9 +28,12 @@ mod tests {
     use super::*;
     use crate::embed::PseudoEmbedder;
     use crate::fixtures;
+    use crate::index::InMemoryIndex;
     use crate::index::VectorIndex;
     use crate::index::{IndexErrorKind, RecordFilter, ScoredRecord};
     use crate::model::{Level, Record, Snapshot};
+    use std::path::Path;
+    use std::sync::Arc;
 
     /// The definition the index must reproduce: every record of the level that passes the
     /// filter, scored by the rounded cosine, best first with ties by id, cut at `k`.
@@ -386,7 +266,7 @@ mod tests {
                 fetched[slot].push(record.clone());
             }
         }
-        let scope = super::super::chroma::ChangeScope::Docs([changed_doc].into());
+        let scope = crate::index::change::ChangeScope::Docs([changed_doc].into());
         let part = rebuild_tenant(&base, "t1", &scope, fetched, base.dimension()).unwrap();
         let rebuilt = base.with_tenants(vec![("t1".to_string(), part)]);
         let fresh = LoadedIndex::build(next).unwrap();
