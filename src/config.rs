@@ -533,7 +533,7 @@ impl Settings {
         if self.admin_token.expose().chars().any(|c| c.is_whitespace() || c.is_control()) {
             problems.push(("admin_token".into(), "must not contain whitespace or control characters".into()));
         }
-        if let Err(error) = crate::index::scope::TenantScope::parse(&self.tenants) {
+        if let Err(error) = crate::scope::TenantScope::parse(&self.tenants) {
             problems.push(("tenants".into(), error));
         }
         if let Err(error) = validate_dify_base_path(&self.dify_base_path) {
@@ -601,8 +601,8 @@ impl Settings {
 
     /// The backend this configuration selects: mock mode always runs in memory.
     /// The tenants this instance serves (`RETR_TENANTS`; a spec `validate` refused serves all).
-    pub fn tenant_scope(&self) -> crate::index::scope::TenantScope {
-        crate::index::scope::TenantScope::parse(&self.tenants).unwrap_or_default()
+    pub fn tenant_scope(&self) -> crate::scope::TenantScope {
+        crate::scope::TenantScope::parse(&self.tenants).unwrap_or_default()
     }
 
     pub fn backend(&self) -> VectorBackend {

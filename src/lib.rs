@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod model;
 pub mod rerank;
 pub mod router;
+pub mod scope;
 pub mod search;
 pub mod server;
 pub mod startup;

@@ -102,7 +102,7 @@ pub struct ChromaIndex {
     write_permits: Semaphore,
     write_limits: tokio::sync::OnceCell<writer::WriteLimits>,
     /// The tenants the replica holds (`RETR_TENANTS`); writes may touch any tenant.
-    scope: super::scope::TenantScope,
+    scope: crate::scope::TenantScope,
 }
 
 /// The number a version marker starts with (`<nanoseconds>-<pid>-<counter>`, written by every

@@ -38,7 +38,7 @@ pub struct InMemoryIndex {
     /// The file's modification time and size when it was last read.
     stamp: Mutex<Option<FileStamp>>,
     /// The tenants loaded from the file (`RETR_TENANTS`).
-    scope: super::scope::TenantScope,
+    scope: crate::scope::TenantScope,
 }
 
 impl InMemoryIndex {
@@ -56,11 +56,11 @@ impl InMemoryIndex {
     /// An index backed by a snapshot file. A missing or corrupt file is not fatal: the error is
     /// kept and reported by searches and `/health` until a valid file appears.
     pub fn from_file(path: impl Into<PathBuf>) -> Self {
-        Self::from_file_scoped(path, super::scope::TenantScope::All)
+        Self::from_file_scoped(path, crate::scope::TenantScope::All)
     }
 
     /// `from_file`, keeping only the tenants of `scope` from every load.
-    pub fn from_file_scoped(path: impl Into<PathBuf>, scope: super::scope::TenantScope) -> Self {
+    pub fn from_file_scoped(path: impl Into<PathBuf>, scope: crate::scope::TenantScope) -> Self {
         let index = Self { path: Some(path.into()), replica: Replica::refreshed(), stamp: Mutex::new(None), scope };
         index.reload_if_changed();
         index

@@ -11,7 +11,7 @@ pub mod lexical;
 pub mod memory;
 mod record_ref;
 pub mod replica;
-pub mod scope;
+pub use crate::scope;
 mod tenant_level;
 
 use crate::model::{Level, Record};

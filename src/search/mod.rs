@@ -70,7 +70,7 @@ pub struct SearchService {
     /// How long a search waits for its `min_index_version`.
     version_wait: std::time::Duration,
     /// The tenants this instance serves (`RETR_TENANTS`).
-    scope: crate::index::scope::TenantScope,
+    scope: crate::scope::TenantScope,
 }
 
 /// Window request after validation.
@@ -308,7 +308,7 @@ impl SearchService {
     }
 
     /// The tenants this instance serves; a request for another is `TenantNotServed`.
-    pub fn with_tenant_scope(mut self, scope: crate::index::scope::TenantScope) -> Self {
+    pub fn with_tenant_scope(mut self, scope: crate::scope::TenantScope) -> Self {
         self.scope = scope;
         self
     }
