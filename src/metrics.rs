@@ -2,7 +2,6 @@
 //! (`prometheus-client`), exposed in the OpenMetrics text format. One `Metrics` is built at
 //! start-up and shared through `AppState` and the `SearchService`: no process-wide statics.
 
-use crate::index::{IndexStats, ReplicaStatus};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -245,24 +244,24 @@ impl Metrics {
         Self { registry, ..metrics }
     }
 
-    /// Brings the index gauges up to date (called as `/metrics` is scraped): the replica's
-    /// freshness and the record counts per tenant and level.
-    pub fn observe_index(&self, replica: Option<&ReplicaStatus>, stats: Option<&IndexStats>) {
-        if let Some(replica) = replica {
-            let counted = self.replica_records_loaded.get();
-            if replica.records_loaded_total > counted {
-                self.replica_records_loaded.inc_by(replica.records_loaded_total - counted);
-            }
-            self.replica_age.set(replica.age_seconds.unwrap_or(f64::NAN));
-            self.replica_last_load.set(replica.last_load_seconds.unwrap_or(f64::NAN));
+    /// Brings the replica gauges up to date (called as `/metrics` is scraped): the records its
+    /// refreshes fetched, its age and how long its last load took.
+    pub fn observe_replica(&self, records_loaded_total: u64, age_seconds: Option<f64>, last_load_seconds: Option<f64>) {
+        let counted = self.replica_records_loaded.get();
+        if records_loaded_total > counted {
+            self.replica_records_loaded.inc_by(records_loaded_total - counted);
         }
-        if let Some(stats) = stats {
-            self.tenant_records.clear();
-            for (tenant, counts) in &stats.tenants {
-                for (level, count) in [("doc", counts.docs), ("section", counts.sections), ("chunk", counts.chunks)] {
-                    let labels = TenantLabels { tenant: tenant.clone(), level };
-                    self.tenant_records.get_or_create(&labels).set(count as i64);
-                }
+        self.replica_age.set(age_seconds.unwrap_or(f64::NAN));
+        self.replica_last_load.set(last_load_seconds.unwrap_or(f64::NAN));
+    }
+
+    /// The record counts per tenant (docs, sections, chunks), replacing the last ones.
+    pub fn observe_tenant_records<'a>(&self, tenants: impl IntoIterator<Item = (&'a str, [usize; 3])>) {
+        self.tenant_records.clear();
+        for (tenant, counts) in tenants {
+            for (level, count) in ["doc", "section", "chunk"].into_iter().zip(counts) {
+                let labels = TenantLabels { tenant: tenant.to_string(), level };
+                self.tenant_records.get_or_create(&labels).set(count as i64);
             }
         }
     }

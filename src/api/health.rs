@@ -165,6 +165,16 @@ pub async fn stats(
 pub async fn metrics(_auth: super::auth::MetricsAuth, State(state): State<AppState>) -> impl IntoResponse {
     let index = state.search.index();
     let stats = index.stats().await.ok();
-    state.metrics.observe_index(index.replica_status().as_ref(), stats.as_ref());
+    if let Some(replica) = index.replica_status() {
+        state.metrics.observe_replica(replica.records_loaded_total, replica.age_seconds, replica.last_load_seconds);
+    }
+    if let Some(stats) = &stats {
+        state.metrics.observe_tenant_records(
+            stats
+                .tenants
+                .iter()
+                .map(|(tenant, counts)| (tenant.as_str(), [counts.docs, counts.sections, counts.chunks])),
+        );
+    }
     ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], state.metrics.render())
 }
