@@ -30,6 +30,8 @@ pub enum UpstreamErrorKind {
     /// A 2xx whose body is not what the API promises.
     InvalidResponse,
     Internal,
+    /// No call was made: the client has no endpoint configured (a reranker that is off).
+    NotConfigured,
 }
 
 impl UpstreamErrorKind {
@@ -49,6 +51,7 @@ impl UpstreamErrorKind {
             Self::Unavailable => "unavailable",
             Self::InvalidResponse => "invalid_response",
             Self::Internal => "internal",
+            Self::NotConfigured => "not_configured",
         }
     }
 }

@@ -3,7 +3,7 @@
 use super::{RerankError, RerankErrorKind, Result};
 use crate::config::{Secret, Settings};
 use crate::metrics::Metrics;
-use crate::upstream::{Call, RetryPolicy, UpstreamErrorKind};
+use crate::upstream::{Call, RetryPolicy};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,27 +33,12 @@ impl RerankClientConfig {
 /// Classifies a non-success answer of a rerank provider (`upstream::classify`); a 2xx here
 /// means an unusable body.
 pub fn classify(status: u16, body: &str) -> RerankErrorKind {
-    crate::upstream::classify(status, body).into()
-}
-
-impl From<UpstreamErrorKind> for RerankErrorKind {
-    fn from(kind: UpstreamErrorKind) -> Self {
-        match kind {
-            UpstreamErrorKind::BadRequest => RerankErrorKind::BadRequest,
-            UpstreamErrorKind::Unauthorized => RerankErrorKind::Unauthorized,
-            UpstreamErrorKind::NotFound => RerankErrorKind::NotFound,
-            UpstreamErrorKind::Timeout => RerankErrorKind::Timeout,
-            UpstreamErrorKind::RateLimited => RerankErrorKind::RateLimited,
-            UpstreamErrorKind::Unavailable => RerankErrorKind::Unavailable,
-            UpstreamErrorKind::InvalidResponse => RerankErrorKind::InvalidResponse,
-            UpstreamErrorKind::Internal => RerankErrorKind::Internal,
-        }
-    }
+    crate::upstream::classify(status, body)
 }
 
 impl From<crate::upstream::UpstreamError> for RerankError {
     fn from(error: crate::upstream::UpstreamError) -> Self {
-        RerankError::new(error.kind.into(), error.message)
+        RerankError::new(error.kind, error.message)
     }
 }
 

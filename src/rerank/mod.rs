@@ -32,19 +32,9 @@ pub struct RerankScore {
     pub score: f32,
 }
 
-/// Why a rerank call failed. Nothing is retried: a rerank failure only keeps the original order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RerankErrorKind {
-    NotConfigured,
-    BadRequest,
-    Unauthorized,
-    NotFound,
-    Timeout,
-    RateLimited,
-    Unavailable,
-    InvalidResponse,
-    Internal,
-}
+/// Why a rerank call failed: the outbound core's kinds (`NotConfigured` when no reranker is set
+/// up). Nothing is retried: a rerank failure only keeps the original order.
+pub type RerankErrorKind = crate::upstream::UpstreamErrorKind;
 
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("rerank failed ({kind:?}): {message}")]

@@ -31,8 +31,17 @@ pub fn classify(status: u16, body: &str) -> IndexErrorKind {
         UpstreamErrorKind::Timeout | UpstreamErrorKind::RateLimited | UpstreamErrorKind::Unavailable => {
             IndexErrorKind::Unavailable
         }
-        _ if body.contains("InvalidArgument") => IndexErrorKind::BadRequest,
-        _ => IndexErrorKind::Internal,
+        // Chroma may answer a malformed query with another status and `InvalidArgument` in the body.
+        UpstreamErrorKind::Unauthorized
+        | UpstreamErrorKind::InvalidResponse
+        | UpstreamErrorKind::Internal
+        | UpstreamErrorKind::NotConfigured => {
+            if body.contains("InvalidArgument") {
+                IndexErrorKind::BadRequest
+            } else {
+                IndexErrorKind::Internal
+            }
+        }
     }
 }
 
