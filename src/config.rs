@@ -1,19 +1,14 @@
 //! Settings: compiled-in defaults ← optional TOML file ← `RETR_*` environment, validated before
 //! the service binds its port. `RuntimeSettings` is the subset `/config` can change live.
 
+pub use crate::router::RouterMode;
+pub use crate::search::settings::{RuntimeSettings, MAX_RESULTS_CAP, MAX_TOPK_PER_DOC, MAX_TOP_K};
+pub use crate::search::tuning::THEMES_SETTING;
+pub use crate::secret::Secret;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::fmt;
 use std::path::PathBuf;
 
-/// The hard cap of `max_results` (SPEC §2): larger request values are capped, larger settings rejected.
-pub const MAX_RESULTS_CAP: usize = 50;
-/// The largest `doc_top_k`, `section_top_k`, `chunk_top_k`, `rerank_top_n` and `min_docs`.
-pub const MAX_TOP_K: usize = 1000;
-/// The largest `topk_per_doc` (hits per doc): more than `MAX_RESULTS_CAP` could never show.
-pub const MAX_TOPK_PER_DOC: usize = 50;
-/// The setting of the themes file, as `/health` names it when the file is missing.
-pub const THEMES_SETTING: &str = "RETR_THEMES_PATH";
 /// Where the Dify endpoint is mounted unless `RETR_DIFY_BASE_PATH` says otherwise; Dify appends
 /// `/retrieval` to the endpoint URL it is given.
 pub const DEFAULT_DIFY_BASE_PATH: &str = "/internal/retrieval/dify";
@@ -25,34 +20,6 @@ pub const DEFAULT_DIFY_TIME_BUDGET_SECONDS: f64 = 4.0;
 pub enum VectorBackend {
     Memory,
     Chroma,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum RouterMode {
-    None,
-    Heuristic,
-    Llm,
-}
-
-impl RouterMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RouterMode::None => "none",
-            RouterMode::Heuristic => "heuristic",
-            RouterMode::Llm => "llm",
-        }
-    }
-
-    /// Parses `none`, `heuristic` or `llm`.
-    pub fn parse(value: &str) -> Option<Self> {
-        match value.trim() {
-            "none" => Some(RouterMode::None),
-            "heuristic" => Some(RouterMode::Heuristic),
-            "llm" => Some(RouterMode::Llm),
-            _ => None,
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -94,96 +61,6 @@ pub enum RequestLogLevel {
     Info,
     Debug,
     Trace,
-}
-
-/// A secret string: never printed by `Debug`, never serialized back to callers.
-#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(transparent)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.0.is_empty() { "\"\"" } else { "\"***\"" })
-    }
-}
-
-impl Serialize for Secret {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(if self.0.is_empty() { "" } else { "***" })
-    }
-}
-
-/// The search knobs that `GET/POST /internal/retrieval/config` expose and change at run time.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct RuntimeSettings {
-    pub max_results: usize,
-    pub doc_top_k: usize,
-    pub section_top_k: usize,
-    pub chunk_top_k: usize,
-    pub topk_per_doc: usize,
-    pub min_docs: usize,
-    pub min_score: f32,
-    pub enable_filters: bool,
-    pub rerank_enabled: bool,
-    pub rerank_top_n: usize,
-    pub theme_router_mode: RouterMode,
-}
-
-impl RuntimeSettings {
-    /// Every out-of-range value, as (setting name, problem) pairs; empty when valid.
-    pub fn problems(&self) -> Vec<(String, String)> {
-        let mut problems = Vec::new();
-        let mut at_least_one = |name: &str, value: usize| {
-            if value < 1 {
-                problems.push((name.to_string(), format!("must be at least 1, got {value}")));
-            }
-        };
-        at_least_one("doc_top_k", self.doc_top_k);
-        at_least_one("section_top_k", self.section_top_k);
-        at_least_one("chunk_top_k", self.chunk_top_k);
-        at_least_one("topk_per_doc", self.topk_per_doc);
-        at_least_one("max_results", self.max_results);
-        at_least_one("rerank_top_n", self.rerank_top_n);
-        if self.max_results > MAX_RESULTS_CAP {
-            problems
-                .push(("max_results".into(), format!("must be at most {MAX_RESULTS_CAP}, got {}", self.max_results)));
-        }
-        for (name, value) in [
-            ("doc_top_k", self.doc_top_k),
-            ("section_top_k", self.section_top_k),
-            ("chunk_top_k", self.chunk_top_k),
-            ("rerank_top_n", self.rerank_top_n),
-        ] {
-            if value > MAX_TOP_K {
-                problems.push((name.into(), format!("must be at most {MAX_TOP_K}, got {value}")));
-            }
-        }
-        if self.topk_per_doc > MAX_TOPK_PER_DOC {
-            problems.push((
-                "topk_per_doc".into(),
-                format!("must be at most {MAX_TOPK_PER_DOC}, got {}", self.topk_per_doc),
-            ));
-        }
-        if self.min_docs > MAX_TOP_K {
-            problems.push(("min_docs".into(), format!("must be at most {MAX_TOP_K}, got {}", self.min_docs)));
-        }
-        if !(-1.0..=1.0).contains(&self.min_score) || !self.min_score.is_finite() {
-            problems.push(("min_score".into(), format!("must be within [-1, 1], got {}", self.min_score)));
-        }
-        problems
-    }
 }
 
 /// The whole settings tree. Field names are the `RETR_*` variable names without the prefix.
@@ -389,6 +266,17 @@ pub fn validate_dify_base_path(base: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+impl Settings {
+    /// Where the themes file, boosting.yaml and the synonyms directory are.
+    pub fn tuning_files(&self) -> crate::search::tuning::TuningFiles {
+        crate::search::tuning::TuningFiles {
+            themes: self.themes_path.clone(),
+            boosting: self.boosting_path.clone(),
+            synonyms: self.synonyms_dir.clone(),
+        }
+    }
 }
 
 impl Settings {

@@ -18,6 +18,7 @@ pub mod rerank;
 pub mod router;
 pub mod scope;
 pub mod search;
+pub mod secret;
 pub mod server;
 pub mod startup;
 pub mod state;

@@ -108,7 +108,7 @@ pub async fn build_index(
 
 /// Where the themes file, boosting.yaml and the synonyms directory are.
 pub fn tuning_files(settings: &Settings) -> crate::search::tuning::TuningFiles {
-    crate::search::tuning::TuningFiles::of(settings)
+    settings.tuning_files()
 }
 
 /// The optional config files the settings name that do not exist, by setting name. The service

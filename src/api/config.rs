@@ -130,7 +130,7 @@ pub async fn reload_config(State(state): State<AppState>, _admin: AdminAuth) -> 
 /// knowledge base names a theme the new themes file lacks. Returns the problems of a rejected
 /// reload; `/health` and `/metrics` show them until a reload succeeds.
 pub fn reload_tuning(state: &AppState) -> Result<(), Vec<String>> {
-    let files = crate::search::tuning::TuningFiles::of(&state.settings);
+    let files = state.settings.tuning_files();
     let loaded = files.load().and_then(|tuning| {
         let unknown: Vec<String> = state
             .dify

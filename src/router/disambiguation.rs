@@ -59,7 +59,7 @@ pub fn build_clarification(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::RouterMode;
+    use crate::router::RouterMode;
 
     fn routing(requires_disambiguation: bool) -> RoutingResult {
         RoutingResult { requires_disambiguation, ..RoutingResult::empty(RouterMode::Heuristic) }

@@ -5,8 +5,8 @@
 //! *topic* and its weight is split between them. Raw evidence is multiplied by the theme's priority
 //! and normalised to shares that sum to 1, so `top1 − top2` is comparable across queries.
 
+use super::RouterMode;
 use super::{RouterConfig, RoutingResult, Theme, UserMetadata};
-use crate::config::RouterMode;
 use crate::text;
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::{BTreeMap, BTreeSet};

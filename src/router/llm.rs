@@ -3,9 +3,10 @@
 //! `route_query` then falls back to the heuristic.
 
 use super::heuristic::{fill_ranking, rank};
+use super::RouterMode;
 use super::{RouterConfig, RoutingResult, Theme, UserMetadata};
-use crate::config::{RouterMode, Secret};
 use crate::metrics::Metrics;
+use crate::secret::Secret;
 use crate::upstream::{Call, RetryPolicy};
 use serde::Deserialize;
 use std::sync::Arc;

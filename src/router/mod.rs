@@ -12,6 +12,7 @@ pub mod heuristic;
 pub mod label;
 pub mod learned;
 pub mod llm;
+pub mod mode;
 pub mod themes;
 
 pub use config::RouterConfig;
@@ -20,9 +21,9 @@ pub use disambiguation::{build_clarification, Clarification, ClarificationOption
 pub use heuristic::{route_heuristic, KeywordRules};
 pub use label::{infer_theme_label, ThemeLabels};
 pub use llm::{LlmRouter, LlmRouterError, LlmRouterErrorKind};
+pub use mode::RouterMode;
 pub use themes::{parse_themes_yaml, Theme, ThemesError, ThemesFile, ThemesProvider, YamlThemesProvider};
 
-use crate::config::RouterMode;
 use crate::index::RecordFilter;
 use crate::model::Metadata;
 use serde::{Deserialize, Serialize};

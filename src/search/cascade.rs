@@ -3,9 +3,9 @@
 use super::fusion::{RankedList, ReciprocalRankFusion};
 use super::ranking::{rank_level, rank_level_with, Ranked, RankingContext, FUSION_DEPTH};
 use super::rerank::rerank_sections;
+use super::settings::RuntimeSettings;
 use super::types::{RetrievalHit, Steps};
 use super::{Degradation, Result};
-use crate::config::RuntimeSettings;
 use crate::index::features::IdOrder;
 use crate::index::{RecordFilter, VectorIndex};
 use crate::model::Level;

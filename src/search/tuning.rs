@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 /// The setting names of the three files, as `/health` and errors name them.
-pub const THEMES_SETTING: &str = crate::config::THEMES_SETTING;
+pub const THEMES_SETTING: &str = "RETR_THEMES_PATH";
 pub const BOOSTING_SETTING: &str = "RETR_BOOSTING_PATH";
 pub const SYNONYMS_SETTING: &str = "RETR_SYNONYMS_DIR";
 
@@ -83,15 +83,6 @@ pub struct TuningFiles {
 }
 
 impl TuningFiles {
-    /// The files the settings name (`RETR_THEMES_PATH`, `RETR_BOOSTING_PATH`, `RETR_SYNONYMS_DIR`).
-    pub fn of(settings: &crate::config::Settings) -> Self {
-        Self {
-            themes: settings.themes_path.clone(),
-            boosting: settings.boosting_path.clone(),
-            synonyms: settings.synonyms_dir.clone(),
-        }
-    }
-
     /// The files that are configured but absent, by setting name. The service runs without them
     /// (no themes: no theme routing; no boosting: every factor 1; no synonyms).
     pub fn missing(&self) -> Vec<String> {

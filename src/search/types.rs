@@ -43,7 +43,7 @@ pub struct SearchRequest {
     /// A theme chosen by the user after a clarification: the search is filtered to it.
     pub theme: Option<String>,
     /// This search's theme router mode instead of the runtime setting (`llm` needs a chat endpoint).
-    pub router_mode: Option<crate::config::RouterMode>,
+    pub router_mode: Option<crate::router::RouterMode>,
     /// This search's doc gate instead of the runtime `doc_top_k` (1–1000).
     pub doc_top_k: Option<i64>,
     /// This search's section step instead of the runtime `section_top_k` (1–1000).
