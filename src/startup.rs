@@ -243,14 +243,9 @@ pub async fn build_state_with_metrics(settings: Settings, metrics: Arc<Metrics>)
     let index = build_index(&settings, embedder.as_ref(), Some(Arc::clone(&metrics))).await?;
     let reranker = build_reranker(&settings, &metrics);
     let state = state_from_parts(settings, index, embedder, reranker, metrics);
-    let themes = state.search.theme_list();
-    for (knowledge_id, theme) in state.dify.themes() {
-        if !themes.iter().any(|known| known.id == theme) {
-            return Err(StartupError::Backend(format!(
-                "RETR_DIFY_KNOWLEDGE_BASES: knowledge base {knowledge_id:?} names the theme {theme:?}, which \
-                 RETR_THEMES_PATH does not define"
-            )));
-        }
+    // Start-up names the first such knowledge base.
+    if let Some(problem) = state.dify.themes_missing_from(&state.search.theme_list()).into_iter().next() {
+        return Err(StartupError::Backend(problem));
     }
     Ok(state)
 }

@@ -132,17 +132,7 @@ pub async fn reload_config(State(state): State<AppState>, _admin: AdminAuth) -> 
 pub fn reload_tuning(state: &AppState) -> Result<(), Vec<String>> {
     let files = state.settings.tuning_files();
     let loaded = files.load().and_then(|tuning| {
-        let unknown: Vec<String> = state
-            .dify
-            .themes()
-            .filter(|(_, theme)| !tuning.theme_set.iter().any(|known| &known.id == theme))
-            .map(|(knowledge_id, theme)| {
-                format!(
-                    "RETR_DIFY_KNOWLEDGE_BASES: knowledge base {knowledge_id:?} names the theme {theme:?}, which \
-                     RETR_THEMES_PATH does not define"
-                )
-            })
-            .collect();
+        let unknown = state.dify.themes_missing_from(&tuning.theme_set);
         if unknown.is_empty() {
             Ok((tuning, files.missing()))
         } else {

@@ -120,8 +120,20 @@ impl KnowledgeBases {
         &self.unknown_fields
     }
 
-    /// Every theme the knowledge bases name (checked against the themes at start-up).
-    pub fn themes(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.bases.iter().flatten().filter_map(|(id, base)| Some((id.as_str(), base.theme.as_deref()?)))
+    /// One problem per knowledge base that names a theme `themes` does not define: start-up
+    /// refuses them, and a config reload keeps the themes in use.
+    pub fn themes_missing_from(&self, themes: &crate::router::ThemeSet) -> Vec<String> {
+        self.bases
+            .iter()
+            .flatten()
+            .filter_map(|(id, base)| Some((id, base.theme.as_deref()?)))
+            .filter(|(_, theme)| !themes.iter().any(|known| known.id == *theme))
+            .map(|(knowledge_id, theme)| {
+                format!(
+                    "RETR_DIFY_KNOWLEDGE_BASES: knowledge base {knowledge_id:?} names the theme {theme:?}, which \
+                     RETR_THEMES_PATH does not define"
+                )
+            })
+            .collect()
     }
 }
