@@ -62,19 +62,23 @@ fn parse(text: &str) -> (Vec<Rule>, Vec<(usize, String)>) {
     (rules, problems)
 }
 
+/// The `.txt` files of `dir`, in name order (what `load_dir` reads and `problems_in_dir` checks).
+fn txt_files(dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    let mut paths: Vec<_> = std::fs::read_dir(dir)?
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|e| e == "txt"))
+        .collect();
+    paths.sort();
+    Ok(paths)
+}
+
 impl Synonyms {
     /// Loads `_all.txt` and every `<tenant>.txt` of `dir`. A missing directory means no synonyms;
     /// unreadable files and malformed lines are logged and skipped (a search never fails on them).
     pub fn load_dir(dir: &Path) -> Self {
         let mut synonyms = Self::default();
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return synonyms;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.extension().is_none_or(|e| e != "txt") {
-                continue;
-            }
+        for path in txt_files(dir).unwrap_or_default() {
             let Some(name) = path.file_stem().and_then(|s| s.to_str()).map(str::to_string) else { continue };
             let text = match std::fs::read_to_string(&path) {
                 Ok(text) => text,
@@ -100,16 +104,10 @@ impl Synonyms {
     /// malformed (`file: line N: reason`). `load_dir` skips all of these; start-up and a reload
     /// refuse them instead, so a typo cannot silently drop a rule.
     pub fn problems_in_dir(dir: &Path) -> Vec<String> {
-        let entries = match std::fs::read_dir(dir) {
-            Ok(entries) => entries,
+        let paths = match txt_files(dir) {
+            Ok(paths) => paths,
             Err(error) => return vec![format!("cannot read the directory: {error}")],
         };
-        let mut paths: Vec<_> = entries
-            .flatten()
-            .map(|entry| entry.path())
-            .filter(|path| path.extension().is_some_and(|e| e == "txt"))
-            .collect();
-        paths.sort();
         let mut problems = Vec::new();
         for path in paths {
             let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
