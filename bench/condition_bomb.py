@@ -22,12 +22,8 @@ import tempfile
 import threading
 import time
 
-
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hostile import free_port, start_service  # noqa: E402
 
 
 def snapshot(path, records, dimension=384, seed=7):
@@ -107,17 +103,10 @@ def main():
     path = os.path.join(work, "big.json")
     count = snapshot(path, args.records)
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RETR_")}
-    env.update({"RETR_MOCK_MODE": "true", "RETR_INDEX_PATH": path, "RETR_LOG_FORMAT": "json", "RUST_LOG": "warn"})
-    service = subprocess.Popen([args.binary, "serve", "--port", str(port)], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    service = None
     try:
-        for _ in range(600):
-            if health(port) is not None:
-                break
-            time.sleep(0.1)
-        else:
-            sys.exit("the service did not start")
+        service = start_service(args.binary, port, subprocess.DEVNULL,
+                                {"RETR_INDEX_PATH": path, "RUST_LOG": "warn"}, wait_seconds=60)
         print(f"tenant 'big': {count} records", flush=True)
         dify = "/internal/retrieval/dify/retrieval"
         plain = json.dumps({"knowledge_id": "big", "query": "как настроить фильтр",
@@ -157,8 +146,9 @@ def main():
         summary("  plain Dify query meanwhile", searches)
         summary("  the bombs", bomb_results)
     finally:
-        service.kill()
-        service.wait()
+        if service is not None:
+            service.kill()
+            service.wait()
         os.remove(path)
         os.rmdir(work)
 

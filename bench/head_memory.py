@@ -18,15 +18,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import condition_bomb as probe  # noqa: E402  (free_port, health)
-
-
-def rss_mb(pid):
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS"):
-                return int(line.split()[1]) // 1024
-    return 0
+import condition_bomb as probe  # noqa: E402  (health)
+from hostile import free_port, rss_mb, start_service  # noqa: E402
 
 
 def main():
@@ -35,20 +28,13 @@ def main():
     parser.add_argument("--connections", type=int, default=1200)
     parser.add_argument("--head-kb", type=int, default=390)
     args = parser.parse_args()
-    port = probe.free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RETR_")}
-    env.update({"RETR_MOCK_MODE": "true", "RUST_LOG": "warn",
-                "RETR_MAX_CONNECTIONS": str(args.connections + 100)})
-    service = subprocess.Popen([args.binary, "serve", "--port", str(port)], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    port = free_port()
+    service = None
     sockets = []
     try:
-        for _ in range(300):
-            if probe.health(port) is not None:
-                break
-            time.sleep(0.1)
-        else:
-            sys.exit("the service did not start")
+        service = start_service(args.binary, port, subprocess.DEVNULL,
+                                {"RUST_LOG": "warn", "RETR_MAX_CONNECTIONS": str(args.connections + 100)},
+                                wait_seconds=30)
         line = lambda i: b"X-Pad-%d: %s\r\n" % (i, b"a" * 1000)  # noqa: E731
         with socket.create_connection(("127.0.0.1", port), timeout=15) as s:
             s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n" + b"".join(line(i) for i in range(138)) + b"\r\n")
@@ -65,14 +51,15 @@ def main():
             sockets.append(c)
         time.sleep(3)
         health = probe.health(port)
-        print(f"{len(sockets)} connections with an unfinished {args.head_kb} KB head: RSS {before} -> "
-              f"{rss_mb(service.pid)} MB; /health {health:.1f} ms" if health is not None else "; /health failed",
+        print(f"{len(sockets)} connections with an unfinished {args.head_kb} KB head: RSS {before:.0f} -> "
+              f"{rss_mb(service.pid):.0f} MB; /health {health:.1f} ms" if health is not None else "; /health failed",
               flush=True)
     finally:
         for c in sockets:
             c.close()
-        service.kill()
-        service.wait()
+        if service is not None:
+            service.kill()
+            service.wait()
 
 
 if __name__ == "__main__":

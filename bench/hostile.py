@@ -96,13 +96,16 @@ def hold_connections(port, count, ready, release):
         s.close()
 
 
-def start_service(binary, port, stderr, extra_env=None):
+def start_service(binary, port, stderr, extra_env=None, wait_seconds=10):
+    """`binary serve` in mock mode on `port` with `extra_env` (no other RETR_ variable), once
+    /health answers (at most `wait_seconds`; else it is killed and the script exits). The other
+    probes in bench/ start the service with it too."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RETR_")}
     env.update({"RETR_MOCK_MODE": "true", "RETR_LOG_FORMAT": "json", "RUST_LOG": "info"})
     env.update(extra_env or {})
     service = subprocess.Popen([binary, "serve", "--port", str(port)], env=env,
                                stdout=subprocess.DEVNULL, stderr=stderr)
-    for _ in range(100):
+    for _ in range(int(wait_seconds * 10)):
         try:
             connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
             connection.request("GET", "/health")

@@ -22,7 +22,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import condition_bomb as probe  # noqa: E402  (free_port, health, post, snapshot)
+import condition_bomb as probe  # noqa: E402  (health, post, snapshot)
+from hostile import free_port, start_service  # noqa: E402
 
 
 def main():
@@ -34,18 +35,11 @@ def main():
     work = tempfile.mkdtemp()
     path = os.path.join(work, "small.json")
     probe.snapshot(path, 1200)
-    port = probe.free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RETR_")}
-    env.update({"RETR_MOCK_MODE": "true", "RETR_INDEX_PATH": path, "RUST_LOG": "warn"})
-    service = subprocess.Popen([args.binary, "serve", "--port", str(port)], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    port = free_port()
+    service = None
     try:
-        for _ in range(300):
-            if probe.health(port) is not None:
-                break
-            time.sleep(0.1)
-        else:
-            sys.exit("the service did not start")
+        service = start_service(args.binary, port, subprocess.DEVNULL,
+                                {"RETR_INDEX_PATH": path, "RUST_LOG": "warn"}, wait_seconds=30)
         search = "/internal/retrieval/search"
         ahead = json.dumps({"query": "фильтр", "tenant_id": "big", "min_index_version": "18446744073709551615"})
         plain = json.dumps({"query": "как настроить фильтр", "tenant_id": "big"})
@@ -86,8 +80,9 @@ def main():
             statuses[status] = statuses.get(status, 0) + 1
         print(f"  the far-ahead requests got: {statuses}", flush=True)
     finally:
-        service.kill()
-        service.wait()
+        if service is not None:
+            service.kill()
+            service.wait()
         os.remove(path)
         os.rmdir(work)
 
