@@ -227,7 +227,7 @@ impl SearchService {
 
     /// The themes and the router settings (both from the themes file).
     pub fn with_themes(mut self, themes: Arc<dyn ThemesProvider>, router_config: RouterConfig) -> Self {
-        let tuning = self.tuning().as_ref().clone().with_themes(themes, router_config);
+        let tuning = self.tuning().as_ref().clone().with_themes(themes.as_ref(), router_config);
         self.set_tuning(tuning);
         self
     }

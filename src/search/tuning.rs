@@ -19,8 +19,7 @@ pub const SYNONYMS_SETTING: &str = "RETR_SYNONYMS_DIR";
 /// The themes, boosting and synonyms a search uses, loaded together.
 #[derive(Clone)]
 pub struct Tuning {
-    pub themes: Arc<dyn ThemesProvider>,
-    /// `themes`' list, made once.
+    /// The themes file's themes, their keyword rules compiled once.
     pub theme_set: Arc<ThemeSet>,
     pub router_config: RouterConfig,
     pub boosting: Arc<BoostingConfig>,
@@ -34,19 +33,15 @@ pub struct Tuning {
 impl Default for Tuning {
     /// No themes, neutral boosting, no synonyms.
     fn default() -> Self {
-        Self::new(
-            Arc::new(YamlThemesProvider::from_themes(Vec::new(), RouterConfig::default())),
-            RouterConfig::default(),
-        )
+        Self::new(&YamlThemesProvider::from_themes(Vec::new(), RouterConfig::default()), RouterConfig::default())
     }
 }
 
 impl Tuning {
     /// No boosting and no synonyms over `themes`.
-    pub fn new(themes: Arc<dyn ThemesProvider>, router_config: RouterConfig) -> Self {
+    pub fn new(themes: &dyn ThemesProvider, router_config: RouterConfig) -> Self {
         Self {
             theme_set: Arc::new(ThemeSet::new(themes.list_themes())),
-            themes,
             router_config,
             boosting: Arc::default(),
             boost_key: BoostCacheKey::new(),
@@ -55,9 +50,8 @@ impl Tuning {
         }
     }
 
-    pub fn with_themes(mut self, themes: Arc<dyn ThemesProvider>, router_config: RouterConfig) -> Self {
+    pub fn with_themes(mut self, themes: &dyn ThemesProvider, router_config: RouterConfig) -> Self {
         self.theme_set = Arc::new(ThemeSet::new(themes.list_themes()));
-        self.themes = themes;
         self.router_config = router_config;
         self
     }
@@ -134,7 +128,7 @@ impl TuningFiles {
     pub fn load_leniently(&self) -> Tuning {
         let themes = YamlThemesProvider::load(&self.themes);
         let router_config = themes.router_config().clone();
-        Tuning::new(Arc::new(themes), router_config)
+        Tuning::new(&themes, router_config)
             .with_boosting(BoostingConfig::load_shared(&self.boosting))
             .with_synonyms(Arc::new(Synonyms::load_dir(&self.synonyms)))
     }
