@@ -106,23 +106,12 @@ pub async fn build_index(
     }
 }
 
-/// Where the themes file, boosting.yaml and the synonyms directory are.
-pub fn tuning_files(settings: &Settings) -> crate::search::tuning::TuningFiles {
-    settings.tuning_files()
-}
-
-/// The optional config files the settings name that do not exist, by setting name. The service
-/// runs without them (no themes: no theme routing; no boosting: every factor 1; no synonyms).
-pub fn missing_config_files(settings: &Settings) -> Vec<String> {
-    tuning_files(settings).missing()
-}
-
 /// Checks the optional config files that exist: one present but broken (a themes file that does
 /// not parse, a boosting value that would be ignored, an unreadable synonyms file or a malformed
 /// line in one) stops start-up, naming the setting, instead of running silently without what it
 /// says.
 pub fn check_config_files(settings: &Settings) -> Result<(), StartupError> {
-    let problems = tuning_files(settings).problems();
+    let problems = settings.tuning_files().problems();
     if problems.is_empty() {
         Ok(())
     } else {
@@ -193,7 +182,7 @@ fn state_from_parts(
     reranker: Arc<dyn crate::rerank::Reranker>,
     metrics: Arc<Metrics>,
 ) -> AppState {
-    let files = tuning_files(&settings);
+    let files = settings.tuning_files();
     let missing_config = files.missing();
     for setting in &missing_config {
         tracing::warn!(setting = %setting, "optional config file missing; running without it");
