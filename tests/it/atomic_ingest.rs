@@ -18,8 +18,6 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
 
 const DIMENSION: usize = 32;
 const TENANT: &str = "acme";
@@ -117,39 +115,6 @@ impl Random {
     }
 }
 
-/// A TCP proxy to Chroma that can be switched off: connections, pooled ones included, are cut.
-async fn switchable_proxy(target: &str) -> (String, Arc<AtomicBool>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let target = target.trim_start_matches("http://").trim_end_matches('/').to_string();
-    let enabled = Arc::new(AtomicBool::new(true));
-    let switch = Arc::clone(&enabled);
-    tokio::spawn(async move {
-        while let Ok((mut inbound, _)) = listener.accept().await {
-            if !switch.load(Ordering::Acquire) {
-                let _ = inbound.shutdown().await;
-                continue;
-            }
-            let (target, switch) = (target.clone(), Arc::clone(&switch));
-            tokio::spawn(async move {
-                let Ok(mut outbound) = TcpStream::connect(&target).await else {
-                    return;
-                };
-                let switched_off = async {
-                    while switch.load(Ordering::Acquire) {
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                    }
-                };
-                tokio::select! {
-                    _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
-                    _ = switched_off => {}
-                }
-            });
-        }
-    });
-    (url, enabled)
-}
-
 /// What one check of the replica saw, or why it is not a complete version.
 async fn check(reader: &ChromaIndex, versions: &[Version; 2], query: &[f32]) -> Result<&'static str, String> {
     let Some(pinned) = reader.pin().await else {
@@ -228,7 +193,7 @@ async fn every_search_during_killed_and_repeated_reingests_sees_one_whole_versio
     };
     let versions = [Version::build("A"), Version::build("B")];
     let scope = SourceScope { tenant_id: TENANT.into(), source_name: SOURCE.into() };
-    let (proxy_url, chroma_up) = switchable_proxy(&url).await;
+    let (proxy_url, chroma_up) = crate::common::switchable_proxy(&url, true).await;
     let writer_index = ChromaIndex::for_ingest(&Settings { chroma_host: proxy_url, ..settings.clone() }).unwrap();
     let writer = ChromaSourceWriter::new(writer_index, "chroma");
     writer.replace_source(&scope, versions[0].batch()).await.unwrap();

@@ -7,11 +7,10 @@ use retrieval_service::config::Settings;
 use retrieval_service::embed::PseudoEmbedder;
 use retrieval_service::index::{ChromaIndex, InMemoryIndex, IndexErrorKind, RecordFilter, ScoredRecord, VectorIndex};
 use retrieval_service::model::{Level, Metadata, Record, Snapshot};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
 const DIMENSION: usize = 48;
 const TENANTS: [&str; 2] = ["acme", "beta"];
@@ -470,47 +469,12 @@ async fn silent_chroma_times_out_with_unavailable() {
     accepted.abort();
 }
 
-/// A TCP proxy to Chroma that can be switched off (connections then close at once).
-async fn switchable_proxy(target: &str) -> (String, Arc<AtomicBool>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let target = target.trim_start_matches("http://").trim_end_matches('/').to_string();
-    let enabled = Arc::new(AtomicBool::new(false));
-    let switch = Arc::clone(&enabled);
-    tokio::spawn(async move {
-        while let Ok((mut inbound, _)) = listener.accept().await {
-            if !switch.load(Ordering::Acquire) {
-                let _ = inbound.shutdown().await;
-                continue;
-            }
-            let target = target.clone();
-            let switch = Arc::clone(&switch);
-            tokio::spawn(async move {
-                let Ok(mut outbound) = TcpStream::connect(&target).await else {
-                    return;
-                };
-                // Switching off also cuts pooled keep-alive connections, as a dead server would.
-                let switched_off = async {
-                    while switch.load(Ordering::Acquire) {
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                    }
-                };
-                tokio::select! {
-                    _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
-                    _ = switched_off => {}
-                }
-            });
-        }
-    });
-    (url, enabled)
-}
-
 #[tokio::test]
 async fn service_recovers_when_chroma_comes_back() {
     let Some(url) = chroma_url() else { return };
     let prefix = unique_prefix();
     ChromaIndex::new(&settings(&url, &prefix)).unwrap().replace_tenants(&snapshot()).await.unwrap();
-    let (proxy_url, enabled) = switchable_proxy(&url).await;
+    let (proxy_url, enabled) = crate::common::switchable_proxy(&url, false).await;
     let index = ChromaIndex::new(&Settings { chroma_timeout_seconds: 1.0, ..settings(&proxy_url, &prefix) }).unwrap();
     index.spawn_refresher();
     let acme = RecordFilter::tenant("acme");

@@ -11,7 +11,11 @@ use retrieval_service::embed::PseudoEmbedder;
 use retrieval_service::index::InMemoryIndex;
 use retrieval_service::{fixtures, startup, AppState};
 use serde_json::Value;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
 use tower::ServiceExt;
 
 /// State over the fixture corpus with default settings (adjusted by `adjust`).
@@ -45,4 +49,39 @@ pub fn error_code(body: &Value) -> String {
     let code = body["error"]["code"].as_str().unwrap_or_else(|| panic!("not an error body: {body}"));
     assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
     code.to_string()
+}
+
+/// A TCP proxy to `target` (a Chroma URL) that can be switched off, starting in the state
+/// `enabled`: while off, new connections are closed at once and open ones, pooled keep-alive
+/// connections included, are cut, as a dead server would do.
+pub async fn switchable_proxy(target: &str, enabled: bool) -> (String, Arc<AtomicBool>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let target = target.trim_start_matches("http://").trim_end_matches('/').to_string();
+    let enabled = Arc::new(AtomicBool::new(enabled));
+    let switch = Arc::clone(&enabled);
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            if !switch.load(Ordering::Acquire) {
+                let _ = inbound.shutdown().await;
+                continue;
+            }
+            let (target, switch) = (target.clone(), Arc::clone(&switch));
+            tokio::spawn(async move {
+                let Ok(mut outbound) = TcpStream::connect(&target).await else {
+                    return;
+                };
+                let switched_off = async {
+                    while switch.load(Ordering::Acquire) {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                };
+                tokio::select! {
+                    _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                    _ = switched_off => {}
+                }
+            });
+        }
+    });
+    (url, enabled)
 }
