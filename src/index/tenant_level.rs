@@ -264,7 +264,7 @@ impl<'a> Residual<'a> {
     }
 }
 
-/// `Residual::accepts` by record number, for records met mostly in id order: a record whose
+/// The residual check (`Residual`) by record number, for records met mostly in id order: a record whose
 /// checked fields equal the last checked record's takes its verdict (`RecordFilter::same_verdict`;
 /// a page's sections and chunks sit side by side and share the page's metadata), so a costly
 /// metadata condition — Dify's 64 `not in` lists of 1,000 values — is checked about once per page.
