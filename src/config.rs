@@ -75,6 +75,12 @@ pub struct Settings {
     pub vector_backend: VectorBackend,
     pub index_path: Option<PathBuf>,
     pub index_reload_interval_ms: u64,
+    /// Keep a binary copy of each snapshot load beside the file (`<RETR_INDEX_PATH>.copy`) and
+    /// start from it while the file is unchanged.
+    pub index_local_copy: bool,
+    /// Tenant levels with at least this many records are ranked tenant-wide through an
+    /// approximate partition once it is built (`index::partition`); 0: always exactly.
+    pub approximate_min_records: usize,
     pub max_query_chars: usize,
     pub max_body_bytes: usize,
     pub request_timeout_seconds: f64,
@@ -168,6 +174,8 @@ impl Default for Settings {
             vector_backend: VectorBackend::Memory,
             index_path: None,
             index_reload_interval_ms: 1000,
+            index_local_copy: true,
+            approximate_min_records: crate::index::partition::DEFAULT_MIN_RECORDS,
             max_query_chars: 2000,
             max_body_bytes: 1 << 20,
             request_timeout_seconds: 30.0,

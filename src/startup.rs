@@ -2,6 +2,7 @@
 
 use crate::config::{ConfigError, Settings, VectorBackend};
 use crate::embed::Embedder;
+use crate::index::replica::SnapshotSource;
 use crate::index::{InMemoryIndex, VectorIndex};
 use crate::metrics::Metrics;
 use crate::search::SearchService;
@@ -73,7 +74,12 @@ pub async fn build_index(
     match settings.backend() {
         VectorBackend::Memory => match &settings.index_path {
             Some(path) => {
-                let index = Arc::new(InMemoryIndex::from_file_scoped(path.clone(), settings.tenant_scope()));
+                let index = Arc::new(InMemoryIndex::from_file_with(
+                    path.clone(),
+                    settings.tenant_scope(),
+                    settings.index_local_copy,
+                ));
+                index.replica().set_approximate_min_records(settings.approximate_min_records);
                 index.spawn_reloader(Duration::from_millis(settings.index_reload_interval_ms));
                 Ok(index)
             }
@@ -85,6 +91,7 @@ pub async fn build_index(
                 settings.tenant_scope().retain(&mut snapshot);
                 let index = InMemoryIndex::from_snapshot(snapshot)
                     .map_err(|error| StartupError::Backend(format!("demo corpus: {error}")))?;
+                index.replica().set_approximate_min_records(settings.approximate_min_records);
                 tracing::info!("mock mode: serving the bundled demo corpus (tenants demo, acme)");
                 Ok(Arc::new(index))
             }
@@ -92,6 +99,7 @@ pub async fn build_index(
         VectorBackend::Chroma => {
             let index = crate::index::ChromaIndex::new(settings)
                 .map_err(|error| StartupError::Backend(format!("chroma client: {error}")))?;
+            index.replica().set_approximate_min_records(settings.approximate_min_records);
             if let Some(metrics) = metrics {
                 index.set_metrics(metrics);
             }

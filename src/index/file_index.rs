@@ -39,6 +39,8 @@ pub struct InMemoryIndex {
     stamp: Mutex<Option<FileStamp>>,
     /// The tenants loaded from the file (`RETR_TENANTS`).
     scope: crate::scope::TenantScope,
+    /// Where the local copy of each load is kept (`memory::local_copy`), when it is.
+    copy_dir: Option<PathBuf>,
 }
 
 impl InMemoryIndex {
@@ -50,6 +52,7 @@ impl InMemoryIndex {
             replica: Replica::fixed(Arc::new(loaded), None, None),
             stamp: Mutex::new(None),
             scope: Default::default(),
+            copy_dir: None,
         })
     }
 
@@ -61,9 +64,42 @@ impl InMemoryIndex {
 
     /// `from_file`, keeping only the tenants of `scope` from every load.
     pub fn from_file_scoped(path: impl Into<PathBuf>, scope: crate::scope::TenantScope) -> Self {
-        let index = Self { path: Some(path.into()), replica: Replica::refreshed(), stamp: Mutex::new(None), scope };
+        Self::from_file_with(path, scope, false)
+    }
+
+    /// `from_file_scoped`; with `local_copy`, every load is also kept as a binary copy in the
+    /// directory `<path>.copy` (`memory::local_copy`), which the next start reads instead of the
+    /// file as long as the file is unchanged (same size and modification time).
+    pub fn from_file_with(path: impl Into<PathBuf>, scope: crate::scope::TenantScope, local_copy: bool) -> Self {
+        let path = path.into();
+        let copy_dir = local_copy.then(|| {
+            let mut name = path.as_os_str().to_owned();
+            name.push(".copy");
+            PathBuf::from(name)
+        });
+        let index = Self { path: Some(path), replica: Replica::refreshed(), stamp: Mutex::new(None), scope, copy_dir };
         index.reload_if_changed();
         index
+    }
+
+    /// What a local copy of the file as it is now must say it copies: its size, its modification
+    /// time and the tenants kept from it.
+    fn copy_source(&self, stamp: Option<FileStamp>) -> Option<String> {
+        let (modified, size) = stamp?;
+        let nanos = modified.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos();
+        Some(format!("{size} bytes, modified {nanos}, tenants {:?}", self.scope))
+    }
+
+    /// The local copy of the file as it is now, when there is a whole one.
+    fn read_copy(&self, source: Option<&str>) -> Option<LoadedIndex> {
+        let (directory, source) = (self.copy_dir.as_ref()?, source?);
+        match super::memory::local_copy::read(directory, source) {
+            Ok(copy) => copy,
+            Err(error) => {
+                tracing::warn!(directory = %directory.display(), %error, "local copy of the index unreadable; reading the snapshot");
+                None
+            }
+        }
     }
 
     pub fn path(&self) -> Option<&Path> {
@@ -85,19 +121,37 @@ impl InMemoryIndex {
         }
         let started = std::time::Instant::now();
         let version = file_version(path);
-        let result = read_snapshot_file(path)
-            .map(|mut snapshot| {
-                self.scope.retain(&mut snapshot);
-                snapshot
-            })
-            .and_then(LoadedIndex::build);
+        let source = self.copy_source(stamp);
+        let copy = self.read_copy(source.as_deref());
+        let from_copy = copy.is_some();
+        let result = match copy {
+            Some(loaded) => Ok(loaded),
+            None => read_snapshot_file(path)
+                .map(|mut snapshot| {
+                    self.scope.retain(&mut snapshot);
+                    snapshot
+                })
+                .and_then(LoadedIndex::build),
+        };
         *known = stamp;
         match result {
             Ok(loaded) => {
-                tracing::info!(path = %path.display(), "index snapshot loaded");
+                tracing::info!(path = %path.display(), from_copy, seconds = started.elapsed().as_secs_f64(), "index snapshot loaded");
                 let records = loaded.record_count() as u64;
-                self.replica.swap(Arc::new(loaded), version, started.elapsed(), records);
+                let loaded = Arc::new(loaded);
+                self.replica.swap(Arc::clone(&loaded), version, started.elapsed(), records);
                 super::memory::release_freed_memory();
+                if let (false, Some(directory), Some(source)) = (from_copy, &self.copy_dir, &source) {
+                    let writing = std::time::Instant::now();
+                    match super::memory::local_copy::write(directory, source, &loaded) {
+                        Ok(()) => {
+                            tracing::info!(directory = %directory.display(), seconds = writing.elapsed().as_secs_f64(), "local copy of the index written")
+                        }
+                        Err(error) => {
+                            tracing::warn!(directory = %directory.display(), %error, "local copy of the index not written")
+                        }
+                    }
+                }
                 true
             }
             Err(error) => {

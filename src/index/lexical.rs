@@ -37,6 +37,68 @@ struct Posting {
 }
 
 impl Bm25Index {
+    /// Writes the index as it is (postings with their weights, by term in byte order) for the
+    /// local copy of a replica (`memory::local_copy`).
+    pub(super) fn write_to<W: std::io::Write>(&self, out: &mut super::codec::Writer<W>) -> std::io::Result<()> {
+        out.f32(self.params.k1)?;
+        out.f32(self.params.b)?;
+        out.f32(self.average_length)?;
+        out.len(self.lengths.len())?;
+        out.words(self.lengths.iter().map(|length| length.to_le_bytes()))?;
+        let mut terms: Vec<(&String, &Vec<Posting>)> = self.postings.iter().collect();
+        terms.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        out.len(terms.len())?;
+        for (term, postings) in terms {
+            out.str(term)?;
+            out.len(postings.len())?;
+            out.words(
+                postings.iter().flat_map(|p| [p.number.to_le_bytes(), p.count.to_le_bytes(), p.weight.to_le_bytes()]),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Reads what `write_to` wrote, for `documents` documents: any posting out of range is damage.
+    pub(super) fn read_from<R: std::io::Read>(
+        input: &mut super::codec::Reader<R>,
+        documents: usize,
+    ) -> std::io::Result<Self> {
+        let params = Bm25Params { k1: input.f32()?, b: input.f32()? };
+        let average_length = input.f32()?;
+        let count = input.len()?;
+        if count != documents {
+            return Err(super::codec::damaged(format!(
+                "lexical index of {count} documents, the level has {documents}"
+            )));
+        }
+        let mut lengths = Vec::new();
+        input.words_into(count, &mut lengths, u32::from_le_bytes)?;
+        let terms = input.len()?;
+        let mut postings = HashMap::default();
+        postings.reserve(terms.min(1 << 20));
+        let mut words: Vec<[u8; 4]> = Vec::new();
+        for _ in 0..terms {
+            let term = input.string()?;
+            let len = input.len()?;
+            input.words_into(len.saturating_mul(3), &mut words, |word| word)?;
+            let list: Vec<Posting> = words
+                .chunks_exact(3)
+                .map(|p| Posting {
+                    number: u32::from_le_bytes(p[0]),
+                    count: u32::from_le_bytes(p[1]),
+                    weight: f32::from_le_bytes(p[2]),
+                })
+                .collect();
+            if list.iter().any(|posting| posting.number as usize >= documents) {
+                return Err(super::codec::damaged("a posting names no document of the level"));
+            }
+            postings.insert(term, list);
+        }
+        Ok(Self { postings, lengths, average_length, params })
+    }
+}
+
+impl Bm25Index {
     /// Builds the index from each document's terms (already tokenized and stemmed).
     pub fn build(documents: impl IntoIterator<Item = Vec<String>>, params: Bm25Params) -> Self {
         let mut index = Self { params, ..Self::default() };

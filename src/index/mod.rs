@@ -3,12 +3,14 @@
 
 pub mod change;
 pub mod chroma;
+mod codec;
 pub mod condition;
 pub mod features;
 pub mod file_index;
 pub mod filter;
 pub mod lexical;
 pub mod memory;
+pub mod partition;
 mod record_ref;
 pub mod replica;
 pub use crate::scope;

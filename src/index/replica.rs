@@ -33,18 +33,35 @@ pub struct Replica {
     state: RwLock<State>,
     /// Whether a source refreshes it (`false`: a fixed snapshot, which reports no status).
     refreshed: bool,
+    /// Tenant levels of at least this many records are ranked tenant-wide through their
+    /// partition (`index::partition`) once it is built; 0: always exactly.
+    approximate_min_records: std::sync::atomic::AtomicUsize,
 }
 
 impl Replica {
     /// An empty replica that a source will load.
     pub fn refreshed() -> Self {
-        Self { state: RwLock::default(), refreshed: true }
+        Self { state: RwLock::default(), refreshed: true, approximate_min_records: Self::exact() }
     }
 
     /// A replica over a fixed snapshot (the demo corpus, tests, a pinned copy); never refreshed.
     pub fn fixed(loaded: Arc<LoadedIndex>, version: Option<u64>, staleness: Option<String>) -> Self {
         let state = State { loaded: Some(loaded), version, pinned_staleness: staleness, ..State::default() };
-        Self { state: RwLock::new(state), refreshed: false }
+        Self { state: RwLock::new(state), refreshed: false, approximate_min_records: Self::exact() }
+    }
+
+    fn exact() -> std::sync::atomic::AtomicUsize {
+        std::sync::atomic::AtomicUsize::new(0)
+    }
+
+    /// Sets the level size from which tenant-wide rankings may be approximate (0: never, the
+    /// default of a new replica; the service sets `RETR_APPROXIMATE_MIN_RECORDS`).
+    pub fn set_approximate_min_records(&self, min_records: usize) {
+        self.approximate_min_records.store(min_records, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn approximate_min_records(&self) -> usize {
+        self.approximate_min_records.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
@@ -166,7 +183,9 @@ impl Replica {
         let staleness = self.staleness(backend);
         let state = self.read();
         let loaded = Arc::clone(state.loaded.as_ref()?);
-        Some(Arc::new(PinnedIndex { backend, replica: Replica::fixed(loaded, state.version, staleness) }))
+        let replica = Replica::fixed(loaded, state.version, staleness);
+        replica.set_approximate_min_records(self.approximate_min_records());
+        Some(Arc::new(PinnedIndex { backend, replica }))
     }
 }
 
@@ -234,7 +253,8 @@ impl<S: SnapshotSource> VectorIndex for S {
     }
 
     async fn knn(&self, level: Level, filter: &RecordFilter, query: &[f32], k: usize) -> Result<Vec<ScoredRecord>> {
-        loaded(self).await?.knn(level, filter, query, k)
+        let min_records = self.replica().approximate_min_records();
+        loaded(self).await?.knn_approximate(level, filter, query, k, min_records)
     }
 
     async fn lexical(

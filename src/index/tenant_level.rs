@@ -1,9 +1,11 @@
 //! One tenant's records of one level, as the in-memory index scans them: vectors in contiguous
 //! blocks, the BM25 index, and maps from doc and section ids to record numbers.
 
+use super::codec::{damaged, Reader, Writer};
 use super::filter::PageHint;
 use super::lexical::lexical_terms;
 use super::lexical::{Bm25Index, Bm25Params};
+use super::partition::LazyPartition;
 use super::{keep_first_sorted_by, RecordFilter};
 use crate::model::Record;
 use rustc_hash::FxHashMap as HashMap;
@@ -16,9 +18,12 @@ use std::sync::Arc;
 pub(super) struct TenantLevel {
     /// How many records the level has (numbered 0..len).
     len: usize,
-    vectors: VectorBlocks,
+    vectors: Arc<VectorBlocks>,
     /// Number → Euclidean norm of the record's embedding.
-    norms: Vec<f32>,
+    norms: Arc<Vec<f32>>,
+    /// The level's vectors grouped for approximate tenant-wide rankings, built when first asked
+    /// for (`approximate_top_k`).
+    partition: LazyPartition,
     pub lexical: Bm25Index,
     /// doc_id → numbers of the doc's records (ascending), so a query restricted to a few docs
     /// visits only their records.
@@ -106,11 +111,23 @@ impl TenantLevel {
         lexical: Option<Bm25Index>,
         pages: Option<(&Arc<()>, &[u32])>,
     ) -> Self {
-        let norms = vectors.iter().map(|vector| norm(vector)).collect();
-        let vectors = VectorBlocks::build(vectors, dimension);
+        let norms = Arc::new(vectors.iter().map(|vector| norm(vector)).collect());
+        let vectors = Arc::new(VectorBlocks::build(vectors, dimension));
         let lexical = lexical.unwrap_or_else(|| {
             Bm25Index::build(records.iter().map(|record| lexical_terms(record)), Bm25Params::default())
         });
+        Self::assemble(records, vectors, norms, lexical, pages)
+    }
+
+    /// The level from its records (id order) and what was computed from them; the id maps are
+    /// made here.
+    fn assemble(
+        records: &[Arc<Record>],
+        vectors: Arc<VectorBlocks>,
+        norms: Arc<Vec<f32>>,
+        lexical: Bm25Index,
+        pages: Option<(&Arc<()>, &[u32])>,
+    ) -> Self {
         let mut by_doc: HashMap<String, Vec<usize>> = HashMap::default();
         let mut by_section: HashMap<String, Vec<usize>> = HashMap::default();
         for (number, record) in records.iter().enumerate() {
@@ -121,7 +138,79 @@ impl TenantLevel {
             }
         }
         let by_page = pages.map(|(scope, page_of)| PageRecords::build(scope, page_of));
-        Self { len: records.len(), vectors, norms, lexical, by_doc, by_section, by_page }
+        Self {
+            len: records.len(),
+            vectors,
+            norms,
+            partition: LazyPartition::default(),
+            lexical,
+            by_doc,
+            by_section,
+            by_page,
+        }
+    }
+
+    /// Writes the level's vectors, norms and lexical index (the local copy of a replica; the
+    /// records themselves are written by the caller, in number order).
+    pub fn write_to<W: std::io::Write>(&self, out: &mut Writer<W>) -> std::io::Result<()> {
+        out.len(self.len)?;
+        out.len(self.vectors.dimension)?;
+        for column in &self.vectors.data {
+            out.words(column.0.map(f32::to_le_bytes))?;
+        }
+        out.words(self.norms.iter().map(|norm| norm.to_le_bytes()))?;
+        self.lexical.write_to(out)
+    }
+
+    /// Reads what `write_to` wrote for `records` (in number order) of embeddings of `dimension`;
+    /// `pages` as for `build`.
+    pub fn read_from<R: std::io::Read>(
+        input: &mut Reader<R>,
+        records: &[Arc<Record>],
+        dimension: usize,
+        pages: Option<(&Arc<()>, &[u32])>,
+    ) -> std::io::Result<Self> {
+        let len = input.len()?;
+        if len != records.len() || input.len()? != dimension {
+            return Err(damaged("the level's size or dimension differs from its records'"));
+        }
+        let columns = len.div_ceil(LANES) * dimension;
+        let mut data = Vec::with_capacity(columns);
+        let mut words = Vec::with_capacity(LANES);
+        for _ in 0..columns {
+            input.words_into(LANES, &mut words, f32::from_le_bytes)?;
+            let mut column = Column::default();
+            column.0.copy_from_slice(&words);
+            data.push(column);
+        }
+        let vectors = Arc::new(VectorBlocks { dimension, data });
+        let mut norms = Vec::new();
+        input.words_into(len, &mut norms, f32::from_le_bytes)?;
+        let lexical = Bm25Index::read_from(input, len)?;
+        Ok(Self::assemble(records, vectors, Arc::new(norms), lexical, pages))
+    }
+
+    /// The best `k` records of the whole level by cosine, as `top_k` orders them, found in the
+    /// level's partition (`index::partition`): when the level has at least `min_records` records
+    /// (0: never) and its partition is ready. `None`: scan exactly (the partition, when the level
+    /// is big enough, is then being built). Each pair's score is its exact cosine.
+    pub fn approximate_top_k(&self, query: &[f32], k: usize, min_records: usize) -> Option<Vec<(f32, usize)>> {
+        if min_records == 0 || self.len < min_records {
+            return None;
+        }
+        let partition = self.partition.get_or_start(&self.vectors, &self.norms)?;
+        let query_norm = norm(query);
+        Some(partition.top_k(query, k, |dot, number| cosine(dot, query_norm, self.norms[number])))
+    }
+
+    /// Waits until the level's partition is built (tests and benchmarks), at most `timeout`.
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn wait_for_partition(&self, timeout: std::time::Duration) -> bool {
+        self.partition.wait(timeout)
+    }
+
+    pub fn dimension(&self) -> usize {
+        self.vectors.dimension
     }
 
     /// The embedding of record `number`, read back from the scan matrix.
@@ -294,7 +383,7 @@ impl<'a> Verdicts<'a> {
 }
 
 /// Rows per block of `VectorBlocks`: four SSE registers of partial sums.
-const LANES: usize = 16;
+pub(super) const LANES: usize = 16;
 
 /// A tenant level's embeddings as one contiguous matrix, in blocks of `LANES` rows stored
 /// dimension-major (`[dimension][LANES]`, the last block padded with zero rows). One pass over a
@@ -302,7 +391,7 @@ const LANES: usize = 16;
 /// loop over one row, so scores are bit-identical to the row-by-row cosine while the lanes run
 /// side by side in SIMD registers.
 #[derive(Debug, Default)]
-struct VectorBlocks {
+pub(super) struct VectorBlocks {
     dimension: usize,
     /// `dimension` columns per block.
     data: Vec<Column>,
@@ -315,7 +404,7 @@ struct VectorBlocks {
 struct Column([f32; LANES]);
 
 impl VectorBlocks {
-    fn build(rows: &[&[f32]], dimension: usize) -> Self {
+    pub(super) fn build(rows: &[&[f32]], dimension: usize) -> Self {
         let blocks = rows.len().div_ceil(LANES);
         let mut data = vec![Column::default(); blocks * dimension];
         for (number, row) in rows.iter().enumerate() {
@@ -327,14 +416,18 @@ impl VectorBlocks {
         Self { dimension, data }
     }
 
-    fn row(&self, number: usize) -> Vec<f32> {
+    pub(super) fn dimension(&self) -> usize {
+        self.dimension
+    }
+
+    pub(super) fn row(&self, number: usize) -> Vec<f32> {
         let block = &self.data[(number / LANES) * self.dimension..][..self.dimension];
         block.iter().map(|column| column.0[number % LANES]).collect()
     }
 
     /// The dot products of `query` with the rows of each of `blocks` (at most `GROUP` of them;
     /// `query.len() == dimension`).
-    fn dots(&self, blocks: &[usize], query: &[f32]) -> [[f32; LANES]; GROUP] {
+    pub(super) fn dots(&self, blocks: &[usize], query: &[f32]) -> [[f32; LANES]; GROUP] {
         let size = self.dimension;
         // Missing blocks of a short group repeat the first one: their sums are ignored.
         let columns: [&[Column]; GROUP] =
@@ -346,7 +439,7 @@ impl VectorBlocks {
 /// Blocks whose dot products are computed side by side: each block's lanes add up in one
 /// dependency chain (dimension after dimension), so several blocks at once keep the vector unit
 /// busy while each chain waits on its previous addition.
-const GROUP: usize = 4;
+pub(super) const GROUP: usize = 4;
 
 /// The `LANES` dot products of each of `GROUP` blocks, with the widest vector unit the CPU has.
 /// Every variant runs the same multiplications and additions in the same order (separately

@@ -83,6 +83,17 @@ impl TenantIndex {
     pub fn record_count(&self) -> usize {
         self.levels.iter().map(|level| level.store.records.len()).sum()
     }
+
+    /// Starts the partition of every level of at least `min_records` records and waits until all
+    /// are built, at most `timeout` (benchmarks and tests). Returns whether all are ready.
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn build_partitions(&self, min_records: usize, timeout: std::time::Duration) -> bool {
+        self.levels.iter().all(|level| {
+            let query = vec![0.0; level.index.dimension()];
+            level.index.approximate_top_k(&query, 1, min_records);
+            level.store.records.len() < min_records || min_records == 0 || level.index.wait_for_partition(timeout)
+        })
+    }
 }
 
 pub(super) fn level_slot(level: Level) -> usize {
@@ -156,7 +167,21 @@ impl LoadedIndex {
         self.tenants.get(tenant_id).map(|tenant| tenant.level(level))
     }
 
+    /// The `k` records of `level` that `filter` lets through nearest `query` (cosine), exactly.
     pub fn knn(&self, level: Level, filter: &RecordFilter, query: &[f32], k: usize) -> Result<Vec<ScoredRecord>> {
+        self.knn_approximate(level, filter, query, k, 0)
+    }
+
+    /// `knn`, where a tenant-wide ranking of a level of at least `min_records` records (0: none)
+    /// may come from the level's partition (`TenantLevel::approximate_top_k`) once it is built.
+    pub fn knn_approximate(
+        &self,
+        level: Level,
+        filter: &RecordFilter,
+        query: &[f32],
+        k: usize,
+        min_records: usize,
+    ) -> Result<Vec<ScoredRecord>> {
         if query.len() != self.dimension {
             return Err(IndexError::new(
                 IndexErrorKind::BadRequest,
@@ -167,6 +192,9 @@ impl LoadedIndex {
         // The records the filter lets through, unless it lets every one through.
         let numbers = (!every_record(filter)).then(|| data.matching(filter));
         let Some(numbers) = numbers.filter(|numbers| numbers.len() < data.store.records.len()) else {
+            if let Some(best) = data.index.approximate_top_k(query, k, min_records) {
+                return Ok(data.scored_records(&best));
+            }
             let best = Kept::rank_every_record(
                 &DENSE_SCORES,
                 &data.scope,

@@ -4,6 +4,7 @@
 
 mod build;
 mod engine;
+pub mod local_copy;
 mod memo;
 mod snapshot;
 
@@ -28,6 +29,7 @@ mod tests {
     use super::*;
     use crate::embed::PseudoEmbedder;
     use crate::fixtures;
+    use crate::index::replica::SnapshotSource;
     use crate::index::InMemoryIndex;
     use crate::index::VectorIndex;
     use crate::index::{IndexErrorKind, RecordFilter, ScoredRecord};
@@ -242,6 +244,121 @@ mod tests {
         assert_eq!(error.kind, IndexErrorKind::Corrupt);
         let empty = IndexBuilder::new(0).finish(String::new(), String::new()).unwrap_err();
         assert_eq!(empty.kind, IndexErrorKind::Corrupt);
+    }
+
+    /// A restart from the local copy serves what the snapshot served: the same records, the
+    /// same dense and lexical rankings under every filter, the same page numbering. A copy of
+    /// another version of the file, or a damaged one, is not taken.
+    #[test]
+    fn a_local_copy_reads_back_as_the_index_it_copies() {
+        let snapshot = fixtures::snapshot();
+        let whole = LoadedIndex::build(snapshot.clone()).unwrap();
+        let directory = tempfile::tempdir().unwrap();
+        let copy_dir = directory.path().join("index.json.copy");
+        local_copy::write(&copy_dir, "v1", &whole).unwrap();
+        let copy = local_copy::read(&copy_dir, "v1").unwrap().expect("a whole copy");
+        assert_eq!(copy.level_counts(), whole.level_counts());
+        assert_eq!(copy.stats_info(), whole.stats_info());
+        assert_eq!(copy.dimension(), whole.dimension());
+        for (tenant, part) in &whole.tenants {
+            for level in Level::ALL {
+                let records: Vec<&Record> = part.records(level).iter().map(|r| r.as_ref()).collect();
+                let copied: Vec<&Record> = copy.tenants[tenant].records(level).iter().map(|r| r.as_ref()).collect();
+                assert_eq!(copied, records, "{tenant} {level:?}");
+            }
+        }
+        let embedder = PseudoEmbedder::new(fixtures::DIMENSION);
+        for text in ["установка SDK", "обязательные теги", "webhook"] {
+            let query = embedder.embed_one(text);
+            let terms = crate::text::terms(text);
+            for filter in filters() {
+                for level in Level::ALL {
+                    let got = ids_and_scores(&copy.knn(level, &filter, &query, 100).unwrap());
+                    assert_eq!(got, ids_and_scores(&whole.knn(level, &filter, &query, 100).unwrap()), "{level:?}");
+                    let got = ids_and_scores(&copy.lexical(level, &filter, &terms, 100));
+                    assert_eq!(got, ids_and_scores(&whole.lexical(level, &filter, &terms, 100)), "{level:?}");
+                    let pages = |index: &LoadedIndex| -> Vec<Option<u32>> {
+                        index
+                            .knn(level, &filter, &query, 100)
+                            .unwrap()
+                            .iter()
+                            .map(|hit| hit.record.page().map(|p| p.number))
+                            .collect()
+                    };
+                    assert_eq!(pages(&copy), pages(&whole));
+                }
+            }
+        }
+
+        // Another version of the file: no copy.
+        assert!(local_copy::read(&copy_dir, "v2").unwrap().is_none());
+        // Rewritten with one tenant fewer: the other tenant's file goes too.
+        let fewer = whole.with_tenants(vec![("t2".to_string(), None)]);
+        local_copy::write(&copy_dir, "v3", &fewer).unwrap();
+        let files = directory_listing(&copy_dir);
+        assert_eq!(files.len(), 2, "{files:?}");
+        assert_eq!(local_copy::read(&copy_dir, "v3").unwrap().unwrap().level_counts(), fewer.level_counts());
+        // A tenant file cut short is an error, never a panic or a partial index.
+        let tenant_file = copy_dir.join(files.iter().find(|name| name.starts_with("tenant-")).unwrap());
+        let bytes = std::fs::read(&tenant_file).unwrap();
+        for cut in [bytes.len() - 1, bytes.len() / 2, 9] {
+            std::fs::write(&tenant_file, &bytes[..cut]).unwrap();
+            assert!(local_copy::read(&copy_dir, "v3").is_err(), "cut at {cut}");
+        }
+        // No manifest: no copy.
+        std::fs::remove_file(copy_dir.join("manifest.json")).unwrap();
+        assert!(local_copy::read(&copy_dir, "v3").unwrap().is_none());
+    }
+
+    /// A service restarted over an unchanged snapshot file starts from the copy and answers the
+    /// same; once the file changes, the new file is read (not the stale copy) and copied again.
+    #[test]
+    fn a_file_index_restarts_from_its_copy_until_the_file_changes() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("index.json");
+        write_snapshot_file(&path, &fixtures::snapshot()).unwrap();
+        let scope = crate::scope::TenantScope::All;
+        let first = InMemoryIndex::from_file_with(&path, scope.clone(), true);
+        let copy_dir = directory.path().join("index.json.copy");
+        assert!(copy_dir.join("manifest.json").exists());
+        let restarted = InMemoryIndex::from_file_with(&path, scope.clone(), true);
+        let (a, b) = (first.replica().snapshot().unwrap(), restarted.replica().snapshot().unwrap());
+        assert_eq!(a.level_counts(), b.level_counts());
+
+        let mut smaller = fixtures::snapshot();
+        smaller.docs.retain(|doc| doc.meta.tenant_id != "t2");
+        smaller.sections.retain(|record| record.meta.tenant_id != "t2");
+        smaller.chunks.retain(|record| record.meta.tenant_id != "t2");
+        // A different size, so the stamp differs even within the file system's time resolution.
+        write_snapshot_file(&path, &smaller).unwrap();
+        let after_change = InMemoryIndex::from_file_with(&path, scope, true);
+        let loaded = after_change.replica().snapshot().unwrap();
+        assert_eq!(loaded.level_counts(), LoadedIndex::build(smaller).unwrap().level_counts());
+        assert!(loaded.tenant("t2").is_none());
+    }
+
+    /// Tenant-wide rankings of a level at the size threshold go through its partition once it is
+    /// built (exact until then); on levels this small every list is probed, so they agree with
+    /// the exact ranking exactly, and filtered rankings never use it.
+    #[test]
+    fn tenant_wide_rankings_use_the_partition_once_it_is_built() {
+        let index = LoadedIndex::build(fixtures::snapshot()).unwrap();
+        let embedder = PseudoEmbedder::new(fixtures::DIMENSION);
+        let query = embedder.embed_one("установка SDK");
+        for level in Level::ALL {
+            for filter in filters() {
+                let exact = ids_and_scores(&index.knn(level, &filter, &query, 10).unwrap());
+                let first = ids_and_scores(&index.knn_approximate(level, &filter, &query, 10, 1).unwrap());
+                assert_eq!(first, exact, "{level:?}");
+                if let Some(data) = index.level_of(level, &filter.tenant_id) {
+                    if every_record(&filter) {
+                        assert!(data.index.wait_for_partition(std::time::Duration::from_secs(30)));
+                    }
+                }
+                let after = ids_and_scores(&index.knn_approximate(level, &filter, &query, 10, 1).unwrap());
+                assert_eq!(after, exact, "{level:?}");
+            }
+        }
     }
 
     /// A tenant rebuilt from a delta scores exactly like one built from the whole snapshot: kept
