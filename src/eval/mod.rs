@@ -214,6 +214,7 @@ pub async fn run_passages(
         title_in_lexical: !args.lexical_without_title,
         title_in_dense: args.title_in_dense,
         boosting: Some(boosting),
+        approximate_min_records: settings.approximate_min_records,
     };
     let cached =
         Arc::new(cache::CachedEmbedder::open(embedder, &args.embedding_cache, settings.ingest_embedding_batch_size));

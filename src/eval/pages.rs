@@ -359,7 +359,8 @@ pub async fn run_pages(
             embedder.model_name()
         )));
     }
-    let index = Arc::new(InMemoryIndex::from_snapshot(snapshot).map_err(|e| EvalError::Index(e.to_string()))?);
+    let index = InMemoryIndex::from_snapshot(snapshot).map_err(|e| EvalError::Index(e.to_string()))?;
+    let index = Arc::new(index.approximate_from(settings.approximate_min_records));
     let stats = crate::index::VectorIndex::stats(index.as_ref()).await.map_err(|e| EvalError::Index(e.to_string()))?;
     let tenant = match &run.tenant {
         Some(tenant) => tenant.clone(),

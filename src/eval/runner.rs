@@ -36,6 +36,9 @@ pub struct EvalOptions {
     pub title_in_dense: bool,
     /// When set, an extra "hybrid+boosting" row applies this config after fusion.
     pub boosting: Option<Arc<BoostingConfig>>,
+    /// `RETR_APPROXIMATE_MIN_RECORDS`: levels this big are ranked through their partition, built
+    /// before the first query (0: exactly).
+    pub approximate_min_records: usize,
 }
 
 impl Default for EvalOptions {
@@ -47,6 +50,7 @@ impl Default for EvalOptions {
             title_in_lexical: true,
             title_in_dense: false,
             boosting: None,
+            approximate_min_records: 0,
         }
     }
 }
@@ -279,7 +283,8 @@ pub async fn run_eval(
     let embedding_ms = started.elapsed().as_secs_f64() * 1000.0;
 
     let snapshot = build_snapshot(corpus, passage_vectors, options);
-    let index = Arc::new(InMemoryIndex::from_snapshot(snapshot).map_err(|e| EvalError::Index(e.to_string()))?);
+    let index = InMemoryIndex::from_snapshot(snapshot).map_err(|e| EvalError::Index(e.to_string()))?;
+    let index = Arc::new(index.approximate_from(options.approximate_min_records));
     let service = pipeline_service(index, options);
     let pipeline =
         |mode, label| -> Arc<dyn Ranker> { Arc::new(PipelineRanker { service: service.clone(), mode, label }) };

@@ -56,6 +56,17 @@ impl InMemoryIndex {
         })
     }
 
+    /// This fixed index with tenant-wide rankings of levels of `min_records` records and more (0:
+    /// none) taken from their partitions, all built here first, so that every search — the
+    /// first one too — ranks alike (`eval`).
+    pub fn approximate_from(self, min_records: usize) -> Self {
+        self.replica.set_approximate_min_records(min_records);
+        if let Ok(loaded) = self.replica.snapshot() {
+            loaded.build_partitions(min_records, Duration::from_secs(3600));
+        }
+        self
+    }
+
     /// An index backed by a snapshot file. A missing or corrupt file is not fatal: the error is
     /// kept and reported by searches and `/health` until a valid file appears.
     pub fn from_file(path: impl Into<PathBuf>) -> Self {
@@ -142,15 +153,7 @@ impl InMemoryIndex {
                 self.replica.swap(Arc::clone(&loaded), version, started.elapsed(), records);
                 super::memory::release_freed_memory();
                 if let (false, Some(directory), Some(source)) = (from_copy, &self.copy_dir, &source) {
-                    let writing = std::time::Instant::now();
-                    match super::memory::local_copy::write(directory, source, &loaded) {
-                        Ok(()) => {
-                            tracing::info!(directory = %directory.display(), seconds = writing.elapsed().as_secs_f64(), "local copy of the index written")
-                        }
-                        Err(error) => {
-                            tracing::warn!(directory = %directory.display(), %error, "local copy of the index not written")
-                        }
-                    }
+                    write_copy_in_background(directory.clone(), source.clone(), loaded);
                 }
                 true
             }
@@ -189,5 +192,20 @@ impl SnapshotSource for InMemoryIndex {
         tokio::task::spawn_blocking(move || self.reload_if_changed()).await.map_err(|error| {
             IndexError::new(IndexErrorKind::Internal, format!("snapshot reload task panicked: {error}"))
         })
+    }
+}
+
+/// Writes the local copy of `loaded` on a thread of its own, so that serving starts (or a reload
+/// is swapped in) without waiting for it; copies are written one at a time (`local_copy::write`).
+fn write_copy_in_background(directory: PathBuf, source: String, loaded: Arc<LoadedIndex>) {
+    let spawned = std::thread::Builder::new().name("local-copy".into()).spawn(move || {
+        let started = std::time::Instant::now();
+        match super::memory::local_copy::write(&directory, &source, &loaded) {
+            Ok(()) => tracing::info!(directory = %directory.display(), seconds = started.elapsed().as_secs_f64(), "local copy of the index written"),
+            Err(error) => tracing::warn!(directory = %directory.display(), %error, "local copy of the index not written"),
+        }
+    });
+    if let Err(error) = spawned {
+        tracing::warn!(%error, "local copy of the index not written: no thread");
     }
 }

@@ -15,27 +15,37 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Levels with fewer records are always scanned exactly (the service's default of
-/// `RETR_APPROXIMATE_MIN_RECORDS`): below this, a full scan costs about a millisecond.
-pub const DEFAULT_MIN_RECORDS: usize = 50_000;
+/// `RETR_APPROXIMATE_MIN_RECORDS`): below this, a full scan reads under 30 MB.
+pub const DEFAULT_MIN_RECORDS: usize = 20_000;
 
 /// One list in `PROBE_SHARE` is scanned (at least `MIN_PROBE`).
-const PROBE_SHARE: usize = 8;
+pub(super) const PROBE_SHARE: usize = 2;
 const MIN_PROBE: usize = 4;
 /// k-means on a sample of `SAMPLE_PER_LIST` vectors per list, `ITERATIONS` rounds.
 const SAMPLE_PER_LIST: usize = 32;
+/// The 8-bit scan keeps this many candidates per result wanted (at least `MIN_RESCORED`) for
+/// the exact re-scoring.
+const RESCORED_PER_RESULT: usize = 2;
+const MIN_RESCORED: usize = 64;
 const ITERATIONS: usize = 6;
 
-/// A level's partition: centroids, and the records' vectors regrouped by list, each list padded
-/// to whole blocks of `LANES` rows so that a list is scanned block by block.
+/// A level's partition: centroids, and the records' directions (unit vectors) quantized to 8 bits
+/// and regrouped by list. A ranking scans the probed lists' 8-bit rows (a quarter of the bytes of
+/// the exact scan's), keeps the best `RESCORED_PER_RESULT × k` and computes their exact cosine.
 #[derive(Debug)]
 pub(super) struct Partition {
     centroids: VectorBlocks,
     lists: usize,
-    /// List `l` holds the blocks `starts[l]..starts[l + 1]` of `members`.
+    dimension: usize,
+    /// List `l` holds the rows `starts[l]..starts[l + 1]`.
     starts: Vec<u32>,
-    /// Row of `members` → record number; `u32::MAX` for padding rows.
+    /// Row → record number.
     numbers: Vec<u32>,
-    members: VectorBlocks,
+    /// Row `r` is `codes[r * dimension..][..dimension]`: the record's unit vector × 127 / its
+    /// largest component, rounded.
+    codes: Vec<i8>,
+    /// Row → the factor that turns its codes back into the unit vector.
+    scales: Vec<f32>,
 }
 
 impl Partition {
@@ -77,54 +87,110 @@ impl Partition {
             members_of[list as usize].push(number as u32);
         }
         let mut starts = Vec::with_capacity(lists + 1);
-        let mut numbers = Vec::new();
+        let mut numbers = Vec::with_capacity(len);
         starts.push(0u32);
         for members in &members_of {
             numbers.extend_from_slice(members);
-            numbers.resize(numbers.len().div_ceil(LANES) * LANES, u32::MAX);
-            starts.push((numbers.len() / LANES) as u32);
+            starts.push(numbers.len() as u32);
         }
-        let zero = vec![0.0f32; dimension];
-        let rows: Vec<Vec<f32>> = numbers
-            .iter()
-            .map(|&number| if number == u32::MAX { zero.clone() } else { vectors.row(number as usize) })
-            .collect();
-        let members = blocks_of(&rows, dimension);
-        Self { centroids, lists, starts, numbers, members }
+        let mut codes = Vec::with_capacity(len * dimension);
+        let mut scales = Vec::with_capacity(len);
+        for &number in &numbers {
+            let (row_codes, scale) = quantize(&unit(number as usize));
+            codes.extend_from_slice(&row_codes);
+            scales.push(scale);
+        }
+        Self { centroids, lists, dimension, starts, numbers, codes, scales }
     }
 
     /// The best `k` records by cosine among the lists nearest the query, as (score, number)
-    /// pairs ordered like `top_k`. `cosine(dot, number)` turns a row's dot product into its score.
-    pub(super) fn top_k(&self, query: &[f32], k: usize, cosine: impl Fn(f32, usize) -> f32) -> Vec<(f32, usize)> {
-        let probe = self.lists.div_ceil(PROBE_SHARE).max(MIN_PROBE).min(self.lists);
+    /// pairs ordered like `top_k`, each with its exact score: `exact(numbers)` (ascending numbers)
+    /// gives the exact (score, number) pairs of the candidates the 8-bit scan kept.
+    ///
+    /// `share` is the part of the level a filter lets through (1.0: all) and `keep` says which
+    /// records: the lists probed grow as the share shrinks, so about as many kept records are
+    /// scored as an unfiltered ranking scores.
+    pub(super) fn top_k(
+        &self,
+        query: &[f32],
+        k: usize,
+        share: f64,
+        keep: impl Fn(usize) -> bool,
+        exact: impl Fn(&[usize]) -> Vec<(f32, usize)>,
+    ) -> Vec<(f32, usize)> {
+        let wanted = (self.lists as f64 / PROBE_SHARE as f64 / share.clamp(1e-6, 1.0)).ceil() as usize;
+        let probe = wanted.max(MIN_PROBE).min(self.lists);
         let centroid_dots = all_dots(&self.centroids, self.lists, query);
         let mut order: Vec<usize> = (0..self.lists).collect();
         order.sort_unstable_by(|&a, &b| centroid_dots[b].total_cmp(&centroid_dots[a]).then(a.cmp(&b)));
-        let blocks: Vec<usize> = order[..probe]
-            .iter()
-            .flat_map(|&list| self.starts[list] as usize..self.starts[list + 1] as usize)
-            .collect();
-        let mut scored = Vec::with_capacity(blocks.len() * LANES);
-        for group in blocks.chunks(super::tenant_level::GROUP) {
-            let dots = self.members.dots(group, query);
-            for (&block, dots) in group.iter().zip(&dots) {
-                for (lane, &dot) in dots.iter().enumerate() {
-                    let number = self.numbers[block * LANES + lane];
-                    if number != u32::MAX {
-                        scored.push((cosine(dot, number as usize), number as usize));
-                    }
+        let norm = query.iter().map(|v| v * v).sum::<f32>().sqrt();
+        let unit: Vec<f32> = query.iter().map(|v| if norm > 0.0 { v / norm } else { 0.0 }).collect();
+        let (query_codes, _) = quantize(&unit);
+        let mut approximate: Vec<(f32, usize)> = Vec::new();
+        for &list in &order[..probe] {
+            for row in self.starts[list] as usize..self.starts[list + 1] as usize {
+                let number = self.numbers[row] as usize;
+                if keep(number) {
+                    let codes = &self.codes[row * self.dimension..][..self.dimension];
+                    approximate.push((dot_i8(codes, &query_codes) as f32 * self.scales[row], number));
                 }
             }
         }
+        top_k(&mut approximate, k.saturating_mul(RESCORED_PER_RESULT).max(MIN_RESCORED));
+        let mut candidates: Vec<usize> = approximate.into_iter().map(|(_, number)| number).collect();
+        candidates.sort_unstable();
+        let mut scored = exact(&candidates);
         top_k(&mut scored, k);
         scored
     }
 
-    /// Rows regrouped, padding included (what the partition adds to its level's memory).
-    #[cfg(test)]
-    fn member_rows(&self) -> usize {
-        self.numbers.len()
+    /// Bytes the partition adds to its level.
+    pub(super) fn bytes(&self) -> usize {
+        self.codes.len() + self.scales.len() * 4 + self.numbers.len() * 4 + self.lists * self.dimension * 4
     }
+}
+
+/// A unit vector as 8-bit codes (its largest component → ±127) and the factor back.
+fn quantize(unit: &[f32]) -> (Vec<i8>, f32) {
+    let largest = unit.iter().fold(0.0f32, |largest, v| largest.max(v.abs()));
+    if largest == 0.0 || !largest.is_finite() {
+        return (vec![0; unit.len()], 0.0);
+    }
+    let factor = 127.0 / largest;
+    (unit.iter().map(|v| (v * factor).round().clamp(-127.0, 127.0) as i8).collect(), largest / 127.0)
+}
+
+/// The dot product of two rows of codes, with the widest integer vector unit the CPU has.
+fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512bw") {
+            // SAFETY: the CPU has AVX-512BW (checked just above).
+            return unsafe { dot_i8_avx512(a, b) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            return unsafe { dot_i8_avx2(a, b) };
+        }
+    }
+    dot_i8_portable(a, b)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512bw")]
+unsafe fn dot_i8_avx512(a: &[i8], b: &[i8]) -> i32 {
+    dot_i8_portable(a, b)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn dot_i8_avx2(a: &[i8], b: &[i8]) -> i32 {
+    dot_i8_portable(a, b)
+}
+
+#[inline(always)]
+fn dot_i8_portable(a: &[i8], b: &[i8]) -> i32 {
+    a.iter().zip(b).map(|(&x, &y)| i32::from(x) * i32::from(y)).sum()
 }
 
 fn blocks_of(rows: &[Vec<f32>], dimension: usize) -> VectorBlocks {
@@ -204,6 +270,7 @@ impl LazyPartition {
                 tracing::info!(
                     records = norms.len(),
                     lists = partition.lists,
+                    bytes = partition.bytes(),
                     seconds = started.elapsed().as_secs_f64(),
                     "approximate index built"
                 );
@@ -220,7 +287,6 @@ impl LazyPartition {
     }
 
     /// Waits until the partition is ready (tests and benchmarks), at most `timeout`.
-    #[cfg(any(test, feature = "test-support"))]
     pub(super) fn wait(&self, timeout: std::time::Duration) -> bool {
         let deadline = std::time::Instant::now() + timeout;
         while self.ready.get().is_none() {
@@ -269,10 +335,11 @@ mod tests {
         let partition = Partition::build(&blocks, &norms, rows.len());
         assert_eq!(partition.lists, 77);
         // Every record is in exactly one list.
-        let mut seen: Vec<u32> = partition.numbers.iter().copied().filter(|&n| n != u32::MAX).collect();
+        let mut seen: Vec<u32> = partition.numbers.clone();
         seen.sort_unstable();
         assert_eq!(seen, (0..rows.len() as u32).collect::<Vec<_>>());
-        assert!(partition.member_rows() < rows.len() + partition.lists * LANES);
+        // A byte per dimension per record, about: a quarter of the exact matrix.
+        assert!(partition.bytes() <= rows.len() * (dimension + 8) + partition.lists * dimension * 4);
 
         let queries = clustered(200, dimension, 0xD1B5_4A32_D192_ED03);
         let (mut found, mut wanted) = (0, 0);
@@ -285,7 +352,11 @@ mod tests {
                 .map(|(number, &dot)| (cosine(dot, query_norm, norms[number]), number))
                 .collect();
             top_k(&mut exact, 10);
-            let approximate = partition.top_k(query, 10, |dot, number| cosine(dot, query_norm, norms[number]));
+            let exact_of = |numbers: &[usize]| -> Vec<(f32, usize)> {
+                assert!(numbers.is_sorted());
+                numbers.iter().map(|&n| (cosine(exact_dots[n], query_norm, norms[n]), n)).collect()
+            };
+            let approximate = partition.top_k(query, 10, 1.0, |_| true, exact_of);
             for &(score, number) in &approximate {
                 // A scored record has its exact score, bit for bit.
                 assert_eq!(score.to_bits(), cosine(exact_dots[number], query_norm, norms[number]).to_bits());
@@ -295,6 +366,32 @@ mod tests {
         }
         let recall = found as f64 / wanted as f64;
         assert!(recall >= 0.95, "recall@10 {recall}");
+    }
+
+    #[test]
+    fn codes_keep_directions_and_filtered_rankings_keep_only_what_passes() {
+        let (codes, scale) = quantize(&[0.6, -0.8, 0.0]);
+        assert_eq!(codes, vec![95, -127, 0]);
+        assert!((codes[1] as f32 * scale + 0.8).abs() < 1e-6);
+        assert_eq!(quantize(&[0.0, 0.0]), (vec![0, 0], 0.0));
+        assert_eq!(dot_i8(&[1, -2, 3], &[4, 5, -6]), 4 - 10 - 18);
+        let long: Vec<i8> = (0..384).map(|i| (i % 255 - 127) as i8).collect();
+        assert_eq!(dot_i8(&long, &long), dot_i8_portable(&long, &long));
+
+        let dimension = 24;
+        let rows = clustered(2_000, dimension, 11);
+        let blocks = blocks_of(&rows, dimension);
+        let norms = vec![1.0; rows.len()];
+        let partition = Partition::build(&blocks, &norms, rows.len());
+        let query = &rows[5];
+        let exact_of = |numbers: &[usize]| -> Vec<(f32, usize)> {
+            numbers.iter().map(|&n| (rows[n].iter().zip(query).map(|(a, b)| a * b).sum(), n)).collect()
+        };
+        let even = partition.top_k(query, 20, 0.5, |number| number % 2 == 0, exact_of);
+        assert_eq!(even.len(), 20);
+        assert!(even.iter().all(|&(_, number)| number % 2 == 0));
+        let all = partition.top_k(query, 20, 1.0, |_| true, exact_of);
+        assert_eq!(all[0].1, 5, "a record is its own nearest neighbour");
     }
 
     #[test]

@@ -5,7 +5,7 @@ use super::codec::{damaged, Reader, Writer};
 use super::filter::PageHint;
 use super::lexical::lexical_terms;
 use super::lexical::{Bm25Index, Bm25Params};
-use super::partition::LazyPartition;
+use super::partition::{LazyPartition, PROBE_SHARE};
 use super::{keep_first_sorted_by, RecordFilter};
 use crate::model::Record;
 use rustc_hash::FxHashMap as HashMap;
@@ -150,38 +150,41 @@ impl TenantLevel {
         }
     }
 
-    /// Writes the level's vectors, norms and lexical index (the local copy of a replica; the
-    /// records themselves are written by the caller, in number order).
-    pub fn write_to<W: std::io::Write>(&self, out: &mut Writer<W>) -> std::io::Result<()> {
+    /// Writes the level's norms and lexical index to `out`, and its scan matrix to `vectors` as
+    /// raw little-endian columns (the local copy of a replica, which maps them back with
+    /// `Columns::mapped`; the records themselves are written by the caller, in number order).
+    pub fn write_to<W: std::io::Write>(
+        &self,
+        out: &mut Writer<W>,
+        vectors: &mut impl std::io::Write,
+    ) -> std::io::Result<()> {
         out.len(self.len)?;
         out.len(self.vectors.dimension)?;
-        for column in &self.vectors.data {
-            out.words(column.0.map(f32::to_le_bytes))?;
+        let mut columns = Writer(vectors);
+        for column in self.vectors.data.iter() {
+            columns.words(column.0.map(f32::to_le_bytes))?;
         }
         out.words(self.norms.iter().map(|norm| norm.to_le_bytes()))?;
         self.lexical.write_to(out)
     }
 
-    /// Reads what `write_to` wrote for `records` (in number order) of embeddings of `dimension`;
-    /// `pages` as for `build`.
+    /// How many columns of `LANES` floats the scan matrix of `len` records has.
+    pub fn column_count(len: usize, dimension: usize) -> usize {
+        len.div_ceil(LANES) * dimension
+    }
+
+    /// Reads what `write_to` wrote to `out` for `records` (in number order) of embeddings of
+    /// `dimension`, with the scan matrix `data` (`column_count` columns); `pages` as for `build`.
     pub fn read_from<R: std::io::Read>(
         input: &mut Reader<R>,
         records: &[Arc<Record>],
         dimension: usize,
         pages: Option<(&Arc<()>, &[u32])>,
+        data: Columns,
     ) -> std::io::Result<Self> {
         let len = input.len()?;
-        if len != records.len() || input.len()? != dimension {
+        if len != records.len() || input.len()? != dimension || data.len() != Self::column_count(len, dimension) {
             return Err(damaged("the level's size or dimension differs from its records'"));
-        }
-        let columns = len.div_ceil(LANES) * dimension;
-        let mut data = Vec::with_capacity(columns);
-        let mut words = Vec::with_capacity(LANES);
-        for _ in 0..columns {
-            input.words_into(LANES, &mut words, f32::from_le_bytes)?;
-            let mut column = Column::default();
-            column.0.copy_from_slice(&words);
-            data.push(column);
         }
         let vectors = Arc::new(VectorBlocks { dimension, data });
         let mut norms = Vec::new();
@@ -195,16 +198,40 @@ impl TenantLevel {
     /// (0: never) and its partition is ready. `None`: scan exactly (the partition, when the level
     /// is big enough, is then being built). Each pair's score is its exact cosine.
     pub fn approximate_top_k(&self, query: &[f32], k: usize, min_records: usize) -> Option<Vec<(f32, usize)>> {
+        self.approximate_top_k_among(query, k, min_records, None)
+    }
+
+    /// `approximate_top_k` among `numbers` (ascending) only, when given: `None` also when they
+    /// are so few that scoring each of them costs less than probing the partition.
+    pub fn approximate_top_k_among(
+        &self,
+        query: &[f32],
+        k: usize,
+        min_records: usize,
+        numbers: Option<&[usize]>,
+    ) -> Option<Vec<(f32, usize)>> {
         if min_records == 0 || self.len < min_records {
             return None;
         }
+        let share = numbers.map_or(1.0, |numbers| numbers.len() as f64 / self.len.max(1) as f64);
+        if share * PROBE_SHARE as f64 <= 1.0 {
+            return None;
+        }
         let partition = self.partition.get_or_start(&self.vectors, &self.norms)?;
-        let query_norm = norm(query);
-        Some(partition.top_k(query, k, |dot, number| cosine(dot, query_norm, self.norms[number])))
+        let exact = |numbers: &[usize]| self.cosine_scores(numbers, query);
+        Some(match numbers {
+            None => partition.top_k(query, k, 1.0, |_| true, exact),
+            Some(numbers) => {
+                let mut kept = vec![0u64; self.len.div_ceil(64)];
+                for &number in numbers {
+                    kept[number / 64] |= 1 << (number % 64);
+                }
+                partition.top_k(query, k, share, |number| kept[number / 64] & (1 << (number % 64)) != 0, exact)
+            }
+        })
     }
 
     /// Waits until the level's partition is built (tests and benchmarks), at most `timeout`.
-    #[cfg(any(test, feature = "test-support"))]
     pub fn wait_for_partition(&self, timeout: std::time::Duration) -> bool {
         self.partition.wait(timeout)
     }
@@ -390,18 +417,82 @@ pub(super) const LANES: usize = 16;
 /// block yields `LANES` dot products; each is summed in dimension order, exactly like a sequential
 /// loop over one row, so scores are bit-identical to the row-by-row cosine while the lanes run
 /// side by side in SIMD registers.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct VectorBlocks {
     dimension: usize,
     /// `dimension` columns per block.
-    data: Vec<Column>,
+    data: Columns,
+}
+
+impl Default for VectorBlocks {
+    fn default() -> Self {
+        Self { dimension: 0, data: Columns::Owned(Vec::new()) }
+    }
+}
+
+/// The columns of a scan matrix: built in memory, or mapped from the local copy's file.
+#[derive(Debug)]
+pub enum Columns {
+    Owned(Vec<Column>),
+    /// `len` columns from byte `start` (a multiple of 64) of a mapped file that nothing writes
+    /// to (the local copy replaces a file by renaming a new one over it, never in place).
+    Mapped {
+        map: Arc<memmap2::Mmap>,
+        start: usize,
+        len: usize,
+    },
+}
+
+impl Columns {
+    /// `len` columns at byte `start` of `map`, when they lie inside it, aligned, and the machine
+    /// stores floats little-endian as the file does; `None` otherwise (then read them).
+    pub fn mapped(map: &Arc<memmap2::Mmap>, start: usize, len: usize) -> Option<Self> {
+        let end = len.checked_mul(std::mem::size_of::<Column>())?.checked_add(start)?;
+        let aligned = (map.as_ptr() as usize + start).is_multiple_of(std::mem::align_of::<Column>());
+        (cfg!(target_endian = "little") && aligned && end <= map.len()).then(|| Columns::Mapped {
+            map: Arc::clone(map),
+            start,
+            len,
+        })
+    }
+
+    /// `len` columns read from `input` (raw little-endian floats).
+    pub fn read(input: &mut impl std::io::Read, len: usize) -> std::io::Result<Self> {
+        let mut data = Vec::with_capacity(len);
+        let mut bytes = [0u8; std::mem::size_of::<Column>()];
+        for _ in 0..len {
+            input.read_exact(&mut bytes)?;
+            let mut column = Column::default();
+            for (value, word) in column.0.iter_mut().zip(bytes.chunks_exact(4)) {
+                *value = f32::from_le_bytes([word[0], word[1], word[2], word[3]]);
+            }
+            data.push(column);
+        }
+        Ok(Columns::Owned(data))
+    }
+}
+
+impl std::ops::Deref for Columns {
+    type Target = [Column];
+
+    fn deref(&self) -> &[Column] {
+        match self {
+            Columns::Owned(columns) => columns,
+            // SAFETY: `mapped` checked that the `len` columns from `start` lie inside the map and
+            // are aligned for `Column`, which is plain floats (any bit pattern is a valid `f32`);
+            // the map lives as long as `self`, and the file is never written in place.
+            Columns::Mapped { map, start, len } => unsafe {
+                std::slice::from_raw_parts(map.as_ptr().add(*start).cast::<Column>(), *len)
+            },
+        }
+    }
 }
 
 /// One dimension of a block's `LANES` rows: one cache line, aligned as one, so a vector load
 /// never straddles two lines (the scan's speed no longer depends on where the allocator put it).
 #[derive(Debug, Clone, Copy, Default)]
 #[repr(C, align(64))]
-struct Column([f32; LANES]);
+pub struct Column([f32; LANES]);
 
 impl VectorBlocks {
     pub(super) fn build(rows: &[&[f32]], dimension: usize) -> Self {
@@ -413,7 +504,7 @@ impl VectorBlocks {
                 column.0[number % LANES] = value;
             }
         }
-        Self { dimension, data }
+        Self { dimension, data: Columns::Owned(data) }
     }
 
     pub(super) fn dimension(&self) -> usize {

@@ -86,7 +86,6 @@ impl TenantIndex {
 
     /// Starts the partition of every level of at least `min_records` records and waits until all
     /// are built, at most `timeout` (benchmarks and tests). Returns whether all are ready.
-    #[cfg(any(test, feature = "test-support"))]
     pub fn build_partitions(&self, min_records: usize, timeout: std::time::Duration) -> bool {
         self.levels.iter().all(|level| {
             let query = vec![0.0; level.index.dimension()];
@@ -147,6 +146,12 @@ impl LoadedIndex {
         self.tenants.get(tenant_id)
     }
 
+    /// `TenantIndex::build_partitions` for every tenant: a run that must be approximate from its
+    /// first search on (`eval`) builds them first.
+    pub fn build_partitions(&self, min_records: usize, timeout: std::time::Duration) -> bool {
+        self.tenants.values().all(|tenant| tenant.build_partitions(min_records, timeout))
+    }
+
     /// Records on all levels of all tenants.
     pub fn record_count(&self) -> usize {
         self.tenants.values().map(|tenant| tenant.record_count()).sum()
@@ -205,6 +210,9 @@ impl LoadedIndex {
             );
             return Ok(data.scored_records(&best));
         };
+        if let Some(best) = data.index.approximate_top_k_among(query, k, min_records, Some(&numbers)) {
+            return Ok(data.scored_records(&best));
+        }
         let mut scored = match Kept::recall(
             &DENSE_SCORES,
             &data.scope,

@@ -9,7 +9,9 @@
 //! written again).
 //!
 //! Layout of a copy directory: `manifest.json` ({format, source, dimension, embedding_model,
-//! indexed_at, tenants}) and one `tenant-<hex of the tenant id>.bin` per tenant.
+//! indexed_at, tenants}), and per tenant `tenant-<hex of the tenant id>.bin` (records, norms,
+//! BM25 indexes) and one `….bin.level<0|1|2>` per level: its scan matrix, raw, which a restart
+//! maps instead of reading (no copy, no page zeroing; the kernel pages it in).
 
 use super::build::PageNumbers;
 use super::engine::{LevelData, LoadedIndex, TenantIndex};
@@ -25,8 +27,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Bumped whenever what a copy holds or how it is encoded changes: an older copy is then ignored.
-const FORMAT: u32 = 1;
-const MAGIC: &[u8; 8] = b"RSCOPY01";
+const FORMAT: u32 = 2;
+const MAGIC: &[u8; 8] = b"RSCOPY02";
 const MANIFEST: &str = "manifest.json";
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -47,6 +49,8 @@ fn tenant_file(directory: &Path, tenant: &str) -> PathBuf {
 /// Writes `index` as the copy of `source` into `directory` (created when missing), replacing the
 /// copy there. A failure leaves either the old copy or none that matches `source`.
 pub fn write(directory: &Path, source: &str, index: &LoadedIndex) -> io::Result<()> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _writing = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     std::fs::create_dir_all(directory)?;
     // The old manifest goes first: from here on no reader takes the files for a whole copy.
     match std::fs::remove_file(directory.join(MANIFEST)) {
@@ -57,7 +61,9 @@ pub fn write(directory: &Path, source: &str, index: &LoadedIndex) -> io::Result<
     tenants.sort();
     for tenant in &tenants {
         let part = &index.tenants[*tenant];
-        write_atomically(&tenant_file(directory, tenant), |out| write_tenant(out, tenant, index.dimension, part))?;
+        write_atomically(&tenant_file(directory, tenant), |out| {
+            write_tenant(out, directory, source, tenant, index.dimension, part)
+        })?;
     }
     let manifest = Manifest {
         format: FORMAT,
@@ -71,7 +77,13 @@ pub fn write(directory: &Path, source: &str, index: &LoadedIndex) -> io::Result<
         serde_json::to_writer(&mut *out, &manifest).map_err(io::Error::other)
     })?;
     // Files of tenants the index no longer has.
-    let kept: Vec<PathBuf> = tenants.iter().map(|tenant| tenant_file(directory, tenant)).collect();
+    let kept: Vec<PathBuf> = tenants
+        .iter()
+        .flat_map(|tenant| {
+            std::iter::once(tenant_file(directory, tenant))
+                .chain((0..3).map(|slot| vectors_file(directory, tenant, slot)))
+        })
+        .collect();
     for entry in std::fs::read_dir(directory)?.flatten() {
         let path = entry.path();
         let name = entry.file_name();
@@ -99,7 +111,7 @@ pub fn read(directory: &Path, source: &str) -> io::Result<Option<LoadedIndex>> {
     for tenant in &manifest.tenants {
         let file = std::fs::File::open(tenant_file(directory, tenant))?;
         let mut input = Reader(BufReader::with_capacity(1 << 20, file));
-        let part = read_tenant(&mut input, tenant, manifest.dimension)?;
+        let part = read_tenant(&mut input, directory, source, tenant, manifest.dimension)?;
         if input.u8().is_ok() {
             return Err(damaged(format!("tenant {tenant}: bytes after the end")));
         }
@@ -111,6 +123,56 @@ pub fn read(directory: &Path, source: &str) -> io::Result<Option<LoadedIndex>> {
         indexed_at: manifest.indexed_at,
         tenants,
     }))
+}
+
+/// The scan matrix of one level of a tenant: a header of `VECTORS_HEADER` bytes (so that the
+/// columns start aligned for `Column`), then the raw columns.
+fn vectors_file(directory: &Path, tenant: &str, slot: usize) -> PathBuf {
+    let mut name = tenant_file(directory, tenant).into_os_string();
+    name.push(format!(".level{slot}"));
+    PathBuf::from(name)
+}
+
+const VECTORS_HEADER: usize = 64;
+
+/// The magic, then a hash of what the file is a copy of (source, tenant, level), zero-padded.
+fn vectors_header(source: &str, tenant: &str, slot: usize) -> [u8; VECTORS_HEADER] {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (source, tenant, slot, FORMAT).hash(&mut hasher);
+    let mut header = [0u8; VECTORS_HEADER];
+    header[..8].copy_from_slice(MAGIC);
+    header[8..16].copy_from_slice(&hasher.finish().to_le_bytes());
+    header
+}
+
+/// The `columns` columns of a level's scan matrix: mapped from its file when the platform allows,
+/// else read.
+fn read_vectors(
+    directory: &Path,
+    source: &str,
+    tenant: &str,
+    slot: usize,
+    columns: usize,
+) -> io::Result<crate::index::tenant_level::Columns> {
+    use crate::index::tenant_level::Columns;
+    let path = vectors_file(directory, tenant, slot);
+    let mut file = std::fs::File::open(&path)?;
+    let mut header = [0u8; VECTORS_HEADER];
+    io::Read::read_exact(&mut file, &mut header)?;
+    let size = file.metadata()?.len();
+    let expected = (columns as u64) * 64 + VECTORS_HEADER as u64;
+    if header != vectors_header(source, tenant, slot) || size != expected {
+        return Err(damaged(format!("{}: not the scan matrix of this copy", path.display())));
+    }
+    // SAFETY: the local copy's files are replaced by renaming new ones over them, never written
+    // in place, so the mapped bytes do not change while mapped.
+    if let Ok(map) = unsafe { memmap2::Mmap::map(&file) } {
+        if let Some(mapped) = Columns::mapped(&Arc::new(map), VECTORS_HEADER, columns) {
+            return Ok(mapped);
+        }
+    }
+    Columns::read(&mut BufReader::with_capacity(1 << 20, file), columns)
 }
 
 fn write_atomically(
@@ -132,7 +194,14 @@ fn write_atomically(
     written
 }
 
-fn write_tenant<W: Write>(out: W, tenant: &str, dimension: usize, part: &TenantIndex) -> io::Result<()> {
+fn write_tenant<W: Write>(
+    out: W,
+    directory: &Path,
+    source: &str,
+    tenant: &str,
+    dimension: usize,
+    part: &TenantIndex,
+) -> io::Result<()> {
     let mut out = Writer(out);
     out.0.write_all(MAGIC)?;
     out.str(tenant)?;
@@ -145,13 +214,22 @@ fn write_tenant<W: Write>(out: W, tenant: &str, dimension: usize, part: &TenantI
             write_record(&mut out, record)?;
         }
     }
-    for level in &part.levels {
-        level.index.write_to(&mut out)?;
+    for (slot, level) in part.levels.iter().enumerate() {
+        write_atomically(&vectors_file(directory, tenant, slot), |vectors| {
+            vectors.write_all(&vectors_header(source, tenant, slot))?;
+            level.index.write_to(&mut out, vectors)
+        })?;
     }
     Ok(())
 }
 
-fn read_tenant<R: io::Read>(input: &mut Reader<R>, tenant: &str, dimension: usize) -> io::Result<TenantIndex> {
+fn read_tenant<R: io::Read>(
+    input: &mut Reader<R>,
+    directory: &Path,
+    source: &str,
+    tenant: &str,
+    dimension: usize,
+) -> io::Result<TenantIndex> {
     let mut magic = [0u8; 8];
     input.0.read_exact(&mut magic)?;
     if &magic != MAGIC || input.string()? != tenant || input.len()? != dimension {
@@ -179,7 +257,9 @@ fn read_tenant<R: io::Read>(input: &mut Reader<R>, tenant: &str, dimension: usiz
     doc_ids.dedup();
     let pages = PageNumbers { doc_ids, scope: Arc::new(()) };
     let mut built = Vec::with_capacity(3);
-    for records in levels {
+    for (slot, records) in levels.into_iter().enumerate() {
+        let columns =
+            read_vectors(directory, source, tenant, slot, TenantLevel::column_count(records.len(), dimension))?;
         let features: Vec<RecordFeatures> = records
             .iter()
             .map(|record| {
@@ -189,8 +269,13 @@ fn read_tenant<R: io::Read>(input: &mut Reader<R>, tenant: &str, dimension: usiz
             })
             .collect();
         let page_of: Option<Vec<u32>> = features.iter().map(|f| f.page.as_ref().map(|page| page.number)).collect();
-        let index =
-            TenantLevel::read_from(input, &records, dimension, page_of.as_deref().map(|of| (&pages.scope, of)))?;
+        let index = TenantLevel::read_from(
+            input,
+            &records,
+            dimension,
+            page_of.as_deref().map(|of| (&pages.scope, of)),
+            columns,
+        )?;
         built.push(LevelData { store: Arc::new(LevelStore::new(records, features)), index, scope: Arc::new(()) });
     }
     let mut built = built.into_iter();

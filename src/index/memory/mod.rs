@@ -296,10 +296,18 @@ mod tests {
         let fewer = whole.with_tenants(vec![("t2".to_string(), None)]);
         local_copy::write(&copy_dir, "v3", &fewer).unwrap();
         let files = directory_listing(&copy_dir);
-        assert_eq!(files.len(), 2, "{files:?}");
+        // The manifest, the tenant's file and its three scan matrices.
+        assert_eq!(files.len(), 5, "{files:?}");
         assert_eq!(local_copy::read(&copy_dir, "v3").unwrap().unwrap().level_counts(), fewer.level_counts());
         // A tenant file cut short is an error, never a panic or a partial index.
-        let tenant_file = copy_dir.join(files.iter().find(|name| name.starts_with("tenant-")).unwrap());
+        // A scan matrix of the wrong size is an error too.
+        let matrix = copy_dir.join(files.iter().find(|name| name.ends_with(".level1")).unwrap());
+        let matrix_bytes = std::fs::read(&matrix).unwrap();
+        std::fs::write(&matrix, &matrix_bytes[..matrix_bytes.len() - 64]).unwrap();
+        assert!(local_copy::read(&copy_dir, "v3").is_err());
+        std::fs::write(&matrix, &matrix_bytes).unwrap();
+        assert!(local_copy::read(&copy_dir, "v3").unwrap().is_some());
+        let tenant_file = copy_dir.join(files.iter().find(|name| name.ends_with(".bin")).unwrap());
         let bytes = std::fs::read(&tenant_file).unwrap();
         for cut in [bytes.len() - 1, bytes.len() / 2, 9] {
             std::fs::write(&tenant_file, &bytes[..cut]).unwrap();
@@ -320,6 +328,11 @@ mod tests {
         let scope = crate::scope::TenantScope::All;
         let first = InMemoryIndex::from_file_with(&path, scope.clone(), true);
         let copy_dir = directory.path().join("index.json.copy");
+        // The copy is written in the background once the file is loaded.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !copy_dir.join("manifest.json").exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         assert!(copy_dir.join("manifest.json").exists());
         let restarted = InMemoryIndex::from_file_with(&path, scope.clone(), true);
         let (a, b) = (first.replica().snapshot().unwrap(), restarted.replica().snapshot().unwrap());
@@ -338,8 +351,8 @@ mod tests {
     }
 
     /// Tenant-wide rankings of a level at the size threshold go through its partition once it is
-    /// built (exact until then); on levels this small every list is probed, so they agree with
-    /// the exact ranking exactly, and filtered rankings never use it.
+    /// built (exact until then), filtered ones too; on levels this small every list is probed, so
+    /// they agree with the exact ranking exactly.
     #[test]
     fn tenant_wide_rankings_use_the_partition_once_it_is_built() {
         let index = LoadedIndex::build(fixtures::snapshot()).unwrap();
@@ -351,9 +364,8 @@ mod tests {
                 let first = ids_and_scores(&index.knn_approximate(level, &filter, &query, 10, 1).unwrap());
                 assert_eq!(first, exact, "{level:?}");
                 if let Some(data) = index.level_of(level, &filter.tenant_id) {
-                    if every_record(&filter) {
-                        assert!(data.index.wait_for_partition(std::time::Duration::from_secs(30)));
-                    }
+                    data.index.approximate_top_k(&query, 1, 1);
+                    assert!(data.index.wait_for_partition(std::time::Duration::from_secs(30)));
                 }
                 let after = ids_and_scores(&index.knn_approximate(level, &filter, &query, 10, 1).unwrap());
                 assert_eq!(after, exact, "{level:?}");
