@@ -15,6 +15,7 @@ mod record_ref;
 pub mod replica;
 pub use crate::scope;
 mod tenant_level;
+mod vectors;
 
 use crate::model::{Level, Record};
 use async_trait::async_trait;

@@ -10,7 +10,7 @@
 //! The partition is built off the request path, on a background thread, the first time a
 //! tenant-wide ranking of a big enough level asks for it; rankings stay exact until it is ready.
 
-use super::tenant_level::{top_k, VectorBlocks, LANES};
+use super::vectors::{top_k, VectorBlocks, LANES};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -202,7 +202,7 @@ fn blocks_of(rows: &[Vec<f32>], dimension: usize) -> VectorBlocks {
 fn all_dots(blocks: &VectorBlocks, len: usize, query: &[f32]) -> Vec<f32> {
     let numbers: Vec<usize> = (0..len.div_ceil(LANES)).collect();
     let mut dots = Vec::with_capacity(numbers.len() * LANES);
-    for group in numbers.chunks(super::tenant_level::GROUP) {
+    for group in numbers.chunks(super::vectors::GROUP) {
         for block in blocks.dots(group, query).iter().take(group.len()) {
             dots.extend_from_slice(block);
         }

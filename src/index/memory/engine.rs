@@ -2,7 +2,8 @@
 //! filtered, with the thread's memo of the last scores (`memo`).
 
 use super::memo::*;
-use crate::index::tenant_level::{top_k, Residual, TenantLevel, Verdicts};
+use crate::index::tenant_level::{Residual, TenantLevel, Verdicts};
+use crate::index::vectors::top_k;
 use crate::index::{
     IndexError, IndexErrorKind, IndexStats, LevelStore, RecordFilter, RecordRef, Result, ScoredRecord, TenantStats,
 };

@@ -154,8 +154,8 @@ fn read_vectors(
     tenant: &str,
     slot: usize,
     columns: usize,
-) -> io::Result<crate::index::tenant_level::Columns> {
-    use crate::index::tenant_level::Columns;
+) -> io::Result<crate::index::vectors::Columns> {
+    use crate::index::vectors::Columns;
     let path = vectors_file(directory, tenant, slot);
     let mut file = std::fs::File::open(&path)?;
     let mut header = [0u8; VECTORS_HEADER];

@@ -1,7 +1,7 @@
 //! What a search thread keeps between the steps of one search (scores, resolved id lists), per
 //! level build.
 
-use crate::index::tenant_level::top_k_of;
+use crate::index::vectors::top_k_of;
 use std::sync::Arc;
 
 /// What a thread keeps of one build of a tenant level (`scope`) for one key, so that the next

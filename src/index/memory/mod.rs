@@ -318,6 +318,11 @@ mod tests {
         assert!(local_copy::read(&copy_dir, "v3").unwrap().is_none());
     }
 
+    fn manifest_source(manifest: &str) -> &str {
+        let start = manifest.find("\"source\":\"").expect("a source") + "\"source\":\"".len();
+        &manifest[start..start + manifest[start..].find('"').expect("a closing quote")]
+    }
+
     /// A service restarted over an unchanged snapshot file starts from the copy and answers the
     /// same; once the file changes, the new file is read (not the stale copy) and copied again.
     #[test]
@@ -337,6 +342,20 @@ mod tests {
         let restarted = InMemoryIndex::from_file_with(&path, scope.clone(), true);
         let (a, b) = (first.replica().snapshot().unwrap(), restarted.replica().snapshot().unwrap());
         assert_eq!(a.level_counts(), b.level_counts());
+
+        // A damaged copy is not served: the file is read instead (and the copy written again).
+        let manifest = std::fs::read_to_string(copy_dir.join("manifest.json")).unwrap();
+        for name in directory_listing(&copy_dir).iter().filter(|name| name.ends_with(".bin")) {
+            std::fs::write(copy_dir.join(name), b"RSCOPY02 but nothing else").unwrap();
+        }
+        let after_damage = InMemoryIndex::from_file_with(&path, scope.clone(), true);
+        assert_eq!(after_damage.replica().snapshot().unwrap().level_counts(), a.level_counts());
+        assert!(after_damage.replica().last_error().is_none());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while local_copy::read(&copy_dir, manifest_source(&manifest)).ok().flatten().is_none() {
+            assert!(std::time::Instant::now() < deadline, "the copy was not written again");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
 
         let mut smaller = fixtures::snapshot();
         smaller.docs.retain(|doc| doc.meta.tenant_id != "t2");

@@ -1,0 +1,279 @@
+//! A tenant level's embeddings as blocks for the exact scan, and the selection of the best
+//! scores: what the level's exact rankings (`tenant_level`) and its partition (`partition`)
+//! both read.
+
+use super::keep_first_sorted_by;
+use std::sync::Arc;
+
+/// Rows per block of `VectorBlocks`: four SSE registers of partial sums.
+pub(super) const LANES: usize = 16;
+
+/// A tenant level's embeddings as one contiguous matrix, in blocks of `LANES` rows stored
+/// dimension-major (`[dimension][LANES]`, the last block padded with zero rows). One pass over a
+/// block yields `LANES` dot products; each is summed in dimension order, exactly like a sequential
+/// loop over one row, so scores are bit-identical to the row-by-row cosine while the lanes run
+/// side by side in SIMD registers.
+#[derive(Debug)]
+pub(super) struct VectorBlocks {
+    dimension: usize,
+    /// `dimension` columns per block.
+    data: Columns,
+}
+
+impl Default for VectorBlocks {
+    fn default() -> Self {
+        Self { dimension: 0, data: Columns::Owned(Vec::new()) }
+    }
+}
+
+/// The columns of a scan matrix: built in memory, or mapped from the local copy's file.
+#[derive(Debug)]
+pub enum Columns {
+    Owned(Vec<Column>),
+    /// `len` columns from byte `start` (a multiple of 64) of a mapped file that nothing writes
+    /// to (the local copy replaces a file by renaming a new one over it, never in place).
+    Mapped {
+        map: Arc<memmap2::Mmap>,
+        start: usize,
+        len: usize,
+    },
+}
+
+impl Columns {
+    /// `len` columns at byte `start` of `map`, when they lie inside it, aligned, and the machine
+    /// stores floats little-endian as the file does; `None` otherwise (then read them).
+    pub fn mapped(map: &Arc<memmap2::Mmap>, start: usize, len: usize) -> Option<Self> {
+        let end = len.checked_mul(std::mem::size_of::<Column>())?.checked_add(start)?;
+        let aligned = (map.as_ptr() as usize + start).is_multiple_of(std::mem::align_of::<Column>());
+        (cfg!(target_endian = "little") && aligned && end <= map.len()).then(|| Columns::Mapped {
+            map: Arc::clone(map),
+            start,
+            len,
+        })
+    }
+
+    /// `len` columns read from `input` (raw little-endian floats).
+    pub fn read(input: &mut impl std::io::Read, len: usize) -> std::io::Result<Self> {
+        let mut data = Vec::with_capacity(len);
+        let mut bytes = [0u8; std::mem::size_of::<Column>()];
+        for _ in 0..len {
+            input.read_exact(&mut bytes)?;
+            let mut column = Column::default();
+            for (value, word) in column.0.iter_mut().zip(bytes.chunks_exact(4)) {
+                *value = f32::from_le_bytes([word[0], word[1], word[2], word[3]]);
+            }
+            data.push(column);
+        }
+        Ok(Columns::Owned(data))
+    }
+}
+
+impl std::ops::Deref for Columns {
+    type Target = [Column];
+
+    fn deref(&self) -> &[Column] {
+        match self {
+            Columns::Owned(columns) => columns,
+            // SAFETY: `mapped` checked that the `len` columns from `start` lie inside the map and
+            // are aligned for `Column`, which is plain floats (any bit pattern is a valid `f32`);
+            // the map lives as long as `self`, and the file is never written in place.
+            Columns::Mapped { map, start, len } => unsafe {
+                std::slice::from_raw_parts(map.as_ptr().add(*start).cast::<Column>(), *len)
+            },
+        }
+    }
+}
+
+/// One dimension of a block's `LANES` rows: one cache line, aligned as one, so a vector load
+/// never straddles two lines (the scan's speed no longer depends on where the allocator put it).
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(C, align(64))]
+pub struct Column([f32; LANES]);
+
+impl VectorBlocks {
+    pub(super) fn build(rows: &[&[f32]], dimension: usize) -> Self {
+        let blocks = rows.len().div_ceil(LANES);
+        let mut data = vec![Column::default(); blocks * dimension];
+        for (number, row) in rows.iter().enumerate() {
+            let block = &mut data[(number / LANES) * dimension..][..dimension];
+            for (column, &value) in block.iter_mut().zip(row.iter()) {
+                column.0[number % LANES] = value;
+            }
+        }
+        Self { dimension, data: Columns::Owned(data) }
+    }
+
+    /// A matrix of `data` (`dimension` columns per block of `LANES` rows).
+    pub(super) fn from_columns(dimension: usize, data: Columns) -> Self {
+        Self { dimension, data }
+    }
+
+    pub(super) fn dimension(&self) -> usize {
+        self.dimension
+    }
+
+    /// The columns as raw little-endian floats (`Columns::read` and `Columns::mapped` read them).
+    pub(super) fn write_columns<W: std::io::Write>(&self, out: &mut super::codec::Writer<W>) -> std::io::Result<()> {
+        for column in self.data.iter() {
+            out.words(column.0.map(f32::to_le_bytes))?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn row(&self, number: usize) -> Vec<f32> {
+        let block = &self.data[(number / LANES) * self.dimension..][..self.dimension];
+        block.iter().map(|column| column.0[number % LANES]).collect()
+    }
+
+    /// The dot products of `query` with the rows of each of `blocks` (at most `GROUP` of them;
+    /// `query.len() == dimension`).
+    pub(super) fn dots(&self, blocks: &[usize], query: &[f32]) -> [[f32; LANES]; GROUP] {
+        let size = self.dimension;
+        // Missing blocks of a short group repeat the first one: their sums are ignored.
+        let columns: [&[Column]; GROUP] =
+            std::array::from_fn(|slot| &self.data[blocks.get(slot).unwrap_or(&blocks[0]) * size..][..size]);
+        block_dots(columns, query)
+    }
+}
+
+/// Blocks whose dot products are computed side by side: each block's lanes add up in one
+/// dependency chain (dimension after dimension), so several blocks at once keep the vector unit
+/// busy while each chain waits on its previous addition.
+pub(super) const GROUP: usize = 4;
+
+/// The `LANES` dot products of each of `GROUP` blocks, with the widest vector unit the CPU has.
+/// Every variant runs the same multiplications and additions in the same order (separately
+/// rounded: no fused multiply-add), so all give bit-identical sums; the wide ones only hold more
+/// lanes per register.
+fn block_dots(columns: [&[Column]; GROUP], query: &[f32]) -> [[f32; LANES]; GROUP] {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F (checked just above).
+            return unsafe { block_dots_avx512(columns, query) };
+        }
+        if std::arch::is_x86_feature_detected!("avx") {
+            // SAFETY: the CPU has AVX (checked just above).
+            return unsafe { block_dots_avx(columns, query) };
+        }
+    }
+    block_dots_portable(columns, query)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn block_dots_avx512(columns: [&[Column]; GROUP], query: &[f32]) -> [[f32; LANES]; GROUP] {
+    block_dots_portable(columns, query)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn block_dots_avx(columns: [&[Column]; GROUP], query: &[f32]) -> [[f32; LANES]; GROUP] {
+    block_dots_portable(columns, query)
+}
+
+#[inline(always)]
+fn block_dots_portable(columns: [&[Column]; GROUP], query: &[f32]) -> [[f32; LANES]; GROUP] {
+    // -0.0 is the start of `Iterator::sum` for floats: the sign of an all-zero sum matches too.
+    let mut sums = [[-0.0f32; LANES]; GROUP];
+    let [a, b, c, d] = columns.map(|block| block.iter());
+    for ((((&q, a), b), c), d) in query.iter().zip(a).zip(b).zip(c).zip(d) {
+        for (sums, column) in sums.iter_mut().zip([a, b, c, d]) {
+            for (sum, &value) in sums.iter_mut().zip(&column.0) {
+                *sum += q * value;
+            }
+        }
+    }
+    sums
+}
+
+/// Keeps the best `k` of (score, number) pairs, by descending score (`f32::total_cmp`) then
+/// ascending number (= ascending id): a partial selection, then a sort of the `k` kept. Both run
+/// on one `u64` per pair whose integer order is that order (`rank_key`): a comparison is one
+/// instruction and a pair half the bytes.
+pub(super) fn top_k(scored: &mut Vec<(f32, usize)>, k: usize) {
+    let keys: Option<Vec<u64>> = scored.iter().map(|&(score, number)| rank_key(score, number)).collect();
+    let Some(mut keys) = keys else {
+        // A number beyond `u32` (never, for a tenant's level): compare the pairs themselves.
+        keep_first_sorted_by(scored, k, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        return;
+    };
+    keep_first_sorted_by(&mut keys, k, u64::cmp);
+    scored.clear();
+    scored.extend(keys.into_iter().map(from_rank_key));
+}
+
+/// `top_k` of the records whose score (`scores[number]`) `keep` accepts, without making the pairs
+/// first.
+pub(super) fn top_k_of(scores: &[f32], k: usize, keep: impl Fn(f32) -> bool) -> Vec<(f32, usize)> {
+    let kept = || scores.iter().copied().zip(0..).filter(|&(score, _)| keep(score));
+    let mut keys = Vec::with_capacity(scores.len());
+    for (score, number) in kept() {
+        let Some(key) = rank_key(score, number) else {
+            let mut scored: Vec<(f32, usize)> = kept().collect();
+            top_k(&mut scored, k);
+            return scored;
+        };
+        keys.push(key);
+    }
+    keep_first_sorted_by(&mut keys, k, u64::cmp);
+    keys.into_iter().map(from_rank_key).collect()
+}
+
+/// A (score, number) pair as a `u64` whose ascending order is descending `score.total_cmp`, then
+/// ascending number; `None` when the number does not fit in 32 bits.
+fn rank_key(score: f32, number: usize) -> Option<u64> {
+    let number = u32::try_from(number).ok()?;
+    // `total_cmp` order as unsigned order: negative floats reversed, positive ones above them.
+    let bits = score.to_bits();
+    let ascending = if bits & 0x8000_0000 != 0 { !bits } else { bits | 0x8000_0000 };
+    Some((u64::from(!ascending) << 32) | u64::from(number))
+}
+
+/// The pair `rank_key` made its key from (the score's bits exactly).
+fn from_rank_key(key: u64) -> (f32, usize) {
+    let ascending = !((key >> 32) as u32);
+    let bits = if ascending & 0x8000_0000 != 0 { ascending & 0x7FFF_FFFF } else { !ascending };
+    (f32::from_bits(bits), (key & 0xFFFF_FFFF) as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn top_k_keeps_the_pairs_the_comparison_keeps_in_its_order() {
+        let order = |a: &(f32, usize), b: &(f32, usize)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+        let specials = [0.0, -0.0, 1.0, -1.0, 0.5, f32::MIN_POSITIVE, -f32::MIN_POSITIVE, f32::MAX, f32::MIN];
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for round in 0..200 {
+            let len = (next() % 300) as usize;
+            let pairs: Vec<(f32, usize)> = (0..len)
+                .map(|number| {
+                    let score = match next() % 4 {
+                        0 => specials[(next() % specials.len() as u64) as usize],
+                        // Few distinct values, so that ties are common.
+                        1 => (next() % 5) as f32 / 4.0,
+                        _ => f32::from_bits(next() as u32),
+                    };
+                    (score, number * 3 + round % 3)
+                })
+                .collect();
+            for k in [0, 1, 7, 100, 400] {
+                let mut expected = pairs.clone();
+                expected.sort_unstable_by(order);
+                expected.truncate(k);
+                let mut got = pairs.clone();
+                top_k(&mut got, k);
+                let bits = |list: &[(f32, usize)]| list.iter().map(|(s, n)| (s.to_bits(), *n)).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&expected), "round {round}, k {k}");
+            }
+        }
+    }
+}
