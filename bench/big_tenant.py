@@ -3,7 +3,8 @@
 5 chunks; 40,000 docs = 1.24M records), each served by the release binary in mock mode over a
 snapshot file, reporting:
 
-  - start-up: seconds from launch to the first search answered, steady and peak RSS;
+  - start-up: seconds from launch to the first search answered (from the JSON, or from the local
+    copy a previous start left in <snapshot>.copy/: `start_from`), steady and peak RSS;
   - p50/p99 of one search at a time (`query_embedding` given, so the embedder is not measured);
   - searches/s at concurrency 16 (wrk);
   - recall@10: the hits of each search against those of the same search with exact scans only
@@ -160,6 +161,9 @@ def measure(docs: int, args: argparse.Namespace) -> dict:
         handle.write("\n".join(requests) + "\n")
         bodies_file = Path(handle.name)
     row: dict = {"docs": docs, "records": docs * 31, "snapshot_gb": round(snapshot.stat().st_size / 1e9, 2)}
+    # A start reads the local copy when one of this file is there (RETR_INDEX_LOCAL_COPY).
+    copied = Path(f"{snapshot}.copy/manifest.json").exists() and os.environ.get("RETR_INDEX_LOCAL_COPY") != "false"
+    row["start_from"] = "local copy" if copied else "json"
     service = Service(snapshot, requests[0], {})
     try:
         row["startup_s"] = round(service.startup_seconds, 1)
