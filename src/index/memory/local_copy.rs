@@ -9,9 +9,10 @@
 //! written again).
 //!
 //! Layout of a copy directory: `manifest.json` ({format, source, dimension, embedding_model,
-//! indexed_at, tenants}), and per tenant `tenant-<hex of the tenant id>.bin` (records, norms,
-//! BM25 indexes) and one `….bin.level<0|1|2>` per level: its scan matrix, raw, which a restart
-//! maps instead of reading (no copy, no page zeroing; the kernel pages it in).
+//! indexed_at, tenants}), and per tenant `tenant-<hex of the tenant id>.bin` (record counts,
+//! norms, BM25 indexes), its records in parts of `PART_RECORDS` (`….bin.records<level>-<part>`,
+//! decoded on all cores at once) and one `….bin.level<0|1|2>` per level: its scan matrix, raw,
+//! which a restart maps instead of reading (no copy, no page zeroing; the kernel pages it in).
 
 use super::build::PageNumbers;
 use super::engine::{LevelData, LoadedIndex, TenantIndex};
@@ -27,8 +28,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Bumped whenever what a copy holds or how it is encoded changes: an older copy is then ignored.
-const FORMAT: u32 = 2;
-const MAGIC: &[u8; 8] = b"RSCOPY02";
+const FORMAT: u32 = 3;
+const MAGIC: &[u8; 8] = b"RSCOPY03";
 const MANIFEST: &str = "manifest.json";
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -59,11 +60,14 @@ pub fn write(directory: &Path, source: &str, index: &LoadedIndex) -> io::Result<
     }
     let mut tenants: Vec<&String> = index.tenants.keys().collect();
     tenants.sort();
+    let mut kept = Vec::new();
     for tenant in &tenants {
         let part = &index.tenants[*tenant];
         write_atomically(&tenant_file(directory, tenant), |out| {
-            write_tenant(out, directory, source, tenant, index.dimension, part)
+            kept.extend(write_tenant(out, directory, source, tenant, index.dimension, part)?);
+            Ok(())
         })?;
+        kept.push(tenant_file(directory, tenant));
     }
     let manifest = Manifest {
         format: FORMAT,
@@ -76,14 +80,7 @@ pub fn write(directory: &Path, source: &str, index: &LoadedIndex) -> io::Result<
     write_atomically(&directory.join(MANIFEST), |out| {
         serde_json::to_writer(&mut *out, &manifest).map_err(io::Error::other)
     })?;
-    // Files of tenants the index no longer has.
-    let kept: Vec<PathBuf> = tenants
-        .iter()
-        .flat_map(|tenant| {
-            std::iter::once(tenant_file(directory, tenant))
-                .chain((0..3).map(|slot| vectors_file(directory, tenant, slot)))
-        })
-        .collect();
+    // Files of tenants the index no longer has, and parts a tenant no longer needs.
     for entry in std::fs::read_dir(directory)?.flatten() {
         let path = entry.path();
         let name = entry.file_name();
@@ -125,7 +122,7 @@ pub fn read(directory: &Path, source: &str) -> io::Result<Option<LoadedIndex>> {
     }))
 }
 
-/// The scan matrix of one level of a tenant: a header of `VECTORS_HEADER` bytes (so that the
+/// The scan matrix of one level of a tenant: a header of `FILE_HEADER` bytes (so that the
 /// columns start aligned for `Column`), then the raw columns.
 fn vectors_file(directory: &Path, tenant: &str, slot: usize) -> PathBuf {
     let mut name = tenant_file(directory, tenant).into_os_string();
@@ -133,14 +130,14 @@ fn vectors_file(directory: &Path, tenant: &str, slot: usize) -> PathBuf {
     PathBuf::from(name)
 }
 
-const VECTORS_HEADER: usize = 64;
+const FILE_HEADER: usize = 64;
 
-/// The magic, then a hash of what the file is a copy of (source, tenant, level), zero-padded.
-fn vectors_header(source: &str, tenant: &str, slot: usize) -> [u8; VECTORS_HEADER] {
+/// The magic, then a hash of what the file is a copy of (source, tenant, which file), zero-padded.
+fn file_header(source: &str, tenant: &str, slot: usize) -> [u8; FILE_HEADER] {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     (source, tenant, slot, FORMAT).hash(&mut hasher);
-    let mut header = [0u8; VECTORS_HEADER];
+    let mut header = [0u8; FILE_HEADER];
     header[..8].copy_from_slice(MAGIC);
     header[8..16].copy_from_slice(&hasher.finish().to_le_bytes());
     header
@@ -158,17 +155,17 @@ fn read_vectors(
     use crate::index::vectors::Columns;
     let path = vectors_file(directory, tenant, slot);
     let mut file = std::fs::File::open(&path)?;
-    let mut header = [0u8; VECTORS_HEADER];
+    let mut header = [0u8; FILE_HEADER];
     io::Read::read_exact(&mut file, &mut header)?;
     let size = file.metadata()?.len();
-    let expected = (columns as u64) * 64 + VECTORS_HEADER as u64;
-    if header != vectors_header(source, tenant, slot) || size != expected {
+    let expected = (columns as u64) * 64 + FILE_HEADER as u64;
+    if header != file_header(source, tenant, slot) || size != expected {
         return Err(damaged(format!("{}: not the scan matrix of this copy", path.display())));
     }
     // SAFETY: the local copy's files are replaced by renaming new ones over them, never written
     // in place, so the mapped bytes do not change while mapped.
     if let Ok(map) = unsafe { memmap2::Mmap::map(&file) } {
-        if let Some(mapped) = Columns::mapped(&Arc::new(map), VECTORS_HEADER, columns) {
+        if let Some(mapped) = Columns::mapped(&Arc::new(map), FILE_HEADER, columns) {
             return Ok(mapped);
         }
     }
@@ -194,6 +191,8 @@ fn write_atomically(
     written
 }
 
+/// Writes a tenant's file to `out` and its record parts and scan matrices beside it; returns
+/// the paths of those written beside it.
 fn write_tenant<W: Write>(
     out: W,
     directory: &Path,
@@ -201,26 +200,108 @@ fn write_tenant<W: Write>(
     tenant: &str,
     dimension: usize,
     part: &TenantIndex,
-) -> io::Result<()> {
+) -> io::Result<Vec<PathBuf>> {
+    let mut written = Vec::new();
     let mut out = Writer(out);
     out.0.write_all(MAGIC)?;
     out.str(tenant)?;
     out.len(dimension)?;
-    // Records first (all levels), then the levels' indexes: a reader numbers the tenant's pages
-    // from the records of all three levels before it builds any level.
-    for level in &part.levels {
-        out.len(level.store.records.len())?;
-        for record in &level.store.records {
-            write_record(&mut out, record)?;
+    // Records first (all levels, in parts of `PART_RECORDS` that a restart decodes side by
+    // side), then the levels' indexes: a reader numbers the tenant's pages from the records of
+    // all three levels before it builds any level.
+    for (slot, level) in part.levels.iter().enumerate() {
+        let records = &level.store.records;
+        out.len(records.len())?;
+        for (number, part) in records.chunks(PART_RECORDS).enumerate() {
+            let path = records_file(directory, tenant, slot, number);
+            write_atomically(&path, |file| {
+                let mut file = Writer(file);
+                file.0.write_all(&file_header(source, tenant, slot * 1_000_000 + number))?;
+                part.iter().try_for_each(|record| write_record(&mut file, record))
+            })?;
+            written.push(path);
         }
     }
     for (slot, level) in part.levels.iter().enumerate() {
-        write_atomically(&vectors_file(directory, tenant, slot), |vectors| {
-            vectors.write_all(&vectors_header(source, tenant, slot))?;
+        let path = vectors_file(directory, tenant, slot);
+        write_atomically(&path, |vectors| {
+            vectors.write_all(&file_header(source, tenant, slot))?;
             level.index.write_to(&mut out, vectors)
         })?;
+        written.push(path);
     }
-    Ok(())
+    Ok(written)
+}
+
+/// Records per part file: a level's parts are decoded on all cores at once.
+const PART_RECORDS: usize = 100_000;
+
+fn records_file(directory: &Path, tenant: &str, slot: usize, part: usize) -> PathBuf {
+    let mut name = tenant_file(directory, tenant).into_os_string();
+    name.push(format!(".records{slot}-{part}"));
+    PathBuf::from(name)
+}
+
+/// The records of every level of `tenant`, `counts[slot]` of them per level, decoded from their
+/// part files on the machine's cores.
+fn read_records(directory: &Path, source: &str, tenant: &str, counts: &[usize]) -> io::Result<Vec<Vec<Arc<Record>>>> {
+    let jobs: Vec<(usize, usize, usize)> = counts
+        .iter()
+        .enumerate()
+        .flat_map(|(slot, &count)| {
+            (0..count.div_ceil(PART_RECORDS))
+                .map(move |part| (slot, part, PART_RECORDS.min(count - part * PART_RECORDS)))
+        })
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::sync::Mutex<Option<io::Result<Vec<Arc<Record>>>>>> =
+        jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8).min(jobs.len().max(1));
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                let job = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&(slot, part, count)) = jobs.get(job) else { break };
+                let decoded = read_part(directory, source, tenant, slot, part, count);
+                *results[job].lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(decoded);
+            });
+        }
+    });
+    let mut levels: Vec<Vec<Arc<Record>>> = counts.iter().map(|&count| Vec::with_capacity(count)).collect();
+    for ((slot, ..), result) in jobs.iter().zip(results) {
+        let decoded = result.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
+        levels[*slot].extend(decoded.unwrap_or_else(|| Err(damaged("a part was not read")))?);
+    }
+    Ok(levels)
+}
+
+fn read_part(
+    directory: &Path,
+    source: &str,
+    tenant: &str,
+    slot: usize,
+    part: usize,
+    count: usize,
+) -> io::Result<Vec<Arc<Record>>> {
+    let file = std::fs::File::open(records_file(directory, tenant, slot, part))?;
+    let mut input = Reader(BufReader::with_capacity(1 << 20, file));
+    let mut header = [0u8; FILE_HEADER];
+    io::Read::read_exact(&mut input.0, &mut header)?;
+    if header != file_header(source, tenant, slot * 1_000_000 + part) {
+        return Err(damaged(format!("tenant {tenant}: a records part of another copy")));
+    }
+    let mut records = Vec::with_capacity(count);
+    for _ in 0..count {
+        let record = read_record(&mut input)?;
+        if record.meta.tenant_id != tenant {
+            return Err(damaged(format!("tenant {tenant}: a record of another tenant")));
+        }
+        records.push(Arc::new(record));
+    }
+    if input.u8().is_ok() {
+        return Err(damaged(format!("tenant {tenant}: bytes after a records part")));
+    }
+    Ok(records)
 }
 
 fn read_tenant<R: io::Read>(
@@ -235,23 +316,14 @@ fn read_tenant<R: io::Read>(
     if &magic != MAGIC || input.string()? != tenant || input.len()? != dimension {
         return Err(damaged(format!("tenant {tenant}: not a copy of this tenant in this format")));
     }
-    let mut levels = Vec::with_capacity(3);
+    let counts = [input.len()?, input.len()?, input.len()?];
+    let levels = read_records(directory, source, tenant, &counts)?;
     let mut doc_ids: Vec<String> = Vec::new();
-    for _ in 0..3 {
-        let count = input.len()?;
-        let mut records = Vec::with_capacity(count.min(1 << 24));
-        for _ in 0..count {
-            let record = read_record(input)?;
-            if record.meta.tenant_id != tenant {
-                return Err(damaged(format!("tenant {tenant}: a record of another tenant")));
-            }
-            records.push(Arc::new(record));
-        }
+    for records in &levels {
         if records.windows(2).any(|pair| pair[0].id >= pair[1].id) {
             return Err(damaged(format!("tenant {tenant}: records out of id order")));
         }
         doc_ids.extend(records.iter().map(|record| record.meta.doc_id.clone()));
-        levels.push(records);
     }
     doc_ids.sort_unstable();
     doc_ids.dedup();

@@ -296,10 +296,18 @@ mod tests {
         let fewer = whole.with_tenants(vec![("t2".to_string(), None)]);
         local_copy::write(&copy_dir, "v3", &fewer).unwrap();
         let files = directory_listing(&copy_dir);
-        // The manifest, the tenant's file and its three scan matrices.
-        assert_eq!(files.len(), 5, "{files:?}");
+        // The manifest, the tenant's file, its three parts of records and three scan matrices.
+        assert_eq!(files.len(), 8, "{files:?}");
         assert_eq!(local_copy::read(&copy_dir, "v3").unwrap().unwrap().level_counts(), fewer.level_counts());
         // A tenant file cut short is an error, never a panic or a partial index.
+        // A part of records of another copy is an error.
+        let part = copy_dir.join(files.iter().find(|name| name.ends_with(".records2-0")).unwrap());
+        let part_bytes = std::fs::read(&part).unwrap();
+        let mut foreign = part_bytes.clone();
+        foreign[9] ^= 1;
+        std::fs::write(&part, &foreign).unwrap();
+        assert!(local_copy::read(&copy_dir, "v3").is_err());
+        std::fs::write(&part, &part_bytes).unwrap();
         // A scan matrix of the wrong size is an error too.
         let matrix = copy_dir.join(files.iter().find(|name| name.ends_with(".level1")).unwrap());
         let matrix_bytes = std::fs::read(&matrix).unwrap();
