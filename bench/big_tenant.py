@@ -100,7 +100,8 @@ class Service:
     def __init__(self, snapshot: Path, first_body: str, extra_env: dict[str, str]):
         self.port = free_port()
         env = {k: v for k, v in os.environ.items()}
-        env.update({"RETR_MOCK_MODE": "true", "RETR_INDEX_PATH": str(snapshot), "RUST_LOG": "warn"})
+        env.update({"RETR_MOCK_MODE": "true", "RETR_INDEX_PATH": str(snapshot),
+                    "RUST_LOG": "warn,retrieval_service::index::file_index=info"})
         env.update(extra_env)
         self.log = tempfile.TemporaryFile()
         started = time.perf_counter()
@@ -120,6 +121,12 @@ class Service:
             except (OSError, http.client.HTTPException, SystemExit):
                 time.sleep(0.05)
         self.startup_seconds = time.perf_counter() - started
+
+    def started_from(self) -> str:
+        """What the load read, from the service's log line: the local copy or the JSON."""
+        self.log.seek(0)
+        text = self.log.read().decode("utf-8", "replace")
+        return "local copy" if re.search(r'from_copy"?[=:] ?true', text) else "json"
 
     def _sample(self) -> None:
         while self.sampling and self.process.poll() is None:
@@ -161,10 +168,8 @@ def measure(docs: int, args: argparse.Namespace) -> dict:
         handle.write("\n".join(requests) + "\n")
         bodies_file = Path(handle.name)
     row: dict = {"docs": docs, "records": docs * 31, "snapshot_gb": round(snapshot.stat().st_size / 1e9, 2)}
-    # A start reads the local copy when one of this file is there (RETR_INDEX_LOCAL_COPY).
-    copied = Path(f"{snapshot}.copy/manifest.json").exists() and os.environ.get("RETR_INDEX_LOCAL_COPY") != "false"
-    row["start_from"] = "local copy" if copied else "json"
     service = Service(snapshot, requests[0], {})
+    row["start_from"] = service.started_from()
     try:
         row["startup_s"] = round(service.startup_seconds, 1)
         # Warm-up (and any background index build) before the timed runs.
