@@ -254,8 +254,9 @@ fn read_records(directory: &Path, source: &str, tenant: &str, counts: &[usize]) 
         })
         .collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: Vec<std::sync::Mutex<Option<io::Result<Vec<Arc<Record>>>>>> =
-        jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    /// What a worker decoded for one part (`None` until it has).
+    type Decoded = std::sync::Mutex<Option<io::Result<Vec<Arc<Record>>>>>;
+    let results: Vec<Decoded> = jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8).min(jobs.len().max(1));
     std::thread::scope(|scope| {
         for _ in 0..workers {
