@@ -1,11 +1,12 @@
 //! Approximate tenant-wide dense ranking for big levels: an inverted-file partition (IVF-Flat).
 //!
 //! A level's vectors are grouped around `lists` centroids (spherical k-means on a sample, every
-//! vector then assigned to its nearest centroid) and copied in list order. A ranking scores the
-//! query against the centroids, then only the records of the `probe` best lists, with the same
-//! block scan as the exact path: each record it scores gets exactly its exact cosine, so the
-//! approximation is only in which records are scored (recall), never in a score. A level of `n`
-//! records has about √n lists; probing one in `PROBE_SHARE` scans ~1/`PROBE_SHARE` of it.
+//! vector then assigned to its nearest centroid), and each record's unit vector is kept in 8 bits
+//! in its list. A ranking scores the query against the centroids, scans the 8-bit rows of the
+//! best lists, and computes the exact cosine of the best candidates: every score it returns is
+//! the exact one, so the approximation is only in which records are found (recall), never in a
+//! score. A level of `n` records has about √n lists; probing one in `PROBE_SHARE` scans
+//! ~1/`PROBE_SHARE` of it.
 //!
 //! The partition is built off the request path, on a background thread, the first time a
 //! tenant-wide ranking of a big enough level asks for it; rankings stay exact until it is ready.
@@ -49,8 +50,9 @@ pub(super) struct Partition {
 }
 
 impl Partition {
-    /// Partitions the `len` rows of `vectors` (whose norms are `norms`).
-    pub(super) fn build(vectors: &VectorBlocks, norms: &[f32], len: usize) -> Self {
+    /// Partitions the rows of `vectors`, one per norm of `norms`.
+    pub(super) fn build(vectors: &VectorBlocks, norms: &[f32]) -> Self {
+        let len = norms.len();
         let dimension = vectors.dimension();
         let lists = ((len as f64).sqrt().round() as usize).clamp(1, len.max(1));
         let unit = |number: usize| {
@@ -81,9 +83,9 @@ impl Partition {
             }
         }
         let centroids = blocks_of(&centroid_rows, dimension);
-        let assignment = assign_all(&centroids, lists, len, &unit);
+        let assigned = assign_all(&centroids, lists, len, dimension, &unit);
         let mut members_of: Vec<Vec<u32>> = vec![Vec::new(); lists];
-        for (number, &list) in assignment.iter().enumerate() {
+        for (number, &list) in assigned.lists.iter().enumerate() {
             members_of[list as usize].push(number as u32);
         }
         let mut starts = Vec::with_capacity(lists + 1);
@@ -93,12 +95,13 @@ impl Partition {
             numbers.extend_from_slice(members);
             starts.push(numbers.len() as u32);
         }
+        // The codes in list order.
         let mut codes = Vec::with_capacity(len * dimension);
         let mut scales = Vec::with_capacity(len);
         for &number in &numbers {
-            let (row_codes, scale) = quantize(&unit(number as usize));
-            codes.extend_from_slice(&row_codes);
-            scales.push(scale);
+            let number = number as usize;
+            codes.extend_from_slice(&assigned.codes[number * dimension..][..dimension]);
+            scales.push(assigned.scales[number]);
         }
         Self { centroids, lists, dimension, starts, numbers, codes, scales }
     }
@@ -216,26 +219,45 @@ fn nearest_list(centroids: &VectorBlocks, lists: usize, row: &[f32]) -> usize {
     (0..lists).max_by(|&a, &b| dots[a].total_cmp(&dots[b]).then(b.cmp(&a))).unwrap_or(0)
 }
 
-/// Each record's nearest centroid, computed on the machine's cores.
+/// Each record's nearest centroid and 8-bit codes, by record number.
+struct Assigned {
+    lists: Vec<u32>,
+    /// Record `n`'s codes are `codes[n * dimension..][..dimension]`.
+    codes: Vec<i8>,
+    scales: Vec<f32>,
+}
+
+/// `Assigned` for the `len` records whose unit vectors `unit` gives (each read once: a row is
+/// gathered from across its block), computed on the machine's cores.
 fn assign_all(
     centroids: &VectorBlocks,
     lists: usize,
     len: usize,
+    dimension: usize,
     unit: &(impl Fn(usize) -> Vec<f32> + Sync),
-) -> Vec<u32> {
+) -> Assigned {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
     let share = len.div_ceil(workers).max(1);
-    let mut assignment = vec![0u32; len];
+    let mut assigned = Assigned { lists: vec![0; len], codes: vec![0; len * dimension], scales: vec![0.0; len] };
     std::thread::scope(|scope| {
-        for (part, out) in assignment.chunks_mut(share).enumerate() {
+        let parts = assigned
+            .lists
+            .chunks_mut(share)
+            .zip(assigned.codes.chunks_mut(share * dimension.max(1)))
+            .zip(assigned.scales.chunks_mut(share));
+        for (part, ((lists_out, codes_out), scales_out)) in parts.enumerate() {
             scope.spawn(move || {
-                for (offset, slot) in out.iter_mut().enumerate() {
-                    *slot = nearest_list(centroids, lists, &unit(part * share + offset)) as u32;
+                for (offset, (list, scale)) in lists_out.iter_mut().zip(scales_out.iter_mut()).enumerate() {
+                    let row = unit(part * share + offset);
+                    *list = nearest_list(centroids, lists, &row) as u32;
+                    let (codes, row_scale) = quantize(&row);
+                    codes_out[offset * dimension..][..dimension].copy_from_slice(&codes);
+                    *scale = row_scale;
                 }
             });
         }
     });
-    assignment
+    assigned
 }
 
 /// A level's partition as it is built on demand: absent, being built, or ready.
@@ -266,7 +288,7 @@ impl LazyPartition {
                     return;
                 }
                 let started = std::time::Instant::now();
-                let partition = Partition::build(&vectors, &norms, norms.len());
+                let partition = Partition::build(&vectors, &norms);
                 tracing::info!(
                     records = norms.len(),
                     lists = partition.lists,
@@ -332,7 +354,7 @@ mod tests {
         let rows = clustered(6_000, dimension, 0x9E37_79B9_7F4A_7C15);
         let blocks = blocks_of(&rows, dimension);
         let norms: Vec<f32> = rows.iter().map(|row| row.iter().map(|v| v * v).sum::<f32>().sqrt()).collect();
-        let partition = Partition::build(&blocks, &norms, rows.len());
+        let partition = Partition::build(&blocks, &norms);
         assert_eq!(partition.lists, 77);
         // Every record is in exactly one list.
         let mut seen: Vec<u32> = partition.numbers.clone();
@@ -382,7 +404,7 @@ mod tests {
         let rows = clustered(2_000, dimension, 11);
         let blocks = blocks_of(&rows, dimension);
         let norms = vec![1.0; rows.len()];
-        let partition = Partition::build(&blocks, &norms, rows.len());
+        let partition = Partition::build(&blocks, &norms);
         let query = &rows[5];
         let exact_of = |numbers: &[usize]| -> Vec<(f32, usize)> {
             numbers.iter().map(|&n| (rows[n].iter().zip(query).map(|(a, b)| a * b).sum(), n)).collect()

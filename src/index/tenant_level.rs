@@ -209,7 +209,7 @@ impl TenantLevel {
         min_records: usize,
         numbers: Option<&[usize]>,
     ) -> Option<Vec<(f32, usize)>> {
-        if min_records == 0 || self.len < min_records {
+        if !self.wants_partition(min_records) {
             return None;
         }
         let share = numbers.map_or(1.0, |numbers| numbers.len() as f64 / self.len.max(1) as f64);
@@ -230,13 +230,20 @@ impl TenantLevel {
         })
     }
 
-    /// Waits until the level's partition is built (tests and benchmarks), at most `timeout`.
-    pub fn wait_for_partition(&self, timeout: std::time::Duration) -> bool {
-        self.partition.wait(timeout)
+    /// Whether the level is big enough for a partition at the threshold `min_records` (0: none).
+    fn wants_partition(&self, min_records: usize) -> bool {
+        min_records != 0 && self.len >= min_records
     }
 
-    pub fn dimension(&self) -> usize {
-        self.vectors.dimension()
+    /// Starts building the level's partition when it is big enough for one at `min_records`, and
+    /// waits until it is built, at most `timeout` (`eval`, tests and benchmarks). Returns whether
+    /// the level is ready: built, or ranked exactly at this threshold.
+    pub fn prepare_partition(&self, min_records: usize, timeout: std::time::Duration) -> bool {
+        if !self.wants_partition(min_records) {
+            return true;
+        }
+        self.partition.get_or_start(&self.vectors, &self.norms);
+        self.partition.wait(timeout)
     }
 
     /// The embedding of record `number`, read back from the scan matrix.

@@ -88,11 +88,7 @@ impl TenantIndex {
     /// Starts the partition of every level of at least `min_records` records and waits until all
     /// are built, at most `timeout` (benchmarks and tests). Returns whether all are ready.
     pub fn build_partitions(&self, min_records: usize, timeout: std::time::Duration) -> bool {
-        self.levels.iter().all(|level| {
-            let query = vec![0.0; level.index.dimension()];
-            level.index.approximate_top_k(&query, 1, min_records);
-            level.store.records.len() < min_records || min_records == 0 || level.index.wait_for_partition(timeout)
-        })
+        self.levels.iter().all(|level| level.index.prepare_partition(min_records, timeout))
     }
 }
 

@@ -391,8 +391,7 @@ mod tests {
                 let first = ids_and_scores(&index.knn_approximate(level, &filter, &query, 10, 1).unwrap());
                 assert_eq!(first, exact, "{level:?}");
                 if let Some(data) = index.level_of(level, &filter.tenant_id) {
-                    data.index.approximate_top_k(&query, 1, 1);
-                    assert!(data.index.wait_for_partition(std::time::Duration::from_secs(30)));
+                    assert!(data.index.prepare_partition(1, std::time::Duration::from_secs(30)));
                 }
                 let after = ids_and_scores(&index.knn_approximate(level, &filter, &query, 10, 1).unwrap());
                 assert_eq!(after, exact, "{level:?}");
