@@ -53,7 +53,8 @@ impl<W: Write> Writer<W> {
 
     /// Numbers of 4 bytes each, back to back, without a length (the reader knows it).
     pub fn words(&mut self, values: impl IntoIterator<Item = [u8; 4]>) -> io::Result<()> {
-        let mut buffer = Vec::with_capacity(1 << 16);
+        let values = values.into_iter();
+        let mut buffer = Vec::with_capacity(values.size_hint().0.saturating_mul(4).clamp(4, 1 << 16));
         for value in values {
             buffer.extend_from_slice(&value);
             if buffer.len() >= 1 << 16 {

@@ -11,7 +11,7 @@
 //! The partition is built off the request path, on a background thread, the first time a
 //! tenant-wide ranking of a big enough level asks for it; rankings stay exact until it is ready.
 
-use super::vectors::{top_k, VectorBlocks, LANES};
+use super::vectors::{top_k, VectorBlocks};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -203,14 +203,8 @@ fn blocks_of(rows: &[Vec<f32>], dimension: usize) -> VectorBlocks {
 
 /// The dot product of `query` with each of the `len` rows of `blocks`.
 fn all_dots(blocks: &VectorBlocks, len: usize, query: &[f32]) -> Vec<f32> {
-    let numbers: Vec<usize> = (0..len.div_ceil(LANES)).collect();
-    let mut dots = Vec::with_capacity(numbers.len() * LANES);
-    for group in numbers.chunks(super::vectors::GROUP) {
-        for block in blocks.dots(group, query).iter().take(group.len()) {
-            dots.extend_from_slice(block);
-        }
-    }
-    dots.truncate(len);
+    let mut dots = Vec::with_capacity(len);
+    blocks.for_each_block_dots(len, query, |_, block| dots.extend_from_slice(block));
     dots
 }
 

@@ -311,16 +311,10 @@ impl TenantLevel {
         let query_norm = norm(query);
         scores.clear();
         scores.reserve(self.len);
-        let blocks: Vec<usize> = (0..self.len.div_ceil(LANES)).collect();
-        for group in blocks.chunks(GROUP) {
-            let dots = self.vectors.dots(group, query);
-            for (&block, dots) in group.iter().zip(&dots) {
-                let first = block * LANES;
-                let rows = LANES.min(self.len - first);
-                let norms = &self.norms[first..][..rows];
-                scores.extend(dots.iter().zip(norms).map(|(&dot, &norm)| cosine(dot, query_norm, norm)));
-            }
-        }
+        self.vectors.for_each_block_dots(self.len, query, |first, dots| {
+            let norms = &self.norms[first..][..dots.len()];
+            scores.extend(dots.iter().zip(norms).map(|(&dot, &norm)| cosine(dot, query_norm, norm)));
+        });
     }
 }
 

@@ -114,10 +114,20 @@ impl VectorBlocks {
 
     /// The columns as raw little-endian floats (`Columns::read` and `Columns::mapped` read them).
     pub(super) fn write_columns<W: std::io::Write>(&self, out: &mut super::codec::Writer<W>) -> std::io::Result<()> {
-        for column in self.data.iter() {
-            out.words(column.0.map(f32::to_le_bytes))?;
+        out.words(self.data.iter().flat_map(|column| column.0.map(f32::to_le_bytes)))
+    }
+
+    /// The dot products of `query` with the first `len` rows, a block at a time in row order:
+    /// `each(first, dots)` gets those of rows `first..first + dots.len()`.
+    pub(super) fn for_each_block_dots(&self, len: usize, query: &[f32], mut each: impl FnMut(usize, &[f32])) {
+        let blocks: Vec<usize> = (0..len.div_ceil(LANES)).collect();
+        for group in blocks.chunks(GROUP) {
+            let dots = self.dots(group, query);
+            for (&block, dots) in group.iter().zip(&dots) {
+                let first = block * LANES;
+                each(first, &dots[..LANES.min(len - first)]);
+            }
         }
-        Ok(())
     }
 
     pub(super) fn row(&self, number: usize) -> Vec<f32> {
