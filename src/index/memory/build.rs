@@ -51,6 +51,20 @@ pub(super) struct PageNumbers {
 }
 
 impl PageNumbers {
+    /// The numbering of the pages `doc_ids` name (each page once, in id order; any order in).
+    pub(super) fn new<'a>(doc_ids: impl Iterator<Item = &'a str>) -> Self {
+        let mut doc_ids: Vec<&str> = doc_ids.collect();
+        doc_ids.sort_unstable();
+        doc_ids.dedup();
+        Self { doc_ids: doc_ids.into_iter().map(str::to_string).collect(), scope: Arc::new(()) }
+    }
+
+    /// Each record's page number (from its features), when every record has one: what
+    /// `TenantLevel` indexes its pages by, with this numbering's scope.
+    pub(super) fn numbers_of(features: &[RecordFeatures]) -> Option<Vec<u32>> {
+        features.iter().map(|f| f.page.as_ref().map(|page| page.number)).collect()
+    }
+
     pub(super) fn of(&self, doc_id: &str) -> Option<IdOrder> {
         let number = self.doc_ids.binary_search_by(|id| id.as_str().cmp(doc_id)).ok()?;
         Some(IdOrder { scope: Arc::clone(&self.scope), number: number as u32 })
@@ -203,7 +217,7 @@ impl LevelData {
                 added.iter().map(|&number| (number as u32, crate::index::lexical::lexical_terms(&records[number])));
             base.index.lexical.renumbered(&kept, added, records.len())
         });
-        let page_of: Option<Vec<u32>> = features.iter().map(|f| f.page.as_ref().map(|page| page.number)).collect();
+        let page_of = PageNumbers::numbers_of(&features);
         let index =
             TenantLevel::build(&records, &vectors, dimension, lexical, page_of.as_deref().map(|of| (&pages.scope, of)));
         Self { store: Arc::new(LevelStore::new(records, features)), index, scope }
@@ -215,11 +229,9 @@ impl TenantIndex {
     /// rows with a `base_number` are kept from `base`.
     pub(super) fn build(levels: [LevelRows; 3], dimension: usize, base: Option<&TenantIndex>) -> Self {
         // The tenant's pages in doc id order, numbered once for the three levels.
-        let mut doc_ids: Vec<&str> =
-            levels.iter().flat_map(|rows| rows.records.iter().map(|record| record.meta.doc_id.as_str())).collect();
-        doc_ids.sort_unstable();
-        doc_ids.dedup();
-        let pages = PageNumbers { doc_ids: doc_ids.into_iter().map(str::to_string).collect(), scope: Arc::new(()) };
+        let pages = PageNumbers::new(
+            levels.iter().flat_map(|rows| rows.records.iter().map(|record| record.meta.doc_id.as_str())),
+        );
         let mut slots = levels.into_iter().enumerate();
         Self {
             levels: std::array::from_fn(|_| {

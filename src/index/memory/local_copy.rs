@@ -28,8 +28,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Bumped whenever what a copy holds or how it is encoded changes: an older copy is then ignored.
-const FORMAT: u32 = 3;
-const MAGIC: &[u8; 8] = b"RSCOPY03";
+const FORMAT: u32 = 4;
+const MAGIC: &[u8; 8] = b"RSCOPY04";
 const MANIFEST: &str = "manifest.json";
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -132,11 +132,12 @@ fn vectors_file(directory: &Path, tenant: &str, slot: usize) -> PathBuf {
 
 const FILE_HEADER: usize = 64;
 
-/// The magic, then a hash of what the file is a copy of (source, tenant, which file), zero-padded.
-fn file_header(source: &str, tenant: &str, slot: usize) -> [u8; FILE_HEADER] {
+/// The magic, then a hash of what the file at `path` is a copy of (the source, and the file's
+/// name, which names its tenant, level and part), zero-padded.
+fn file_header(source: &str, path: &Path) -> [u8; FILE_HEADER] {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    (source, tenant, slot, FORMAT).hash(&mut hasher);
+    (source, path.file_name(), FORMAT).hash(&mut hasher);
     let mut header = [0u8; FILE_HEADER];
     header[..8].copy_from_slice(MAGIC);
     header[8..16].copy_from_slice(&hasher.finish().to_le_bytes());
@@ -159,7 +160,7 @@ fn read_vectors(
     io::Read::read_exact(&mut file, &mut header)?;
     let size = file.metadata()?.len();
     let expected = (columns as u64) * 64 + FILE_HEADER as u64;
-    if header != file_header(source, tenant, slot) || size != expected {
+    if header != file_header(source, &path) || size != expected {
         return Err(damaged(format!("{}: not the scan matrix of this copy", path.display())));
     }
     // SAFETY: the local copy's files are replaced by renaming new ones over them, never written
@@ -216,7 +217,7 @@ fn write_tenant<W: Write>(
             let path = records_file(directory, tenant, slot, number);
             write_atomically(&path, |file| {
                 let mut file = Writer(file);
-                file.0.write_all(&file_header(source, tenant, slot * 1_000_000 + number))?;
+                file.0.write_all(&file_header(source, &path))?;
                 part.iter().try_for_each(|record| write_record(&mut file, record))
             })?;
             written.push(path);
@@ -225,7 +226,7 @@ fn write_tenant<W: Write>(
     for (slot, level) in part.levels.iter().enumerate() {
         let path = vectors_file(directory, tenant, slot);
         write_atomically(&path, |vectors| {
-            vectors.write_all(&file_header(source, tenant, slot))?;
+            vectors.write_all(&file_header(source, &path))?;
             level.index.write_to(&mut out, vectors)
         })?;
         written.push(path);
@@ -284,11 +285,11 @@ fn read_part(
     part: usize,
     count: usize,
 ) -> io::Result<Vec<Arc<Record>>> {
-    let file = std::fs::File::open(records_file(directory, tenant, slot, part))?;
-    let mut input = Reader(BufReader::with_capacity(1 << 20, file));
+    let path = records_file(directory, tenant, slot, part);
+    let mut input = Reader(BufReader::with_capacity(1 << 20, std::fs::File::open(&path)?));
     let mut header = [0u8; FILE_HEADER];
     io::Read::read_exact(&mut input.0, &mut header)?;
-    if header != file_header(source, tenant, slot * 1_000_000 + part) {
+    if header != file_header(source, &path) {
         return Err(damaged(format!("tenant {tenant}: a records part of another copy")));
     }
     let mut records = Vec::with_capacity(count);
@@ -319,16 +320,10 @@ fn read_tenant<R: io::Read>(
     }
     let counts = [input.len()?, input.len()?, input.len()?];
     let levels = read_records(directory, source, tenant, &counts)?;
-    let mut doc_ids: Vec<String> = Vec::new();
-    for records in &levels {
-        if records.windows(2).any(|pair| pair[0].id >= pair[1].id) {
-            return Err(damaged(format!("tenant {tenant}: records out of id order")));
-        }
-        doc_ids.extend(records.iter().map(|record| record.meta.doc_id.clone()));
+    if levels.iter().any(|records| records.windows(2).any(|pair| pair[0].id >= pair[1].id)) {
+        return Err(damaged(format!("tenant {tenant}: records out of id order")));
     }
-    doc_ids.sort_unstable();
-    doc_ids.dedup();
-    let pages = PageNumbers { doc_ids, scope: Arc::new(()) };
+    let pages = PageNumbers::new(levels.iter().flatten().map(|record| record.meta.doc_id.as_str()));
     let mut built = Vec::with_capacity(3);
     for (slot, records) in levels.into_iter().enumerate() {
         let columns =
@@ -341,7 +336,7 @@ fn read_tenant<R: io::Read>(
                 features
             })
             .collect();
-        let page_of: Option<Vec<u32>> = features.iter().map(|f| f.page.as_ref().map(|page| page.number)).collect();
+        let page_of = PageNumbers::numbers_of(&features);
         let index = TenantLevel::read_from(
             input,
             &records,
@@ -351,9 +346,8 @@ fn read_tenant<R: io::Read>(
         )?;
         built.push(LevelData { store: Arc::new(LevelStore::new(records, features)), index, scope: Arc::new(()) });
     }
-    let mut built = built.into_iter();
-    let mut next = || built.next().expect("three levels");
-    Ok(TenantIndex { levels: [next(), next(), next()] })
+    let levels = built.try_into().unwrap_or_else(|_| unreachable!("three levels read, three built"));
+    Ok(TenantIndex { levels })
 }
 
 fn write_record<W: Write>(out: &mut Writer<W>, record: &Record) -> io::Result<()> {
