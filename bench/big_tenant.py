@@ -35,25 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 from hostile import free_port, rss_mb  # noqa: E402
 
-WRK_SCRIPT = r"""
-local bodies, next_body = {}, 1
-function init(args)
-  for line in io.lines(os.getenv("BENCH_BODIES_FILE")) do bodies[#bodies + 1] = line end
-  wrk.method = "POST"
-  wrk.headers["Content-Type"] = "application/json"
-end
-function request()
-  local body = bodies[next_body]
-  next_body = next_body % #bodies + 1
-  return wrk.format(nil, "/internal/retrieval/search", nil, body)
-end
-function done(summary, latency, requests)
-  io.write(string.format("BENCH requests=%d rps=%.1f p50_ms=%.2f p99_ms=%.2f errors=%d\n",
-    summary.requests, summary.requests / (summary.duration / 1e6), latency:percentile(50) / 1000,
-    latency:percentile(99) / 1000, summary.errors.status + summary.errors.connect + summary.errors.read
-    + summary.errors.write + summary.errors.timeout))
-end
-"""
+WRK_SCRIPT = ROOT / "bench" / "search.lua"
 
 
 def data_files(docs: int) -> tuple[Path, Path]:
@@ -146,14 +128,13 @@ class Service:
 
 
 def wrk(port: int, bodies_file: Path, concurrency: int, duration: int) -> dict[str, float]:
-    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
-        script.write(WRK_SCRIPT)
     out = subprocess.run(["wrk", "-t", "2", "-c", str(concurrency), "-d", f"{duration}s", "--latency", "-s",
-                          script.name, f"http://127.0.0.1:{port}"], capture_output=True, text=True, check=True,
+                          str(WRK_SCRIPT), f"http://127.0.0.1:{port}"], capture_output=True, text=True, check=True,
                          env={**os.environ, "BENCH_BODIES_FILE": str(bodies_file)})
-    os.unlink(script.name)
     line = next(line for line in out.stdout.splitlines() if line.startswith("BENCH "))
-    return {key: float(value) for key, value in re.findall(r"(\w+)=([\d.]+)", line)}
+    result = {key: float(value) for key, value in re.findall(r"(\w+)=([\d.]+)", line)}
+    result["errors"] = sum(result[key] for key in ("non2xx", "connect", "read", "write", "timeout"))
+    return result
 
 
 def percentile(values: list[float], p: float) -> float:

@@ -1,7 +1,8 @@
 -- wrk script for POST /internal/retrieval/search with precomputed query embeddings, so the
 -- embedder is not measured. Env: BENCH_DIMENSION (384), BENCH_TENANTS (10), BENCH_BODIES (200),
 -- BENCH_SEED (7). Bodies are pre-generated at init and rotated; tenants rotate tenant0..tenantN-1.
--- done() prints one machine-readable line: BENCH requests=… rps=… p50_ms=… p99_ms=… errors=…
+-- With BENCH_BODIES_FILE, the bodies are that file's lines instead (one JSON body per line).
+-- done() prints one machine-readable line: BENCH requests=… rps=… p50_ms=… p99_ms=… non2xx=… …
 
 local dimension = tonumber(os.getenv("BENCH_DIMENSION") or "384")
 local tenants = tonumber(os.getenv("BENCH_TENANTS") or "10")
@@ -29,6 +30,13 @@ local function embedding()
 end
 
 function init(args)
+  wrk.method = "POST"
+  wrk.headers["Content-Type"] = "application/json"
+  local file = os.getenv("BENCH_BODIES_FILE")
+  if file then
+    for line in io.lines(file) do bodies[#bodies + 1] = line end
+    return
+  end
   math.randomseed(seed)
   for n = 1, body_count do
     local query = string.format("%s %d %s %d", words[(n % #words) + 1], n % 4, words[((n + 2) % #words) + 1], n % 5)
@@ -36,8 +44,6 @@ function init(args)
       '{"query":"%s","tenant_id":"tenant%d","max_results":10,"query_embedding":[%s]}',
       query, (n - 1) % tenants, embedding())
   end
-  wrk.method = "POST"
-  wrk.headers["Content-Type"] = "application/json"
 end
 
 function request()
