@@ -5,13 +5,16 @@
 //! in its list. A ranking scores the query against the centroids, scans the 8-bit rows of the
 //! best lists, and computes the exact cosine of the best candidates: every score it returns is
 //! the exact one, so the approximation is only in which records are found (recall), never in a
-//! score. A level of `n` records has about √n lists; probing one in `PROBE_SHARE` scans
-//! ~1/`PROBE_SHARE` of it.
+//! score. A level of `n` records has about √n lists. A ranking probes the lists whose centroid
+//! is within `PROBE_MARGIN` (cosine) of the query's nearest centroid, at least one list in
+//! `MIN_PROBE_SHARE` and at most one in `PROBE_SHARE`: on clustered vectors the nearest lists
+//! stand out and an eighth of the level is read; on diffuse ones (e5 embeddings of one small
+//! site: the centroids lie within a few hundredths of each other) half of it is.
 //!
 //! The partition is built off the request path, on a background thread, the first time a
 //! tenant-wide ranking of a big enough level asks for it; rankings stay exact until it is ready.
 
-use super::vectors::{top_k, VectorBlocks};
+use super::vectors::{row_dots, top_k, VectorBlocks};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -19,8 +22,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// `RETR_APPROXIMATE_MIN_RECORDS`): below this, a full scan reads under 30 MB.
 pub const DEFAULT_MIN_RECORDS: usize = 20_000;
 
-/// One list in `PROBE_SHARE` is scanned (at least `MIN_PROBE`).
+/// At most one list in `PROBE_SHARE` is scanned, at least one in `MIN_PROBE_SHARE` (and at least
+/// `MIN_PROBE`); in between, the lists whose centroid's cosine with the query is within
+/// `PROBE_MARGIN` of the best centroid's.
 pub(super) const PROBE_SHARE: usize = 2;
+const MIN_PROBE_SHARE: usize = 8;
+const PROBE_MARGIN: f32 = 0.1;
 const MIN_PROBE: usize = 4;
 /// k-means on a sample of `SAMPLE_PER_LIST` vectors per list, `ITERATIONS` rounds.
 const SAMPLE_PER_LIST: usize = 32;
@@ -43,10 +50,14 @@ pub(super) struct Partition {
     /// Row → record number.
     numbers: Vec<u32>,
     /// Row `r` is `codes[r * dimension..][..dimension]`: the record's unit vector × 127 / its
-    /// largest component, rounded.
-    codes: Vec<i8>,
+    /// largest component, rounded, plus 128 (an unsigned byte: see `scan_dots`).
+    codes: Vec<u8>,
     /// Row → the factor that turns its codes back into the unit vector.
     scales: Vec<f32>,
+    /// Row `r`'s vector as the level holds it, `vectors[r * dimension..][..dimension]`: the
+    /// candidates' exact dot products read these (a few KB) instead of the scan matrix's blocks,
+    /// where one row is spread over 16 rows' bytes.
+    vectors: Vec<f32>,
 }
 
 impl Partition {
@@ -95,20 +106,22 @@ impl Partition {
             numbers.extend_from_slice(members);
             starts.push(numbers.len() as u32);
         }
-        // The codes in list order.
+        // The codes and vectors in list order.
         let mut codes = Vec::with_capacity(len * dimension);
         let mut scales = Vec::with_capacity(len);
+        let mut rows = Vec::with_capacity(len * dimension);
         for &number in &numbers {
             let number = number as usize;
-            codes.extend_from_slice(&assigned.codes[number * dimension..][..dimension]);
+            codes.extend(assigned.codes[number * dimension..][..dimension].iter().map(|&code| offset(code)));
             scales.push(assigned.scales[number]);
+            rows.extend_from_slice(&vectors.row(number));
         }
-        Self { centroids, lists, dimension, starts, numbers, codes, scales }
+        Self { centroids, lists, dimension, starts, numbers, codes, scales, vectors: rows }
     }
 
     /// The best `k` records by cosine among the lists nearest the query, as (score, number)
-    /// pairs ordered like `top_k`, each with its exact score: `exact(numbers)` (ascending numbers)
-    /// gives the exact (score, number) pairs of the candidates the 8-bit scan kept.
+    /// pairs ordered like `top_k`, each with its exact score: `cosine(dot, number)` turns the
+    /// exact dot product of the query with a candidate the 8-bit scan kept into its score.
     ///
     /// `share` is the part of the level a filter lets through (1.0: all) and `keep` says which
     /// records: the lists probed grow as the share shrinks, so about as many kept records are
@@ -119,37 +132,68 @@ impl Partition {
         k: usize,
         share: f64,
         keep: impl Fn(usize) -> bool,
-        exact: impl Fn(&[usize]) -> Vec<(f32, usize)>,
+        cosine: impl Fn(f32, usize) -> f32,
     ) -> Vec<(f32, usize)> {
-        let wanted = (self.lists as f64 / PROBE_SHARE as f64 / share.clamp(1e-6, 1.0)).ceil() as usize;
-        let probe = wanted.max(MIN_PROBE).min(self.lists);
+        let lists_for = |one_in: usize| {
+            let wanted = (self.lists as f64 / one_in as f64 / share.clamp(1e-6, 1.0)).ceil() as usize;
+            wanted.max(MIN_PROBE).min(self.lists)
+        };
         let centroid_dots = all_dots(&self.centroids, self.lists, query);
         let mut order: Vec<usize> = (0..self.lists).collect();
         order.sort_unstable_by(|&a, &b| centroid_dots[b].total_cmp(&centroid_dots[a]).then(a.cmp(&b)));
         let norm = query.iter().map(|v| v * v).sum::<f32>().sqrt();
+        // The centroids are unit vectors: a dot over the query's norm is the cosine.
+        let best = order.first().map_or(0.0, |&list| centroid_dots[list]);
+        let near = order.iter().take_while(|&&list| centroid_dots[list] >= best - PROBE_MARGIN * norm).count();
+        let probe = near.clamp(lists_for(MIN_PROBE_SHARE), lists_for(PROBE_SHARE));
         let unit: Vec<f32> = query.iter().map(|v| if norm > 0.0 { v / norm } else { 0.0 }).collect();
         let (query_codes, _) = quantize(&unit);
-        let mut approximate: Vec<(f32, usize)> = Vec::new();
+        // The best `rescored` of the scanned rows. Candidates are gathered in a buffer of four times
+        // that; when it fills, it is cut to the best `rescored` and from then on a row scoring
+        // below the last of them cannot be among the best (a tie can: it is kept).
+        let rescored = k.saturating_mul(RESCORED_PER_RESULT).max(MIN_RESCORED);
+        let mut approximate: Vec<(f32, usize)> = Vec::with_capacity(rescored.saturating_mul(4));
+        let mut floor = f32::NEG_INFINITY;
+        let mut dots = Vec::new();
         for &list in &order[..probe] {
-            for row in self.starts[list] as usize..self.starts[list + 1] as usize {
+            let rows = self.starts[list] as usize..self.starts[list + 1] as usize;
+            scan_dots(&self.codes[rows.start * self.dimension..rows.end * self.dimension], &query_codes, &mut dots);
+            for (row, &dot) in rows.zip(&dots) {
                 let number = self.numbers[row] as usize;
                 if keep(number) {
-                    let codes = &self.codes[row * self.dimension..][..self.dimension];
-                    approximate.push((dot_i8(codes, &query_codes) as f32 * self.scales[row], number));
+                    let score = dot as f32 * self.scales[row];
+                    if score >= floor {
+                        approximate.push((score, row));
+                        if approximate.len() >= rescored.saturating_mul(4) {
+                            top_k(&mut approximate, rescored);
+                            floor = approximate.last().map_or(floor, |&(score, _)| score);
+                        }
+                    }
                 }
             }
         }
-        top_k(&mut approximate, k.saturating_mul(RESCORED_PER_RESULT).max(MIN_RESCORED));
-        let mut candidates: Vec<usize> = approximate.into_iter().map(|(_, number)| number).collect();
-        candidates.sort_unstable();
-        let mut scored = exact(&candidates);
+        top_k(&mut approximate, rescored);
+        let rows: Vec<&[f32]> =
+            approximate.iter().map(|&(_, row)| &self.vectors[row * self.dimension..][..self.dimension]).collect();
+        let mut scored: Vec<(f32, usize)> = row_dots(&rows, query)
+            .into_iter()
+            .zip(&approximate)
+            .map(|(dot, &(_, row))| {
+                let number = self.numbers[row] as usize;
+                (cosine(dot, number), number)
+            })
+            .collect();
         top_k(&mut scored, k);
         scored
     }
 
     /// Bytes the partition adds to its level.
     pub(super) fn bytes(&self) -> usize {
-        self.codes.len() + self.scales.len() * 4 + self.numbers.len() * 4 + self.lists * self.dimension * 4
+        self.codes.len()
+            + self.scales.len() * 4
+            + self.numbers.len() * 4
+            + self.vectors.len() * 4
+            + self.lists * self.dimension * 4
     }
 }
 
@@ -163,37 +207,71 @@ fn quantize(unit: &[f32]) -> (Vec<i8>, f32) {
     (unit.iter().map(|v| (v * factor).round().clamp(-127.0, 127.0) as i8).collect(), largest / 127.0)
 }
 
-/// The dot product of two rows of codes, with the widest integer vector unit the CPU has.
-fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
+/// A signed code as the unsigned byte the partition stores: `code + 128`.
+fn offset(code: i8) -> u8 {
+    (code as u8) ^ 0x80
+}
+
+/// The dot product of the query's codes with each row of `codes` (stored `offset`, `query.len()`
+/// bytes per row), written over `dots`, with the widest integer vector unit the CPU has. The rows
+/// are unsigned so that one instruction multiplies and adds 64 byte pairs (AVX-512 VNNI takes an
+/// unsigned and a signed operand): Σ (code + 128) · q − 128 · Σ q is the signed dot product.
+fn scan_dots(codes: &[u8], query: &[i8], dots: &mut Vec<i32>) {
+    dots.clear();
+    if query.is_empty() {
+        return;
+    }
+    let bias = 128 * query.iter().map(|&q| i32::from(q)).sum::<i32>();
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512bw") {
-            // SAFETY: the CPU has AVX-512BW (checked just above).
-            return unsafe { dot_i8_avx512(a, b) };
+        if std::arch::is_x86_feature_detected!("avx512vnni") && std::arch::is_x86_feature_detected!("avx512bw") {
+            // SAFETY: the CPU has AVX-512F, BW and VNNI (checked just above; VNNI implies F).
+            unsafe { scan_dots_vnni(codes, query, bias, dots) };
+            return;
         }
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2 (checked just above).
-            return unsafe { dot_i8_avx2(a, b) };
+            unsafe { scan_dots_avx2(codes, query, bias, dots) };
+            return;
         }
     }
-    dot_i8_portable(a, b)
+    scan_dots_portable(codes, query, bias, dots);
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512bw")]
-unsafe fn dot_i8_avx512(a: &[i8], b: &[i8]) -> i32 {
-    dot_i8_portable(a, b)
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn scan_dots_vnni(codes: &[u8], query: &[i8], bias: i32, dots: &mut Vec<i32>) {
+    use std::arch::x86_64::{_mm512_dpbusd_epi32, _mm512_loadu_si512, _mm512_reduce_add_epi32, _mm512_setzero_si512};
+    let dimension = query.len();
+    let wide = dimension / 64 * 64;
+    for row in codes.chunks_exact(dimension) {
+        let mut sums = _mm512_setzero_si512();
+        for at in (0..wide).step_by(64) {
+            // SAFETY: `at + 64 <= wide <= dimension`, the length of both `row` and `query`;
+            // unaligned loads.
+            let (codes, query) = unsafe {
+                (_mm512_loadu_si512(row.as_ptr().add(at).cast()), _mm512_loadu_si512(query.as_ptr().add(at).cast()))
+            };
+            sums = _mm512_dpbusd_epi32(sums, codes, query);
+        }
+        let tail: i32 = row[wide..].iter().zip(&query[wide..]).map(|(&c, &q)| i32::from(c) * i32::from(q)).sum();
+        dots.push(_mm512_reduce_add_epi32(sums) + tail - bias);
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn dot_i8_avx2(a: &[i8], b: &[i8]) -> i32 {
-    dot_i8_portable(a, b)
+unsafe fn scan_dots_avx2(codes: &[u8], query: &[i8], bias: i32, dots: &mut Vec<i32>) {
+    scan_dots_portable(codes, query, bias, dots);
 }
 
 #[inline(always)]
-fn dot_i8_portable(a: &[i8], b: &[i8]) -> i32 {
-    a.iter().zip(b).map(|(&x, &y)| i32::from(x) * i32::from(y)).sum()
+fn scan_dots_portable(codes: &[u8], query: &[i8], bias: i32, dots: &mut Vec<i32>) {
+    dots.extend(
+        codes
+            .chunks_exact(query.len())
+            .map(|row| row.iter().zip(query).map(|(&c, &q)| i32::from(c) * i32::from(q)).sum::<i32>() - bias),
+    );
 }
 
 fn blocks_of(rows: &[Vec<f32>], dimension: usize) -> VectorBlocks {
@@ -354,8 +432,8 @@ mod tests {
         let mut seen: Vec<u32> = partition.numbers.clone();
         seen.sort_unstable();
         assert_eq!(seen, (0..rows.len() as u32).collect::<Vec<_>>());
-        // A byte per dimension per record, about: a quarter of the exact matrix.
-        assert!(partition.bytes() <= rows.len() * (dimension + 8) + partition.lists * dimension * 4);
+        // A byte per dimension per record for the scan, plus each record's vector for re-scoring.
+        assert!(partition.bytes() <= rows.len() * (5 * dimension + 8) + partition.lists * dimension * 4);
 
         let queries = clustered(200, dimension, 0xD1B5_4A32_D192_ED03);
         let (mut found, mut wanted) = (0, 0);
@@ -368,13 +446,11 @@ mod tests {
                 .map(|(number, &dot)| (cosine(dot, query_norm, norms[number]), number))
                 .collect();
             top_k(&mut exact, 10);
-            let exact_of = |numbers: &[usize]| -> Vec<(f32, usize)> {
-                assert!(numbers.is_sorted());
-                numbers.iter().map(|&n| (cosine(exact_dots[n], query_norm, norms[n]), n)).collect()
-            };
+            let exact_of = |dot: f32, n: usize| cosine(dot, query_norm, norms[n]);
             let approximate = partition.top_k(query, 10, 1.0, |_| true, exact_of);
             for &(score, number) in &approximate {
-                // A scored record has its exact score, bit for bit.
+                // A scored record has its exact score, bit for bit: the dot product from the
+                // partition's own copy of the row equals the matrix scan's.
                 assert_eq!(score.to_bits(), cosine(exact_dots[number], query_norm, norms[number]).to_bits());
             }
             wanted += exact.len();
@@ -390,9 +466,21 @@ mod tests {
         assert_eq!(codes, vec![95, -127, 0]);
         assert!((codes[1] as f32 * scale + 0.8).abs() < 1e-6);
         assert_eq!(quantize(&[0.0, 0.0]), (vec![0, 0], 0.0));
-        assert_eq!(dot_i8(&[1, -2, 3], &[4, 5, -6]), 4 - 10 - 18);
-        let long: Vec<i8> = (0..384).map(|i| (i % 255 - 127) as i8).collect();
-        assert_eq!(dot_i8(&long, &long), dot_i8_portable(&long, &long));
+        // The scan's dot products are the signed ones, on every path, for any dimension.
+        let signed = |a: &[i8], b: &[i8]| a.iter().zip(b).map(|(&x, &y)| i32::from(x) * i32::from(y)).sum::<i32>();
+        for dimension in [3, 64, 100, 384] {
+            let rows: Vec<i8> = (0..dimension * 5).map(|i| ((i * 37) % 255) as i8).collect();
+            let query: Vec<i8> = (0..dimension).map(|i| (i as i32 % 255 - 127) as i8).collect();
+            let stored: Vec<u8> = rows.iter().map(|&code| offset(code)).collect();
+            let expected: Vec<i32> = rows.chunks(dimension).map(|row| signed(row, &query)).collect();
+            let mut dots = vec![7];
+            scan_dots(&stored, &query, &mut dots);
+            assert_eq!(dots, expected, "dimension {dimension}");
+            let mut portable = Vec::new();
+            let bias = 128 * query.iter().map(|&q| i32::from(q)).sum::<i32>();
+            scan_dots_portable(&stored, &query, bias, &mut portable);
+            assert_eq!(portable, expected, "dimension {dimension}");
+        }
 
         let dimension = 24;
         let rows = clustered(2_000, dimension, 11);
@@ -400,9 +488,7 @@ mod tests {
         let norms = vec![1.0; rows.len()];
         let partition = Partition::build(&blocks, &norms);
         let query = &rows[5];
-        let exact_of = |numbers: &[usize]| -> Vec<(f32, usize)> {
-            numbers.iter().map(|&n| (rows[n].iter().zip(query).map(|(a, b)| a * b).sum(), n)).collect()
-        };
+        let exact_of = |dot: f32, _: usize| dot;
         let even = partition.top_k(query, 20, 0.5, |number| number % 2 == 0, exact_of);
         assert_eq!(even.len(), 20);
         assert!(even.iter().all(|&(_, number)| number % 2 == 0));

@@ -217,7 +217,8 @@ impl TenantLevel {
             return None;
         }
         let partition = self.partition.get_or_start(&self.vectors, &self.norms)?;
-        let exact = |numbers: &[usize]| self.cosine_scores(numbers, query);
+        let query_norm = norm(query);
+        let exact = |dot: f32, number: usize| cosine(dot, query_norm, self.norms[number]);
         Some(match numbers {
             None => partition.top_k(query, k, 1.0, |_| true, exact),
             Some(numbers) => {

@@ -146,6 +146,31 @@ impl VectorBlocks {
     }
 }
 
+/// The dot products of `query` with each of `rows` (row-major, `query.len()` values each): the
+/// rows are laid out in blocks like the matrix's and summed by the same code, so each dot is
+/// bit-identical to the one the matrix scan gives for the same row, while reading only the rows
+/// themselves (a row of the matrix is spread over a whole block).
+pub(super) fn row_dots(rows: &[&[f32]], query: &[f32]) -> Vec<f32> {
+    let dimension = query.len();
+    let mut dots = Vec::with_capacity(rows.len());
+    // Lanes and blocks a short group leaves unfilled hold older rows: their sums are ignored.
+    let mut blocks: [Vec<Column>; GROUP] = std::array::from_fn(|_| vec![Column::default(); dimension]);
+    for group in rows.chunks(LANES * GROUP) {
+        for (block, block_rows) in blocks.iter_mut().zip(group.chunks(LANES)) {
+            for (lane, row) in block_rows.iter().enumerate() {
+                for (column, &value) in block.iter_mut().zip(row.iter()) {
+                    column.0[lane] = value;
+                }
+            }
+        }
+        let sums = block_dots(std::array::from_fn(|slot| blocks[slot].as_slice()), query);
+        for (sums, block_rows) in sums.iter().zip(group.chunks(LANES)) {
+            dots.extend_from_slice(&sums[..block_rows.len()]);
+        }
+    }
+    dots
+}
+
 /// Blocks whose dot products are computed side by side: each block's lanes add up in one
 /// dependency chain (dimension after dimension), so several blocks at once keep the vector unit
 /// busy while each chain waits on its previous addition.
@@ -214,17 +239,34 @@ pub(super) fn top_k(scored: &mut Vec<(f32, usize)>, k: usize) {
 }
 
 /// `top_k` of the records whose score (`scores[number]`) `keep` accepts, without making the pairs
-/// first.
+/// first. The keys are gathered in a buffer of `KEPT_PER_RESULT × k`; when it fills, it is cut to
+/// the best `k`, and from then on a key after the last of them cannot be among the best (keys are
+/// distinct: each holds its number), so most records of a big level are compared, not kept.
 pub(super) fn top_k_of(scores: &[f32], k: usize, keep: impl Fn(f32) -> bool) -> Vec<(f32, usize)> {
+    const KEPT_PER_RESULT: usize = 4;
     let kept = || scores.iter().copied().zip(0..).filter(|&(score, _)| keep(score));
-    let mut keys = Vec::with_capacity(scores.len());
+    let capacity = k.saturating_mul(KEPT_PER_RESULT).max(64).min(scores.len());
+    let mut keys = Vec::with_capacity(capacity);
+    let mut floor = u64::MAX;
+    // The floor's score: a lower score (`<`, so never NaN) is after the floor without its key.
+    let mut floor_score = f32::NEG_INFINITY;
     for (score, number) in kept() {
+        if score < floor_score {
+            continue;
+        }
         let Some(key) = rank_key(score, number) else {
             let mut scored: Vec<(f32, usize)> = kept().collect();
             top_k(&mut scored, k);
             return scored;
         };
-        keys.push(key);
+        if key < floor {
+            keys.push(key);
+            if keys.len() >= capacity && keys.len() > k {
+                keep_first_sorted_by(&mut keys, k, u64::cmp);
+                floor = keys.last().copied().unwrap_or(u64::MAX);
+                floor_score = keys.last().map_or(f32::NEG_INFINITY, |&key| from_rank_key(key).0);
+            }
+        }
     }
     keep_first_sorted_by(&mut keys, k, u64::cmp);
     keys.into_iter().map(from_rank_key).collect()
@@ -284,6 +326,47 @@ mod tests {
                 let bits = |list: &[(f32, usize)]| list.iter().map(|(s, n)| (s.to_bits(), *n)).collect::<Vec<_>>();
                 assert_eq!(bits(&got), bits(&expected), "round {round}, k {k}");
             }
+        }
+    }
+
+    #[test]
+    fn top_k_of_a_long_list_equals_a_full_sort() {
+        // Long enough for the kept buffer to be cut many times; few distinct scores, so ties at
+        // its floor are common; some scores refused by `keep`.
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let scores: Vec<f32> = (0..20_000)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state % 1000) as f32 / 100.0 - 1.0
+            })
+            .collect();
+        for k in [0, 1, 10, 100, 5_000, 30_000] {
+            let mut expected: Vec<(f32, usize)> =
+                scores.iter().copied().zip(0..).filter(|&(score, _)| score > 0.0).collect();
+            expected.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            expected.truncate(k);
+            assert_eq!(top_k_of(&scores, k, |score| score > 0.0), expected, "k {k}");
+        }
+    }
+
+    #[test]
+    fn row_dots_equal_the_matrix_scan_bit_for_bit() {
+        let dimension = 37;
+        let rows: Vec<Vec<f32>> =
+            (0..150).map(|r| (0..dimension).map(|d| ((r * 31 + d * 17) % 101) as f32 / 7.0 - 6.5).collect()).collect();
+        let query: Vec<f32> = (0..dimension).map(|d| (d as f32).sin()).collect();
+        let slices: Vec<&[f32]> = rows.iter().map(Vec::as_slice).collect();
+        let matrix = VectorBlocks::build(&slices, dimension);
+        let mut scanned = Vec::new();
+        matrix.for_each_block_dots(rows.len(), &query, |_, dots| scanned.extend_from_slice(dots));
+        // Any rows, in any order and number (short groups and blocks included).
+        for picked in [vec![5], (0..150).rev().collect::<Vec<usize>>(), vec![149, 0, 77, 77, 3]] {
+            let chosen: Vec<&[f32]> = picked.iter().map(|&r| slices[r]).collect();
+            let dots = row_dots(&chosen, &query);
+            let expected: Vec<u32> = picked.iter().map(|&r| scanned[r].to_bits()).collect();
+            assert_eq!(dots.iter().map(|d| d.to_bits()).collect::<Vec<_>>(), expected);
         }
     }
 }
