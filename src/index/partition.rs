@@ -49,6 +49,8 @@ pub(super) struct Partition {
     starts: Vec<u32>,
     /// Row → record number.
     numbers: Vec<u32>,
+    /// Record number → row.
+    row_of: Vec<u32>,
     /// Row `r` is `codes[r * dimension..][..dimension]`: the record's unit vector × 127 / its
     /// largest component, rounded, plus 128 (an unsigned byte: see `scan_dots`).
     codes: Vec<u8>,
@@ -116,7 +118,11 @@ impl Partition {
             scales.push(assigned.scales[number]);
             rows.extend_from_slice(&vectors.row(number));
         }
-        Self { centroids, lists, dimension, starts, numbers, codes, scales, vectors: rows }
+        let mut row_of = vec![0u32; len];
+        for (row, &number) in numbers.iter().enumerate() {
+            row_of[number as usize] = row as u32;
+        }
+        Self { centroids, lists, dimension, starts, numbers, row_of, codes, scales, vectors: rows }
     }
 
     /// The best `k` records by cosine among the lists nearest the query, as (score, number)
@@ -146,38 +152,61 @@ impl Partition {
         let best = order.first().map_or(0.0, |&list| centroid_dots[list]);
         let near = order.iter().take_while(|&&list| centroid_dots[list] >= best - PROBE_MARGIN * norm).count();
         let probe = near.clamp(lists_for(MIN_PROBE_SHARE), lists_for(PROBE_SHARE));
-        let unit: Vec<f32> = query.iter().map(|v| if norm > 0.0 { v / norm } else { 0.0 }).collect();
-        let (query_codes, _) = quantize(&unit);
-        // The best `rescored` of the scanned rows. Candidates are gathered in a buffer of four times
-        // that; when it fills, it is cut to the best `rescored` and from then on a row scoring
-        // below the last of them cannot be among the best (a tie can: it is kept).
-        let rescored = k.saturating_mul(RESCORED_PER_RESULT).max(MIN_RESCORED);
-        let mut approximate: Vec<(f32, usize)> = Vec::with_capacity(rescored.saturating_mul(4));
-        let mut floor = f32::NEG_INFINITY;
+        let query_codes = query_codes(query);
+        let mut best = Candidates::new(k);
         let mut dots = Vec::new();
         for &list in &order[..probe] {
             let rows = self.starts[list] as usize..self.starts[list + 1] as usize;
-            scan_dots(&self.codes[rows.start * self.dimension..rows.end * self.dimension], &query_codes, &mut dots);
+            let codes = &self.codes[rows.start * self.dimension..rows.end * self.dimension];
+            scan_dots(codes.chunks_exact(self.dimension), &query_codes, &mut dots);
             for (row, &dot) in rows.zip(&dots) {
-                let number = self.numbers[row] as usize;
-                if keep(number) {
-                    let score = dot as f32 * self.scales[row];
-                    if score >= floor {
-                        approximate.push((score, row));
-                        if approximate.len() >= rescored.saturating_mul(4) {
-                            top_k(&mut approximate, rescored);
-                            floor = approximate.last().map_or(floor, |&(score, _)| score);
-                        }
-                    }
+                if keep(self.numbers[row] as usize) {
+                    best.offer(dot as f32 * self.scales[row], row);
                 }
             }
         }
-        top_k(&mut approximate, rescored);
+        self.rescore(best, query, k, cosine)
+    }
+
+    /// The best `k` of the records `numbers` (a narrow filter's: no list is skipped), as `top_k`
+    /// gives them: every one's 8-bit row is scanned, the best `RESCORED_PER_RESULT × k` get their
+    /// exact score.
+    pub(super) fn top_k_among(
+        &self,
+        query: &[f32],
+        k: usize,
+        numbers: &[usize],
+        cosine: impl Fn(f32, usize) -> f32,
+    ) -> Vec<(f32, usize)> {
+        let query_codes = query_codes(query);
+        let rows: Vec<usize> = numbers.iter().map(|&number| self.row_of[number] as usize).collect();
+        let mut dots = Vec::with_capacity(rows.len());
+        scan_dots(
+            rows.iter().map(|&row| &self.codes[row * self.dimension..][..self.dimension]),
+            &query_codes,
+            &mut dots,
+        );
+        let mut best = Candidates::new(k);
+        for (&row, &dot) in rows.iter().zip(&dots) {
+            best.offer(dot as f32 * self.scales[row], row);
+        }
+        self.rescore(best, query, k, cosine)
+    }
+
+    /// The exact scores of the candidates, best `k` first.
+    fn rescore(
+        &self,
+        best: Candidates,
+        query: &[f32],
+        k: usize,
+        cosine: impl Fn(f32, usize) -> f32,
+    ) -> Vec<(f32, usize)> {
+        let candidates = best.into_best();
         let rows: Vec<&[f32]> =
-            approximate.iter().map(|&(_, row)| &self.vectors[row * self.dimension..][..self.dimension]).collect();
+            candidates.iter().map(|&(_, row)| &self.vectors[row * self.dimension..][..self.dimension]).collect();
         let mut scored: Vec<(f32, usize)> = row_dots(&rows, query)
             .into_iter()
-            .zip(&approximate)
+            .zip(&candidates)
             .map(|(dot, &(_, row))| {
                 let number = self.numbers[row] as usize;
                 (cosine(dot, number), number)
@@ -191,9 +220,49 @@ impl Partition {
     pub(super) fn bytes(&self) -> usize {
         self.codes.len()
             + self.scales.len() * 4
-            + self.numbers.len() * 4
+            + self.numbers.len() * 8
             + self.vectors.len() * 4
             + self.lists * self.dimension * 4
+    }
+}
+
+/// The query's unit vector as 8-bit codes.
+fn query_codes(query: &[f32]) -> Vec<i8> {
+    let norm = query.iter().map(|v| v * v).sum::<f32>().sqrt();
+    let unit: Vec<f32> = query.iter().map(|v| if norm > 0.0 { v / norm } else { 0.0 }).collect();
+    quantize(&unit).0
+}
+
+/// The best `RESCORED_PER_RESULT × k` (at least `MIN_RESCORED`) rows of a scan by 8-bit score,
+/// as (score, row). They are gathered in a buffer of four times that; when it fills, it is cut to
+/// the best and from then on a row scoring below the last of them cannot be among the best (a tie
+/// can: it is kept).
+struct Candidates {
+    wanted: usize,
+    kept: Vec<(f32, usize)>,
+    floor: f32,
+}
+
+impl Candidates {
+    fn new(k: usize) -> Self {
+        let wanted = k.saturating_mul(RESCORED_PER_RESULT).max(MIN_RESCORED);
+        Self { wanted, kept: Vec::with_capacity(wanted.saturating_mul(4)), floor: f32::NEG_INFINITY }
+    }
+
+    #[inline]
+    fn offer(&mut self, score: f32, row: usize) {
+        if score >= self.floor {
+            self.kept.push((score, row));
+            if self.kept.len() >= self.wanted.saturating_mul(4) {
+                top_k(&mut self.kept, self.wanted);
+                self.floor = self.kept.last().map_or(self.floor, |&(score, _)| score);
+            }
+        }
+    }
+
+    fn into_best(mut self) -> Vec<(f32, usize)> {
+        top_k(&mut self.kept, self.wanted);
+        self.kept
     }
 }
 
@@ -216,7 +285,7 @@ fn offset(code: i8) -> u8 {
 /// bytes per row), written over `dots`, with the widest integer vector unit the CPU has. The rows
 /// are unsigned so that one instruction multiplies and adds 64 byte pairs (AVX-512 VNNI takes an
 /// unsigned and a signed operand): Σ (code + 128) · q − 128 · Σ q is the signed dot product.
-fn scan_dots(codes: &[u8], query: &[i8], dots: &mut Vec<i32>) {
+fn scan_dots<'a>(rows: impl Iterator<Item = &'a [u8]>, query: &[i8], dots: &mut Vec<i32>) {
     dots.clear();
     if query.is_empty() {
         return;
@@ -226,25 +295,26 @@ fn scan_dots(codes: &[u8], query: &[i8], dots: &mut Vec<i32>) {
     {
         if std::arch::is_x86_feature_detected!("avx512vnni") && std::arch::is_x86_feature_detected!("avx512bw") {
             // SAFETY: the CPU has AVX-512F, BW and VNNI (checked just above; VNNI implies F).
-            unsafe { scan_dots_vnni(codes, query, bias, dots) };
+            unsafe { scan_dots_vnni(rows, query, bias, dots) };
             return;
         }
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2 (checked just above).
-            unsafe { scan_dots_avx2(codes, query, bias, dots) };
+            unsafe { scan_dots_avx2(rows, query, bias, dots) };
             return;
         }
     }
-    scan_dots_portable(codes, query, bias, dots);
+    scan_dots_portable(rows, query, bias, dots);
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-unsafe fn scan_dots_vnni(codes: &[u8], query: &[i8], bias: i32, dots: &mut Vec<i32>) {
+unsafe fn scan_dots_vnni<'a>(rows: impl Iterator<Item = &'a [u8]>, query: &[i8], bias: i32, dots: &mut Vec<i32>) {
     use std::arch::x86_64::{_mm512_dpbusd_epi32, _mm512_loadu_si512, _mm512_reduce_add_epi32, _mm512_setzero_si512};
     let dimension = query.len();
     let wide = dimension / 64 * 64;
-    for row in codes.chunks_exact(dimension) {
+    for row in rows {
+        let row = &row[..dimension];
         let mut sums = _mm512_setzero_si512();
         for at in (0..wide).step_by(64) {
             // SAFETY: `at + 64 <= wide <= dimension`, the length of both `row` and `query`;
@@ -261,17 +331,13 @@ unsafe fn scan_dots_vnni(codes: &[u8], query: &[i8], bias: i32, dots: &mut Vec<i
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn scan_dots_avx2(codes: &[u8], query: &[i8], bias: i32, dots: &mut Vec<i32>) {
-    scan_dots_portable(codes, query, bias, dots);
+unsafe fn scan_dots_avx2<'a>(rows: impl Iterator<Item = &'a [u8]>, query: &[i8], bias: i32, dots: &mut Vec<i32>) {
+    scan_dots_portable(rows, query, bias, dots);
 }
 
 #[inline(always)]
-fn scan_dots_portable(codes: &[u8], query: &[i8], bias: i32, dots: &mut Vec<i32>) {
-    dots.extend(
-        codes
-            .chunks_exact(query.len())
-            .map(|row| row.iter().zip(query).map(|(&c, &q)| i32::from(c) * i32::from(q)).sum::<i32>() - bias),
-    );
+fn scan_dots_portable<'a>(rows: impl Iterator<Item = &'a [u8]>, query: &[i8], bias: i32, dots: &mut Vec<i32>) {
+    dots.extend(rows.map(|row| row.iter().zip(query).map(|(&c, &q)| i32::from(c) * i32::from(q)).sum::<i32>() - bias));
 }
 
 fn blocks_of(rows: &[Vec<f32>], dimension: usize) -> VectorBlocks {
@@ -433,7 +499,7 @@ mod tests {
         seen.sort_unstable();
         assert_eq!(seen, (0..rows.len() as u32).collect::<Vec<_>>());
         // A byte per dimension per record for the scan, plus each record's vector for re-scoring.
-        assert!(partition.bytes() <= rows.len() * (5 * dimension + 8) + partition.lists * dimension * 4);
+        assert!(partition.bytes() <= rows.len() * (5 * dimension + 12) + partition.lists * dimension * 4);
 
         let queries = clustered(200, dimension, 0xD1B5_4A32_D192_ED03);
         let (mut found, mut wanted) = (0, 0);
@@ -474,11 +540,11 @@ mod tests {
             let stored: Vec<u8> = rows.iter().map(|&code| offset(code)).collect();
             let expected: Vec<i32> = rows.chunks(dimension).map(|row| signed(row, &query)).collect();
             let mut dots = vec![7];
-            scan_dots(&stored, &query, &mut dots);
+            scan_dots(stored.chunks_exact(dimension), &query, &mut dots);
             assert_eq!(dots, expected, "dimension {dimension}");
             let mut portable = Vec::new();
             let bias = 128 * query.iter().map(|&q| i32::from(q)).sum::<i32>();
-            scan_dots_portable(&stored, &query, bias, &mut portable);
+            scan_dots_portable(stored.chunks_exact(dimension), &query, bias, &mut portable);
             assert_eq!(portable, expected, "dimension {dimension}");
         }
 
@@ -494,6 +560,33 @@ mod tests {
         assert!(even.iter().all(|&(_, number)| number % 2 == 0));
         let all = partition.top_k(query, 20, 1.0, |_| true, exact_of);
         assert_eq!(all[0].1, 5, "a record is its own nearest neighbour");
+    }
+
+    #[test]
+    fn a_narrow_filter_ranks_exactly_its_records_with_their_exact_scores() {
+        let dimension = 32;
+        let rows = clustered(3_000, dimension, 5);
+        let blocks = blocks_of(&rows, dimension);
+        let norms: Vec<f32> = rows.iter().map(|row| row.iter().map(|v| v * v).sum::<f32>().sqrt()).collect();
+        let partition = Partition::build(&blocks, &norms);
+        let numbers: Vec<usize> = (0..rows.len()).filter(|number| number % 7 == 3).collect();
+        let (mut found, mut wanted) = (0, 0);
+        for query in clustered(50, dimension, 99).iter() {
+            let query_norm = query.iter().map(|v| v * v).sum::<f32>().sqrt();
+            let dots = all_dots(&blocks, rows.len(), query);
+            let exact_of = |dot: f32, n: usize| cosine(dot, query_norm, norms[n]);
+            let mut exact: Vec<(f32, usize)> = numbers.iter().map(|&n| (exact_of(dots[n], n), n)).collect();
+            top_k(&mut exact, 10);
+            let got = partition.top_k_among(query, 10, &numbers, exact_of);
+            assert_eq!(got.len(), 10);
+            for &(score, number) in &got {
+                assert_eq!(number % 7, 3, "only the filter's records");
+                assert_eq!(score.to_bits(), exact_of(dots[number], number).to_bits());
+            }
+            wanted += exact.len();
+            found += exact.iter().filter(|pair| got.contains(pair)).count();
+        }
+        assert!(found as f64 / wanted as f64 >= 0.99, "recall@10 {found}/{wanted}");
     }
 
     #[test]

@@ -34,6 +34,48 @@ pub(super) struct TenantLevel {
     /// The numbers of each page's records, by page number (`RecordFeatures::page`), when the
     /// index numbered the pages: a filter's `PageHint` is read here instead of hashing doc ids.
     by_page: Option<PageRecords>,
+    /// The records grouped by the metadata an equality filter reads (`FilterGroups`).
+    groups: FilterGroups,
+}
+
+/// A level's records grouped by the fields `RecordFilter::matches` compares for equality
+/// (product, version, tags, domain, section, platform, role; the tenant is the level's own): a
+/// filter with no id list and no condition gives every record of a group the same verdict, so a
+/// tenant-wide ranking under the router's hard filter checks one record per group, not every
+/// record's strings.
+#[derive(Debug, Default)]
+struct FilterGroups {
+    /// Number → its group.
+    of: Vec<u32>,
+    /// Group → its first record's number.
+    first: Vec<u32>,
+}
+
+impl FilterGroups {
+    fn build(records: &[Arc<Record>]) -> Self {
+        type Key<'a> = (&'a str, &'a str, &'a [String], &'a str, &'a str, &'a str, &'a str);
+        let mut group_of: HashMap<Key<'_>, u32> = HashMap::default();
+        let mut groups = Self { of: Vec::with_capacity(records.len()), first: Vec::new() };
+        for (number, record) in records.iter().enumerate() {
+            let meta = &record.meta;
+            let key = (
+                meta.product.as_str(),
+                meta.version.as_str(),
+                meta.tags.as_slice(),
+                meta.domain.as_str(),
+                meta.section.as_str(),
+                meta.platform.as_str(),
+                meta.role.as_str(),
+            );
+            let next = groups.first.len() as u32;
+            let group = *group_of.entry(key).or_insert(next);
+            if group == next {
+                groups.first.push(number as u32);
+            }
+            groups.of.push(group);
+        }
+        groups
+    }
 }
 
 /// The records of each page of one page numbering (`scope`): those of page `p` are
@@ -100,6 +142,12 @@ impl PageRecords {
     }
 }
 
+/// A filtered ranking of fewer records than this scores each exactly; more, and the level has a
+/// partition, it scans their 8-bit rows and re-scores the best (`Partition::top_k_among`): a
+/// filter's records are spread over the level, and reading each one's exact vector reads its
+/// whole block.
+const NARROW_SCAN_MIN_RECORDS: usize = 2_048;
+
 impl TenantLevel {
     /// Indexes `records` (sorted by id) whose embeddings are `vectors` (same order) and whose
     /// lexical index is `lexical` (`None`: built here from their texts).
@@ -139,6 +187,7 @@ impl TenantLevel {
             }
         }
         let by_page = pages.map(|(scope, page_of)| PageRecords::build(scope, page_of));
+        let groups = FilterGroups::build(records);
         Self {
             len: records.len(),
             vectors,
@@ -148,6 +197,7 @@ impl TenantLevel {
             by_doc,
             by_section,
             by_page,
+            groups,
         }
     }
 
@@ -213,7 +263,8 @@ impl TenantLevel {
             return None;
         }
         let share = numbers.map_or(1.0, |numbers| numbers.len() as f64 / self.len.max(1) as f64);
-        if share * PROBE_SHARE as f64 <= 1.0 {
+        // Few records: their exact scores cost less than the partition's scan.
+        if numbers.is_some_and(|numbers| numbers.len() < NARROW_SCAN_MIN_RECORDS) {
             return None;
         }
         let partition = self.partition.get_or_start(&self.vectors, &self.norms)?;
@@ -221,6 +272,8 @@ impl TenantLevel {
         let exact = |dot: f32, number: usize| cosine(dot, query_norm, self.norms[number]);
         Some(match numbers {
             None => partition.top_k(query, k, 1.0, |_| true, exact),
+            // A narrow filter: the 8-bit rows of exactly the records it passes.
+            Some(numbers) if share * PROBE_SHARE as f64 <= 1.0 => partition.top_k_among(query, k, numbers, exact),
             Some(numbers) => {
                 let mut kept = vec![0u64; self.len.div_ceil(64)];
                 for &number in numbers {
@@ -385,19 +438,36 @@ impl<'a> Residual<'a> {
 /// checked fields equal the last checked record's takes its verdict (`RecordFilter::same_verdict`;
 /// a page's sections and chunks sit side by side and share the page's metadata), so a costly
 /// metadata condition — Dify's 64 `not in` lists of 1,000 values — is checked about once per page.
+///
+/// A filter with no id list and no condition is decided once per `FilterGroups` group instead.
 pub(super) struct Verdicts<'a> {
     residual: Residual<'a>,
     records: &'a [Arc<Record>],
     last: std::cell::Cell<Option<(usize, bool)>>,
+    /// Each group's verdict, and each record's group, when the filter reads grouped fields only.
+    grouped: Option<(Vec<bool>, &'a [u32])>,
 }
 
 impl<'a> Verdicts<'a> {
-    pub fn new(filter: &'a RecordFilter, records: &'a [Arc<Record>]) -> Self {
-        Self { residual: Residual::of(filter), records, last: std::cell::Cell::new(None) }
+    /// The verdicts of `filter` on the records of `level` (`records`, by number).
+    pub fn new(filter: &'a RecordFilter, level: &'a TenantLevel, records: &'a [Arc<Record>]) -> Self {
+        let residual = Residual::of(filter);
+        let grouped_only = filter.condition.is_none() && filter.doc_ids.is_none() && filter.section_ids.is_none();
+        let grouped = (matches!(residual, Residual::Everything(_))
+            && grouped_only
+            && level.groups.of.len() == records.len())
+        .then(|| {
+            let verdicts = level.groups.first.iter().map(|&number| filter.matches(&records[number as usize].meta));
+            (verdicts.collect(), level.groups.of.as_slice())
+        });
+        Self { residual, records, last: std::cell::Cell::new(None), grouped }
     }
 
     pub fn accepts(&self, number: usize) -> bool {
         let Residual::Everything(filter) = self.residual else { return true };
+        if let Some((verdicts, group_of)) = &self.grouped {
+            return verdicts[group_of[number] as usize];
+        }
         let meta = &self.records[number].meta;
         if let Some((last, verdict)) = self.last.get() {
             if last == number || filter.same_verdict(&self.records[last].meta, meta) {
@@ -433,6 +503,49 @@ mod tests {
             let (got, want) = (round_small(x), x.round());
             assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()), "{x:e}: {got:e} vs {want:e}");
         }
+    }
+
+    #[test]
+    fn grouped_verdicts_are_the_verdicts_of_matches() {
+        // Records whose equality fields vary independently; every filter without id lists or a
+        // condition must give each record the verdict `matches` gives it.
+        let records: Vec<Arc<Record>> = (0..60)
+            .map(|n: usize| {
+                let meta = crate::model::Metadata {
+                    tenant_id: "t".into(),
+                    doc_id: format!("d{}", n / 3),
+                    platform: ["android", "ios", ""][n % 3].into(),
+                    role: ["user", "admin"][n / 3 % 2].into(),
+                    domain: ["apps", "sdk_docs", "apps", "kb"][n / 7 % 4].into(),
+                    tags: if n.is_multiple_of(5) { vec!["a".into(), "b".into()] } else { vec!["a".into()] },
+                    version: if n.is_multiple_of(11) { "2".into() } else { String::new() },
+                    ..Default::default()
+                };
+                Arc::new(Record { id: format!("r{n:02}"), meta, text: String::new(), embedding: Vec::new() })
+            })
+            .collect();
+        let vectors: Vec<Vec<f32>> = records.iter().map(|_| vec![1.0, 0.0]).collect();
+        let views: Vec<&[f32]> = vectors.iter().map(Vec::as_slice).collect();
+        let level = TenantLevel::build(&records, &views, 2, None, None);
+        assert!(level.groups.first.len() < records.len(), "records share groups");
+        let filters = [
+            RecordFilter { platform: Some("android".into()), ..RecordFilter::tenant("t") },
+            RecordFilter { domain: Some("apps".into()), role: Some("admin".into()), ..RecordFilter::tenant("t") },
+            RecordFilter { tags: vec!["b".into()], version: Some("2".into()), ..RecordFilter::tenant("t") },
+            RecordFilter { platform: Some("".into()), ..RecordFilter::tenant("t") },
+            RecordFilter { product: Some("none".into()), ..RecordFilter::tenant("t") },
+            RecordFilter { platform: Some("ios".into()), ..RecordFilter::tenant("other") },
+        ];
+        for filter in &filters {
+            let verdicts = Verdicts::new(filter, &level, &records);
+            assert!(verdicts.grouped.is_some(), "{filter:?}");
+            for (number, record) in records.iter().enumerate() {
+                assert_eq!(verdicts.accepts(number), filter.matches(&record.meta), "{filter:?}, record {number}");
+            }
+        }
+        // Id lists are not grouped fields: those filters keep the per-record check.
+        let with_ids = RecordFilter { doc_ids: Some(vec!["d1".into()]), ..filters[0].clone() };
+        assert!(Verdicts::new(&with_ids, &level, &records).grouped.is_none());
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub(super) struct LevelData {
 impl LevelData {
     /// The records that pass `filter` (whose tenant is this one), as numbers in id order.
     pub(super) fn matching(&self, filter: &RecordFilter) -> Vec<usize> {
-        let verdicts = Verdicts::new(filter, &self.store.records);
+        let verdicts = Verdicts::new(filter, &self.index, &self.store.records);
         let mut numbers = self.candidates(filter);
         numbers.retain(|&number| verdicts.accepts(number));
         numbers
@@ -240,7 +240,7 @@ impl LoadedIndex {
         }
         // The records the id lists allow (ascending), when the filter has id lists.
         let candidates: Option<Vec<usize>> = restricted.then(|| data.candidates(filter));
-        let verdicts = Verdicts::new(filter, &data.store.records);
+        let verdicts = Verdicts::new(filter, &data.index, &data.store.records);
         let accept = |number: usize| verdicts.accepts(number);
         let remembered = Kept::recall(
             &LEXICAL_SCORES,
