@@ -4,11 +4,11 @@
 //!
 //! Flow: `tree`/`jsonl` load pages into `SourceDoc`s (`markdown` + `inline` parse, `mapping`
 //! derives topics) → `records` builds records (`split` makes chunks) → `embedding` embeds them
-//! (`cache`) → `writer` replaces the tenant's source in the index. `cli` drives a run.
+//! (`cache`) → `writer` replaces the tenant's source in the index. The service's `ingest` command
+//! (`retrieval-service ingest`) drives a run.
 
 pub mod cache;
 pub mod chroma_writer;
-pub mod cli;
 pub mod demo;
 pub mod embedding;
 mod frontmatter;
@@ -25,7 +25,6 @@ pub mod writer;
 use crate::embed::EmbedError;
 use std::path::PathBuf;
 
-pub use cli::{run_ingest, run_ingest_with_writer, IngestArgs, IngestBackend, IngestReport};
 pub use demo::demo_snapshot;
 pub use mapping::{MappingRules, Topic};
 pub use records::{RecordSet, SourceDoc};

@@ -17,7 +17,7 @@ macro_rules! demo_pages {
     ($(($tenant:literal, $path:literal)),* $(,)?) => {
         /// (tenant, path relative to `demo/<tenant>/`, content) of every demo page.
         pub const DEMO_PAGES: &[(&str, &str, &str)] = &[
-            $(($tenant, $path, include_str!(concat!("../../demo/", $tenant, "/", $path)))),*
+            $(($tenant, $path, include_str!(concat!("../../../../demo/", $tenant, "/", $path)))),*
         ];
     };
 }

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use std::path::Path;
 
 /// The compiled-in default mapping (the seed's ChatCenter + SDK layout).
-pub const DEFAULT_MAPPING_YAML: &str = include_str!("../../config/mapping.yaml");
+pub const DEFAULT_MAPPING_YAML: &str = include_str!("../../../../config/mapping.yaml");
 
 /// The topic fields derived for one page; copied onto its doc, sections and chunks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -261,7 +261,7 @@ mod tests {
     use super::*;
 
     fn adguard() -> MappingRules {
-        MappingRules::from_yaml(include_str!("../../config/mapping-adguard.yaml"), "adguard").unwrap()
+        MappingRules::from_yaml(include_str!("../../../../config/mapping-adguard.yaml"), "adguard").unwrap()
     }
 
     #[test]

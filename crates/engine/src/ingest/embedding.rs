@@ -392,16 +392,6 @@ mod tests {
     }
 
     #[test]
-    fn the_default_plan_is_the_settings_default() {
-        let settings = crate::config::Settings::default();
-        let plan = EmbedPlan {
-            batch_size: settings.ingest_embedding_batch_size,
-            concurrency: settings.ingest_embedding_concurrency,
-        };
-        assert_eq!(EmbedPlan::default(), plan);
-    }
-
-    #[test]
     fn a_page_is_embedded_with_its_product_unless_the_title_names_it() {
         let mut doc = page().docs.remove(0);
         doc.meta.product = "AdGuard для Android".into();

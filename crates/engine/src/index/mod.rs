@@ -23,7 +23,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-pub use chroma::ChromaIndex;
+pub use chroma::{ChromaIndex, ChromaSettings};
 pub use features::RecordFeatures;
 pub use file_index::InMemoryIndex;
 pub use filter::RecordFilter;

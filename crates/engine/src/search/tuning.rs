@@ -198,12 +198,10 @@ mod tests {
 
     #[test]
     fn the_project_files_have_no_problem() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         for themes in ["config/themes.yaml", "config/themes-adguard.yaml"] {
             let files = TuningFiles {
-                themes: root.join(themes),
-                boosting: root.join("config/boosting.yaml"),
-                synonyms: root.join("config/synonyms"),
+                themes: crate::fixtures::project_file(themes),
+                ..crate::fixtures::project_tuning_files()
             };
             assert_eq!(files.problems(), Vec::<String>::new());
         }

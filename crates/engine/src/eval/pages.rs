@@ -7,9 +7,9 @@
 
 use super::cache::CachedEmbedder;
 use super::EvalError;
-use crate::config::{RouterMode, Settings};
 use crate::embed::Embedder;
-use crate::index::InMemoryIndex;
+use crate::index::{InMemoryIndex, VectorIndex};
+use crate::router::RouterMode;
 use crate::router::Theme;
 use crate::search::{SearchRequest, SearchResponse, SearchService};
 use serde::{Deserialize, Serialize};
@@ -330,6 +330,19 @@ pub fn per_file_scores(
         .collect()
 }
 
+/// What a page-level run takes from the configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PagesSettings {
+    /// Tenant levels of at least this many records are ranked through a partition, as in `serve`.
+    pub approximate_min_records: usize,
+    /// Questions per embedding call when the cache lacks them.
+    pub embedding_batch_size: usize,
+}
+
+/// Builds the search service a run asks, over the run's index and its cached query embedder:
+/// the service builds it as `serve` does (themes, boosting, synonyms, reranker, LLM router).
+pub type BuildService<'a> = &'a (dyn Fn(Arc<dyn VectorIndex>, Arc<dyn Embedder>) -> Arc<SearchService> + Send + Sync);
+
 /// What a page-level run needs besides the settings.
 pub struct PagesRun<'a> {
     pub questions: &'a [PageQuestion],
@@ -341,12 +354,14 @@ pub struct PagesRun<'a> {
     pub embedding_cache: &'a Path,
 }
 
-/// Runs every question through a `SearchService` built exactly as `serve` builds it (settings,
-/// themes, boosting, synonyms), over the snapshot; query embeddings are cached on disk.
+/// Runs every question through the `SearchService` that `build_service` makes (the service's
+/// `eval` builds it exactly as `serve` does), over the snapshot; query embeddings are cached on
+/// disk.
 pub async fn run_pages(
-    settings: &Settings,
+    settings: PagesSettings,
     embedder: Arc<dyn Embedder>,
     run: &PagesRun<'_>,
+    build_service: BuildService<'_>,
 ) -> Result<PagesReport, EvalError> {
     let snapshot =
         crate::index::memory::read_snapshot_file(run.snapshot).map_err(|e| EvalError::Index(e.to_string()))?;
@@ -375,13 +390,12 @@ pub async fn run_pages(
     let docs = stats.tenants.get(&tenant).map_or(0, |t| t.docs);
     let tenant_id = crate::search::TenantId::new(tenant.clone()).map_err(|e| EvalError::Index(e.to_string()))?;
     let cached: Arc<dyn Embedder> =
-        Arc::new(CachedEmbedder::open(embedder, run.embedding_cache, settings.ingest_embedding_batch_size));
+        Arc::new(CachedEmbedder::open(embedder, run.embedding_cache, settings.embedding_batch_size));
     // Embed every question once up front (cached on disk), so the latency column is the search
     // alone in every mode, as for precomputed query embeddings.
     let texts: Vec<String> = run.questions.iter().map(|q| q.query.clone()).collect();
     cached.embed(&texts, crate::embed::InputKind::Query).await?;
-    let state = crate::startup::state_with(settings.clone(), Arc::clone(&index) as _, Arc::clone(&cached));
-    let service: &SearchService = &state.search;
+    let service = build_service(Arc::clone(&index) as _, Arc::clone(&cached));
 
     let themes = service.themes_for(index.as_ref(), &tenant_id).await;
     let mut modes = Vec::new();
@@ -390,7 +404,7 @@ pub async fn run_pages(
     for &mode in &run.modes {
         service
             .update_runtime(|current| {
-                Ok::<_, std::convert::Infallible>(crate::config::RuntimeSettings {
+                Ok::<_, std::convert::Infallible>(crate::search::settings::RuntimeSettings {
                     theme_router_mode: mode,
                     ..current.clone()
                 })
@@ -431,59 +445,4 @@ pub async fn run_pages(
         None => None,
     };
     Ok(PagesReport { questions: run.questions.len(), docs, modes, failures_path, outcomes: all_outcomes })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::embed::PseudoEmbedder;
-
-    #[tokio::test]
-    async fn demo_questions_are_judged_with_miss_stages_and_failures() {
-        let embedder: Arc<dyn Embedder> = Arc::new(PseudoEmbedder::new(384));
-        let mapping = crate::ingest::MappingRules::builtin();
-        let snapshot = crate::ingest::demo_snapshot(embedder.as_ref(), &mapping).await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let index = dir.path().join("demo.json");
-        crate::index::memory::write_snapshot_file(&index, &snapshot).unwrap();
-        let question = |id: &str, query: &str, relevant: &str| PageQuestion {
-            id: id.into(),
-            query: query.into(),
-            relevant: vec![relevant.into()],
-            platform: None,
-            ambiguous: false,
-        };
-        let questions = vec![
-            question("hit", "как сбросить пароль", "docs/faq/login-problems.md"),
-            question("miss", "как сбросить пароль", "no/such/page.md"),
-        ];
-        let failures = dir.path().join("failures.jsonl");
-        let settings = Settings { themes_path: "config/themes.yaml".into(), ..Settings::default() };
-        let run = PagesRun {
-            questions: &questions,
-            snapshot: &index,
-            tenant: Some("demo".into()),
-            modes: vec![RouterMode::None, RouterMode::Heuristic],
-            cutoff: 10,
-            failures: Some(&failures),
-            embedding_cache: &dir.path().join("cache.jsonl"),
-        };
-        let report = run_pages(&settings, embedder, &run).await.unwrap();
-        assert_eq!(report.modes.len(), 2);
-        for mode in &report.modes {
-            assert_eq!((mode.questions, mode.hit10, mode.miss_doc), (2, 0.5, 1), "{mode:?}");
-        }
-        let lines = std::fs::read_to_string(&failures).unwrap();
-        let misses: Vec<serde_json::Value> = lines
-            .lines()
-            .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
-            .filter(|outcome| outcome["id"] == "miss")
-            .collect();
-        for miss in &misses {
-            assert_eq!(miss["miss"], "doc_step");
-            assert!(!miss["top_hits"].as_array().unwrap().is_empty(), "a miss lists its hits");
-        }
-        assert_eq!(misses.len(), 2, "one miss per router mode");
-        assert!(report.to_string().contains("MRR@10"));
-    }
 }

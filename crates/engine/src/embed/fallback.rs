@@ -3,36 +3,36 @@
 
 use super::cache::CachedEmbedder;
 use super::http::{HttpEmbedder, HttpEmbedderConfig};
+use super::EmbeddingClientSettings;
 use super::{EmbedError, EmbedErrorKind, Embedder, InputKind, PseudoEmbedder};
-use crate::config::Settings;
 use std::sync::Arc;
 
-/// The embedder the settings select: the pseudo-embedder when `embedding_api_base` is empty,
-/// otherwise the HTTP client behind a query cache of `embedding_cache_size` entries.
+/// The embedder the settings select: the pseudo-embedder when `api_base` is empty, otherwise the
+/// HTTP client behind a query cache of `cache_size` entries.
 pub fn build_embedder(
-    settings: &Settings,
+    settings: &EmbeddingClientSettings,
     metrics: Option<Arc<crate::metrics::Metrics>>,
 ) -> Result<Arc<dyn Embedder>, EmbedError> {
-    if settings.embedding_api_base.trim().is_empty() {
-        return Ok(Arc::new(PseudoEmbedder::new(settings.embedding_dimension)));
+    if settings.api_base.trim().is_empty() {
+        return Ok(Arc::new(PseudoEmbedder::new(settings.dimension)));
     }
     let mut http = HttpEmbedder::new(HttpEmbedderConfig::from_settings(settings))?;
     if let Some(metrics) = metrics {
         http = http.with_metrics(metrics);
     }
-    Ok(Arc::new(CachedEmbedder::new(Arc::new(http), settings.embedding_cache_size)))
+    Ok(Arc::new(CachedEmbedder::new(Arc::new(http), settings.cache_size)))
 }
 
 /// The embedder of batch jobs (`ingest`, `eval`): the same server and model as searches, with the
-/// `RETR_INGEST_EMBEDDING_*` timeout and batch size (a passage batch may take minutes on a CPU
+/// batch jobs' timeout and batch size (`ingest_*`: a passage batch may take minutes on a CPU
 /// server, a user's query may not), and no query cache.
-pub fn build_ingest_embedder(settings: &Settings) -> Result<Arc<dyn Embedder>, EmbedError> {
-    if settings.embedding_api_base.trim().is_empty() {
-        return Ok(Arc::new(PseudoEmbedder::new(settings.embedding_dimension)));
+pub fn build_ingest_embedder(settings: &EmbeddingClientSettings) -> Result<Arc<dyn Embedder>, EmbedError> {
+    if settings.api_base.trim().is_empty() {
+        return Ok(Arc::new(PseudoEmbedder::new(settings.dimension)));
     }
     let mut config = HttpEmbedderConfig::from_settings(settings);
-    config.timeout = std::time::Duration::from_secs_f64(settings.ingest_embedding_timeout_seconds);
-    config.batch_size = settings.ingest_embedding_batch_size.max(1);
+    config.timeout = std::time::Duration::from_secs_f64(settings.ingest_timeout_seconds);
+    config.batch_size = settings.ingest_batch_size.max(1);
     Ok(Arc::new(HttpEmbedder::new(config)?))
 }
 
@@ -123,14 +123,15 @@ mod tests {
 
     #[test]
     fn empty_base_builds_the_pseudo_embedder_otherwise_http() {
-        let settings = Settings { embedding_dimension: 16, ..Settings::default() };
+        let settings = EmbeddingClientSettings { dimension: 16, ..EmbeddingClientSettings::for_tests() };
         let embedder = build_embedder(&settings, None).unwrap();
         assert!(embedder.is_pseudo());
         assert_eq!(embedder.model_name(), PseudoEmbedder::MODEL_NAME);
 
-        let settings = Settings { embedding_api_base: "http://127.0.0.1:9".into(), ..Settings::default() };
+        let settings =
+            EmbeddingClientSettings { api_base: "http://127.0.0.1:9".into(), ..EmbeddingClientSettings::for_tests() };
         let embedder = build_embedder(&settings, None).unwrap();
         assert!(!embedder.is_pseudo());
-        assert_eq!(embedder.model_name(), settings.embedding_model);
+        assert_eq!(embedder.model_name(), settings.model);
     }
 }

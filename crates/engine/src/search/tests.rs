@@ -1,18 +1,16 @@
 //! Cascade rules on the fixture corpus through `SearchService`.
 
 use super::*;
-use crate::config::Settings;
 use crate::embed::PseudoEmbedder;
 use crate::fixtures;
 use crate::index::InMemoryIndex;
 use crate::model::Level;
 
 fn service(adjust: impl FnOnce(&mut RuntimeSettings)) -> Arc<SearchService> {
-    let settings = Settings { embedding_dimension: fixtures::DIMENSION, ..Settings::default() };
     let index = Arc::new(InMemoryIndex::from_snapshot(fixtures::snapshot()).unwrap());
-    let state = crate::startup::state_with(settings, index, Arc::new(PseudoEmbedder::new(fixtures::DIMENSION)));
-    adjust(&mut state.search.runtime.write().unwrap());
-    state.search
+    let service = fixtures::served(index);
+    adjust(&mut service.runtime.write().unwrap());
+    Arc::new(service)
 }
 
 fn request(query: &str, tenant: &str) -> SearchRequest {
@@ -66,7 +64,7 @@ async fn docs_are_padded_to_min_docs() {
         r.doc_top_k = 1;
         r.min_docs = 3;
         // Routing would hard-filter this Android SDK query to the one Android doc.
-        r.theme_router_mode = crate::config::RouterMode::None;
+        r.theme_router_mode = RouterMode::None;
     });
     let response = service.search(&request("Подключение Android SDK через Gradle", "t1")).await.unwrap();
     let steps = response.steps.unwrap();
@@ -234,7 +232,7 @@ async fn a_request_may_override_the_router_mode_and_the_top_k_knobs_for_itself_o
     assert!(gated(&wide) > 3, "{:?}", wide.steps);
     let unrouted = SearchRequest { router_mode: Some(RouterMode::None), ..request("Gradle SDK", "t1") };
     assert_eq!(service.search(&unrouted).await.unwrap().routing.result.mode_used, RouterMode::None);
-    assert_eq!(service.runtime_settings(), Settings::default().runtime(), "the shared settings never change");
+    assert_eq!(service.runtime_settings(), fixtures::default_runtime(), "the shared settings never change");
     let bad = [
         (SearchRequest { doc_top_k: Some(0), ..request("x", "t1") }, "doc_top_k"),
         (SearchRequest { section_top_k: Some(1001), ..request("x", "t1") }, "section_top_k"),
@@ -317,10 +315,8 @@ fn two_area_snapshot() -> crate::model::Snapshot {
 
 #[tokio::test]
 async fn a_tenant_without_written_themes_is_routed_over_themes_learned_from_its_own_pages() {
-    let settings = Settings { embedding_dimension: fixtures::DIMENSION, ..Settings::default() };
     let index = Arc::new(InMemoryIndex::from_snapshot(two_area_snapshot()).unwrap());
-    let state = crate::startup::state_with(settings, index.clone(), Arc::new(PseudoEmbedder::new(fixtures::DIMENSION)));
-    let service = &state.search;
+    let service = &fixtures::served(index.clone());
     let vdi = TenantId::new("vdi").unwrap();
     let themes = service.themes_for(index.as_ref(), &vdi).await;
     let mut ids: Vec<&str> = themes.iter().map(|t| t.id.as_str()).collect();

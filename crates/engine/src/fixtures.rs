@@ -1,7 +1,15 @@
-//! A small deterministic two-tenant corpus for tests of every backend (pseudo-embedded).
+//! A small deterministic two-tenant corpus for tests of every backend (pseudo-embedded), and a
+//! search service over an index as the service's default settings build it.
 
 use crate::embed::PseudoEmbedder;
+use crate::index::VectorIndex;
 use crate::model::{Metadata, Record, Snapshot};
+use crate::router::RouterMode;
+use crate::search::settings::RuntimeSettings;
+use crate::search::tuning::TuningFiles;
+use crate::search::SearchService;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub const DIMENSION: usize = 64;
 
@@ -126,6 +134,50 @@ const PAGES: &[Page] = &[
 ];
 
 /// Builds the fixture snapshot; every level is pseudo-embedded with `DIMENSION` dimensions.
+/// The runtime settings of the service's default settings (`Settings::default().runtime()`; a
+/// test of the service checks that they agree).
+pub fn default_runtime() -> RuntimeSettings {
+    RuntimeSettings {
+        max_results: 10,
+        doc_top_k: 20,
+        section_top_k: 30,
+        chunk_top_k: 20,
+        topk_per_doc: 1,
+        min_docs: 3,
+        min_score: 0.0,
+        enable_filters: true,
+        rerank_enabled: false,
+        rerank_top_n: 5,
+        theme_router_mode: RouterMode::Heuristic,
+    }
+}
+
+/// A file of the repository (`config/…`, `demo/…`), wherever the tests run.
+pub fn project_file(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path)
+}
+
+/// The repository's themes file, boosting.yaml and synonyms: the files the service's default
+/// settings name.
+pub fn project_tuning_files() -> TuningFiles {
+    TuningFiles {
+        themes: project_file("config/themes.yaml"),
+        boosting: project_file("config/boosting.yaml"),
+        synonyms: project_file("config/synonyms"),
+    }
+}
+
+/// A search service over `index` as the service builds it from its default settings (with the
+/// embedding dimension of the fixtures): the project's tuning files, no reranker, no LLM router,
+/// pseudo-embedded queries of at most 2,000 characters.
+pub fn served(index: Arc<dyn VectorIndex>) -> SearchService {
+    let files = project_tuning_files();
+    let missing = files.missing();
+    SearchService::new(index, Arc::new(PseudoEmbedder::new(DIMENSION)), default_runtime())
+        .with_tuning(files.load_leniently(), missing)
+        .with_limits(2000, DIMENSION)
+}
+
 pub fn snapshot() -> Snapshot {
     let embedder = PseudoEmbedder::new(DIMENSION);
     let mut snapshot = Snapshot {

@@ -1,7 +1,7 @@
 //! What both rerank clients share: their settings, the status classification and one bounded POST.
 
+use super::RerankClientSettings;
 use super::{RerankError, RerankErrorKind, Result};
-use crate::config::Settings;
 use crate::metrics::Metrics;
 use crate::secret::Secret;
 use crate::upstream::{Call, RetryPolicy};
@@ -20,12 +20,12 @@ pub struct RerankClientConfig {
 }
 
 impl RerankClientConfig {
-    pub fn from_settings(settings: &Settings) -> Self {
+    pub fn from_settings(settings: &RerankClientSettings) -> Self {
         Self {
-            api_base: settings.rerank_api_base.clone(),
-            api_key: settings.rerank_api_key.clone(),
-            model: settings.rerank_model.clone(),
-            timeout: Duration::from_secs_f64(settings.rerank_timeout_seconds),
+            api_base: settings.api_base.clone(),
+            api_key: settings.api_key.clone(),
+            model: settings.model.clone(),
+            timeout: Duration::from_secs_f64(settings.timeout_seconds),
             metrics: None,
         }
     }
@@ -116,7 +116,7 @@ mod tests {
 
     #[test]
     fn endpoint_accepts_base_with_or_without_v1() {
-        let mut config = RerankClientConfig::from_settings(&Settings::default());
+        let mut config = RerankClientConfig::from_settings(&RerankClientSettings::for_tests());
         for (base, expected) in [
             ("http://h:1", "http://h:1/v1/chat/completions"),
             ("http://h:1/", "http://h:1/v1/chat/completions"),
