@@ -68,7 +68,7 @@ impl Tuning {
     }
 }
 
-/// Where the three files are (`Settings::tuning_files`).
+/// Where the three files are (the service builds it: `Settings::tuning_files`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TuningFiles {
     pub themes: PathBuf,
