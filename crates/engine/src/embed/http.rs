@@ -54,9 +54,6 @@ impl HttpEmbedderConfig {
     }
 }
 
-/// The status classification of every outbound client (`upstream::classify`).
-pub use crate::upstream::classify;
-
 #[derive(Serialize)]
 struct EmbeddingRequest<'a> {
     model: &'a str,
@@ -209,6 +206,7 @@ pub fn embeddings_endpoint(api_base: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::upstream::classify;
 
     #[test]
     fn classify_table() {

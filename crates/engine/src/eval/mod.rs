@@ -7,7 +7,7 @@
 pub mod cache;
 pub mod crossval;
 pub mod data;
-pub mod metrics;
+pub(crate) mod metrics;
 pub mod pages;
 pub mod runner;
 

@@ -1,13 +1,13 @@
 //! Index backends: the `VectorIndex` trait the search pipeline runs on, the record filter
 //! both backends apply, the in-memory backend and the BM25 lexical index.
 
-pub mod change;
+pub(crate) mod change;
 pub mod chroma;
 mod codec;
 pub mod condition;
 pub mod features;
 pub mod file_index;
-pub mod filter;
+pub(crate) mod filter;
 pub mod lexical;
 pub mod memory;
 pub mod partition;

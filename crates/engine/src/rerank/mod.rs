@@ -2,10 +2,10 @@
 //! (`chat.rs`) and dedicated rerank-API (`rerank_api.rs`) clients live beside it, and `merge.rs`
 //! turns any answer into a complete reordering of the original candidates.
 
-pub mod chat;
-pub mod client;
-pub mod merge;
-pub mod rerank_api;
+pub(crate) mod chat;
+pub(crate) mod client;
+pub(crate) mod merge;
+pub(crate) mod rerank_api;
 
 use crate::secret::Secret;
 use async_trait::async_trait;

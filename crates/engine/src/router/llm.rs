@@ -29,12 +29,6 @@ impl LlmRouterError {
     }
 }
 
-/// Maps a non-success HTTP status of the chat endpoint to an error (`upstream::classify`).
-pub fn classify(status: u16, body: &str) -> LlmRouterError {
-    let excerpt: String = body.chars().take(200).collect();
-    LlmRouterError::new(crate::upstream::classify(status, body), format!("chat endpoint answered {status}: {excerpt}"))
-}
-
 impl From<crate::upstream::UpstreamError> for LlmRouterError {
     fn from(error: crate::upstream::UpstreamError) -> Self {
         LlmRouterError::new(error.kind, error.message)
@@ -237,7 +231,7 @@ mod tests {
             (302, LlmRouterErrorKind::InvalidResponse),
         ];
         for (status, kind) in table {
-            assert_eq!(classify(status, "x").kind, kind, "{status}");
+            assert_eq!(crate::upstream::classify(status, "x"), kind, "{status}");
         }
     }
 

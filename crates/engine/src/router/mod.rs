@@ -6,14 +6,14 @@
 //! the heuristic, so routing never blocks or fails a search.
 
 mod config;
-pub mod context;
-pub mod disambiguation;
-pub mod heuristic;
-pub mod label;
-pub mod learned;
-pub mod llm;
-pub mod mode;
-pub mod themes;
+pub(crate) mod context;
+pub(crate) mod disambiguation;
+pub(crate) mod heuristic;
+pub(crate) mod label;
+pub(crate) mod learned;
+pub(crate) mod llm;
+pub(crate) mod mode;
+pub(crate) mod themes;
 
 pub use config::RouterConfig;
 pub use context::{format_context, ContextSource, FormattedContext, MULTI_THEME_RULE};

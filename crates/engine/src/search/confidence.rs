@@ -17,19 +17,6 @@ use super::ranking::Ranked;
 /// How many features a search answer is described by.
 pub const FEATURES: usize = 9;
 
-/// The names of the features, in order (for `eval`'s report).
-pub const FEATURE_NAMES: [&str; FEATURES] = [
-    "top_dense",
-    "dense_margin",
-    "score_margin",
-    "lexical_rank_inv",
-    "dense_rank_inv",
-    "page_spread",
-    "doc_step_agrees",
-    "router_agrees",
-    "hits_split",
-];
-
 /// What the confidence is computed from: one answer's features.
 pub type Features = [f32; FEATURES];
 

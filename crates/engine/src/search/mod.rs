@@ -3,21 +3,21 @@
 
 pub mod boosting;
 pub mod boosting_config;
-pub mod cascade;
+pub(crate) mod cascade;
 #[cfg(feature = "ceiling-probe")]
 pub mod ceiling;
-pub mod confidence;
+pub(crate) mod confidence;
 pub mod context;
-pub mod error;
+pub(crate) mod error;
 pub mod fusion;
 pub mod ranking;
-pub mod rerank;
+pub(crate) mod rerank;
 pub mod routing;
 pub mod settings;
-pub mod synonyms;
-pub mod tenant;
+pub(crate) mod synonyms;
+pub(crate) mod tenant;
 pub mod tuning;
-pub mod types;
+pub(crate) mod types;
 
 pub use error::{Result, SearchError};
 pub use tenant::TenantId;

@@ -4,7 +4,7 @@
 
 mod build;
 mod engine;
-pub mod local_copy;
+pub(crate) mod local_copy;
 mod memo;
 mod snapshot;
 
