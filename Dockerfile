@@ -3,6 +3,9 @@ FROM rust:1.89-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
+COPY crates ./crates
+# Cargo.toml names the criterion bench: without its file the manifest does not parse.
+COPY benches ./benches
 COPY demo ./demo
 COPY config ./config
 RUN cargo build --release --locked --bin retrieval-service

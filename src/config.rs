@@ -1,6 +1,9 @@
 //! Settings: compiled-in defaults ← optional TOML file ← `RETR_*` environment, validated before
 //! the service binds its port. `RuntimeSettings` is the subset `/config` can change live.
 
+pub use crate::embed::EmbeddingClientSettings;
+pub use crate::index::ChromaSettings;
+pub use crate::rerank::{RerankBackend, RerankClientSettings};
 pub use crate::router::RouterMode;
 pub use crate::search::settings::{RuntimeSettings, MAX_RESULTS_CAP, MAX_TOPK_PER_DOC, MAX_TOP_K};
 pub use crate::search::tuning::THEMES_SETTING;
@@ -20,15 +23,6 @@ pub const DEFAULT_DIFY_TIME_BUDGET_SECONDS: f64 = 4.0;
 pub enum VectorBackend {
     Memory,
     Chroma,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RerankBackend {
-    /// OpenAI chat completions asked for `[{"section_id","score"}]`.
-    Chat,
-    /// A dedicated `POST /rerank` API (Cohere / Jina / TEI shape).
-    RerankApi,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -509,6 +503,52 @@ impl Settings {
         }
     }
 
+    /// What the embedding clients take (`RETR_EMBEDDING_*`, `RETR_INGEST_EMBEDDING_*`).
+    pub fn embedding_client(&self) -> EmbeddingClientSettings {
+        EmbeddingClientSettings {
+            api_base: self.embedding_api_base.clone(),
+            api_key: self.embedding_api_key.clone(),
+            model: self.embedding_model.clone(),
+            dimension: self.embedding_dimension,
+            max_attempts: self.embedding_max_attempts,
+            retry_delay_seconds: self.embedding_retry_delay_seconds,
+            timeout_seconds: self.embedding_timeout_seconds,
+            batch_size: self.embedding_batch_size,
+            send_input_type: self.embedding_send_input_type,
+            query_prefix: self.embedding_query_prefix.clone(),
+            passage_prefix: self.embedding_passage_prefix.clone(),
+            cache_size: self.embedding_cache_size,
+            ingest_timeout_seconds: self.ingest_embedding_timeout_seconds,
+            ingest_batch_size: self.ingest_embedding_batch_size,
+        }
+    }
+
+    /// What the rerank clients take (`RETR_RERANK_*`).
+    pub fn rerank_client(&self) -> RerankClientSettings {
+        RerankClientSettings {
+            backend: self.rerank_backend,
+            api_base: self.rerank_api_base.clone(),
+            api_key: self.rerank_api_key.clone(),
+            model: self.rerank_model.clone(),
+            timeout_seconds: self.rerank_timeout_seconds,
+        }
+    }
+
+    /// What the Chroma backend takes (`RETR_CHROMA_*`, `RETR_INDEX_RELOAD_INTERVAL_MS`, `RETR_TENANTS`).
+    pub fn chroma(&self) -> ChromaSettings {
+        ChromaSettings {
+            host: self.chroma_host.clone(),
+            tenant: self.chroma_tenant.clone(),
+            database: self.chroma_database.clone(),
+            collection: self.chroma_collection.clone(),
+            timeout_seconds: self.chroma_timeout_seconds,
+            ingest_timeout_seconds: self.chroma_ingest_timeout_seconds,
+            refresh_interval_ms: self.index_reload_interval_ms,
+            write_concurrency: self.chroma_write_concurrency,
+            scope: self.tenant_scope(),
+        }
+    }
+
     pub fn runtime(&self) -> RuntimeSettings {
         RuntimeSettings {
             max_results: self.max_results,
@@ -638,6 +678,18 @@ mod tests {
         // Typed settings are still parsed.
         let settings = Settings::load(None, &env(&[("RETR_PORT", "9090"), ("RETR_METRICS_OPEN", "true")])).unwrap();
         assert_eq!((settings.port, settings.metrics_open), (9090, true));
+    }
+
+    /// The engine's test service and ingest plan start from the same values as these settings.
+    #[test]
+    fn the_engine_defaults_are_the_settings_defaults() {
+        let settings = Settings::default();
+        assert_eq!(settings.runtime(), retrieval_engine::fixtures::default_runtime());
+        let plan = crate::ingest::embedding::EmbedPlan {
+            batch_size: settings.ingest_embedding_batch_size,
+            concurrency: settings.ingest_embedding_concurrency,
+        };
+        assert_eq!(crate::ingest::embedding::EmbedPlan::default(), plan);
     }
 
     #[test]

@@ -1,30 +1,21 @@
-//! Retrieval Service: hybrid doc→section→chunk search over product documentation.
+//! Retrieval Service: hybrid doc→section→chunk search over product documentation. The HTTP
+//! service, the CLI commands and the settings around the engine crate (`retrieval_engine`).
 
 pub mod api;
 pub mod config;
-pub mod embed;
 pub mod error;
 pub mod eval;
-/// Test support: the fixture corpus (unit tests, and the integration tests through the
-/// `test-support` feature).
-#[cfg(any(test, feature = "test-support"))]
-pub mod fixtures;
-pub mod index;
 pub mod ingest;
 pub mod log_writer;
-pub mod metrics;
-pub mod model;
-pub mod rerank;
-pub mod router;
-pub mod scope;
-pub mod search;
-pub mod secret;
 pub mod server;
 pub mod startup;
 pub mod state;
-pub mod text;
-pub mod upstream;
-pub mod yaml;
+
+// The engine's modules under their old paths (`crate::index::…`, `retrieval_service::search::…`).
+// `eval` and `ingest` are the service's own modules: the engine's, plus the commands' wiring.
+#[cfg(any(test, feature = "test-support"))]
+pub use retrieval_engine::fixtures;
+pub use retrieval_engine::{embed, index, metrics, model, rerank, router, scope, search, secret, text, upstream, yaml};
 
 pub use state::AppState;
 

@@ -163,7 +163,7 @@ fn main() -> ExitCode {
                 let embedder =
                     retrieval_service::startup::build_ingest_embedder(&settings).map_err(|e| e.to_string())?;
                 let writer: Option<std::sync::Arc<dyn retrieval_service::ingest::writer::IndexWriter>> =
-                    match retrieval_service::index::ChromaIndex::for_ingest(&settings) {
+                    match retrieval_service::index::ChromaIndex::for_ingest(&settings.chroma()) {
                         Ok(index) => Some(std::sync::Arc::new(
                             // The report prints where it wrote: without a password in the URL.
                             retrieval_service::ingest::chroma_writer::ChromaSourceWriter::new(

@@ -44,13 +44,13 @@ pub fn validate_settings(settings: &Settings) -> Result<(), ConfigError> {
 /// The query/passage embedder the settings select (pseudo-embeddings when no API base is set);
 /// its calls are recorded in `metrics` when given.
 pub fn build_embedder(settings: &Settings, metrics: Option<Arc<Metrics>>) -> Result<Arc<dyn Embedder>, StartupError> {
-    crate::embed::build_embedder(settings, metrics)
+    crate::embed::build_embedder(&settings.embedding_client(), metrics)
         .map_err(|error| StartupError::Backend(format!("embedding client: {error}")))
 }
 
 /// The embedder of `ingest` and `eval` (long timeout, ingest batch size).
 pub fn build_ingest_embedder(settings: &Settings) -> Result<Arc<dyn Embedder>, StartupError> {
-    crate::embed::build_ingest_embedder(settings)
+    crate::embed::build_ingest_embedder(&settings.embedding_client())
         .map_err(|error| StartupError::Backend(format!("embedding client: {error}")))
 }
 
@@ -97,7 +97,7 @@ pub async fn build_index(
             }
         },
         VectorBackend::Chroma => {
-            let index = crate::index::ChromaIndex::new(settings)
+            let index = crate::index::ChromaIndex::new(&settings.chroma())
                 .map_err(|error| StartupError::Backend(format!("chroma client: {error}")))?;
             index.replica().set_approximate_min_records(settings.approximate_min_records);
             if let Some(metrics) = metrics {
@@ -155,7 +155,7 @@ pub fn state_with(settings: Settings, index: Arc<dyn VectorIndex>, embedder: Arc
 }
 
 fn build_reranker(settings: &Settings, metrics: &Arc<Metrics>) -> Arc<dyn crate::rerank::Reranker> {
-    crate::rerank::build_reranker(settings, Some(Arc::clone(metrics))).unwrap_or_else(|error| {
+    crate::rerank::build_reranker(&settings.rerank_client(), Some(Arc::clone(metrics))).unwrap_or_else(|error| {
         tracing::warn!(%error, "rerank client unavailable; reranking will report a degradation");
         Arc::new(crate::rerank::NoopReranker)
     })

@@ -194,11 +194,12 @@ async fn every_search_during_killed_and_repeated_reingests_sees_one_whole_versio
     let versions = [Version::build("A"), Version::build("B")];
     let scope = SourceScope { tenant_id: TENANT.into(), source_name: SOURCE.into() };
     let (proxy_url, chroma_up) = crate::common::switchable_proxy(&url, true).await;
-    let writer_index = ChromaIndex::for_ingest(&Settings { chroma_host: proxy_url, ..settings.clone() }).unwrap();
+    let writer_index =
+        ChromaIndex::for_ingest(&(Settings { chroma_host: proxy_url, ..settings.clone() }).chroma()).unwrap();
     let writer = ChromaSourceWriter::new(writer_index, "chroma");
     writer.replace_source(&scope, versions[0].batch()).await.unwrap();
 
-    let reader = ChromaIndex::new(&settings).unwrap();
+    let reader = ChromaIndex::new(&settings.chroma()).unwrap();
     reader.spawn_refresher();
     let query = PseudoEmbedder::new(DIMENSION).embed_one("оператор открывает чат");
     let deadline = Instant::now() + Duration::from_secs(20 + pages() as u64 / 20);

@@ -44,7 +44,7 @@ async fn chroma_state(url: &str) -> AppState {
         chroma_collection: format!("suite{nanos}"),
         ..base_settings()
     };
-    let index = ChromaIndex::new(&settings).unwrap();
+    let index = ChromaIndex::new(&settings.chroma()).unwrap();
     index.replace_tenants(&fixtures::snapshot()).await.unwrap();
     index.refresh().await.unwrap();
     startup::state_with(settings, index, Arc::new(PseudoEmbedder::new(fixtures::DIMENSION)))
@@ -188,7 +188,7 @@ async fn chroma_down_is_a_quick_503_not_a_hang() {
         chroma_timeout_seconds: 1.0,
         ..base_settings()
     };
-    let index = ChromaIndex::new(&settings).unwrap();
+    let index = ChromaIndex::new(&settings.chroma()).unwrap();
     assert!(index.refresh().await.is_err());
     let state = startup::state_with(settings, index, Arc::new(PseudoEmbedder::new(fixtures::DIMENSION)));
     let started = std::time::Instant::now();

@@ -177,7 +177,7 @@ fn ids(records: &[Arc<Record>]) -> Vec<&str> {
 }
 
 async fn loaded_chroma(url: &str) -> Arc<ChromaIndex> {
-    let index = ChromaIndex::new(&settings(url, &unique_prefix())).unwrap();
+    let index = ChromaIndex::new(&settings(url, &unique_prefix()).chroma()).unwrap();
     index.replace_tenants(&snapshot()).await.unwrap();
     index
 }
@@ -258,9 +258,9 @@ async fn chroma_filtered_queries_agree_with_the_record_filter() {
 async fn writes_reach_this_instance_at_once_and_other_instances_by_polling() {
     let Some(url) = chroma_url() else { return };
     let prefix = unique_prefix();
-    let writer = ChromaIndex::new(&settings(&url, &prefix)).unwrap();
+    let writer = ChromaIndex::new(&settings(&url, &prefix).chroma()).unwrap();
     writer.replace_tenants(&snapshot()).await.unwrap();
-    let reader = ChromaIndex::new(&settings(&url, &prefix)).unwrap();
+    let reader = ChromaIndex::new(&settings(&url, &prefix).chroma()).unwrap();
     reader.spawn_refresher();
     let acme = RecordFilter::tenant("acme");
     assert_eq!(reader.get(Level::Doc, &acme, 100).await.unwrap().len(), 4);
@@ -299,11 +299,11 @@ fn records_loaded(index: &ChromaIndex) -> u64 {
 async fn a_logged_write_rereads_only_the_changed_docs_and_applies_deletes() {
     let Some(url) = chroma_url() else { return };
     let prefix = unique_prefix();
-    let writer = ChromaIndex::new(&settings(&url, &prefix)).unwrap();
+    let writer = ChromaIndex::new(&settings(&url, &prefix).chroma()).unwrap();
     let corpus = snapshot();
     writer.replace_tenants(&corpus).await.unwrap();
     let total = (corpus.docs.len() + corpus.sections.len() + corpus.chunks.len()) as u64;
-    let reader = ChromaIndex::new(&settings(&url, &prefix)).unwrap();
+    let reader = ChromaIndex::new(&settings(&url, &prefix).chroma()).unwrap();
     assert!(reader.refresh().await.unwrap());
     assert_eq!(records_loaded(&reader), total, "the first load reads everything");
     assert!(!reader.refresh().await.unwrap(), "nothing changed, nothing read");
@@ -397,7 +397,8 @@ async fn large_writes_are_batched_concurrently_and_replace_without_duplicates() 
         snapshot
     };
     let index =
-        ChromaIndex::new(&Settings { chroma_write_concurrency: 3, ..settings(&url, &unique_prefix()) }).unwrap();
+        ChromaIndex::new(&(Settings { chroma_write_concurrency: 3, ..settings(&url, &unique_prefix()) }).chroma())
+            .unwrap();
     let bulk = RecordFilter::tenant("bulk");
     index.replace_tenants(&corpus(10, "первый")).await.unwrap();
     let chunks = index.get(Level::Chunk, &bulk, usize::MAX).await.unwrap();
@@ -435,7 +436,7 @@ async fn closed_port_url() -> String {
 #[tokio::test]
 async fn unreachable_chroma_fails_fast_with_unavailable() {
     let url = closed_port_url().await;
-    let index = ChromaIndex::new(&settings(&url, "ingestion")).unwrap();
+    let index = ChromaIndex::new(&settings(&url, "ingestion").chroma()).unwrap();
     let started = Instant::now();
     let error = index.health().await.unwrap_err();
     assert_eq!(error.kind, IndexErrorKind::Unavailable, "{error}");
@@ -454,7 +455,8 @@ async fn silent_chroma_times_out_with_unavailable() {
             held.push(stream);
         }
     });
-    let index = ChromaIndex::new(&Settings { chroma_timeout_seconds: 0.3, ..settings(&url, "ingestion") }).unwrap();
+    let index =
+        ChromaIndex::new(&(Settings { chroma_timeout_seconds: 0.3, ..settings(&url, "ingestion") }).chroma()).unwrap();
     let started = Instant::now();
     let error = index.get(Level::Doc, &RecordFilter::tenant("acme"), 5).await.unwrap_err();
     assert_eq!(error.kind, IndexErrorKind::Unavailable, "{error}");
@@ -473,9 +475,10 @@ async fn silent_chroma_times_out_with_unavailable() {
 async fn service_recovers_when_chroma_comes_back() {
     let Some(url) = chroma_url() else { return };
     let prefix = unique_prefix();
-    ChromaIndex::new(&settings(&url, &prefix)).unwrap().replace_tenants(&snapshot()).await.unwrap();
+    ChromaIndex::new(&settings(&url, &prefix).chroma()).unwrap().replace_tenants(&snapshot()).await.unwrap();
     let (proxy_url, enabled) = crate::common::switchable_proxy(&url, false).await;
-    let index = ChromaIndex::new(&Settings { chroma_timeout_seconds: 1.0, ..settings(&proxy_url, &prefix) }).unwrap();
+    let index = ChromaIndex::new(&(Settings { chroma_timeout_seconds: 1.0, ..settings(&proxy_url, &prefix) }).chroma())
+        .unwrap();
     index.spawn_refresher();
     let acme = RecordFilter::tenant("acme");
     let error = index.get(Level::Doc, &acme, 10).await.unwrap_err();

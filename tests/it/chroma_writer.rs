@@ -94,7 +94,7 @@ fn index(url: &str, concurrency: usize) -> Arc<ChromaIndex> {
         chroma_write_concurrency: concurrency,
         ..Settings::default()
     };
-    ChromaIndex::new(&settings).unwrap()
+    ChromaIndex::new(&settings.chroma()).unwrap()
 }
 
 fn chunks(count: usize) -> Vec<Record> {
@@ -189,7 +189,7 @@ mod retries {
             chroma_ingest_timeout_seconds: 0.3,
             ..Settings::default()
         };
-        ChromaIndex::for_ingest(&settings).unwrap()
+        ChromaIndex::for_ingest(&settings.chroma()).unwrap()
     }
 
     fn collection() -> FakeResponse {

@@ -234,7 +234,7 @@ async fn the_built_embedder_caches_repeated_queries() {
         embedding_timeout_seconds: 0.3,
         ..Settings::default()
     };
-    let embedder = build_embedder(&settings, None).unwrap();
+    let embedder = build_embedder(&settings.embedding_client(), None).unwrap();
     let first = embedder.embed(&texts(&["вопрос"]), InputKind::Query).await.unwrap();
     let second = embedder.embed(&texts(&["вопрос"]), InputKind::Query).await.unwrap();
     assert_eq!(first, second);

@@ -37,7 +37,7 @@ fn embedder(url: &str) -> HttpEmbedder {
         embedding_timeout_seconds: 30.0,
         ..Settings::default()
     };
-    HttpEmbedder::new(HttpEmbedderConfig::from_settings(&settings)).unwrap()
+    HttpEmbedder::new(HttpEmbedderConfig::from_settings(&settings.embedding_client())).unwrap()
 }
 
 fn server_url() -> Option<String> {

@@ -474,7 +474,7 @@ async fn chroma_reingest_is_read_back_incrementally() {
         chroma_collection: format!("ingest{}", nanos % 1_000_000_000_000),
         ..fixture.settings.clone()
     };
-    let index = ChromaIndex::new(&settings).unwrap();
+    let index = ChromaIndex::new(&settings.chroma()).unwrap();
     let writer: Arc<dyn retrieval_service::ingest::writer::IndexWriter> =
         Arc::new(ChromaSourceWriter::new(Arc::clone(&index), "chroma"));
     let ingest = |args: IngestArgs| {
@@ -494,7 +494,7 @@ async fn chroma_reingest_is_read_back_incrementally() {
     std::fs::write(other_tree.join("install.md"), SDK_INSTALL).unwrap();
     ingest(IngestArgs { source_name: Some("sdk".into()), ..IngestArgs::new(&other_tree, "t1") }).await;
 
-    let reader = ChromaIndex::new(&settings).unwrap();
+    let reader = ChromaIndex::new(&settings.chroma()).unwrap();
     assert!(reader.refresh().await.unwrap());
     let loaded = |index: &ChromaIndex| index.replica_status().unwrap().records_loaded_total;
     let total = loaded(&reader);

@@ -233,7 +233,11 @@ async fn rerank_api_failures_have_kinds() {
 
 #[tokio::test]
 async fn build_reranker_follows_the_settings() {
-    let error = build_reranker(&Settings::default(), None).unwrap().rerank("q", &candidates()).await.unwrap_err();
+    let error = build_reranker(&Settings::default().rerank_client(), None)
+        .unwrap()
+        .rerank("q", &candidates())
+        .await
+        .unwrap_err();
     assert_eq!(error.kind, RerankErrorKind::NotConfigured);
 
     let server = FakeServer::start(vec![FakeResponse::json(200, &json!({"results": []}))]).await;
@@ -243,11 +247,11 @@ async fn build_reranker_follows_the_settings() {
         rerank_timeout_seconds: 0.3,
         ..Settings::default()
     };
-    build_reranker(&settings, None).unwrap().rerank("q", &candidates()).await.unwrap();
+    build_reranker(&settings.rerank_client(), None).unwrap().rerank("q", &candidates()).await.unwrap();
     assert_eq!(server.requests()[0].path, "/rerank");
 
     let server = FakeServer::start(vec![chat_answer("[]")]).await;
     let settings = Settings { rerank_api_base: server.url(), ..Settings::default() };
-    build_reranker(&settings, None).unwrap().rerank("q", &candidates()).await.unwrap();
+    build_reranker(&settings.rerank_client(), None).unwrap().rerank("q", &candidates()).await.unwrap();
     assert_eq!(server.requests()[0].path, "/v1/chat/completions");
 }

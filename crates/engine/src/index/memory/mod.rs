@@ -1,0 +1,492 @@
+//! The in-memory index: exact cosine and BM25 rankings over a `LoadedIndex` (`engine`), how one is
+//! built from records (`build`), the snapshot file format (`snapshot`) and the per-thread memo of
+//! a search's scores (`memo`). The file source that serves a snapshot file is `index::file_index`.
+
+mod build;
+mod engine;
+pub(crate) mod local_copy;
+mod memo;
+mod snapshot;
+
+pub use build::{rebuild_tenant, IndexBuilder};
+pub use engine::{LoadedIndex, TenantIndex};
+pub use snapshot::{read_snapshot_file, write_snapshot_file};
+
+/// Returns the heap a full load freed (the fetched pages, the records' embeddings once moved into
+/// the scan matrices) to the operating system. glibc keeps freed memory in its arenas, so without
+/// this the service's RSS after a load stays at the load's peak.
+pub fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists; it has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::engine::*;
+    use super::*;
+    use crate::embed::PseudoEmbedder;
+    use crate::fixtures;
+    use crate::index::replica::SnapshotSource;
+    use crate::index::InMemoryIndex;
+    use crate::index::VectorIndex;
+    use crate::index::{IndexErrorKind, RecordFilter, ScoredRecord};
+    use crate::model::{Level, Record, Snapshot};
+    use std::path::Path;
+    use std::sync::Arc;
+
+    /// The definition the index must reproduce: every record of the level that passes the
+    /// filter, scored by the rounded cosine, best first with ties by id, cut at `k`.
+    fn reference_knn(
+        snapshot: &Snapshot,
+        level: Level,
+        filter: &RecordFilter,
+        query: &[f32],
+        k: usize,
+    ) -> Vec<(String, f32)> {
+        let mut scored: Vec<ScoredRecord> = snapshot
+            .records(level)
+            .iter()
+            .filter(|record| filter.matches(&record.meta))
+            .map(|record| {
+                let score = super::super::cosine(query, &record.embedding);
+                ScoredRecord { record: Arc::new(record.clone()).into(), score: (score * 1e6).round() / 1e6 }
+            })
+            .collect();
+        super::super::sort_scored(&mut scored);
+        scored.into_iter().take(k).map(|s| (s.record.id.clone(), s.score)).collect()
+    }
+
+    fn ids_and_scores(results: &[ScoredRecord]) -> Vec<(String, f32)> {
+        results.iter().map(|s| (s.record.id.clone(), s.score)).collect()
+    }
+
+    fn filters() -> Vec<RecordFilter> {
+        let t1 = RecordFilter::tenant("t1");
+        vec![
+            t1.clone(),
+            RecordFilter::tenant("t2"),
+            RecordFilter::tenant("nobody"),
+            RecordFilter { doc_ids: Some(vec!["sdk/ios/install".into(), "docs/admin/tags".into()]), ..t1.clone() },
+            RecordFilter {
+                section_ids: Some(vec!["docs/admin/tags#s1".into(), "sdk/ios/install#s2".into()]),
+                ..t1.clone()
+            },
+            RecordFilter {
+                doc_ids: Some(vec!["docs/admin/tags".into()]),
+                section_ids: Some(vec!["docs/admin/tags#s1".into(), "sdk/ios/install#s1".into()]),
+                ..t1.clone()
+            },
+            RecordFilter { doc_ids: Some(vec!["acme/secret-install".into()]), ..t1.clone() },
+            RecordFilter { product: Some("sdk".into()), ..t1.clone() },
+            RecordFilter { tags: vec!["ios".into()], doc_ids: Some(vec!["sdk/ios/install".into()]), ..t1 },
+        ]
+    }
+
+    #[test]
+    fn restricted_rankings_read_after_a_tenant_wide_one_agree_with_their_definitions() {
+        // A tenant-wide ranking leaves its scores to the thread; a restricted ranking of the same
+        // query reads them, and of another query must not.
+        let snapshot = fixtures::snapshot();
+        let index = LoadedIndex::build(snapshot.clone()).unwrap();
+        let embedder = PseudoEmbedder::new(fixtures::DIMENSION);
+        let (first, second) = (embedder.embed_one("установка SDK на iOS"), embedder.embed_one("теги"));
+        let (first_terms, second_terms) = (crate::text::terms("установка тегов"), crate::text::terms("android"));
+        let everything = RecordFilter::tenant("t1");
+        for level in Level::ALL {
+            for filter in filters().into_iter().filter(|filter| filter.tenant_id == "t1") {
+                for (query, other) in [(&first, &second), (&second, &first)] {
+                    index.knn(level, &everything, query, 100).unwrap();
+                    let got = ids_and_scores(&index.knn(level, &filter, query, 100).unwrap());
+                    assert_eq!(got, reference_knn(&snapshot, level, &filter, query, 100), "{level:?} {filter:?}");
+                    let got = ids_and_scores(&index.knn(level, &filter, other, 100).unwrap());
+                    assert_eq!(got, reference_knn(&snapshot, level, &filter, other, 100), "{level:?} {filter:?}");
+                }
+                for (terms, other) in [(&first_terms, &second_terms), (&second_terms, &first_terms)] {
+                    let all = ids_and_scores(&index.lexical(level, &everything, terms, usize::MAX));
+                    let allowed: Vec<String> =
+                        index.get(level, &filter, usize::MAX).iter().map(|record| record.id.clone()).collect();
+                    let mut expected = all.clone();
+                    expected.retain(|(id, _)| allowed.contains(id));
+                    assert_eq!(ids_and_scores(&index.lexical(level, &filter, terms, usize::MAX)), expected);
+                    let fresh = ids_and_scores(&index.lexical(level, &filter, other, usize::MAX));
+                    index.lexical(level, &RecordFilter::tenant("t2"), other, usize::MAX);
+                    assert_eq!(ids_and_scores(&index.lexical(level, &filter, other, usize::MAX)), fresh);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pages_are_numbered_in_doc_id_order_across_the_levels_of_a_tenant() {
+        let index = LoadedIndex::build(fixtures::snapshot()).unwrap();
+        for tenant in ["t1", "t2"] {
+            let tenant = index.tenant(tenant).unwrap();
+            let mut pages: Vec<(String, u32, Arc<()>)> = Vec::new();
+            for level in Level::ALL {
+                let data = tenant.level(level);
+                for (record, features) in data.store.records.iter().zip(&data.store.features) {
+                    let page = features.page.as_ref().expect("every record has a page number");
+                    pages.push((record.meta.doc_id.clone(), page.number, Arc::clone(&page.scope)));
+                }
+            }
+            assert!(pages.iter().all(|(.., scope)| Arc::ptr_eq(scope, &pages[0].2)), "one scope per tenant build");
+            let mut doc_ids: Vec<&str> = pages.iter().map(|(doc_id, ..)| doc_id.as_str()).collect();
+            doc_ids.sort_unstable();
+            doc_ids.dedup();
+            for (doc_id, number, _) in &pages {
+                assert_eq!(doc_ids[*number as usize], doc_id, "the number is the page's place in doc id order");
+            }
+        }
+        let scope_of = |tenant: &str| {
+            Arc::clone(&index.tenant(tenant).unwrap().level(Level::Doc).store.features[0].page.as_ref().unwrap().scope)
+        };
+        assert!(!Arc::ptr_eq(&scope_of("t1"), &scope_of("t2")), "numbers of two tenants never compare");
+    }
+
+    #[test]
+    fn id_lists_resolved_for_one_tenant_are_not_reused_for_another() {
+        // The thread remembers the last id lists it resolved; the same lists asked of another
+        // tenant (or another level) must resolve there, never to the first tenant's records.
+        let snapshot = fixtures::snapshot();
+        let index = LoadedIndex::build(snapshot.clone()).unwrap();
+        let query = PseudoEmbedder::new(fixtures::DIMENSION).embed_one("установка SDK");
+        let terms = crate::text::terms("установка sdk gradle");
+        let ids = Some(vec!["acme/secret-install".to_string(), "sdk/ios/install".to_string()]);
+        for level in Level::ALL {
+            for tenant in ["t1", "t2", "t1", "nobody", "t2"] {
+                let filter = RecordFilter { doc_ids: ids.clone(), ..RecordFilter::tenant(tenant) };
+                let dense = ids_and_scores(&index.knn(level, &filter, &query, 100).unwrap());
+                assert_eq!(dense, reference_knn(&snapshot, level, &filter, &query, 100), "{level:?} {tenant}");
+                let lexical = index.lexical(level, &filter, &terms, 100);
+                assert!(lexical.iter().all(|s| s.record.meta.tenant_id == tenant), "{level:?} {tenant}");
+                let expected: Vec<&str> = if tenant == "nobody" {
+                    Vec::new()
+                } else if tenant == "t1" {
+                    vec!["sdk/ios/install"]
+                } else {
+                    vec!["acme/secret-install"]
+                };
+                let got = index.get(level, &filter, 100);
+                let mut got_docs: Vec<&str> = got.iter().map(|r| r.meta.doc_id.as_str()).collect();
+                got_docs.dedup();
+                assert_eq!(got_docs, expected, "{level:?} {tenant}");
+                assert!(!dense.is_empty() || tenant == "nobody", "{level:?} {tenant}");
+            }
+        }
+    }
+
+    #[test]
+    fn knn_get_and_lexical_agree_with_their_definitions() {
+        let snapshot = fixtures::snapshot();
+        let index = LoadedIndex::build(snapshot.clone()).unwrap();
+        let embedder = PseudoEmbedder::new(fixtures::DIMENSION);
+        let queries =
+            [embedder.embed_one("установка SDK на iOS"), embedder.embed_one("теги"), vec![0.0; fixtures::DIMENSION]];
+        let terms = crate::text::terms("установка тегов Android");
+        for level in Level::ALL {
+            for filter in filters() {
+                let mut expected_ids: Vec<&Record> =
+                    snapshot.records(level).iter().filter(|record| filter.matches(&record.meta)).collect();
+                expected_ids.sort_by(|a, b| a.id.cmp(&b.id));
+                let got: Vec<String> = index.get(level, &filter, usize::MAX).iter().map(|r| r.id.clone()).collect();
+                assert_eq!(got, expected_ids.iter().map(|r| r.id.clone()).collect::<Vec<_>>(), "{level:?} {filter:?}");
+                for query in &queries {
+                    for k in [1, 3, 100] {
+                        let got = ids_and_scores(&index.knn(level, &filter, query, k).unwrap());
+                        assert_eq!(
+                            got,
+                            reference_knn(&snapshot, level, &filter, query, k),
+                            "{level:?} {filter:?} k={k}"
+                        );
+                    }
+                }
+                // BM25 statistics are the tenant's: a filter only removes records from the list.
+                let everything = RecordFilter::tenant(filter.tenant_id.clone());
+                let mut expected = ids_and_scores(&index.lexical(level, &everything, &terms, usize::MAX));
+                let allowed: Vec<String> = expected_ids.iter().map(|r| r.id.clone()).collect();
+                expected.retain(|(id, _)| allowed.contains(id));
+                expected.truncate(2);
+                assert_eq!(ids_and_scores(&index.lexical(level, &filter, &terms, 2)), expected, "{level:?} {filter:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_streamed_load_searches_like_a_snapshot_and_keeps_one_copy_of_a_repeated_record() {
+        let snapshot = fixtures::snapshot();
+        let whole = LoadedIndex::build(snapshot.clone()).unwrap();
+        // Pages arrive in any order, across levels, and offset paging may repeat a record.
+        let mut builder = IndexBuilder::new(0);
+        for (level, records) in Level::ALL.into_iter().zip([&snapshot.docs, &snapshot.sections, &snapshot.chunks]).rev()
+        {
+            for record in records.iter().rev().chain(records.first()) {
+                builder.add(level, record.clone()).unwrap();
+            }
+        }
+        let streamed = builder.finish(snapshot.embedding_model.clone(), snapshot.indexed_at.clone()).unwrap();
+        assert_eq!(streamed.level_counts(), whole.level_counts());
+        let embedder = PseudoEmbedder::new(fixtures::DIMENSION);
+        let query = embedder.embed_one("установка SDK");
+        let terms = crate::text::terms("установка SDK");
+        for level in Level::ALL {
+            let filter = RecordFilter::tenant("t1");
+            let got = ids_and_scores(&streamed.knn(level, &filter, &query, 100).unwrap());
+            assert_eq!(got, ids_and_scores(&whole.knn(level, &filter, &query, 100).unwrap()), "{level:?}");
+            let got = ids_and_scores(&streamed.lexical(level, &filter, &terms, 100));
+            assert_eq!(got, ids_and_scores(&whole.lexical(level, &filter, &terms, 100)), "{level:?}");
+        }
+        let mut bad = fixtures::snapshot().chunks[0].clone();
+        bad.embedding.pop();
+        let error = IndexBuilder::new(fixtures::DIMENSION).add(Level::Chunk, bad).unwrap_err();
+        assert_eq!(error.kind, IndexErrorKind::Corrupt);
+        let empty = IndexBuilder::new(0).finish(String::new(), String::new()).unwrap_err();
+        assert_eq!(empty.kind, IndexErrorKind::Corrupt);
+    }
+
+    /// A restart from the local copy serves what the snapshot served: the same records, the
+    /// same dense and lexical rankings under every filter, the same page numbering. A copy of
+    /// another version of the file, or a damaged one, is not taken.
+    #[test]
+    fn a_local_copy_reads_back_as_the_index_it_copies() {
+        let snapshot = fixtures::snapshot();
+        let whole = LoadedIndex::build(snapshot.clone()).unwrap();
+        let directory = tempfile::tempdir().unwrap();
+        let copy_dir = directory.path().join("index.json.copy");
+        local_copy::write(&copy_dir, "v1", &whole).unwrap();
+        let copy = local_copy::read(&copy_dir, "v1").unwrap().expect("a whole copy");
+        assert_eq!(copy.level_counts(), whole.level_counts());
+        assert_eq!(copy.stats_info(), whole.stats_info());
+        assert_eq!(copy.dimension(), whole.dimension());
+        for (tenant, part) in &whole.tenants {
+            for level in Level::ALL {
+                let records: Vec<&Record> = part.records(level).iter().map(|r| r.as_ref()).collect();
+                let copied: Vec<&Record> = copy.tenants[tenant].records(level).iter().map(|r| r.as_ref()).collect();
+                assert_eq!(copied, records, "{tenant} {level:?}");
+            }
+        }
+        let embedder = PseudoEmbedder::new(fixtures::DIMENSION);
+        for text in ["установка SDK", "обязательные теги", "webhook"] {
+            let query = embedder.embed_one(text);
+            let terms = crate::text::terms(text);
+            for filter in filters() {
+                for level in Level::ALL {
+                    let got = ids_and_scores(&copy.knn(level, &filter, &query, 100).unwrap());
+                    assert_eq!(got, ids_and_scores(&whole.knn(level, &filter, &query, 100).unwrap()), "{level:?}");
+                    let got = ids_and_scores(&copy.lexical(level, &filter, &terms, 100));
+                    assert_eq!(got, ids_and_scores(&whole.lexical(level, &filter, &terms, 100)), "{level:?}");
+                    let pages = |index: &LoadedIndex| -> Vec<Option<u32>> {
+                        index
+                            .knn(level, &filter, &query, 100)
+                            .unwrap()
+                            .iter()
+                            .map(|hit| hit.record.page().map(|p| p.number))
+                            .collect()
+                    };
+                    assert_eq!(pages(&copy), pages(&whole));
+                }
+            }
+        }
+
+        // Another version of the file: no copy.
+        assert!(local_copy::read(&copy_dir, "v2").unwrap().is_none());
+        // Rewritten with one tenant fewer: the other tenant's file goes too.
+        let fewer = whole.with_tenants(vec![("t2".to_string(), None)]);
+        local_copy::write(&copy_dir, "v3", &fewer).unwrap();
+        let files = directory_listing(&copy_dir);
+        // The manifest, the tenant's file, its three parts of records and three scan matrices.
+        assert_eq!(files.len(), 8, "{files:?}");
+        assert_eq!(local_copy::read(&copy_dir, "v3").unwrap().unwrap().level_counts(), fewer.level_counts());
+        // A tenant file cut short is an error, never a panic or a partial index.
+        // A part of records of another copy is an error.
+        let part = copy_dir.join(files.iter().find(|name| name.ends_with(".records2-0")).unwrap());
+        let part_bytes = std::fs::read(&part).unwrap();
+        let mut foreign = part_bytes.clone();
+        foreign[9] ^= 1;
+        std::fs::write(&part, &foreign).unwrap();
+        assert!(local_copy::read(&copy_dir, "v3").is_err());
+        std::fs::write(&part, &part_bytes).unwrap();
+        // A scan matrix of the wrong size is an error too.
+        let matrix = copy_dir.join(files.iter().find(|name| name.ends_with(".level1")).unwrap());
+        let matrix_bytes = std::fs::read(&matrix).unwrap();
+        std::fs::write(&matrix, &matrix_bytes[..matrix_bytes.len() - 64]).unwrap();
+        assert!(local_copy::read(&copy_dir, "v3").is_err());
+        std::fs::write(&matrix, &matrix_bytes).unwrap();
+        assert!(local_copy::read(&copy_dir, "v3").unwrap().is_some());
+        let tenant_file = copy_dir.join(files.iter().find(|name| name.ends_with(".bin")).unwrap());
+        let bytes = std::fs::read(&tenant_file).unwrap();
+        for cut in [bytes.len() - 1, bytes.len() / 2, 9] {
+            std::fs::write(&tenant_file, &bytes[..cut]).unwrap();
+            assert!(local_copy::read(&copy_dir, "v3").is_err(), "cut at {cut}");
+        }
+        // No manifest: no copy.
+        std::fs::remove_file(copy_dir.join("manifest.json")).unwrap();
+        assert!(local_copy::read(&copy_dir, "v3").unwrap().is_none());
+    }
+
+    fn manifest_source(manifest: &str) -> &str {
+        let start = manifest.find("\"source\":\"").expect("a source") + "\"source\":\"".len();
+        &manifest[start..start + manifest[start..].find('"').expect("a closing quote")]
+    }
+
+    /// A service restarted over an unchanged snapshot file starts from the copy and answers the
+    /// same; once the file changes, the new file is read (not the stale copy) and copied again.
+    #[test]
+    fn a_file_index_restarts_from_its_copy_until_the_file_changes() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("index.json");
+        write_snapshot_file(&path, &fixtures::snapshot()).unwrap();
+        let scope = crate::scope::TenantScope::All;
+        let first = InMemoryIndex::from_file_with(&path, scope.clone(), true);
+        let copy_dir = directory.path().join("index.json.copy");
+        // The copy is written in the background once the file is loaded.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !copy_dir.join("manifest.json").exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(copy_dir.join("manifest.json").exists());
+        let restarted = InMemoryIndex::from_file_with(&path, scope.clone(), true);
+        let (a, b) = (first.replica().snapshot().unwrap(), restarted.replica().snapshot().unwrap());
+        assert_eq!(a.level_counts(), b.level_counts());
+
+        // A damaged copy is not served: the file is read instead (and the copy written again).
+        let manifest = std::fs::read_to_string(copy_dir.join("manifest.json")).unwrap();
+        for name in directory_listing(&copy_dir).iter().filter(|name| name.ends_with(".bin")) {
+            std::fs::write(copy_dir.join(name), b"RSCOPY02 but nothing else").unwrap();
+        }
+        let after_damage = InMemoryIndex::from_file_with(&path, scope.clone(), true);
+        assert_eq!(after_damage.replica().snapshot().unwrap().level_counts(), a.level_counts());
+        assert!(after_damage.replica().last_error().is_none());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while local_copy::read(&copy_dir, manifest_source(&manifest)).ok().flatten().is_none() {
+            assert!(std::time::Instant::now() < deadline, "the copy was not written again");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+
+        let mut smaller = fixtures::snapshot();
+        smaller.docs.retain(|doc| doc.meta.tenant_id != "t2");
+        smaller.sections.retain(|record| record.meta.tenant_id != "t2");
+        smaller.chunks.retain(|record| record.meta.tenant_id != "t2");
+        // A different size, so the stamp differs even within the file system's time resolution.
+        write_snapshot_file(&path, &smaller).unwrap();
+        let after_change = InMemoryIndex::from_file_with(&path, scope, true);
+        let loaded = after_change.replica().snapshot().unwrap();
+        assert_eq!(loaded.level_counts(), LoadedIndex::build(smaller).unwrap().level_counts());
+        assert!(loaded.tenant("t2").is_none());
+    }
+
+    /// Tenant-wide rankings of a level at the size threshold go through its partition once it is
+    /// built (exact until then), filtered ones too; on levels this small every list is probed, so
+    /// they agree with the exact ranking exactly.
+    #[test]
+    fn tenant_wide_rankings_use_the_partition_once_it_is_built() {
+        let index = LoadedIndex::build(fixtures::snapshot()).unwrap();
+        let embedder = PseudoEmbedder::new(fixtures::DIMENSION);
+        let query = embedder.embed_one("установка SDK");
+        for level in Level::ALL {
+            for filter in filters() {
+                let exact = ids_and_scores(&index.knn(level, &filter, &query, 10).unwrap());
+                let first = ids_and_scores(&index.knn_approximate(level, &filter, &query, 10, 1).unwrap());
+                assert_eq!(first, exact, "{level:?}");
+                if let Some(data) = index.level_of(level, &filter.tenant_id) {
+                    assert!(data.index.prepare_partition(1, std::time::Duration::from_secs(30)));
+                }
+                let after = ids_and_scores(&index.knn_approximate(level, &filter, &query, 10, 1).unwrap());
+                assert_eq!(after, exact, "{level:?}");
+            }
+        }
+    }
+
+    /// A tenant rebuilt from a delta scores exactly like one built from the whole snapshot: kept
+    /// records' vectors come back from the scan matrix unchanged, the changed doc's are the new ones.
+    #[test]
+    fn a_rebuilt_tenant_searches_like_a_fresh_build() {
+        let snapshot = fixtures::snapshot();
+        let base = LoadedIndex::build(snapshot.clone()).unwrap();
+        let changed_doc = snapshot.docs.iter().find(|doc| doc.meta.tenant_id == "t1").unwrap().meta.doc_id.clone();
+        let embedder = PseudoEmbedder::new(fixtures::DIMENSION);
+        let mut next = snapshot.clone();
+        let mut fetched: [Vec<Record>; 3] = Default::default();
+        for (slot, level) in Level::ALL.into_iter().enumerate() {
+            let records = match level {
+                Level::Doc => &mut next.docs,
+                Level::Section => &mut next.sections,
+                Level::Chunk => &mut next.chunks,
+            };
+            for record in records.iter_mut().filter(|r| r.meta.tenant_id == "t1" && r.meta.doc_id == changed_doc) {
+                record.text = format!("{} обновлено", record.text);
+                record.embedding = embedder.embed_one(&record.text);
+                fetched[slot].push(record.clone());
+            }
+        }
+        let scope = crate::index::change::ChangeScope::Docs([changed_doc].into());
+        let part = rebuild_tenant(&base, "t1", &scope, fetched, base.dimension()).unwrap();
+        let rebuilt = base.with_tenants(vec![("t1".to_string(), part)]);
+        let fresh = LoadedIndex::build(next).unwrap();
+        let query = embedder.embed_one("обновлено установка");
+        let terms = crate::text::terms("обновлено установка");
+        for level in Level::ALL {
+            for tenant in ["t1", "t2"] {
+                let filter = RecordFilter::tenant(tenant);
+                let got = ids_and_scores(&rebuilt.knn(level, &filter, &query, 100).unwrap());
+                assert_eq!(got, ids_and_scores(&fresh.knn(level, &filter, &query, 100).unwrap()), "{level:?}");
+                let got = ids_and_scores(&rebuilt.lexical(level, &filter, &terms, 100));
+                assert_eq!(got, ids_and_scores(&fresh.lexical(level, &filter, &terms, 100)), "{level:?}");
+            }
+        }
+        assert!(Arc::ptr_eq(rebuilt.tenant("t2").unwrap(), base.tenant("t2").unwrap()), "t2 is shared, not copied");
+    }
+
+    #[tokio::test]
+    async fn a_pinned_snapshot_stays_the_same_across_a_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index.json");
+        write_snapshot_file(&path, &fixtures::snapshot()).unwrap();
+        let index = InMemoryIndex::from_file(&path);
+        let pinned = index.pin().await.expect("a loaded snapshot pins");
+        let mut smaller = fixtures::snapshot();
+        smaller.docs.retain(|record| record.meta.tenant_id == "t1");
+        smaller.sections.retain(|record| record.meta.tenant_id == "t1");
+        smaller.chunks.retain(|record| record.meta.tenant_id == "t1");
+        // A different size, so the reload sees a change even within the file time's resolution.
+        write_snapshot_file(&path, &smaller).unwrap();
+        assert!(index.reload_if_changed());
+        assert!(!index.tenant_exists("t2").await.unwrap(), "the index moved on");
+        assert!(pinned.tenant_exists("t2").await.unwrap(), "the pinned snapshot did not");
+        let filter = RecordFilter::tenant("t2");
+        assert_eq!(pinned.get(Level::Doc, &filter, 10).await.unwrap().len(), 1);
+    }
+
+    fn directory_listing(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> =
+            std::fs::read_dir(dir).unwrap().map(|entry| entry.unwrap().file_name().to_string_lossy().into()).collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_failed_snapshot_write_leaves_no_temporary_file_and_the_old_file_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        // A directory where the file should go: everything works up to the rename, which fails.
+        let path = dir.path().join("index.json");
+        std::fs::create_dir(&path).unwrap();
+        std::fs::write(path.join("keep"), "x").unwrap();
+        assert!(write_snapshot_file(&path, &fixtures::snapshot()).is_err());
+        assert_eq!(directory_listing(dir.path()), ["index.json"], "no temporary file left behind");
+
+        let path = dir.path().join("ok.json");
+        write_snapshot_file(&path, &fixtures::snapshot()).unwrap();
+        // A writer killed mid-write (its process is gone) left its temporary file: the next write
+        // removes it; a live writer's (this process's) is left alone.
+        let abandoned = dir.path().join(".ok.json.tmp-4294967-0");
+        let live = dir.path().join(format!(".ok.json.tmp-{}-999", std::process::id()));
+        std::fs::write(&abandoned, "{").unwrap();
+        std::fs::write(&live, "{").unwrap();
+        write_snapshot_file(&path, &fixtures::snapshot()).unwrap();
+        assert!(!abandoned.exists(), "the killed writer's temporary file is removed");
+        assert!(live.exists());
+        assert_eq!(read_snapshot_file(&path).unwrap().docs.len(), fixtures::snapshot().docs.len());
+    }
+}
