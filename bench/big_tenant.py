@@ -83,7 +83,7 @@ class Service:
         self.port = free_port()
         env = {k: v for k, v in os.environ.items()}
         env.update({"RETR_MOCK_MODE": "true", "RETR_INDEX_PATH": str(snapshot),
-                    "RUST_LOG": "warn,retrieval_service::index::file_index=info"})
+                    "RUST_LOG": "warn,retrieval_engine::index::file_index=info"})
         env.update(extra_env)
         self.log = tempfile.TemporaryFile()
         started = time.perf_counter()

@@ -42,7 +42,7 @@ start_service() {
   shift 2
   local started ready
   started=$(date +%s.%N)
-  env "$@" RUST_LOG="${RUST_LOG:-warn,retrieval_service::index::chroma=info}" \
+  env "$@" RUST_LOG="${RUST_LOG:-warn,retrieval_engine::index::chroma=info}" \
     "$ROOT/target/release/retrieval-service" serve --port "$port" >"$WORK/$name.log" 2>&1 &
   SERVICE_PID=$!
   SERVICE_PIDS+=("$SERVICE_PID")

@@ -66,7 +66,7 @@ records=$(echo "$raw" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["r
 export RETR_MOCK_MODE=false RETR_VECTOR_BACKEND=chroma RETR_CHROMA_HOST=$CHROMA RETR_EMBEDDING_API_BASE=$EMBED \
   RETR_EMBEDDING_DIMENSION=384 RETR_INDEX_VERSION_WAIT_SECONDS=8
 started=$(date +%s.%N)
-RUST_LOG=warn,retrieval_service::index::chroma=info "$BIN" serve --port "$PORT" >"$WORK/service.log" 2>&1 &
+RUST_LOG=warn,retrieval_engine::index::chroma=info "$BIN" serve --port "$PORT" >"$WORK/service.log" 2>&1 &
 SERVICE_PID=$!
 until [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/health")" = 200 ]; do
   kill -0 "$SERVICE_PID" 2>/dev/null || { tail -20 "$WORK/service.log" >&2; exit 1; }

@@ -8,7 +8,7 @@
 //! score. A level of `n` records has about √n lists. A ranking probes the lists whose centroid
 //! is within `PROBE_MARGIN` (cosine) of the query's nearest centroid, at least one list in
 //! `MIN_PROBE_SHARE` and at most one in `PROBE_SHARE`: on clustered vectors the nearest lists
-//! stand out and an eighth of the level is read; on diffuse ones (e5 embeddings of one small
+//! stand out and a sixteenth of the level is read; on diffuse ones (e5 embeddings of one small
 //! site: the centroids lie within a few hundredths of each other) half of it is.
 //!
 //! The partition is built off the request path, on a background thread, the first time a
@@ -26,7 +26,7 @@ pub const DEFAULT_MIN_RECORDS: usize = 20_000;
 /// `MIN_PROBE`); in between, the lists whose centroid's cosine with the query is within
 /// `PROBE_MARGIN` of the best centroid's.
 pub(super) const PROBE_SHARE: usize = 2;
-const MIN_PROBE_SHARE: usize = 8;
+const MIN_PROBE_SHARE: usize = 16;
 const PROBE_MARGIN: f32 = 0.1;
 const MIN_PROBE: usize = 4;
 /// k-means on a sample of `SAMPLE_PER_LIST` vectors per list, `ITERATIONS` rounds.

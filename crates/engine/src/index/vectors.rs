@@ -239,32 +239,65 @@ pub(super) fn top_k(scored: &mut Vec<(f32, usize)>, k: usize) {
 }
 
 /// `top_k` of the records whose score (`scores[number]`) `keep` accepts, without making the pairs
-/// first. The keys are gathered in a buffer of `KEPT_PER_RESULT × k`; when it fills, it is cut to
-/// the best `k`, and from then on a key after the last of them cannot be among the best (keys are
-/// distinct: each holds its number), so most records of a big level are compared, not kept.
+/// first, in two passes over the scores:
+/// - the best kept score of each block of `BLOCK` records: the `k`-th best of these maxima is
+///   distinct records' scores, so at most the `k`-th best score; a record scoring below it, and a
+///   block whose best does, cannot be among the best;
+/// - the other records' keys are gathered in a buffer of `KEPT_PER_RESULT × k`; when it fills, it
+///   is cut to the best `k`, and from then on a key after the last of them cannot be among the best
+///   either (keys are distinct: each holds its number).
 pub(super) fn top_k_of(scores: &[f32], k: usize, keep: impl Fn(f32) -> bool) -> Vec<(f32, usize)> {
     const KEPT_PER_RESULT: usize = 4;
+    const BLOCK: usize = 64;
     let kept = || scores.iter().copied().zip(0..).filter(|&(score, _)| keep(score));
+    // Each block's best kept score (NEG_INFINITY: none kept), unless a NaN is kept somewhere (it
+    // has no place in `<`; then no block is skipped).
+    let mut nan = false;
+    let best_of_block: Vec<f32> = scores
+        .chunks(BLOCK)
+        .map(|block| {
+            block.iter().fold(f32::NEG_INFINITY, |best, &score| {
+                let kept = keep(score);
+                nan |= kept && score.is_nan();
+                if kept && score > best {
+                    score
+                } else {
+                    best
+                }
+            })
+        })
+        .collect();
+    // A lower score (`<`, so never NaN) than `floor_score` is not among the best.
+    let mut floor_score = f32::NEG_INFINITY;
+    if !nan && k > 0 && k <= best_of_block.len() {
+        let mut maxima = best_of_block.clone();
+        maxima.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
+        floor_score = maxima[k - 1];
+    }
     let capacity = k.saturating_mul(KEPT_PER_RESULT).max(64).min(scores.len());
     let mut keys = Vec::with_capacity(capacity);
     let mut floor = u64::MAX;
-    // The floor's score: a lower score (`<`, so never NaN) is after the floor without its key.
-    let mut floor_score = f32::NEG_INFINITY;
-    for (score, number) in kept() {
-        if score < floor_score {
+    for (block, (first, best)) in scores.chunks(BLOCK).zip((0..).step_by(BLOCK).zip(&best_of_block)) {
+        if !nan && *best < floor_score {
             continue;
         }
-        let Some(key) = rank_key(score, number) else {
-            let mut scored: Vec<(f32, usize)> = kept().collect();
-            top_k(&mut scored, k);
-            return scored;
-        };
-        if key < floor {
-            keys.push(key);
-            if keys.len() >= capacity && keys.len() > k {
-                keep_first_sorted_by(&mut keys, k, u64::cmp);
-                floor = keys.last().copied().unwrap_or(u64::MAX);
-                floor_score = keys.last().map_or(f32::NEG_INFINITY, |&key| from_rank_key(key).0);
+        for (score, number) in block.iter().copied().zip(first..) {
+            if !keep(score) || score < floor_score {
+                continue;
+            }
+            let Some(key) = rank_key(score, number) else {
+                let mut scored: Vec<(f32, usize)> = kept().collect();
+                top_k(&mut scored, k);
+                return scored;
+            };
+            if key < floor {
+                keys.push(key);
+                if keys.len() >= capacity && keys.len() > k {
+                    keep_first_sorted_by(&mut keys, k, u64::cmp);
+                    floor = keys.last().copied().unwrap_or(u64::MAX);
+                    let last = keys.last().map_or(f32::NEG_INFINITY, |&key| from_rank_key(key).0);
+                    floor_score = floor_score.max(last);
+                }
             }
         }
     }
@@ -342,12 +375,21 @@ mod tests {
                 (state % 1000) as f32 / 100.0 - 1.0
             })
             .collect();
+        let bits = |list: &[(f32, usize)]| list.iter().map(|(s, n)| (s.to_bits(), *n)).collect::<Vec<_>>();
+        // The same with specials kept: NaN (no block is skipped then), infinities, signed zeros.
+        let mut specials = scores.clone();
+        for (at, value) in [(17, f32::NAN), (4_000, f32::INFINITY), (9_999, -0.0), (15_000, f32::NEG_INFINITY)] {
+            specials[at] = value;
+        }
         for k in [0, 1, 10, 100, 5_000, 30_000] {
-            let mut expected: Vec<(f32, usize)> =
-                scores.iter().copied().zip(0..).filter(|&(score, _)| score > 0.0).collect();
-            expected.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-            expected.truncate(k);
-            assert_eq!(top_k_of(&scores, k, |score| score > 0.0), expected, "k {k}");
+            for (scores, keep_all) in [(&scores, false), (&scores, true), (&specials, true), (&specials, false)] {
+                let keep = |score: f32| keep_all || score > 0.0;
+                let mut expected: Vec<(f32, usize)> =
+                    scores.iter().copied().zip(0..).filter(|&(score, _)| keep(score)).collect();
+                expected.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                expected.truncate(k);
+                assert_eq!(bits(&top_k_of(scores, k, keep)), bits(&expected), "k {k}, all {keep_all}");
+            }
         }
     }
 
