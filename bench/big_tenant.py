@@ -12,6 +12,7 @@ snapshot file, reporting:
 
     python3 bench/big_tenant.py                    # 400, 4000 and 40000 docs
     python3 bench/big_tenant.py --docs 4000 --skip-exact
+    python3 bench/big_tenant.py --docs 4000 --skip-exact --duration 0 --from-json --refresh
 
 Data (written once, then reused) goes to .cache/big/ (bench/big_tenant_data.py). Needs wrk and
 numpy (the generator; .cache/peer-venv has it). Env passes through RETR_* settings to try.
@@ -110,6 +111,11 @@ class Service:
         text = self.log.read().decode("utf-8", "replace")
         return "local copy" if re.search(r'from_copy"?[=:] ?true', text) else "json"
 
+    def loads(self) -> int:
+        """How many times the service has loaded the snapshot (its start-up, then each refresh)."""
+        self.log.seek(0)
+        return self.log.read().decode("utf-8", "replace").count("index snapshot loaded")
+
     def _sample(self) -> None:
         while self.sampling and self.process.poll() is None:
             try:
@@ -149,7 +155,7 @@ def measure(docs: int, args: argparse.Namespace) -> dict:
         handle.write("\n".join(requests) + "\n")
         bodies_file = Path(handle.name)
     row: dict = {"docs": docs, "records": docs * 31, "snapshot_gb": round(snapshot.stat().st_size / 1e9, 2)}
-    service = Service(snapshot, requests[0], {})
+    service = Service(snapshot, requests[0], {"RETR_INDEX_LOCAL_COPY": "false"} if args.from_json else {})
     row["start_from"] = service.started_from()
     try:
         row["startup_s"] = round(service.startup_seconds, 1)
@@ -172,6 +178,19 @@ def measure(docs: int, args: argparse.Namespace) -> dict:
             row["c16_rps"] = round(result["rps"])
             row["c16_p99_ms"] = result["p99_ms"]
             row["c16_errors"] = int(result["errors"])
+        if args.refresh:
+            # The file changes (its modification time): the service reads it again beside the
+            # replica that keeps serving, then swaps. Peak RSS from the change to the swap.
+            steady = service.rss()
+            service.peak = steady
+            loads = service.loads()
+            started = time.perf_counter()
+            os.utime(snapshot)
+            while service.loads() == loads and time.perf_counter() - started < 900:
+                time.sleep(0.1)
+            row["refresh_s"] = round(time.perf_counter() - started, 1)
+            row["refresh_peak_rss_mb"] = round(service.peak)
+            row["refresh_peak_over_steady"] = round(service.peak / steady, 2)
     finally:
         service.stop()
     if not args.skip_exact:
@@ -196,6 +215,11 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=5.0, help="seconds of searches before timing")
     parser.add_argument("--duration", type=int, default=15, help="seconds of wrk at concurrency 16 (0: skip)")
     parser.add_argument("--skip-exact", action="store_true", help="no recall run")
+    parser.add_argument("--from-json", action="store_true",
+                        help="start from the JSON, not the local copy (RETR_INDEX_LOCAL_COPY=false)")
+    parser.add_argument("--refresh", action="store_true",
+                        help="then touch the snapshot and time the refresh and its peak RSS (the local copy is "
+                             "written again after it)")
     args = parser.parse_args()
     for docs in (int(value) for value in args.docs.split(",")):
         print(json.dumps(measure(docs, args)), flush=True)
