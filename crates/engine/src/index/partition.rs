@@ -293,8 +293,11 @@ fn scan_dots<'a>(rows: impl Iterator<Item = &'a [u8]>, query: &[i8], dots: &mut 
     let bias = 128 * query.iter().map(|&q| i32::from(q)).sum::<i32>();
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512vnni") && std::arch::is_x86_feature_detected!("avx512bw") {
-            // SAFETY: the CPU has AVX-512F, BW and VNNI (checked just above; VNNI implies F).
+        if std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vnni")
+        {
+            // SAFETY: the CPU has AVX-512F, BW and VNNI (checked just above).
             unsafe { scan_dots_vnni(rows, query, bias, dots) };
             return;
         }
