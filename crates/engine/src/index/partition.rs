@@ -14,7 +14,7 @@
 //! The partition is built off the request path, on a background thread, the first time a
 //! tenant-wide ranking of a big enough level asks for it; rankings stay exact until it is ready.
 
-use super::vectors::{row_dots, top_k, VectorBlocks};
+use super::vectors::{row_dots, top_k, BestK, VectorBlocks};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -56,7 +56,7 @@ pub(super) struct Partition {
     codes: Vec<u8>,
     /// Row → the factor that turns its codes back into the unit vector.
     scales: Vec<f32>,
-    /// Row `r`'s vector as the level holds it, `vectors[r * dimension..][..dimension]`: the
+    /// Record `n`'s vector as the level holds it, `vectors[n * dimension..][..dimension]`: the
     /// candidates' exact dot products read these (a few KB) instead of the scan matrix's blocks,
     /// where one row is spread over 16 rows' bytes.
     vectors: Vec<f32>,
@@ -68,17 +68,14 @@ impl Partition {
         let len = norms.len();
         let dimension = vectors.dimension();
         let lists = ((len as f64).sqrt().round() as usize).clamp(1, len.max(1));
-        let unit = |number: usize| {
-            let mut row = vectors.row(number);
-            let norm = norms[number];
-            if norm > 0.0 {
-                row.iter_mut().for_each(|v| *v /= norm);
-            }
-            row
-        };
         // A sample spread evenly over the level (records are in id order, so over its pages).
         let sample_size = (lists * SAMPLE_PER_LIST).min(len);
-        let sample: Vec<Vec<f32>> = (0..sample_size).map(|i| unit(i * len / sample_size)).collect();
+        let sample: Vec<Vec<f32>> = (0..sample_size)
+            .map(|i| {
+                let number = i * len / sample_size;
+                unit_of(vectors.row(number), norms[number])
+            })
+            .collect();
         let mut centroid_rows: Vec<Vec<f32>> = (0..lists).map(|l| sample[l * sample_size / lists].clone()).collect();
         for _ in 0..ITERATIONS {
             let centroids = blocks_of(&centroid_rows, dimension);
@@ -96,7 +93,7 @@ impl Partition {
             }
         }
         let centroids = blocks_of(&centroid_rows, dimension);
-        let assigned = assign_all(&centroids, lists, len, dimension, &unit);
+        let assigned = assign_all(&centroids, lists, vectors, norms);
         let mut members_of: Vec<Vec<u32>> = vec![Vec::new(); lists];
         for (number, &list) in assigned.lists.iter().enumerate() {
             members_of[list as usize].push(number as u32);
@@ -108,21 +105,17 @@ impl Partition {
             numbers.extend_from_slice(members);
             starts.push(numbers.len() as u32);
         }
-        // The codes and vectors in list order.
+        // The codes in list order (the vectors stay in number order: re-scoring reads them one by one).
         let mut codes = Vec::with_capacity(len * dimension);
         let mut scales = Vec::with_capacity(len);
-        let mut rows = Vec::with_capacity(len * dimension);
-        for &number in &numbers {
+        let mut row_of = vec![0u32; len];
+        for (row, &number) in numbers.iter().enumerate() {
             let number = number as usize;
             codes.extend(assigned.codes[number * dimension..][..dimension].iter().map(|&code| offset(code)));
             scales.push(assigned.scales[number]);
-            rows.extend_from_slice(&vectors.row(number));
+            row_of[number] = row as u32;
         }
-        let mut row_of = vec![0u32; len];
-        for (row, &number) in numbers.iter().enumerate() {
-            row_of[number as usize] = row as u32;
-        }
-        Self { centroids, lists, dimension, starts, numbers, row_of, codes, scales, vectors: rows }
+        Self { centroids, lists, dimension, starts, numbers, row_of, codes, scales, vectors: assigned.vectors }
     }
 
     /// The best `k` records by cosine among the lists nearest the query, as (score, number)
@@ -147,13 +140,13 @@ impl Partition {
         let centroid_dots = all_dots(&self.centroids, self.lists, query);
         let mut order: Vec<usize> = (0..self.lists).collect();
         order.sort_unstable_by(|&a, &b| centroid_dots[b].total_cmp(&centroid_dots[a]).then(a.cmp(&b)));
-        let norm = query.iter().map(|v| v * v).sum::<f32>().sqrt();
+        let norm = norm(query);
         // The centroids are unit vectors: a dot over the query's norm is the cosine.
         let best = order.first().map_or(0.0, |&list| centroid_dots[list]);
         let near = order.iter().take_while(|&&list| centroid_dots[list] >= best - PROBE_MARGIN * norm).count();
         let probe = near.clamp(lists_for(MIN_PROBE_SHARE), lists_for(PROBE_SHARE));
-        let query_codes = query_codes(query);
-        let mut best = Candidates::new(k);
+        let query_codes = query_codes(query, norm);
+        let mut best = BestK::new(rescored(k));
         let mut dots = Vec::new();
         for &list in &order[..probe] {
             let rows = self.starts[list] as usize..self.starts[list + 1] as usize;
@@ -178,7 +171,7 @@ impl Partition {
         numbers: &[usize],
         cosine: impl Fn(f32, usize) -> f32,
     ) -> Vec<(f32, usize)> {
-        let query_codes = query_codes(query);
+        let query_codes = query_codes(query, norm(query));
         let rows: Vec<usize> = numbers.iter().map(|&number| self.row_of[number] as usize).collect();
         let mut dots = Vec::with_capacity(rows.len());
         scan_dots(
@@ -186,31 +179,22 @@ impl Partition {
             &query_codes,
             &mut dots,
         );
-        let mut best = Candidates::new(k);
+        let mut best = BestK::new(rescored(k));
         for (&row, &dot) in rows.iter().zip(&dots) {
             best.offer(dot as f32 * self.scales[row], row);
         }
         self.rescore(best, query, k, cosine)
     }
 
-    /// The exact scores of the candidates, best `k` first.
-    fn rescore(
-        &self,
-        best: Candidates,
-        query: &[f32],
-        k: usize,
-        cosine: impl Fn(f32, usize) -> f32,
-    ) -> Vec<(f32, usize)> {
-        let candidates = best.into_best();
-        let rows: Vec<&[f32]> =
-            candidates.iter().map(|&(_, row)| &self.vectors[row * self.dimension..][..self.dimension]).collect();
-        let mut scored: Vec<(f32, usize)> = row_dots(&rows, query)
+    /// The exact scores of the candidates (rows of the scan), best `k` first.
+    fn rescore(&self, best: BestK, query: &[f32], k: usize, cosine: impl Fn(f32, usize) -> f32) -> Vec<(f32, usize)> {
+        let numbers: Vec<usize> = best.into_best().into_iter().map(|(_, row)| self.numbers[row] as usize).collect();
+        let vectors: Vec<&[f32]> =
+            numbers.iter().map(|&number| &self.vectors[number * self.dimension..][..self.dimension]).collect();
+        let mut scored: Vec<(f32, usize)> = row_dots(&vectors, query)
             .into_iter()
-            .zip(&candidates)
-            .map(|(dot, &(_, row))| {
-                let number = self.numbers[row] as usize;
-                (cosine(dot, number), number)
-            })
+            .zip(numbers)
+            .map(|(dot, number)| (cosine(dot, number), number))
             .collect();
         top_k(&mut scored, k);
         scored
@@ -226,44 +210,28 @@ impl Partition {
     }
 }
 
-/// The query's unit vector as 8-bit codes.
-fn query_codes(query: &[f32]) -> Vec<i8> {
-    let norm = query.iter().map(|v| v * v).sum::<f32>().sqrt();
+/// How many candidates of the 8-bit scan get their exact score for the best `k`.
+fn rescored(k: usize) -> usize {
+    k.saturating_mul(RESCORED_PER_RESULT).max(MIN_RESCORED)
+}
+
+/// A vector's Euclidean norm.
+fn norm(vector: &[f32]) -> f32 {
+    vector.iter().map(|v| v * v).sum::<f32>().sqrt()
+}
+
+/// The query's unit vector (zero when its norm `norm` is not positive) as 8-bit codes.
+fn query_codes(query: &[f32], norm: f32) -> Vec<i8> {
     let unit: Vec<f32> = query.iter().map(|v| if norm > 0.0 { v / norm } else { 0.0 }).collect();
     quantize(&unit).0
 }
 
-/// The best `RESCORED_PER_RESULT × k` (at least `MIN_RESCORED`) rows of a scan by 8-bit score,
-/// as (score, row). They are gathered in a buffer of four times that; when it fills, it is cut to
-/// the best and from then on a row scoring below the last of them cannot be among the best (a tie
-/// can: it is kept).
-struct Candidates {
-    wanted: usize,
-    kept: Vec<(f32, usize)>,
-    floor: f32,
-}
-
-impl Candidates {
-    fn new(k: usize) -> Self {
-        let wanted = k.saturating_mul(RESCORED_PER_RESULT).max(MIN_RESCORED);
-        Self { wanted, kept: Vec::with_capacity(wanted.saturating_mul(4)), floor: f32::NEG_INFINITY }
+/// `row` over its norm `norm` (unchanged when that is not positive).
+fn unit_of(mut row: Vec<f32>, norm: f32) -> Vec<f32> {
+    if norm > 0.0 {
+        row.iter_mut().for_each(|v| *v /= norm);
     }
-
-    #[inline]
-    fn offer(&mut self, score: f32, row: usize) {
-        if score >= self.floor {
-            self.kept.push((score, row));
-            if self.kept.len() >= self.wanted.saturating_mul(4) {
-                top_k(&mut self.kept, self.wanted);
-                self.floor = self.kept.last().map_or(self.floor, |&(score, _)| score);
-            }
-        }
-    }
-
-    fn into_best(mut self) -> Vec<(f32, usize)> {
-        top_k(&mut self.kept, self.wanted);
-        self.kept
-    }
+    row
 }
 
 /// A unit vector as 8-bit codes (its largest component → ±127) and the factor back.
@@ -360,38 +328,45 @@ fn nearest_list(centroids: &VectorBlocks, lists: usize, row: &[f32]) -> usize {
     (0..lists).max_by(|&a, &b| dots[a].total_cmp(&dots[b]).then(b.cmp(&a))).unwrap_or(0)
 }
 
-/// Each record's nearest centroid and 8-bit codes, by record number.
+/// Each record's nearest centroid, 8-bit codes and vector, by record number.
 struct Assigned {
     lists: Vec<u32>,
     /// Record `n`'s codes are `codes[n * dimension..][..dimension]`.
     codes: Vec<i8>,
     scales: Vec<f32>,
+    /// Record `n`'s vector as the level holds it is `vectors[n * dimension..][..dimension]`.
+    vectors: Vec<f32>,
 }
 
-/// `Assigned` for the `len` records whose unit vectors `unit` gives (each read once: a row is
-/// gathered from across its block), computed on the machine's cores.
-fn assign_all(
-    centroids: &VectorBlocks,
-    lists: usize,
-    len: usize,
-    dimension: usize,
-    unit: &(impl Fn(usize) -> Vec<f32> + Sync),
-) -> Assigned {
+/// `Assigned` for the records of `vectors` (one per norm of `norms`), each row read once (a row
+/// is gathered from across its block), computed on the machine's cores.
+fn assign_all(centroids: &VectorBlocks, lists: usize, vectors: &VectorBlocks, norms: &[f32]) -> Assigned {
+    let (len, dimension) = (norms.len(), vectors.dimension());
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
     let share = len.div_ceil(workers).max(1);
-    let mut assigned = Assigned { lists: vec![0; len], codes: vec![0; len * dimension], scales: vec![0.0; len] };
+    let mut assigned = Assigned {
+        lists: vec![0; len],
+        codes: vec![0; len * dimension],
+        scales: vec![0.0; len],
+        vectors: vec![0.0; len * dimension],
+    };
     std::thread::scope(|scope| {
+        let rows = share * dimension.max(1);
         let parts = assigned
             .lists
             .chunks_mut(share)
-            .zip(assigned.codes.chunks_mut(share * dimension.max(1)))
-            .zip(assigned.scales.chunks_mut(share));
-        for (part, ((lists_out, codes_out), scales_out)) in parts.enumerate() {
+            .zip(assigned.codes.chunks_mut(rows))
+            .zip(assigned.scales.chunks_mut(share))
+            .zip(assigned.vectors.chunks_mut(rows));
+        for (part, (((lists_out, codes_out), scales_out), vectors_out)) in parts.enumerate() {
             scope.spawn(move || {
                 for (offset, (list, scale)) in lists_out.iter_mut().zip(scales_out.iter_mut()).enumerate() {
-                    let row = unit(part * share + offset);
-                    *list = nearest_list(centroids, lists, &row) as u32;
-                    let (codes, row_scale) = quantize(&row);
+                    let number = part * share + offset;
+                    let row = vectors.row(number);
+                    vectors_out[offset * dimension..][..dimension].copy_from_slice(&row);
+                    let unit = unit_of(row, norms[number]);
+                    *list = nearest_list(centroids, lists, &unit) as u32;
+                    let (codes, row_scale) = quantize(&unit);
                     codes_out[offset * dimension..][..dimension].copy_from_slice(&codes);
                     *scale = row_scale;
                 }

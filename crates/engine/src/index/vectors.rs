@@ -238,18 +238,79 @@ pub(super) fn top_k(scored: &mut Vec<(f32, usize)>, k: usize) {
     scored.extend(keys.into_iter().map(from_rank_key));
 }
 
+/// The best `k` of (score, number) pairs offered one at a time, ordered like `top_k`, without
+/// keeping them all: their keys (`rank_key`) are gathered in a buffer of `KEPT_PER_RESULT × k`;
+/// when it fills, it is cut to the best `k`, and from then on a key after the last of them cannot
+/// be among the best (keys are distinct: each holds its number), nor can a lower score than that
+/// key's (`floor_score`, which a caller may read to skip work).
+pub(super) struct BestK {
+    k: usize,
+    capacity: usize,
+    keys: Vec<u64>,
+    floor: u64,
+    floor_score: f32,
+    /// Pairs whose number does not fit a key (never, for a tenant's level): kept as they are.
+    wide: Vec<(f32, usize)>,
+}
+
+impl BestK {
+    pub(super) fn new(k: usize) -> Self {
+        Self::with_floor(k, f32::NEG_INFINITY)
+    }
+
+    /// `floor_score`: a score known to be at most the `k`-th best of all that will be offered;
+    /// lower scores are not kept.
+    pub(super) fn with_floor(k: usize, floor_score: f32) -> Self {
+        const KEPT_PER_RESULT: usize = 4;
+        let capacity = k.saturating_mul(KEPT_PER_RESULT).max(64);
+        Self { k, capacity, keys: Vec::new(), floor: u64::MAX, floor_score, wide: Vec::new() }
+    }
+
+    /// A lower score (`<`, so never NaN) than this is not among the best.
+    pub(super) fn floor_score(&self) -> f32 {
+        self.floor_score
+    }
+
+    #[inline]
+    pub(super) fn offer(&mut self, score: f32, number: usize) {
+        if score < self.floor_score {
+            return;
+        }
+        let Some(key) = rank_key(score, number) else {
+            self.wide.push((score, number));
+            return;
+        };
+        if key < self.floor {
+            self.keys.push(key);
+            if self.keys.len() >= self.capacity && self.keys.len() > self.k {
+                keep_first_sorted_by(&mut self.keys, self.k, u64::cmp);
+                if let Some(&last) = self.keys.last() {
+                    self.floor = last;
+                    self.floor_score = self.floor_score.max(from_rank_key(last).0);
+                }
+            }
+        }
+    }
+
+    pub(super) fn into_best(mut self) -> Vec<(f32, usize)> {
+        if self.wide.is_empty() {
+            keep_first_sorted_by(&mut self.keys, self.k, u64::cmp);
+            return self.keys.into_iter().map(from_rank_key).collect();
+        }
+        let mut pairs: Vec<(f32, usize)> = self.keys.into_iter().map(from_rank_key).chain(self.wide).collect();
+        top_k(&mut pairs, self.k);
+        pairs
+    }
+}
+
 /// `top_k` of the records whose score (`scores[number]`) `keep` accepts, without making the pairs
 /// first, in two passes over the scores:
 /// - the best kept score of each block of `BLOCK` records: the `k`-th best of these maxima is
 ///   distinct records' scores, so at most the `k`-th best score; a record scoring below it, and a
 ///   block whose best does, cannot be among the best;
-/// - the other records' keys are gathered in a buffer of `KEPT_PER_RESULT × k`; when it fills, it
-///   is cut to the best `k`, and from then on a key after the last of them cannot be among the best
-///   either (keys are distinct: each holds its number).
+/// - the other records are offered to a `BestK` from that floor.
 pub(super) fn top_k_of(scores: &[f32], k: usize, keep: impl Fn(f32) -> bool) -> Vec<(f32, usize)> {
-    const KEPT_PER_RESULT: usize = 4;
     const BLOCK: usize = 64;
-    let kept = || scores.iter().copied().zip(0..).filter(|&(score, _)| keep(score));
     // Each block's best kept score (NEG_INFINITY: none kept), unless a NaN is kept somewhere (it
     // has no place in `<`; then no block is skipped).
     let mut nan = false;
@@ -267,42 +328,24 @@ pub(super) fn top_k_of(scores: &[f32], k: usize, keep: impl Fn(f32) -> bool) -> 
             })
         })
         .collect();
-    // A lower score (`<`, so never NaN) than `floor_score` is not among the best.
     let mut floor_score = f32::NEG_INFINITY;
     if !nan && k > 0 && k <= best_of_block.len() {
         let mut maxima = best_of_block.clone();
         maxima.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
         floor_score = maxima[k - 1];
     }
-    let capacity = k.saturating_mul(KEPT_PER_RESULT).max(64).min(scores.len());
-    let mut keys = Vec::with_capacity(capacity);
-    let mut floor = u64::MAX;
-    for (block, (first, best)) in scores.chunks(BLOCK).zip((0..).step_by(BLOCK).zip(&best_of_block)) {
-        if !nan && *best < floor_score {
+    let mut best = BestK::with_floor(k, floor_score);
+    for (block, (first, block_best)) in scores.chunks(BLOCK).zip((0..).step_by(BLOCK).zip(&best_of_block)) {
+        if !nan && *block_best < best.floor_score() {
             continue;
         }
         for (score, number) in block.iter().copied().zip(first..) {
-            if !keep(score) || score < floor_score {
-                continue;
-            }
-            let Some(key) = rank_key(score, number) else {
-                let mut scored: Vec<(f32, usize)> = kept().collect();
-                top_k(&mut scored, k);
-                return scored;
-            };
-            if key < floor {
-                keys.push(key);
-                if keys.len() >= capacity && keys.len() > k {
-                    keep_first_sorted_by(&mut keys, k, u64::cmp);
-                    floor = keys.last().copied().unwrap_or(u64::MAX);
-                    let last = keys.last().map_or(f32::NEG_INFINITY, |&key| from_rank_key(key).0);
-                    floor_score = floor_score.max(last);
-                }
+            if keep(score) {
+                best.offer(score, number);
             }
         }
     }
-    keep_first_sorted_by(&mut keys, k, u64::cmp);
-    keys.into_iter().map(from_rank_key).collect()
+    best.into_best()
 }
 
 /// A (score, number) pair as a `u64` whose ascending order is descending `score.total_cmp`, then
