@@ -23,9 +23,11 @@ pub struct Bm25Index {
     postings: HashMap<String, Vec<Posting>>,
     /// The weights of each term held by at least `DENSE_SHARE` of the documents, by document
     /// number (0 where absent): `score_all_into` adds these whole arrays, which the CPU does many
-    /// floats at a time, instead of following a posting entry by entry. Derived from `postings`;
-    /// at that share an array costs at most the memory of the posting it mirrors.
-    dense: HashMap<String, Vec<f32>>,
+    /// floats at a time, instead of following a posting entry by entry. Derived from `postings`
+    /// the first time `score_all_into` runs, so a level never ranked whole (chunks) never holds
+    /// them, and a load or refresh does not make them; at that share an array costs at most the
+    /// memory of the posting it mirrors.
+    dense: std::sync::OnceLock<HashMap<String, Vec<f32>>>,
     lengths: Vec<u32>,
     average_length: f32,
     params: Bm25Params,
@@ -102,14 +104,17 @@ impl Bm25Index {
             }
             postings.insert(term, list);
         }
-        Ok(Self { postings, dense: HashMap::default(), lengths, average_length, params }.with_dense())
+        Ok(Self { postings, dense: std::sync::OnceLock::new(), lengths, average_length, params })
     }
 
-    /// This index with its dense weight arrays (`dense`) made from its postings.
-    fn with_dense(mut self) -> Self {
+    /// The dense weight arrays (`dense`), made from the postings when first asked for.
+    fn dense(&self) -> &HashMap<String, Vec<f32>> {
+        self.dense.get_or_init(|| self.dense_weights())
+    }
+
+    fn dense_weights(&self) -> HashMap<String, Vec<f32>> {
         let documents = self.lengths.len();
-        self.dense = self
-            .postings
+        self.postings
             .iter()
             .filter(|(_, posting)| documents > 0 && posting.len() as f32 >= DENSE_SHARE * documents as f32)
             .map(|(term, posting)| {
@@ -119,8 +124,7 @@ impl Bm25Index {
                 }
                 (term.clone(), weights)
             })
-            .collect();
-        self
+            .collect()
     }
 }
 
@@ -192,7 +196,7 @@ impl Bm25Index {
             }
         }
         self.postings = postings;
-        self.with_dense()
+        self
     }
 
     pub fn len(&self) -> usize {
@@ -242,7 +246,7 @@ impl Bm25Index {
         for term in distinct(query_terms) {
             // Adding 0.0 where a document lacks the term leaves its sum as it was: the same
             // scores as following the posting.
-            if let Some(weights) = self.dense.get(term.as_str()) {
+            if let Some(weights) = self.dense().get(term.as_str()) {
                 scores.iter_mut().zip(weights).for_each(|(score, &weight)| *score += weight);
                 continue;
             }
@@ -345,7 +349,7 @@ mod tests {
         let idx = index(&["alpha beta beta", "gamma", "alpha gamma delta", "beta", "epsilon"]);
         // Terms of 2 of 5 documents have dense weights, "delta" (1 of 5) only its posting: a
         // query mixing both adds them in its own order either way.
-        assert!(idx.dense.contains_key(&terms("alpha")[0]) && !idx.dense.contains_key(&terms("delta")[0]));
+        assert!(idx.dense().contains_key(&terms("alpha")[0]) && !idx.dense().contains_key(&terms("delta")[0]));
         let mut scores = vec![9.0; 7];
         for query in ["alpha beta", "beta alpha beta", "gamma", "zeta", "", "delta alpha", "alpha delta epsilon"] {
             idx.score_all_into(&terms(query), &mut scores);
