@@ -10,7 +10,9 @@
 # Reports: load time into Chroma and into the service, service RSS against the raw vector + text
 # bytes, search p50/p99 for a one-page tenant and for a largest tenant, the ingest command's time,
 # the time from the ingest returning to a search with its min_index_version answering, and the
-# records the refresh re-read (retrieval_replica_records_loaded_total). Needs cargo build --release
+# records the refresh re-read (retrieval_replica_records_loaded_total); then a restart from the
+# replica's local copy (RETR_CHROMA_LOCAL_COPY_DIR) with a page re-ingested while the service was
+# down: time to /health 200, to that page being searchable, and the records read from Chroma. Needs cargo build --release
 # and the peer's venv (numpy, httpx: ../shared/peers/py_retrieval/requirements.txt), made if missing.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -63,16 +65,22 @@ raw=$($HELP raw-bytes "$CHROMA" ingestion)
 raw_mb=$(echo "$raw" | "$PY" -c 'import json,sys; r=json.load(sys.stdin); print(round(r["raw_bytes"]/2**20))')
 records=$(echo "$raw" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["records"])')
 
+COPY=$WORK/replica-copy
+rm -rf "$COPY"
 export RETR_MOCK_MODE=false RETR_VECTOR_BACKEND=chroma RETR_CHROMA_HOST=$CHROMA RETR_EMBEDDING_API_BASE=$EMBED \
-  RETR_EMBEDDING_DIMENSION=384 RETR_INDEX_VERSION_WAIT_SECONDS=8
-started=$(date +%s.%N)
-RUST_LOG=warn,retrieval_engine::index::chroma=info "$BIN" serve --port "$PORT" >"$WORK/service.log" 2>&1 &
-SERVICE_PID=$!
-until [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/health")" = 200 ]; do
-  kill -0 "$SERVICE_PID" 2>/dev/null || { tail -20 "$WORK/service.log" >&2; exit 1; }
-  sleep 0.2
-done
-load_service=$(printf '%.1f' "$(echo "$(date +%s.%N) - $started" | bc)")
+  RETR_EMBEDDING_DIMENSION=384 RETR_INDEX_VERSION_WAIT_SECONDS=8 RETR_CHROMA_LOCAL_COPY_DIR=$COPY
+start_service() { # log file → prints seconds from start to /health 200
+  local started
+  started=$(date +%s.%N)
+  RUST_LOG=warn,retrieval_engine::index::chroma=info "$BIN" serve --port "$PORT" >"$1" 2>&1 &
+  SERVICE_PID=$!
+  until [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/health")" = 200 ]; do
+    kill -0 "$SERVICE_PID" 2>/dev/null || { tail -20 "$1" >&2; exit 1; }
+    sleep 0.1
+  done
+  printf '%.1f\n' "$(echo "$(date +%s.%N) - $started" | bc)"
+}
+load_service=$(start_service "$WORK/service.log")
 read -r rss_loaded _ < <($HELP rss "$SERVICE_PID")
 
 # One page, ingested as a new small tenant, then re-ingested (changed) into the first synthetic tenant.
@@ -127,6 +135,19 @@ read -r rss_after hwm < <($HELP rss "$SERVICE_PID")
 read -r large_p50 large_p99 < <($HELP latency "$URL" "$first_tenant" "$WORK/queries-large.jsonl" 300)
 read -r small_p50 small_p99 < <($HELP latency "$URL" scale-small "$WORK/queries-large.jsonl" 300)
 
+# Restart from the local copy, with a page re-ingested while the service is down.
+until [ -f "$COPY/manifest.json" ]; do sleep 0.5; done
+sleep 12 # the copy's last write of changed data (at most one per 10 s) lands
+kill "$SERVICE_PID"; wait "$SERVICE_PID" 2>/dev/null || true
+page "пока сервис остановлен"
+read -r _ down_version < <(ingest "$first_tenant")
+restart=$(start_service "$WORK/service-restart.log")
+restart_visible=$($HELP wait-version "$URL" "$first_tenant" "$down_version" 384)
+sleep 0.3
+restart_read=$($HELP metric "$URL" retrieval_replica_records_loaded_total)
+read -r rss_restart hwm_restart < <($HELP rss "$SERVICE_PID")
+copy_mb=$(du -sm "$COPY" | cut -f1)
+
 echo
 echo "| figure | value |"
 echo "| --- | --- |"
@@ -138,3 +159,7 @@ echo "| service RSS after load | $rss_loaded MB ($(echo "scale=2; $rss_loaded / 
 echo "| service RSS after the writes / peak | $rss_after MB / $hwm MB ($(echo "scale=2; $hwm / $raw_mb" | bc)× raw) |"
 echo "| search p50 / p99, largest tenant ($first_tenant), 1 connection | $large_p50 / $large_p99 ms |"
 echo "| search p50 / p99, one-page tenant, 1 connection | $small_p50 / $small_p99 ms |"
+echo "| restart from the local copy → /health 200 (a page re-ingested while down) | $restart s |"
+echo "| → that page searchable / records read from Chroma | +$restart_visible s / ${restart_read%.*} |"
+echo "| RSS after the restart / peak | $rss_restart MB / $hwm_restart MB |"
+echo "| local copy on disk | $copy_mb MB |"

@@ -114,6 +114,9 @@ pub struct Settings {
     /// upsert under load is waited for, and retried, rather than failing the run).
     pub chroma_ingest_timeout_seconds: f64,
     pub chroma_write_concurrency: usize,
+    /// `RETR_CHROMA_LOCAL_COPY_DIR`: where the Chroma replica's local copy is kept (one directory
+    /// per instance); unset: none, a restart reads the whole replica from Chroma.
+    pub chroma_local_copy_dir: Option<PathBuf>,
 
     pub max_results: usize,
     pub topk_per_doc: usize,
@@ -194,6 +197,7 @@ impl Default for Settings {
             chroma_timeout_seconds: 5.0,
             chroma_ingest_timeout_seconds: 120.0,
             chroma_write_concurrency: 4,
+            chroma_local_copy_dir: None,
             max_results: 10,
             topk_per_doc: 1,
             min_score: 0.0,
@@ -546,6 +550,7 @@ impl Settings {
             refresh_interval_ms: self.index_reload_interval_ms,
             write_concurrency: self.chroma_write_concurrency,
             scope: self.tenant_scope(),
+            local_copy_dir: self.chroma_local_copy_dir.clone().filter(|path| !path.as_os_str().is_empty()),
         }
     }
 

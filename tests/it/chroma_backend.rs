@@ -533,3 +533,92 @@ async fn service_recovers_when_chroma_comes_back() {
     .await;
     assert!(body["degradations"].as_array().unwrap().is_empty(), "{body}");
 }
+
+/// A restart with a local copy (`RETR_CHROMA_LOCAL_COPY_DIR`) reads the copy, not Chroma, and
+/// catches up through the change log: only the docs written while it was down are read, and it
+/// answers exactly what a full load answers. The catch-up rewrites only the changed tenant's files.
+/// With Chroma unreachable the copy answers, flagged stale; a copy older than the change log can
+/// be trusted for is reloaded in full.
+#[tokio::test]
+async fn a_restart_from_the_local_copy_reads_only_what_changed_since() {
+    let Some(url) = chroma_url() else { return };
+    let prefix = unique_prefix();
+    let directory = tempfile::tempdir().unwrap();
+    let copy_dir = directory.path().join("replica");
+    let with_copy =
+        |url: &str| Settings { chroma_local_copy_dir: Some(copy_dir.clone()), ..settings(url, &prefix) }.chroma();
+    let writer = ChromaIndex::new(&settings(&url, &prefix).chroma()).unwrap();
+    let corpus = snapshot();
+    writer.replace_tenants(&corpus).await.unwrap();
+    let total = (corpus.docs.len() + corpus.sections.len() + corpus.chunks.len()) as u64;
+
+    let first = ChromaIndex::new(&with_copy(&url)).unwrap();
+    assert!(first.refresh().await.unwrap());
+    assert_eq!(records_loaded(&first), total);
+    let manifest = copy_dir.join("manifest.json");
+    wait_for(|| async { manifest.exists() }).await;
+    drop(first);
+    let tenant_file = |tenant: &str| {
+        let hex: String = tenant.bytes().map(|byte| format!("{byte:02x}")).collect();
+        copy_dir.join(format!("tenant-{hex}.bin"))
+    };
+    let modified = |tenant: &str| std::fs::metadata(tenant_file(tenant)).unwrap().modified().unwrap();
+    let (acme_written, beta_written) = (modified("acme"), modified("beta"));
+
+    // While no instance runs: acme's doc2 deleted on every level, doc1 retitled.
+    let acme = RecordFilter::tenant("acme");
+    let doc2 = RecordFilter { doc_ids: Some(vec!["doc2".into()]), ..acme.clone() };
+    for level in Level::ALL {
+        writer.delete_matching(level, &doc2).await.unwrap();
+    }
+    let mut doc1 = corpus.docs.iter().find(|doc| doc.meta.tenant_id == "acme" && doc.id == "doc1").unwrap().clone();
+    doc1.meta.title = "Новый заголовок".into();
+    writer.upsert(Level::Doc, std::slice::from_ref(&doc1)).await.unwrap();
+
+    let restarted = ChromaIndex::new(&with_copy(&url)).unwrap();
+    assert!(restarted.refresh().await.unwrap());
+    assert_eq!(records_loaded(&restarted), 1 + 2 + 4, "only doc1 and doc2 of acme were read from chroma");
+    let full = ChromaIndex::new(&settings(&url, &prefix).chroma()).unwrap();
+    assert!(full.refresh().await.unwrap());
+    for tenant in TENANTS {
+        for filter in filters(tenant) {
+            for level in Level::ALL {
+                let context = format!("{level:?} {filter:?}");
+                let (left, right) =
+                    (restarted.get(level, &filter, 1000).await.unwrap(), full.get(level, &filter, 1000).await.unwrap());
+                assert_same_records(&format!("get {context}"), &left, &right);
+                for query in queries() {
+                    let left = restarted.knn(level, &filter, &query, 5).await.unwrap();
+                    assert_same_scored(
+                        &format!("knn {context}"),
+                        &left,
+                        &full.knn(level, &filter, &query, 5).await.unwrap(),
+                    );
+                }
+            }
+        }
+    }
+    assert_eq!(restarted.staleness(), None);
+    // The caught-up replica is written back: acme's files, not beta's.
+    wait_for(|| async { modified("acme") != acme_written && manifest.exists() }).await;
+    assert_eq!(modified("beta"), beta_written, "the unchanged tenant's files are not written again");
+    drop(restarted);
+
+    // Chroma unreachable at start: the copy answers, flagged stale.
+    let mut unreachable = with_copy(&closed_port_url().await);
+    unreachable.timeout_seconds = 1.0;
+    let down = ChromaIndex::new(&unreachable).unwrap();
+    assert_eq!(ids(&down.get(Level::Doc, &acme, 10).await.unwrap()), ["doc0", "doc1", "doc3"]);
+    assert!(down.staleness().is_some(), "answers from the copy are flagged stale while chroma is down");
+    drop(down);
+
+    // A copy confirmed longer ago than the change log's window: a full reload.
+    let mut stored: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    let confirmed = stored["note"]["confirmed_at_ms"].as_i64().expect("the copy notes when it was confirmed");
+    stored["note"]["confirmed_at_ms"] = (confirmed - 2 * 3_600_000).into();
+    std::fs::write(&manifest, serde_json::to_vec(&stored).unwrap()).unwrap();
+    let old = ChromaIndex::new(&with_copy(&url)).unwrap();
+    assert!(old.refresh().await.unwrap());
+    assert_eq!(records_loaded(&old), (3 + 6 + 12) + (4 + 8 + 16), "everything is read again");
+    assert_eq!(ids(&old.get(Level::Doc, &acme, 10).await.unwrap()), ["doc0", "doc1", "doc3"]);
+}

@@ -14,12 +14,16 @@
 //! Atomic re-ingest (`manifest`): an ingest stages its pages' records under content-hashed ids,
 //! then commits one manifest per source; the replica serves only what the manifests name and
 //! re-reads the docs whose committed page changed, so a search sees a tenant as it was before an
-//! ingest or as it is after it, never in between. When Chroma cannot be reached, searches keep answering from the last
-//! good replica, flagged stale; without one they fail with `Unavailable`.
+//! ingest or as it is after it, never in between. When Chroma cannot be reached, searches keep
+//! answering from the last good replica, flagged stale; without one they fail with `Unavailable`.
+//!
+//! Restarts (`copy`): with a local copy directory, the replica is also kept on disk with a note of
+//! the Chroma state it reflects; a restart installs it and catches up through the change log.
 
 mod changes;
 pub use changes::ChangeScope;
 mod client;
+mod copy;
 mod manifest;
 pub use manifest::Manifest;
 mod wire;
@@ -48,7 +52,7 @@ const LOAD_PAGE_SIZE: usize = 1000;
 const LOAD_PAGES_IN_FLIGHT: usize = 4;
 
 /// What identifies one state of the three collections: a change in any part means a reload.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct Signature {
     collection_ids: [String; 3],
     counts: [usize; 3],
@@ -102,6 +106,8 @@ pub struct ChromaIndex {
     write_limits: tokio::sync::OnceCell<writer::WriteLimits>,
     /// The tenants the replica holds (`RETR_TENANTS`); writes may touch any tenant.
     scope: crate::scope::TenantScope,
+    /// The replica's local copy, when kept (`copy`).
+    local_copy: Option<Arc<copy::LocalCopy>>,
 }
 
 /// The number a version marker starts with (`<nanoseconds>-<pid>-<counter>`, written by every
@@ -132,6 +138,9 @@ pub struct ChromaSettings {
     pub write_concurrency: usize,
     /// The tenants the replica holds.
     pub scope: crate::scope::TenantScope,
+    /// Where the replica's local copy is kept (`None`: not kept), which a restart reads before
+    /// its first poll and catches up from.
+    pub local_copy_dir: Option<std::path::PathBuf>,
 }
 
 fn level_slot(level: Level) -> usize {
@@ -151,9 +160,11 @@ impl ChromaIndex {
 
     /// The index `ingest` writes through: each call has the batch job's own timeout
     /// (`ingest_timeout_seconds`) and a more patient retry than serving.
+    /// It keeps no local copy: the directory belongs to the serving instance.
     pub fn for_ingest(settings: &ChromaSettings) -> Result<Arc<Self>> {
         let timeout = Duration::from_secs_f64(settings.ingest_timeout_seconds);
-        Self::with_client(settings, timeout, client::INGEST_RETRY)
+        let settings = ChromaSettings { local_copy_dir: None, ..settings.clone() };
+        Self::with_client(&settings, timeout, client::INGEST_RETRY)
     }
 
     fn with_client(
@@ -182,6 +193,13 @@ impl ChromaIndex {
             write_permits: Semaphore::new(settings.write_concurrency.max(1)),
             write_limits: tokio::sync::OnceCell::new(),
             scope: settings.scope.clone(),
+            local_copy: settings.local_copy_dir.clone().map(|directory| {
+                let source = format!(
+                    "chroma tenant {:?}, database {:?}, collections {prefix:?}, tenants {:?}",
+                    settings.tenant, settings.database, settings.scope
+                );
+                copy::LocalCopy::new(directory, source)
+            }),
         }))
     }
 
@@ -207,13 +225,51 @@ impl ChromaIndex {
         let _guard = self.reload.lock().await;
         let force = self.dirty.swap(false, Ordering::AcqRel);
         let outcome = self.refresh_locked().await;
-        if let Err(error) = &outcome {
-            if force {
-                self.dirty.store(true, Ordering::Release);
+        match &outcome {
+            Err(error) => {
+                if force {
+                    self.dirty.store(true, Ordering::Release);
+                }
+                self.replica.fail(error.clone());
             }
-            self.replica.fail(error.clone());
+            Ok(_) => self.keep_local_copy(),
         }
         outcome
+    }
+
+    /// Hands the replica, current as the sync state says, to the local copy (which writes what
+    /// is due in the background).
+    fn keep_local_copy(&self) {
+        let (Some(copy), Some(loaded)) = (&self.local_copy, self.replica.current()) else { return };
+        if let Some(note) = copy::SyncNote::of(&self.sync(), writer::now_ms()) {
+            copy.keep(loaded, note);
+        }
+    }
+
+    /// Installs the local copy as the first replica, aged by the time since it was confirmed, and
+    /// takes its sync state: the poll that follows catches up from there (or reloads in full when
+    /// the copy is of other collections or too old for the change log).
+    async fn restore_local_copy(&self) {
+        let Some(copy) = self.local_copy.clone() else { return };
+        if copy.tried() {
+            return;
+        }
+        let started = Instant::now();
+        let Ok(Some((loaded, note))) = tokio::task::spawn_blocking(move || copy.restore()).await else { return };
+        let age_ms = (writer::now_ms() - note.confirmed_at_ms).max(0);
+        tracing::info!(
+            records = loaded.record_count() as u64,
+            age_seconds = age_ms / 1000,
+            seconds = started.elapsed().as_secs_f64(),
+            "chroma replica restored from the local copy; catching up from chroma"
+        );
+        let version = parse_version(&note.signature.version);
+        self.replica.restore(Arc::new(loaded), version, Duration::from_millis(age_ms as u64), started.elapsed());
+        // A copy older than the change log can be trusted to explain is served (flagged stale
+        // while Chroma is down) but never caught up from: without a signature, the poll reloads.
+        if age_ms <= changes::RETENTION_MS / 2 {
+            *self.sync() = note.into_state();
+        }
     }
 
     fn sync(&self) -> std::sync::MutexGuard<'_, SyncState> {
@@ -221,6 +277,9 @@ impl ChromaIndex {
     }
 
     async fn refresh_locked(&self) -> Result<bool> {
+        if self.replica.current().is_none() {
+            self.restore_local_copy().await;
+        }
         let signature = self.poll_signature().await?;
         let heads = self.poll_manifest_heads().await?;
         let (previous, cursor_ms, full) = {

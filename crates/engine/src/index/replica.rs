@@ -99,6 +99,18 @@ impl Replica {
         state.records_loaded += records_read;
     }
 
+    /// Installs a snapshot kept from an earlier run (a local copy), last confirmed current `age`
+    /// ago: its freshness is that age, not the time it was read.
+    pub fn restore(&self, loaded: Arc<LoadedIndex>, version: Option<u64>, age: Duration, took: Duration) {
+        let mut state = self.write();
+        state.loaded = Some(loaded);
+        state.version = version;
+        state.error = None;
+        state.attempted_at = Some(Instant::now());
+        state.fresh_at = Instant::now().checked_sub(age).or(state.attempted_at);
+        state.last_load = Some(took);
+    }
+
     /// Replaces the snapshot by an equivalent one (the same data, new index-wide facts).
     pub fn replace(&self, loaded: Arc<LoadedIndex>) {
         self.write().loaded = Some(loaded);

@@ -33,7 +33,7 @@ pub const HASH_SEPARATOR: &str = "::";
 const MANIFEST_EMBEDDING: [f32; 1] = [1.0];
 
 /// The committed version of one source of one tenant.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Manifest {
     pub tenant_id: String,
     pub source: String,

@@ -13,6 +13,11 @@
 //! norms, BM25 indexes), its records in parts of `PART_RECORDS` (`….bin.records<level>-<part>`,
 //! decoded on all cores at once) and one `….bin.level<0|1|2>` per level: its scan matrix, raw,
 //! which a restart maps instead of reading (no copy, no page zeroing; the kernel pages it in).
+//!
+//! A source may keep a note of its own in the manifest (`write_with`, `write_note`): the Chroma
+//! backend keeps there what it knows of Chroma's state (its sync note), so that a restart catches
+//! up through the change log from where the copy left off. A write may also skip the tenant parts
+//! the directory already holds (`Written`): after one tenant changed, only its files are written.
 
 use super::build::PageNumbers;
 use super::engine::{LevelData, LoadedIndex, TenantIndex};
@@ -25,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::io::{self, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 /// Bumped whenever what a copy holds or how it is encoded changes: an older copy is then ignored.
 const FORMAT: u32 = 4;
@@ -40,6 +45,35 @@ struct Manifest {
     embedding_model: String,
     indexed_at: String,
     tenants: Vec<String>,
+    /// The source's own note (`write_with`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    note: Option<serde_json::Value>,
+}
+
+/// Held while a copy or a note is written: one writer at a time in this process, so that a note
+/// is never written over a manifest a copy is replacing.
+static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The tenant parts a copy directory holds whole, as last written or read: a later write of an
+/// index sharing a part (the same `Arc`) skips its files. Held weakly, so no part outlives its
+/// index for it, and a freed part's address is never taken for a new part's.
+#[derive(Debug, Default, Clone)]
+pub struct Written(HashMap<String, Weak<TenantIndex>>);
+
+impl Written {
+    /// The parts of `index`, as a copy of it holds them.
+    pub fn of(index: &LoadedIndex) -> Self {
+        Self(index.tenants.iter().map(|(tenant, part)| (tenant.clone(), Arc::downgrade(part))).collect())
+    }
+
+    fn holds(&self, tenant: &str, part: &Arc<TenantIndex>) -> bool {
+        self.0.get(tenant).is_some_and(|held| std::ptr::eq(held.as_ptr(), Arc::as_ptr(part)))
+    }
+
+    /// Whether the directory holds exactly `index`'s parts (a note is then all a write changes).
+    pub fn is_all_of(&self, index: &LoadedIndex) -> bool {
+        self.0.len() == index.tenants.len() && index.tenants.iter().all(|(tenant, part)| self.holds(tenant, part))
+    }
 }
 
 fn tenant_file(directory: &Path, tenant: &str) -> PathBuf {
@@ -50,8 +84,19 @@ fn tenant_file(directory: &Path, tenant: &str) -> PathBuf {
 /// Writes `index` as the copy of `source` into `directory` (created when missing), replacing the
 /// copy there. A failure leaves either the old copy or none that matches `source`.
 pub fn write(directory: &Path, source: &str, index: &LoadedIndex) -> io::Result<()> {
-    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _writing = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    write_with(directory, source, index, None, &Written::default()).map(drop)
+}
+
+/// `write`, with the source's `note` kept in the manifest, skipping the files of the tenant parts
+/// `written` says the directory holds. Returns what the directory holds afterwards.
+pub fn write_with(
+    directory: &Path,
+    source: &str,
+    index: &LoadedIndex,
+    note: Option<&serde_json::Value>,
+    written: &Written,
+) -> io::Result<Written> {
+    let _writing = WRITING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     std::fs::create_dir_all(directory)?;
     // The old manifest goes first: from here on no reader takes the files for a whole copy.
     match std::fs::remove_file(directory.join(MANIFEST)) {
@@ -61,13 +106,21 @@ pub fn write(directory: &Path, source: &str, index: &LoadedIndex) -> io::Result<
     let mut tenants: Vec<&String> = index.tenants.keys().collect();
     tenants.sort();
     let mut kept = Vec::new();
+    // The file names of the tenants whose files are kept as they are (a tenant's files all
+    // start with its file's name, and no other tenant's do).
+    let mut kept_tenants = Vec::new();
     for tenant in &tenants {
         let part = &index.tenants[*tenant];
-        write_atomically(&tenant_file(directory, tenant), |out| {
+        let file = tenant_file(directory, tenant);
+        if written.holds(tenant, part) && file.exists() {
+            kept_tenants.extend(file.file_name().map(|name| name.to_string_lossy().into_owned()));
+            continue;
+        }
+        write_atomically(&file, |out| {
             kept.extend(write_tenant(out, directory, source, tenant, index.dimension, part)?);
             Ok(())
         })?;
-        kept.push(tenant_file(directory, tenant));
+        kept.push(file);
     }
     let manifest = Manifest {
         format: FORMAT,
@@ -76,34 +129,58 @@ pub fn write(directory: &Path, source: &str, index: &LoadedIndex) -> io::Result<
         embedding_model: index.embedding_model.clone(),
         indexed_at: index.indexed_at.clone(),
         tenants: tenants.iter().map(|tenant| tenant.to_string()).collect(),
+        note: note.cloned(),
     };
-    write_atomically(&directory.join(MANIFEST), |out| {
-        serde_json::to_writer(&mut *out, &manifest).map_err(io::Error::other)
-    })?;
+    write_manifest(directory, &manifest)?;
     // Files of tenants the index no longer has, and parts a tenant no longer needs.
     for entry in std::fs::read_dir(directory)?.flatten() {
         let path = entry.path();
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if (name.starts_with("tenant-") || name.starts_with(".tmp-")) && !kept.contains(&path) {
+        let kept_tenant = kept_tenants.iter().any(|prefix| name.starts_with(prefix.as_str()));
+        if (name.starts_with("tenant-") && !kept_tenant || name.starts_with(".tmp-")) && !kept.contains(&path) {
             let _ = std::fs::remove_file(path);
         }
     }
-    Ok(())
+    Ok(Written::of(index))
 }
 
-/// The copy in `directory` when it is a whole copy of `source` in this format; `Ok(None)` when
-/// there is none (or it is of something else); an error when it is damaged.
-pub fn read(directory: &Path, source: &str) -> io::Result<Option<LoadedIndex>> {
+fn write_manifest(directory: &Path, manifest: &Manifest) -> io::Result<()> {
+    write_atomically(&directory.join(MANIFEST), |out| {
+        serde_json::to_writer(&mut *out, manifest).map_err(io::Error::other)
+    })
+}
+
+/// Replaces the note of the whole copy of `source` in `directory`, leaving its data as it is.
+/// Returns false when there is no such copy.
+pub fn write_note(directory: &Path, source: &str, note: &serde_json::Value) -> io::Result<bool> {
+    let _writing = WRITING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let Some(mut manifest) = read_manifest(directory, source)? else { return Ok(false) };
+    manifest.note = Some(note.clone());
+    write_manifest(directory, &manifest)?;
+    Ok(true)
+}
+
+fn read_manifest(directory: &Path, source: &str) -> io::Result<Option<Manifest>> {
     let manifest = match std::fs::read(directory.join(MANIFEST)) {
         Ok(bytes) => bytes,
         Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(error) => return Err(error),
     };
-    let Ok(manifest) = serde_json::from_slice::<Manifest>(&manifest) else { return Ok(None) };
-    if manifest.format != FORMAT || manifest.source != source {
-        return Ok(None);
-    }
+    Ok(serde_json::from_slice::<Manifest>(&manifest)
+        .ok()
+        .filter(|manifest| manifest.format == FORMAT && manifest.source == source))
+}
+
+/// The copy in `directory` when it is a whole copy of `source` in this format; `Ok(None)` when
+/// there is none (or it is of something else); an error when it is damaged.
+pub fn read(directory: &Path, source: &str) -> io::Result<Option<LoadedIndex>> {
+    Ok(read_with_note(directory, source)?.map(|(index, _)| index))
+}
+
+/// `read`, with the note the copy was written with.
+pub fn read_with_note(directory: &Path, source: &str) -> io::Result<Option<(LoadedIndex, Option<serde_json::Value>)>> {
+    let Some(manifest) = read_manifest(directory, source)? else { return Ok(None) };
     let mut tenants = HashMap::new();
     for tenant in &manifest.tenants {
         let file = std::fs::File::open(tenant_file(directory, tenant))?;
@@ -114,12 +191,13 @@ pub fn read(directory: &Path, source: &str) -> io::Result<Option<LoadedIndex>> {
         }
         tenants.insert(tenant.clone(), Arc::new(part));
     }
-    Ok(Some(LoadedIndex {
+    let index = LoadedIndex {
         embedding_model: manifest.embedding_model,
         dimension: manifest.dimension,
         indexed_at: manifest.indexed_at,
         tenants,
-    }))
+    };
+    Ok(Some((index, manifest.note)))
 }
 
 /// The scan matrix of one level of a tenant: a header of `FILE_HEADER` bytes (so that the

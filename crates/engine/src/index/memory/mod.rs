@@ -326,6 +326,56 @@ mod tests {
         assert!(local_copy::read(&copy_dir, "v3").unwrap().is_none());
     }
 
+    /// A write of an index sharing tenant parts with the copy on disk rewrites only the parts
+    /// that changed, and the copy then reads back as the new index; a note is kept with it, and
+    /// rewritten alone without touching the data.
+    #[test]
+    fn a_local_copy_rewrites_only_the_changed_tenants_and_keeps_a_note() {
+        let whole = LoadedIndex::build(fixtures::snapshot()).unwrap();
+        let directory = tempfile::tempdir().unwrap();
+        let copy_dir = directory.path().join("replica");
+        let note = serde_json::json!({"cursor": 1});
+        let written = local_copy::write_with(&copy_dir, "src", &whole, Some(&note), &Default::default()).unwrap();
+        assert!(written.is_all_of(&whole));
+        let modified = |tenant: &str| {
+            let hex: String = tenant.bytes().map(|byte| format!("{byte:02x}")).collect();
+            let mut times = Vec::new();
+            for name in
+                directory_listing(&copy_dir).iter().filter(|name| name.starts_with(&format!("tenant-{hex}.bin")))
+            {
+                times.push(std::fs::metadata(copy_dir.join(name)).unwrap().modified().unwrap());
+            }
+            assert!(!times.is_empty(), "{tenant} has files");
+            times
+        };
+        let (t1_before, t2_before) = (modified("t1"), modified("t2"));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+
+        // t2 rebuilt (a new part with the same records), t1 shared.
+        let rebuilt = LoadedIndex::build(fixtures::snapshot()).unwrap();
+        let t2 = Arc::clone(&rebuilt.tenants["t2"]);
+        let next = whole.with_tenants(vec![("t2".to_string(), Some(t2))]);
+        assert!(!written.is_all_of(&next));
+        let note = serde_json::json!({"cursor": 2});
+        let written = local_copy::write_with(&copy_dir, "src", &next, Some(&note), &written).unwrap();
+        assert!(written.is_all_of(&next));
+        assert_eq!(modified("t1"), t1_before, "the shared part's files are not written again");
+        assert_ne!(modified("t2"), t2_before, "the changed part's files are");
+        let (copy, kept) = local_copy::read_with_note(&copy_dir, "src").unwrap().expect("a whole copy");
+        assert_eq!(kept, Some(note));
+        assert_eq!(copy.level_counts(), next.level_counts());
+
+        // The note alone.
+        let note = serde_json::json!({"cursor": 3});
+        assert!(local_copy::write_note(&copy_dir, "src", &note).unwrap());
+        assert_eq!(modified("t1"), t1_before);
+        assert_eq!(local_copy::read_with_note(&copy_dir, "src").unwrap().unwrap().1, Some(note.clone()));
+        assert!(!local_copy::write_note(&copy_dir, "other", &note).unwrap(), "no copy of another source");
+        // A copy written without a note reads back without one.
+        local_copy::write(&copy_dir, "src", &whole).unwrap();
+        assert_eq!(local_copy::read_with_note(&copy_dir, "src").unwrap().unwrap().1, None);
+    }
+
     fn manifest_source(manifest: &str) -> &str {
         let start = manifest.find("\"source\":\"").expect("a source") + "\"source\":\"".len();
         &manifest[start..start + manifest[start..].find('"').expect("a closing quote")]
