@@ -11,18 +11,29 @@ use axum::extract::State;
 use axum::Json;
 use serde::Deserialize;
 
-#[derive(Debug, Default, Deserialize)]
+/// A partial update of the runtime settings: any subset of them; absent or `null` leaves a
+/// setting as it is. Each limit is `RuntimeSettings`' (a test keeps the two schemas alike).
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = RuntimeSettingsUpdate)]
 pub struct RuntimePatch {
+    #[schema(minimum = 1, maximum = 50)]
     max_results: Option<usize>,
+    #[schema(minimum = 1, maximum = 1000)]
     doc_top_k: Option<usize>,
+    #[schema(minimum = 1, maximum = 1000)]
     section_top_k: Option<usize>,
+    #[schema(minimum = 1, maximum = 1000)]
     chunk_top_k: Option<usize>,
+    #[schema(minimum = 1, maximum = 50)]
     topk_per_doc: Option<usize>,
+    #[schema(minimum = 0, maximum = 1000)]
     min_docs: Option<usize>,
+    #[schema(minimum = -1, maximum = 1)]
     min_score: Option<f32>,
     enable_filters: Option<bool>,
     rerank_enabled: Option<bool>,
+    #[schema(minimum = 1, maximum = 1000)]
     rerank_top_n: Option<usize>,
     theme_router_mode: Option<RouterMode>,
 }
@@ -66,7 +77,7 @@ pub async fn get_config(State(state): State<AppState>) -> Json<RuntimeSettings> 
 
 /// A partial update of the runtime settings, validated; nothing changes on error.
 #[utoipa::path(post, path = "/internal/retrieval/config", tag = "config",
-    request_body(content = Object, description = "any subset of the runtime settings"),
+    request_body = RuntimePatch,
     responses((status = 200, description = "the new runtime settings", body = RuntimeSettings)))]
 pub async fn update_config(
     State(state): State<AppState>,
@@ -149,4 +160,32 @@ pub fn reload_tuning(state: &AppState) -> Result<(), Vec<String>> {
     state.metrics.config_reload(outcome.is_ok());
     state.search.reload_tuning(loaded);
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+    use utoipa::PartialSchema;
+
+    /// An update's field is the setting's, or `null`.
+    #[test]
+    fn the_update_schema_is_the_settings_schema_with_every_field_optional() {
+        let settings = serde_json::to_value(RuntimeSettings::schema()).unwrap();
+        let update = serde_json::to_value(RuntimePatch::schema()).unwrap();
+        assert_eq!(update["additionalProperties"], false);
+        assert!(update.get("required").is_none());
+        let fields = settings["properties"].as_object().unwrap();
+        assert_eq!(fields.len(), update["properties"].as_object().unwrap().len());
+        for (name, setting) in fields {
+            let mut optional = update["properties"][name].clone();
+            if let Some(Value::Array(one_of)) = optional.get("oneOf") {
+                assert_eq!(one_of, &vec![json!({"type": "null"}), setting.clone()], "{name}");
+                continue;
+            }
+            assert_eq!(optional["type"], json!([setting["type"], "null"]), "{name}");
+            optional["type"] = setting["type"].clone();
+            assert_eq!(&optional, setting, "{name}");
+        }
+    }
 }

@@ -14,6 +14,8 @@ use axum::Json;
 use serde::de::{Deserializer, Error as _};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use utoipa::openapi::schema::{ObjectBuilder, Schema, SchemaType, Type};
+use utoipa::openapi::RefOr;
 
 /// One source of the context, numbered as in the context text.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -51,6 +53,27 @@ pub struct ContextRequest {
     pub max_context_chars: Option<i64>,
 }
 
+/// `SearchRequest`'s schema with `max_context_chars` added.
+impl utoipa::PartialSchema for ContextRequest {
+    fn schema() -> RefOr<Schema> {
+        let mut schema = SearchRequest::schema();
+        if let RefOr::T(Schema::Object(object)) = &mut schema {
+            object.description =
+                Some("`POST /internal/retrieval/context`: every `/search` field plus `max_context_chars`.".into());
+            let budget = ObjectBuilder::new()
+                .schema_type(SchemaType::from_iter([Type::Integer, Type::Null]))
+                .description(Some("The context's length budget in characters."))
+                .minimum(Some(1))
+                .maximum(Some(MAX_CONTEXT_CHARS))
+                .default(Some(DEFAULT_CONTEXT_CHARS.into()));
+            object.properties.insert("max_context_chars".into(), budget.into());
+        }
+        schema
+    }
+}
+
+impl utoipa::ToSchema for ContextRequest {}
+
 impl<'de> Deserialize<'de> for ContextRequest {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let mut fields = Map::<String, Value>::deserialize(deserializer)?;
@@ -68,7 +91,7 @@ impl<'de> Deserialize<'de> for ContextRequest {
 
 /// A search turned into one prompt-ready context string with numbered sources.
 #[utoipa::path(post, path = "/internal/retrieval/context", tag = "search",
-    request_body(content = Object, description = "every /search field plus max_context_chars"),
+    request_body = ContextRequest,
     responses((status = 200, description = "the context", body = ContextResponse)))]
 pub async fn context(
     State(state): State<AppState>,

@@ -130,7 +130,8 @@ pub struct StatsQuery {
 /// Index statistics of one tenant (seed 002 `get_index_stats`). The tenant is required: stats
 /// of other tenants (their counts and file names) are never returned.
 #[utoipa::path(get, path = "/internal/retrieval/stats", tag = "meta",
-    params(("tenant_id" = String, Query, description = "the tenant whose statistics to return")),
+    params(("tenant_id" = String, Query, pattern = "^[A-Za-z0-9._-]{1,128}$",
+        description = "the tenant whose statistics to return")),
     responses((status = 200, description = "the tenant's statistics", body = StatsResponse)))]
 pub async fn stats(
     State(state): State<AppState>,

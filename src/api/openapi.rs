@@ -1,30 +1,35 @@
 //! The OpenAPI document (`GET /internal/retrieval/openapi.json`), generated from the Rust types:
 //! utoipa derives every request and response schema from the structs the handlers parse and
-//! return, and the paths from the handlers' annotations. What a derive cannot say is added here
-//! from the same constants the validation uses (id and tag limits, setting ranges, the query's
-//! blank set) and from this deployment's configuration (theme ids, the query length limit, the
-//! index's vector dimension, whether reranking and LLM routing can be switched on), so that what
-//! the document calls valid is what the service accepts. Schemathesis checks it against the running
-//! binary in the test command.
+//! return, limits and patterns included (the types' `#[schema]` attributes, built from the
+//! validation's own constants: `search::schema`), and the paths from the handlers' annotations.
+//! Two things are added here:
+//!
+//! - what the handlers' annotations cannot say ([`add_by_rule`]): the responses the middleware
+//!   gives on every route it covers, with the JSON error body; the `/health` alias under the
+//!   prefix; a Dify condition's schema (JSON built from the condition compiler's tables);
+//! - what depends on this deployment ([`Deployment`], [`fill_in`]): the query length limit, the
+//!   index's vector dimension, the theme ids, whether reranking, LLM routing and index versions
+//!   exist, the Dify base path and the credentials asked for.
+//!
+//! So what the document calls valid is what the service accepts; Schemathesis checks it against
+//! the running binary in the test command.
 
-use super::context::{ContextResponse, ContextSource};
+use super::config::RuntimePatch;
+use super::context::{ContextRequest, ContextResponse, ContextSource};
 use super::dify::{
     DifyCondition, DifyErrorBody, DifyMetadataCondition, DifyRecord, DifyRecordMetadata, DifyRetrievalRequest,
-    DifyRetrievalResponse, LogicalOperator, RetrievalSetting, MAX_CONDITIONS,
+    DifyRetrievalResponse, LogicalOperator, RetrievalSetting,
 };
 use super::health::{HealthResponse, ReplicaHealth, StatsCounts, StatsResponse};
 use super::ui::{TenantSummary, TenantsResponse};
-use super::window::{WindowChunk, WindowRequest, WindowResponse, MAX_WINDOW};
-use crate::config::{
-    RouterMode, RuntimeSettings, DEFAULT_DIFY_BASE_PATH, MAX_RESULTS_CAP, MAX_TOPK_PER_DOC, MAX_TOP_K,
-};
+use super::window::{WindowChunk, WindowRequest, WindowResponse};
+use crate::config::{RouterMode, RuntimeSettings, DEFAULT_DIFY_BASE_PATH};
 use crate::error::ErrorCode;
 use crate::model::Level;
 use crate::router::{Clarification, ClarificationOption, RoutingResult, ThemeFields};
 use crate::search::routing::RoutingInfo;
 use crate::search::{
     Degradation, Explain, ExplainBoost, HitMetadata, RetrievalHit, SearchFilters, SearchRequest, SearchResponse, Steps,
-    MAX_ID_CHARS, MAX_ID_LIST, MAX_TAGS, MAX_TAG_CHARS, MAX_TENANT_ID_CHARS, MAX_TRACE_ID_CHARS,
 };
 use crate::state::AppState;
 use serde_json::{json, Value};
@@ -53,6 +58,7 @@ use utoipa::OpenApi;
     ),
     components(schemas(
         SearchRequest,
+        ContextRequest,
         SearchFilters,
         SearchResponse,
         RetrievalHit,
@@ -69,6 +75,7 @@ use utoipa::OpenApi;
         Level,
         RouterMode,
         RuntimeSettings,
+        RuntimePatch,
         super::config::ReloadResponse,
         WindowRequest,
         WindowResponse,
@@ -94,35 +101,15 @@ use utoipa::OpenApi;
 )]
 struct ApiDoc;
 
-/// Characters that alone make a text blank (`search::is_blank`): whitespace, control characters
-/// and invisible format characters. The query must hold one character outside this class.
-const BLANK_CLASS: &str =
-    "\\t\\n\\u000b\\f\\r \\u0000-\\u001f\\u007f-\\u00a0\\u00ad\\u034f\\u061c\\u115f\\u1160\\u1680\
-\\u17b4\\u17b5\\u180b-\\u180f\\u2000-\\u200f\\u2028-\\u202f\\u205f-\\u206f\\u3000\\u3164\\ufe00-\\ufe0f\\ufeff\\uffa0";
-
-/// `char::is_whitespace` (Unicode White_Space), as a character class for `pattern`.
-const RUST_WHITESPACE_CLASS: &str =
-    "\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
-
-/// Merges `extra` into the schema object at `schema` (keeps what the derive wrote, e.g. `null`).
-fn merge(schema: &mut Value, extra: Value) {
-    if let (Some(target), Value::Object(extra)) = (schema.as_object_mut(), extra) {
-        target.extend(extra);
-    }
-}
-
-/// `search::validate_tenant`'s rule as a pattern.
-fn tenant_pattern() -> String {
-    format!("^[A-Za-z0-9._-]{{1,{MAX_TENANT_ID_CHARS}}}$")
-}
-
-fn id_list() -> Value {
-    json!({"maxItems": MAX_ID_LIST, "items": {"type": "string", "minLength": 1, "maxLength": MAX_ID_CHARS}})
-}
-
-/// The statuses every operation can answer besides its own, by rule: the JSON error body of
-/// `error.rs` for each.
-fn add_error_statuses(document: &mut Value) {
+/// What utoipa's annotations cannot say, by rule: the statuses every operation can answer besides
+/// its own, that is what the middleware answers on the routes it covers (URI length, load
+/// shedding, the request timeout; the JSON body extractor; tenant keys and scope), each with the
+/// JSON error body of `error.rs`; `/health` also under the prefix (one handler, two routes); a
+/// Dify condition's schema, one shape per operator family (`dify::condition_schema`, written as
+/// JSON, which utoipa's schema types cannot take whole).
+fn add_by_rule(document: &mut Value) {
+    let health = document["paths"]["/health"].clone();
+    document["paths"][format!("{}/health", super::PREFIX)] = health;
     let Some(paths) = document["paths"].as_object_mut() else { return };
     for (path, operations) in paths.iter_mut() {
         let Some(operations) = operations.as_object_mut() else { continue };
@@ -151,6 +138,17 @@ fn add_error_statuses(document: &mut Value) {
             }
         }
     }
+    // The Dify endpoint answers in Dify's shape, except where the middleware answers first.
+    let dify = &mut document["paths"][format!("{DEFAULT_DIFY_BASE_PATH}/retrieval")]["post"]["responses"];
+    if dify.is_object() {
+        let either = json!({"content": {"application/json": {"schema": {"anyOf": [
+            {"$ref": "#/components/schemas/DifyErrorBody"}, {"$ref": "#/components/schemas/ErrorBody"}]}}}});
+        for code in ["503", "504"] {
+            merge(&mut dify[code], either.clone());
+        }
+        dify["414"] = json!({"$ref": "#/components/responses/Error"});
+    }
+    document["components"]["schemas"]["DifyCondition"] = super::dify::condition_schema();
     let codes: Vec<&str> = ErrorCode::ALL.iter().map(|code| code.as_str()).collect();
     document["components"]["schemas"]["ErrorBody"] = json!({
         "type": "object", "required": ["error"],
@@ -161,85 +159,23 @@ fn add_error_statuses(document: &mut Value) {
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}}});
 }
 
-/// The limits validation applies (`search::build_filter`, `SearchService::validate`, …).
-fn add_request_limits(schemas: &mut Value) {
-    let tenant = json!({"pattern": tenant_pattern()});
-    let search = &mut schemas["SearchRequest"]["properties"];
-    merge(&mut search["query"], json!({"minLength": 1, "pattern": format!("[^{BLANK_CLASS}]")}));
-    merge(&mut search["tenant_id"], tenant.clone());
-    merge(&mut search["max_results"], json!({"minimum": 1, "maximum": i64::MAX}));
-    merge(&mut search["trace_id"], json!({"maxLength": MAX_TRACE_ID_CHARS}));
-    merge(&mut search["doc_ids"], id_list());
-    merge(&mut search["doc_top_k"], json!({"minimum": 1, "maximum": MAX_TOP_K}));
-    merge(&mut search["min_index_version"], json!({"pattern": "^[0-9]{1,19}$"}));
-    merge(&mut search["section_top_k"], json!({"minimum": 1, "maximum": MAX_TOP_K}));
-    merge(&mut search["topk_per_doc"], json!({"minimum": 1, "maximum": MAX_TOPK_PER_DOC}));
-    merge(&mut search["section_ids"], id_list());
-    // `null` is "absent" here too (the strict parser reads it as `{}`).
-    search["filters"] = json!({"oneOf": [{"type": "null"}, search["filters"].clone()]});
-    merge(
-        &mut search["query_embedding"]["items"],
-        json!({"minimum": -f64::from(f32::MAX), "maximum": f64::from(f32::MAX)}),
-    );
-    let filters = &mut schemas["SearchFilters"]["properties"];
-    merge(&mut filters["doc_ids"], id_list());
-    merge(&mut filters["section_ids"], id_list());
-    merge(&mut filters["tags"], json!({"maxItems": MAX_TAGS, "items": {"type": "string", "maxLength": MAX_TAG_CHARS}}));
-    merge(&mut filters["product"], json!({"maxLength": MAX_TAG_CHARS}));
-    merge(&mut filters["version"], json!({"maxLength": MAX_TAG_CHARS}));
-    let window = &mut schemas["WindowRequest"]["properties"];
-    merge(&mut window["tenant_id"], tenant);
-    // Not blank as the validation (`str::trim`) counts it: Rust's whitespace, which holds U+0085
-    // where a schema's `\S` would not.
-    for field in ["doc_id", "anchor_chunk_id"] {
-        merge(
-            &mut window[field],
-            json!({"minLength": 1, "maxLength": MAX_ID_CHARS, "pattern": format!("[^{RUST_WHITESPACE_CLASS}]")}),
-        );
+/// Merges `extra` into the schema object at `schema` (keeps what the derive wrote).
+fn merge(schema: &mut Value, extra: Value) {
+    if let (Some(target), Value::Object(extra)) = (schema.as_object_mut(), extra) {
+        target.extend(extra);
     }
-    for field in ["window_before", "window_after"] {
-        merge(&mut window[field], json!({"minimum": 0, "maximum": MAX_WINDOW}));
-    }
-    let runtime = &mut schemas["RuntimeSettings"]["properties"];
-    for (field, low, high) in [
-        ("max_results", 1, MAX_RESULTS_CAP),
-        ("doc_top_k", 1, MAX_TOP_K),
-        ("section_top_k", 1, MAX_TOP_K),
-        ("chunk_top_k", 1, MAX_TOP_K),
-        ("topk_per_doc", 1, MAX_TOPK_PER_DOC),
-        ("min_docs", 0, MAX_TOP_K),
-        ("rerank_top_n", 1, MAX_TOP_K),
-    ] {
-        merge(&mut runtime[field], json!({"minimum": low, "maximum": high}));
-    }
-    merge(&mut runtime["min_score"], json!({"minimum": -1, "maximum": 1}));
 }
 
-/// A copy of `schema` whose every property may be absent or `null` (an update leaves it as is).
-fn all_optional(schema: &Value) -> Value {
-    let mut update = schema.clone();
-    if let Some(object) = update.as_object_mut() {
-        object.remove("required");
-        object.insert("additionalProperties".into(), false.into());
-    }
-    if let Some(properties) = update["properties"].as_object_mut() {
-        for property in properties.values_mut() {
-            *property = json!({"oneOf": [{"type": "null"}, property.clone()]});
-        }
-    }
-    update
-}
-
-/// The document as this deployment serves it.
-/// The serialised document, built once per index vector dimension: the dimension (known once
-/// the index is loaded) is the only input that changes after start-up, and building the
-/// document costs milliseconds of CPU.
+/// The serialised document, built once per index vector dimension and tuning generation: the
+/// dimension (known once the index is loaded) and the themes (a config reload may change them)
+/// are the only inputs that change after start-up, and building the document costs milliseconds
+/// of CPU.
 #[derive(Debug, Default)]
 pub struct DocumentCache(std::sync::Mutex<Option<((usize, u64), axum::body::Bytes)>>);
 
 impl DocumentCache {
     /// The document as JSON bytes for this deployment, the index's current dimension and the
-    /// themes in use (a config reload may change them).
+    /// themes in use.
     pub async fn get(&self, state: &AppState) -> axum::body::Bytes {
         let dimension = index_dimension(state).await;
         let key = (dimension, state.search.tuning().generation);
@@ -249,7 +185,10 @@ impl DocumentCache {
             return bytes.clone();
         }
         drop(cached);
-        let bytes = axum::body::Bytes::from(serde_json::to_vec(&build(state, dimension)).unwrap_or_default());
+        let mut document = serde_json::to_value(ApiDoc::openapi()).unwrap_or_else(|_| json!({}));
+        add_by_rule(&mut document);
+        fill_in(&mut document, &Deployment::of(state, dimension));
+        let bytes = axum::body::Bytes::from(serde_json::to_vec(&document).unwrap_or_default());
         *self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some((key, bytes.clone()));
         bytes
     }
@@ -262,82 +201,110 @@ async fn index_dimension(state: &AppState) -> usize {
     }
 }
 
-fn build(state: &AppState, dimension: usize) -> Value {
-    let mut document = serde_json::to_value(ApiDoc::openapi()).unwrap_or_else(|_| json!({}));
-    // `/health` is also served under the prefix.
-    let health = document["paths"]["/health"].clone();
-    document["paths"][format!("{}/health", super::PREFIX)] = health;
-    add_error_statuses(&mut document);
-    let themes: Vec<Value> = state.search.theme_list().iter().map(|theme| theme.id.clone().into()).collect();
+/// What the document depends on in this deployment.
+#[derive(Debug, Clone, PartialEq)]
+struct Deployment {
+    /// `RETR_MAX_QUERY_CHARS`.
+    max_query_chars: usize,
+    /// The index's vector dimension: the length of a `query_embedding`.
+    dimension: usize,
+    /// The theme ids in use (none: a search takes no `theme`).
+    themes: Vec<String>,
+    /// Whether an LLM router is configured (else `llm` is no router mode).
+    llm_router: bool,
+    /// Whether a rerank endpoint is configured (else reranking cannot be switched on).
+    rerank: bool,
+    /// Whether the index has versions (a fixed snapshot has none, so no search can wait for one).
+    versioned: bool,
+    /// `RETR_DIFY_BASE_PATH`.
+    dify_base_path: String,
+    /// Whether data endpoints need an API key (`RETR_API_KEYS`).
+    api_keys: bool,
+    /// Whether updating the settings needs the admin token (`RETR_ADMIN_TOKEN`).
+    admin_token: bool,
+    /// Whether `/metrics` needs credentials.
+    metrics_credentials: bool,
+}
+
+impl Deployment {
+    fn of(state: &AppState, dimension: usize) -> Self {
+        Self {
+            max_query_chars: state.settings.max_query_chars,
+            dimension,
+            themes: state.search.theme_list().iter().map(|theme| theme.id.clone()).collect(),
+            llm_router: state.search.has_llm_router(),
+            rerank: state.rerank_configured,
+            versioned: state.search.index().replica_status().is_some(),
+            dify_base_path: state.settings.dify_base_path.clone(),
+            api_keys: state.api_keys.is_enabled(),
+            admin_token: !state.settings.admin_token.is_empty(),
+            metrics_credentials: super::auth::metrics_need_credentials(state),
+        }
+    }
+}
+
+/// Fills in what depends on this deployment (the derived document knows none of it).
+fn fill_in(document: &mut Value, deployment: &Deployment) {
+    let no_llm = "llm needs a chat endpoint, which this deployment has not";
+    let modes: Vec<Value> = [RouterMode::None, RouterMode::Heuristic].iter().map(|mode| mode.as_str().into()).collect();
+    let with_null = |values: &[Value]| values.iter().cloned().chain([Value::Null]).collect::<Vec<_>>();
     let schemas = &mut document["components"]["schemas"];
-    add_request_limits(schemas);
-    {
-        let search = &mut schemas["SearchRequest"]["properties"];
-        merge(&mut search["query"], json!({"maxLength": state.settings.max_query_chars}));
-        merge(&mut search["query_embedding"], json!({"minItems": dimension, "maxItems": dimension}));
-        if themes.is_empty() {
-            if let Some(properties) = search.as_object_mut() {
-                properties.remove("theme");
-            }
+    merge(
+        &mut schemas["DifyRetrievalRequest"]["properties"]["query"],
+        json!({"maxLength": deployment.max_query_chars}),
+    );
+    for name in ["SearchRequest", "ContextRequest"] {
+        let search = &mut schemas[name]["properties"];
+        merge(&mut search["query"], json!({"maxLength": deployment.max_query_chars}));
+        merge(
+            &mut search["query_embedding"],
+            json!({"minItems": deployment.dimension, "maxItems": deployment.dimension}),
+        );
+        if deployment.themes.is_empty() {
+            remove(search, "theme");
         } else {
-            let mut values = themes;
-            values.push(Value::Null);
-            search["theme"] = json!({"type": ["string", "null"], "enum": values,
-                "description": "a theme id offered by a clarification: the search is filtered to it"});
+            let themes: Vec<Value> = deployment.themes.iter().map(|theme| theme.as_str().into()).collect();
+            merge(&mut search["theme"], json!({"enum": with_null(&themes)}));
+        }
+        if !deployment.llm_router {
+            search["router_mode"] =
+                json!({"type": ["string", "null"], "enum": with_null(&modes), "description": no_llm});
+        }
+        if !deployment.versioned {
+            remove(search, "min_index_version");
         }
     }
-    if !state.search.has_llm_router() {
-        // The search's own router mode: the derive's enum less `llm` (and `null`: absent).
-        schemas["SearchRequest"]["properties"]["router_mode"] = json!({"type": ["string", "null"],
-            "enum": ["none", "heuristic", null], "description": "llm needs a chat endpoint, which this deployment has not"});
-    }
-    if state.search.index().replica_status().is_none() {
-        // A fixed snapshot has no versions: no search can wait for one.
-        if let Some(properties) = schemas["SearchRequest"]["properties"].as_object_mut() {
-            properties.remove("min_index_version");
+    let no_rerank = "true needs a rerank endpoint (RETR_RERANK_API_BASE), which this deployment has not";
+    for (name, nullable) in [("RuntimeSettings", false), ("RuntimeSettingsUpdate", true)] {
+        let types = |kind: &str| if nullable { json!([kind, "null"]) } else { json!(kind) };
+        let settings = &mut schemas[name]["properties"];
+        if !deployment.rerank {
+            let values = if nullable { json!([false, null]) } else { json!([false]) };
+            settings["rerank_enabled"] = json!({"type": types("boolean"), "enum": values, "description": no_rerank});
+        }
+        if !deployment.llm_router {
+            let values = if nullable { with_null(&modes) } else { modes.clone() };
+            settings["theme_router_mode"] = json!({"type": types("string"), "enum": values, "description": no_llm});
         }
     }
-    // `/context` takes every `/search` field plus `max_context_chars`.
-    let mut context = schemas["SearchRequest"].clone();
-    context["properties"]["max_context_chars"] = json!({
-        "type": ["integer", "null"], "minimum": 1, "maximum": crate::search::context::MAX_CONTEXT_CHARS,
-        "default": crate::search::context::DEFAULT_CONTEXT_CHARS
-    });
-    schemas["ContextRequest"] = context;
-    {
-        let runtime = &mut schemas["RuntimeSettings"]["properties"];
-        if !state.rerank_configured {
-            runtime["rerank_enabled"] = json!({"type": "boolean", "enum": [false],
-                "description": "true needs a rerank endpoint (RETR_RERANK_API_BASE), which this deployment has not"});
-        }
-        if !state.search.has_llm_router() {
-            runtime["theme_router_mode"] = json!({"type": "string", "enum": ["none", "heuristic"],
-                "description": "llm needs a chat endpoint, which this deployment has not"});
-        }
+    let default_path = format!("{DEFAULT_DIFY_BASE_PATH}/retrieval");
+    let dify_path = format!("{}/retrieval", deployment.dify_base_path);
+    if let Some(operations) = document["paths"].as_object_mut().and_then(|paths| paths.remove(&default_path)) {
+        document["paths"][&dify_path] = operations;
     }
-    schemas["RuntimeSettingsUpdate"] = all_optional(&schemas["RuntimeSettings"]);
-    let body = |name: &str| json!({"required": true, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{name}")}}}});
-    let prefix = super::PREFIX;
-    document["paths"][format!("{prefix}/context")]["post"]["requestBody"] = body("ContextRequest");
-    document["paths"][format!("{prefix}/config")]["post"]["requestBody"] = body("RuntimeSettingsUpdate");
-    if let Some(parameters) = document["paths"][format!("{prefix}/stats")]["get"]["parameters"].as_array_mut() {
-        for parameter in parameters.iter_mut().filter(|p| p["name"] == "tenant_id") {
-            parameter["schema"] = json!({"type": "string", "pattern": tenant_pattern()});
-        }
+    add_security(document, deployment, &dify_path);
+}
+
+fn remove(properties: &mut Value, name: &str) {
+    if let Some(properties) = properties.as_object_mut() {
+        properties.remove(name);
     }
-    add_dify(&mut document, state);
-    add_security(&mut document, state);
-    document
 }
 
 /// Declares the bearer credentials this deployment asks for: the API key of `RETR_API_KEYS` on
 /// every data endpoint (and `/metrics` unless `RETR_METRICS_OPEN`), the admin token on
 /// `POST /config`. Nothing is declared for a credential that is not configured.
-fn add_security(document: &mut Value, state: &AppState) {
-    let keys = state.api_keys.is_enabled();
-    let admin = !state.settings.admin_token.is_empty();
-    let metrics = super::auth::metrics_need_credentials(state);
-    let dify_path = format!("{}/retrieval", state.settings.dify_base_path);
+fn add_security(document: &mut Value, deployment: &Deployment, dify_path: &str) {
     let Some(paths) = document["paths"].as_object_mut() else { return };
     let mut declared = false;
     for (path, operations) in paths.iter_mut() {
@@ -345,10 +312,12 @@ fn add_security(document: &mut Value, state: &AppState) {
         for (method, operation) in operations.iter_mut() {
             let data =
                 ["/search", "/context", "/chunks/window", "/stats", "/tenants"].iter().any(|p| path.ends_with(p))
-                    || *path == dify_path;
-            let needed = (keys && data)
-                || (admin && method == "post" && (path.ends_with("/config") || path.ends_with("/config/reload")))
-                || (metrics && path == "/metrics");
+                    || path == dify_path;
+            let needed = (deployment.api_keys && data)
+                || (deployment.admin_token
+                    && method == "post"
+                    && (path.ends_with("/config") || path.ends_with("/config/reload")))
+                || (deployment.metrics_credentials && path == "/metrics");
             if !needed {
                 continue;
             }
@@ -365,36 +334,93 @@ fn add_security(document: &mut Value, state: &AppState) {
     }
 }
 
-/// The Dify endpoint at the configured base path, its conditions one shape per operator family
-/// (`dify::condition_schema`), and the errors it answers in the service's own shape (load
-/// shedding, the request timeout, a too long URI) besides its own.
-fn add_dify(document: &mut Value, state: &AppState) {
-    let schemas = &mut document["components"]["schemas"];
-    schemas["DifyCondition"] = super::dify::condition_schema();
-    let request = &mut schemas["DifyRetrievalRequest"]["properties"];
-    merge(&mut request["knowledge_id"], json!({"pattern": tenant_pattern()}));
-    merge(
-        &mut request["query"],
-        json!({"minLength": 1, "pattern": format!("[^{BLANK_CLASS}]"), "maxLength": state.settings.max_query_chars}),
-    );
-    merge(&mut schemas["DifyMetadataCondition"]["properties"]["conditions"], json!({"maxItems": MAX_CONDITIONS}));
-    merge(&mut schemas["RetrievalSetting"]["properties"]["top_k"], json!({"maximum": i64::MAX}));
-    // Dify's request is read tolerantly: fields it does not know are ignored (and logged).
-    for name in ["DifyRetrievalRequest", "RetrievalSetting", "DifyMetadataCondition"] {
-        if let Some(schema) = schemas[name].as_object_mut() {
-            schema.remove("additionalProperties");
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn document(deployment: &Deployment) -> Value {
+        let mut document = serde_json::to_value(ApiDoc::openapi()).unwrap();
+        add_by_rule(&mut document);
+        fill_in(&mut document, deployment);
+        document
+    }
+
+    fn bare() -> Deployment {
+        Deployment {
+            max_query_chars: 321,
+            dimension: 7,
+            themes: Vec::new(),
+            llm_router: false,
+            rerank: false,
+            versioned: false,
+            dify_base_path: DEFAULT_DIFY_BASE_PATH.into(),
+            api_keys: false,
+            admin_token: false,
+            metrics_credentials: false,
         }
     }
-    let default_path = format!("{DEFAULT_DIFY_BASE_PATH}/retrieval");
-    let Some(mut path) = document["paths"].as_object_mut().and_then(|paths| paths.remove(&default_path)) else {
-        return;
-    };
-    let either = json!({"content": {"application/json": {"schema": {"anyOf": [
-        {"$ref": "#/components/schemas/DifyErrorBody"}, {"$ref": "#/components/schemas/ErrorBody"}]}}}});
-    let responses = &mut path["post"]["responses"];
-    for code in ["503", "504"] {
-        merge(&mut responses[code], either.clone());
+
+    #[test]
+    fn a_bare_deployment_offers_only_what_it_accepts() {
+        let document = document(&bare());
+        let schemas = &document["components"]["schemas"];
+        for name in ["SearchRequest", "ContextRequest"] {
+            let search = &schemas[name]["properties"];
+            assert_eq!(search["query"]["maxLength"], 321, "{name}");
+            assert_eq!(
+                (&search["query_embedding"]["minItems"], &search["query_embedding"]["maxItems"]),
+                (&7.into(), &7.into())
+            );
+            assert!(search.get("theme").is_none() && search.get("min_index_version").is_none(), "{name}");
+            assert_eq!(search["router_mode"]["enum"], json!(["none", "heuristic", null]), "{name}");
+        }
+        assert_eq!(schemas["DifyRetrievalRequest"]["properties"]["query"]["maxLength"], 321);
+        assert_eq!(schemas["RuntimeSettings"]["properties"]["rerank_enabled"]["enum"], json!([false]));
+        assert_eq!(schemas["RuntimeSettings"]["properties"]["theme_router_mode"]["enum"], json!(["none", "heuristic"]));
+        assert_eq!(schemas["RuntimeSettingsUpdate"]["properties"]["rerank_enabled"]["enum"], json!([false, null]));
+        assert!(document["components"].get("securitySchemes").is_none());
+        assert!(document["paths"][format!("{DEFAULT_DIFY_BASE_PATH}/retrieval")]["post"].is_object());
     }
-    responses["414"] = json!({"$ref": "#/components/responses/Error"});
-    document["paths"][format!("{}/retrieval", state.settings.dify_base_path)] = path;
+
+    #[test]
+    fn a_full_deployment_offers_its_themes_versions_modes_and_credentials() {
+        let deployment = Deployment {
+            themes: vec!["sdk".into(), "api".into()],
+            llm_router: true,
+            rerank: true,
+            versioned: true,
+            dify_base_path: "/kb".into(),
+            api_keys: true,
+            admin_token: true,
+            metrics_credentials: true,
+            ..bare()
+        };
+        let document = document(&deployment);
+        let schemas = &document["components"]["schemas"];
+        let derived = serde_json::to_value(ApiDoc::openapi()).unwrap();
+        for name in ["SearchRequest", "ContextRequest"] {
+            let search = &schemas[name]["properties"];
+            assert_eq!(search["theme"]["enum"], json!(["sdk", "api", null]), "{name}");
+            assert_eq!(search["router_mode"], derived["components"]["schemas"][name]["properties"]["router_mode"]);
+            assert!(search["min_index_version"]["pattern"].is_string(), "{name}");
+        }
+        assert_eq!(schemas["RuntimeSettings"], derived["components"]["schemas"]["RuntimeSettings"]);
+        assert!(document["paths"]["/kb/retrieval"]["post"]["security"].is_array());
+        assert!(document["paths"][format!("{DEFAULT_DIFY_BASE_PATH}/retrieval")].is_null());
+        for (path, method) in
+            [("/internal/retrieval/search", "post"), ("/internal/retrieval/config", "post"), ("/metrics", "get")]
+        {
+            assert_eq!(document["paths"][path][method]["security"], json!([{"bearer": []}]), "{path}");
+        }
+        assert!(document["paths"]["/health"]["get"].get("security").is_none());
+    }
+
+    /// The annotation's pattern is a literal (utoipa's `params` take no function): it is the rule's.
+    #[test]
+    fn the_stats_tenant_parameter_has_the_tenant_rule() {
+        let document = serde_json::to_value(ApiDoc::openapi()).unwrap();
+        let parameter = &document["paths"]["/internal/retrieval/stats"]["get"]["parameters"][0];
+        assert_eq!(parameter["schema"]["pattern"], crate::search::schema::tenant_id_pattern());
+        assert_eq!(parameter["required"], true);
+    }
 }

@@ -3,7 +3,7 @@
 use super::auth::TenantKey;
 use super::extract::ApiJson;
 use crate::error::ApiError;
-use crate::search::WindowQuery;
+use crate::search::{schema, WindowQuery};
 use crate::state::AppState;
 use axum::extract::State;
 use axum::Json;
@@ -16,11 +16,17 @@ const DEFAULT_WINDOW: i64 = 1;
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WindowRequest {
-    #[schema(value_type = String)]
+    #[schema(schema_with = schema::tenant_id)]
     tenant_id: crate::search::TenantId,
+    #[schema(schema_with = schema::id)]
     doc_id: String,
+    #[schema(schema_with = schema::id)]
     anchor_chunk_id: String,
+    /// Chunks before the anchor (default 1).
+    #[schema(minimum = 0, maximum = 50)]
     window_before: Option<i64>,
+    /// Chunks after the anchor (default 1).
+    #[schema(minimum = 0, maximum = 50)]
     window_after: Option<i64>,
 }
 
@@ -80,4 +86,17 @@ pub async fn window(
             })
             .collect(),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use utoipa::PartialSchema;
+
+    #[test]
+    fn the_schema_states_the_window_limit() {
+        let schema = serde_json::to_value(super::WindowRequest::schema()).unwrap();
+        for field in ["window_before", "window_after"] {
+            assert_eq!(schema["properties"][field]["maximum"], super::MAX_WINDOW, "{field}");
+        }
+    }
 }

@@ -10,12 +10,13 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-/// `POST {base}/retrieval`: Dify's request. Fields besides these are ignored.
+/// `POST {base}/retrieval`: Dify's request. Fields besides these are ignored (`read` drops them
+/// before parsing, at every level, so the schemas leave `additionalProperties` open).
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
 pub struct DifyRetrievalRequest {
-    /// The knowledge base: a tenant id, or an id of `RETR_DIFY_KNOWLEDGE_BASES`.
+    #[schema(schema_with = knowledge_id)]
     pub knowledge_id: String,
+    #[schema(schema_with = crate::search::schema::query)]
     pub query: String,
     /// Absent or `null`: every setting at its default.
     #[serde(default)]
@@ -26,11 +27,10 @@ pub struct DifyRetrievalRequest {
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
 pub struct RetrievalSetting {
     /// How many records at most: at least 1; above 50 it is 50; `null`: the service's
     /// `max_results`.
-    #[schema(minimum = 1)]
+    #[schema(minimum = 1, maximum = 9223372036854775807i64)]
     #[serde(default)]
     pub top_k: Option<i64>,
     /// The lowest `score` returned, in [0, 1]; 0.0 or `null` disables it.
@@ -40,12 +40,13 @@ pub struct RetrievalSetting {
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
 pub struct DifyMetadataCondition {
     /// `and` (the default) or `or`.
     #[serde(default)]
     pub logical_operator: Option<LogicalOperator>,
-    /// `null` or no condition left once blank ones are ignored: nothing is filtered.
+    /// `null` or no condition left once blank ones are ignored: nothing is filtered. At most
+    /// `MAX_CONDITIONS`.
+    #[schema(max_items = 64)]
     #[serde(default)]
     pub conditions: Option<Vec<DifyCondition>>,
 }
@@ -57,6 +58,8 @@ pub enum LogicalOperator {
     Or,
 }
 
+/// One filter row. The served document replaces this derived schema with
+/// `condition::condition_schema`: one shape per operator family.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DifyCondition {
@@ -71,6 +74,13 @@ pub struct DifyCondition {
     #[schema(value_type = Object)]
     #[serde(default)]
     pub value: Option<Value>,
+}
+
+/// The knowledge base: a tenant id, or an id of `RETR_DIFY_KNOWLEDGE_BASES` (the same rule).
+fn knowledge_id() -> utoipa::openapi::schema::Object {
+    let mut schema = crate::search::schema::tenant_id();
+    schema.description = Some("The knowledge base: a tenant id, or an id of `RETR_DIFY_KNOWLEDGE_BASES`.".into());
+    schema
 }
 
 const REQUEST_FIELDS: [&str; 4] = ["knowledge_id", "query", "retrieval_setting", "metadata_condition"];
@@ -225,6 +235,15 @@ mod tests {
         }
         assert!(read(json!({"query": "q"})).is_err(), "knowledge_id is required");
         assert!(read(json!(["not", "an", "object"])).is_err());
+    }
+
+    #[test]
+    fn the_schemas_state_the_validations_rules() {
+        use utoipa::PartialSchema;
+        let conditions = &serde_json::to_value(DifyMetadataCondition::schema()).unwrap()["properties"]["conditions"];
+        assert_eq!(conditions["maxItems"], super::super::MAX_CONDITIONS);
+        let request = serde_json::to_value(DifyRetrievalRequest::schema()).unwrap();
+        assert_eq!(request["properties"]["knowledge_id"]["pattern"], crate::search::schema::tenant_id_pattern());
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod fusion;
 pub mod ranking;
 pub(crate) mod rerank;
 pub mod routing;
+pub mod schema;
 pub mod settings;
 pub(crate) mod synonyms;
 pub(crate) mod tenant;
@@ -92,19 +93,34 @@ pub fn validate_tenant(tenant_id: &str) -> Result<()> {
 /// Longest accepted `trace_id`, in characters.
 pub const MAX_TRACE_ID_CHARS: usize = 256;
 
-/// Whether a text has nothing but whitespace, control characters and invisible format characters
-/// (zero-width spaces and joiners, direction marks, soft hyphens, variation selectors, BOM, tag
-/// characters). The OpenAPI document's `query` pattern is the same set.
+/// The characters that alone make a text blank: whitespace, control characters and invisible
+/// format characters (zero-width spaces and joiners, direction marks, soft hyphens, variation
+/// selectors, BOM, tag characters). [`is_blank`] and the OpenAPI document's `query` pattern
+/// (`schema::query`) both read this table.
+pub const BLANK_CHARS: [std::ops::RangeInclusive<char>; 18] = [
+    '\u{0}'..='\u{20}',
+    '\u{7F}'..='\u{A0}',
+    '\u{AD}'..='\u{AD}',
+    '\u{34F}'..='\u{34F}',
+    '\u{61C}'..='\u{61C}',
+    '\u{115F}'..='\u{1160}',
+    '\u{1680}'..='\u{1680}',
+    '\u{17B4}'..='\u{17B5}',
+    '\u{180B}'..='\u{180F}',
+    '\u{2000}'..='\u{200F}',
+    '\u{2028}'..='\u{202F}',
+    '\u{205F}'..='\u{206F}',
+    '\u{3000}'..='\u{3000}',
+    '\u{3164}'..='\u{3164}',
+    '\u{FE00}'..='\u{FE0F}',
+    '\u{FEFF}'..='\u{FEFF}',
+    '\u{FFA0}'..='\u{FFA0}',
+    '\u{E0000}'..='\u{E007F}',
+];
+
+/// Whether a text has nothing but [`BLANK_CHARS`].
 pub fn is_blank(text: &str) -> bool {
-    text.chars().all(|c| {
-        c.is_whitespace()
-            || c.is_control()
-            || matches!(c,
-                '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
-                | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
-                | '\u{2060}'..='\u{206F}' | '\u{3164}' | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}'
-                | '\u{E0000}'..='\u{E007F}')
-    })
+    text.chars().all(|c| BLANK_CHARS.iter().any(|range| range.contains(&c)))
 }
 
 /// Rejects a string longer than `max` characters without counting past the limit.

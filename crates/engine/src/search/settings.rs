@@ -13,15 +13,23 @@ pub const MAX_TOPK_PER_DOC: usize = 50;
 /// The search knobs that `GET/POST /internal/retrieval/config` expose and change at run time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RuntimeSettings {
+    #[schema(minimum = 1, maximum = 50)]
     pub max_results: usize,
+    #[schema(minimum = 1, maximum = 1000)]
     pub doc_top_k: usize,
+    #[schema(minimum = 1, maximum = 1000)]
     pub section_top_k: usize,
+    #[schema(minimum = 1, maximum = 1000)]
     pub chunk_top_k: usize,
+    #[schema(minimum = 1, maximum = 50)]
     pub topk_per_doc: usize,
+    #[schema(minimum = 0, maximum = 1000)]
     pub min_docs: usize,
+    #[schema(minimum = -1, maximum = 1)]
     pub min_score: f32,
     pub enable_filters: bool,
     pub rerank_enabled: bool,
+    #[schema(minimum = 1, maximum = 1000)]
     pub rerank_top_n: usize,
     pub theme_router_mode: RouterMode,
 }

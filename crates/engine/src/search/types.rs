@@ -8,11 +8,16 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchFilters {
+    #[schema(schema_with = super::schema::tag_value)]
     pub product: Option<String>,
+    #[schema(schema_with = super::schema::tag_value)]
     pub version: Option<String>,
     #[serde(default)]
+    #[schema(schema_with = super::schema::tags)]
     pub tags: Vec<String>,
+    #[schema(schema_with = super::schema::id_list)]
     pub doc_ids: Option<Vec<String>>,
+    #[schema(schema_with = super::schema::id_list)]
     pub section_ids: Option<Vec<String>>,
 }
 
@@ -21,16 +26,23 @@ pub struct SearchFilters {
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchRequest {
+    #[schema(schema_with = super::schema::query)]
     pub query: String,
-    #[schema(value_type = String)]
+    #[schema(schema_with = super::schema::tenant_id)]
     pub tenant_id: super::TenantId,
+    #[schema(minimum = 1, maximum = 9223372036854775807i64)]
     pub max_results: Option<i64>,
+    /// `null` is absent too (the strict parser reads it as `{}`).
     #[serde(default)]
+    #[schema(nullable)]
     pub filters: SearchFilters,
+    #[schema(schema_with = super::schema::id_list)]
     pub doc_ids: Option<Vec<String>>,
+    #[schema(schema_with = super::schema::id_list)]
     pub section_ids: Option<Vec<String>>,
     pub enable_filters: Option<bool>,
     pub rerank_enabled: Option<bool>,
+    #[schema(schema_with = super::schema::trace_id)]
     pub trace_id: Option<String>,
     #[serde(default, deserialize_with = "strict_user_metadata")]
     #[schema(value_type = Option<StrictUserMetadata>)]
@@ -39,20 +51,25 @@ pub struct SearchRequest {
     pub include_steps: bool,
     #[serde(default)]
     pub explain: bool,
+    #[schema(schema_with = super::schema::query_embedding)]
     pub query_embedding: Option<Vec<f32>>,
     /// A theme chosen by the user after a clarification: the search is filtered to it.
     pub theme: Option<String>,
     /// This search's theme router mode instead of the runtime setting (`llm` needs a chat endpoint).
     pub router_mode: Option<crate::router::RouterMode>,
     /// This search's doc gate instead of the runtime `doc_top_k` (1–1000).
+    #[schema(minimum = 1, maximum = 1000)]
     pub doc_top_k: Option<i64>,
     /// This search's section step instead of the runtime `section_top_k` (1–1000).
+    #[schema(minimum = 1, maximum = 1000)]
     pub section_top_k: Option<i64>,
     /// This search's hits per doc instead of the runtime `topk_per_doc` (1–50).
+    #[schema(minimum = 1, maximum = 50)]
     pub topk_per_doc: Option<i64>,
     /// Read-your-writes: answer only from an index at least this version (what `ingest`
     /// printed); the service waits up to `RETR_INDEX_VERSION_WAIT_SECONDS` for it, then answers
     /// 503 `index_not_ready`. A string of digits (versions exceed JavaScript's safe integers).
+    #[schema(pattern = "^[0-9]{1,19}$")]
     pub min_index_version: Option<String>,
     /// Metadata conditions every hit must pass, whatever `enable_filters` says. Not part of the
     /// `/search` body: the Dify endpoint sets it (its `metadata_condition` and the knowledge
