@@ -69,7 +69,7 @@ COPY=$WORK/replica-copy
 rm -rf "$COPY"
 export RETR_MOCK_MODE=false RETR_VECTOR_BACKEND=chroma RETR_CHROMA_HOST=$CHROMA RETR_EMBEDDING_API_BASE=$EMBED \
   RETR_EMBEDDING_DIMENSION=384 RETR_INDEX_VERSION_WAIT_SECONDS=8 RETR_CHROMA_LOCAL_COPY_DIR=$COPY
-start_service() { # log file → prints seconds from start to /health 200
+start_service() { # log file → SERVICE_PID, and STARTED_IN: seconds from start to /health 200
   local started
   started=$(date +%s.%N)
   RUST_LOG=warn,retrieval_engine::index::chroma=info "$BIN" serve --port "$PORT" >"$1" 2>&1 &
@@ -78,9 +78,10 @@ start_service() { # log file → prints seconds from start to /health 200
     kill -0 "$SERVICE_PID" 2>/dev/null || { tail -20 "$1" >&2; exit 1; }
     sleep 0.1
   done
-  printf '%.1f\n' "$(echo "$(date +%s.%N) - $started" | bc)"
+  STARTED_IN=$(printf '%.1f' "$(echo "$(date +%s.%N) - $started" | bc)")
 }
-load_service=$(start_service "$WORK/service.log")
+start_service "$WORK/service.log"
+load_service=$STARTED_IN
 read -r rss_loaded _ < <($HELP rss "$SERVICE_PID")
 
 # One page, ingested as a new small tenant, then re-ingested (changed) into the first synthetic tenant.
@@ -141,7 +142,8 @@ sleep 12 # the copy's last write of changed data (at most one per 10 s) lands
 kill "$SERVICE_PID"; wait "$SERVICE_PID" 2>/dev/null || true
 page "пока сервис остановлен"
 read -r _ down_version < <(ingest "$first_tenant")
-restart=$(start_service "$WORK/service-restart.log")
+start_service "$WORK/service-restart.log"
+restart=$STARTED_IN
 restart_visible=$($HELP wait-version "$URL" "$first_tenant" "$down_version" 384)
 sleep 0.3
 restart_read=$($HELP metric "$URL" retrieval_replica_records_loaded_total)
