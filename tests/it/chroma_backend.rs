@@ -427,10 +427,9 @@ where
 
 /// A port nothing listens on.
 async fn closed_port_url() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    drop(listener);
-    format!("http://127.0.0.1:{port}")
+    // Port 1 (tcpmux): privileged, so no test can bind it, and nothing listens on it here. A port
+    // picked by binding and closing a listener could be taken by another test's server meanwhile.
+    "http://127.0.0.1:1".to_string()
 }
 
 #[tokio::test]

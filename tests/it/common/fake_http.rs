@@ -136,10 +136,9 @@ impl Drop for FakeServer {
 
 /// A URL on which nothing listens, so connecting is refused at once.
 pub async fn closed_port_url() -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind a local port");
-    let address = listener.local_addr().expect("local address");
-    drop(listener);
-    format!("http://{address}")
+    // Port 1 (tcpmux): privileged, so no test can bind it, and nothing listens on it here. A port
+    // picked by binding and closing a listener could be taken by another test's server meanwhile.
+    "http://127.0.0.1:1".to_string()
 }
 
 async fn answer(State(state): State<FakeState>, request: Request) -> Response {

@@ -402,7 +402,12 @@ impl ChromaIndex {
             let (before, after) = (of(&served, tenant), of(next, tenant));
             let before: Vec<&Manifest> = before.iter().map(Arc::as_ref).collect();
             let after: Vec<&Manifest> = after.iter().map(Arc::as_ref).collect();
-            match manifest::tenant_change(&before, &after) {
+            let served = || {
+                let Some(loaded) = self.replica.current() else { return Vec::new() };
+                let filter = super::RecordFilter::tenant(tenant);
+                loaded.get(Level::Doc, &filter, usize::MAX).iter().map(|doc| doc.meta.clone()).collect()
+            };
+            match manifest::tenant_change(&before, &after, served) {
                 None => {}
                 Some(None) => {
                     changes.insert(tenant.to_string(), ChangeScope::Tenant);

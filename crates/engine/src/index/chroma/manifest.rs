@@ -187,13 +187,20 @@ impl Tally {
 
 /// What the replica must re-read of one tenant when its manifests go from `before` to `after`:
 /// `None` when nothing served changed, the docs whose served page changed, or (`Some(None)`)
-/// the whole tenant when a source gained or lost its manifest (its unversioned records appear
-/// or disappear, and no list names them).
-pub fn tenant_change(before: &[&Manifest], after: &[&Manifest]) -> Option<Option<BTreeSet<String>>> {
+/// the whole tenant when a source lost its manifest (its unversioned records appear again, and no
+/// list names them). A source that gains its first manifest changes the docs it lists and the
+/// served docs it owns, whose unversioned records it hides: `served` gives the metadata of the
+/// tenant's served docs (read only then).
+pub fn tenant_change(
+    before: &[&Manifest],
+    after: &[&Manifest],
+    served: impl FnOnce() -> Vec<Metadata>,
+) -> Option<Option<BTreeSet<String>>> {
     let sources = |manifests: &[&Manifest]| -> BTreeSet<String> {
         manifests.iter().map(|manifest| manifest.source.clone()).collect()
     };
-    if sources(before) != sources(after) {
+    let (sources_before, sources_after) = (sources(before), sources(after));
+    if !sources_before.is_subset(&sources_after) {
         return Some(None);
     }
     let pairs = |manifests: &[&Manifest]| -> BTreeSet<(String, String)> {
@@ -202,8 +209,16 @@ pub fn tenant_change(before: &[&Manifest], after: &[&Manifest]) -> Option<Option
             .flat_map(|manifest| manifest.pages.iter().map(|(doc, hash)| (doc.clone(), hash.clone())))
             .collect()
     };
-    let (before, after) = (pairs(before), pairs(after));
-    let docs: BTreeSet<String> = before.symmetric_difference(&after).map(|(doc, _)| doc.clone()).collect();
+    let mut docs: BTreeSet<String> =
+        pairs(before).symmetric_difference(&pairs(after)).map(|(doc, _)| doc.clone()).collect();
+    let added: Vec<&&Manifest> = after.iter().filter(|manifest| !sources_before.contains(&manifest.source)).collect();
+    if !added.is_empty() {
+        for meta in served() {
+            if added.iter().any(|manifest| manifest.owns(&meta)) {
+                docs.insert(meta.doc_id);
+            }
+        }
+    }
     (!docs.is_empty()).then_some(Some(docs))
 }
 
@@ -257,9 +272,29 @@ mod tests {
         let before = manifest("docs", &[("a", "1"), ("b", "1"), ("c", "1")]);
         let after = manifest("docs", &[("a", "1"), ("b", "2"), ("d", "1")]);
         let docs = ["b", "c", "d"].map(String::from).into_iter().collect();
-        assert_eq!(tenant_change(&[&before], &[&after]), Some(Some(docs)));
-        assert_eq!(tenant_change(&[&before], &[&before]), None);
-        assert_eq!(tenant_change(&[], &[&after]), Some(None), "a new source: the whole tenant");
+        let nothing_served = || -> Vec<Metadata> { unreachable!("no source gained a manifest") };
+        assert_eq!(tenant_change(&[&before], &[&after], nothing_served), Some(Some(docs)));
+        assert_eq!(tenant_change(&[&before], &[&before], nothing_served), None);
+        assert_eq!(tenant_change(&[&before], &[], nothing_served), Some(None), "a source gone: the whole tenant");
+    }
+
+    /// A source's first manifest changes the pages it lists and the served docs it owns (by
+    /// source or by id prefix), whose unversioned records it now hides; nothing else.
+    #[test]
+    fn a_first_manifest_names_its_pages_and_the_served_docs_it_owns() {
+        let other = manifest("other", &[("x", "1")]);
+        let new = manifest("docs", &[("docs/a.md", "1")]);
+        let served =
+            || vec![meta("docs/old.md", "elsewhere"), meta("kept.md", "docs"), meta("x", "other"), meta("y", "misc")];
+        let docs = ["docs/a.md", "docs/old.md", "kept.md"].map(String::from).into_iter().collect();
+        assert_eq!(tenant_change(&[&other], &[&other, &new], served), Some(Some(docs)));
+        // Against the visibility rule itself: exactly the named docs change whether they are served.
+        let (before, after) =
+            (Visibility::new([&Arc::new(other.clone())]), Visibility::new([&Arc::new(other), &Arc::new(new)]));
+        for meta in served() {
+            let changed = before.admits(&meta, None) != after.admits(&meta, None);
+            assert_eq!(changed, ["docs/old.md", "kept.md"].contains(&meta.doc_id.as_str()), "{}", meta.doc_id);
+        }
     }
 
     #[test]
