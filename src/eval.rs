@@ -151,9 +151,9 @@ pub async fn run(settings: &Settings, embedder: Arc<dyn Embedder>, args: &EvalAr
             }
             let names: Vec<String> = modes.iter().map(|m| m.as_str().to_string()).collect();
             let serve_mode = modes.iter().position(|m| *m == settings.theme_router_mode).unwrap_or(0);
-            let per_file = pages::per_file_scores(&labelled, &names, &outcomes);
+            let per_file = multi::per_file_scores(&labelled, &names, &outcomes);
             let cross = crossval::cross_validate(&labelled, &names, &outcomes, serve_mode, args.folds, args.seed);
-            Ok(Report::Pages(Box::new(pages::MultiReport { reports, per_file, cross })))
+            Ok(Report::Pages(Box::new(multi::MultiReport { reports, per_file, cross })))
         }
         _ => run_passages(settings, embedder, args).await.map(Report::Passages),
     }

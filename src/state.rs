@@ -2,8 +2,10 @@
 //!
 //! Part of the HTTP layer, with `api/` and `server`: it is the axum `State` of the handlers and
 //! holds values of that layer (the API key store, the Dify knowledge bases, the OpenAPI document
-//! cache), so it imports `api` and is imported only by `api`, `server`, `startup` (which builds
-//! it) and `lib.rs`. Nothing below the HTTP layer (search and the engine's parts) may import it.
+//! cache), taken from the `api` files that define them and import no `AppState` (`api::keys`,
+//! `api::dify::knowledge`, `api::openapi::cache`), so no import runs in a circle. It is imported
+//! by `api`, `server`, `startup` (which builds it) and `lib.rs`; nothing below the HTTP layer
+//! (search and the engine's parts) may import it.
 
 use crate::config::Settings;
 use crate::search::SearchService;
@@ -20,9 +22,9 @@ pub struct AppState {
     /// Permits for requests in progress (`RETR_MAX_IN_FLIGHT_REQUESTS`); none left → 503.
     pub in_flight: Arc<tokio::sync::Semaphore>,
     /// Tenant-scoped API keys (`RETR_API_KEYS`); disabled when no file is configured.
-    pub api_keys: Arc<crate::api::auth::ApiKeys>,
+    pub api_keys: Arc<crate::api::keys::ApiKeys>,
     /// The knowledge bases of the Dify endpoint (`RETR_DIFY_KNOWLEDGE_BASES`).
-    pub dify: Arc<crate::api::dify::KnowledgeBases>,
+    pub dify: Arc<crate::api::dify::knowledge::KnowledgeBases>,
     /// The OpenAPI document, built once (per index dimension) and served as bytes.
-    pub openapi: Arc<crate::api::openapi::DocumentCache>,
+    pub openapi: Arc<crate::api::openapi::cache::DocumentCache>,
 }

@@ -28,7 +28,7 @@
 
 mod condition;
 mod error;
-mod knowledge;
+pub mod knowledge;
 mod request;
 
 pub use condition::{condition_schema, MAX_CONDITIONS};

@@ -66,10 +66,6 @@ fn json_content_type(headers: &HeaderMap) -> bool {
     }
 }
 
-/// The longest array any request body may hold: id lists take at most 1,000, tags 100, and a
-/// `query_embedding` the index dimension (4,096 at most in practice).
-pub const MAX_JSON_ARRAY: usize = 16_384;
-
 /// Parses `bytes` as a `T` under the strict rules of `super::strict` (no repeated key at any
 /// depth, arrays capped, integral numbers as integers), in one pass over the bytes. A body that
 /// fails is parsed again with its path tracked, for an error that names the field: tracking every
@@ -111,6 +107,7 @@ pub fn parse_strict<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::strict::MAX_JSON_ARRAY;
     use serde::Deserialize;
     use serde_json::Value;
 

@@ -7,6 +7,7 @@ pub mod context;
 pub mod dify;
 pub mod extract;
 pub mod health;
+pub mod keys;
 pub mod openapi;
 pub mod search;
 mod strict;
@@ -135,7 +136,7 @@ pub fn router(state: AppState) -> Router {
 #[utoipa::path(get, path = "/internal/retrieval/openapi.json", tag = "meta",
     responses((status = 200, description = "this document (OpenAPI 3.1)", body = Object)))]
 async fn openapi_document(State(state): State<AppState>) -> Response {
-    let bytes = state.openapi.get(&state).await;
+    let bytes = openapi::document(&state).await;
     ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], bytes).into_response()
 }
 

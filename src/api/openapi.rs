@@ -35,6 +35,8 @@ use crate::state::AppState;
 use serde_json::{json, Value};
 use utoipa::OpenApi;
 
+pub mod cache;
+
 #[derive(OpenApi)]
 #[openapi(
     info(
@@ -166,32 +168,17 @@ fn merge(schema: &mut Value, extra: Value) {
     }
 }
 
-/// The serialised document, built once per index vector dimension and tuning generation: the
-/// dimension (known once the index is loaded) and the themes (a config reload may change them)
-/// are the only inputs that change after start-up, and building the document costs milliseconds
-/// of CPU.
-#[derive(Debug, Default)]
-pub struct DocumentCache(std::sync::Mutex<Option<((usize, u64), axum::body::Bytes)>>);
-
-impl DocumentCache {
-    /// The document as JSON bytes for this deployment, the index's current dimension and the
-    /// themes in use.
-    pub async fn get(&self, state: &AppState) -> axum::body::Bytes {
-        let dimension = index_dimension(state).await;
-        let key = (dimension, state.search.tuning().generation);
-        let cached = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let current = cached.as_ref().filter(|(built_for, _)| *built_for == key);
-        if let Some((_, bytes)) = current {
-            return bytes.clone();
-        }
-        drop(cached);
+/// The document as JSON bytes for this deployment, the index's current dimension and the themes
+/// in use, built once for each and kept in `state.openapi`.
+pub async fn document(state: &AppState) -> axum::body::Bytes {
+    let dimension = index_dimension(state).await;
+    let key = (dimension, state.search.tuning().generation);
+    state.openapi.get_or_build(key, || {
         let mut document = serde_json::to_value(ApiDoc::openapi()).unwrap_or_else(|_| json!({}));
         add_by_rule(&mut document);
         fill_in(&mut document, &Deployment::of(state, dimension));
-        let bytes = axum::body::Bytes::from(serde_json::to_vec(&document).unwrap_or_default());
-        *self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some((key, bytes.clone()));
-        bytes
-    }
+        axum::body::Bytes::from(serde_json::to_vec(&document).unwrap_or_default())
+    })
 }
 
 async fn index_dimension(state: &AppState) -> usize {

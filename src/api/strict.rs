@@ -8,7 +8,6 @@
 //! - `null` where an object is expected is the empty object, so an optional object field
 //!   (`"filters": null`) means "absent" like every other optional field.
 
-use super::extract::MAX_JSON_ARRAY;
 use serde::de::value::MapAccessDeserializer;
 use serde::de::{
     self, DeserializeSeed, Deserializer, EnumAccess, Error as _, IgnoredAny, IntoDeserializer, MapAccess, SeqAccess,
@@ -16,6 +15,10 @@ use serde::de::{
 };
 use std::collections::HashSet;
 use std::fmt;
+
+/// The longest array any request body may hold: id lists take at most 1,000, tags 100, and a
+/// `query_embedding` the index dimension (4,096 at most in practice).
+pub const MAX_JSON_ARRAY: usize = 16_384;
 
 /// A deserializer under the strict rules (see the module documentation).
 pub struct Strict<D>(pub D);

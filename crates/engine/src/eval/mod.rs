@@ -8,6 +8,7 @@ pub mod cache;
 pub mod crossval;
 pub mod data;
 pub(crate) mod metrics;
+pub mod multi;
 pub mod pages;
 pub mod runner;
 
@@ -32,7 +33,7 @@ pub enum EvalError {
 #[derive(Debug, Clone)]
 pub enum Report {
     Passages(EvalReport),
-    Pages(Box<pages::MultiReport>),
+    Pages(Box<multi::MultiReport>),
 }
 
 impl std::fmt::Display for Report {

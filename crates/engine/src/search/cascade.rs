@@ -383,7 +383,7 @@ pub fn to_hit(ranked: &Ranked, explain: bool, themes: &ThemeLabels<'_>) -> Retri
     let level = ranked.record.level();
     let mut hit = RetrievalHit::from_metadata(&ranked.record.id, level, &ranked.record.meta, ranked.score);
     hit.relevance = ranked.fused_normalized;
-    hit.metadata.theme_label = super::routing::label(ranked, themes);
+    hit.metadata.theme_label = super::ranking::theme_label(ranked, themes);
     if explain {
         hit.explain = Some(ranked.explain());
     }

@@ -34,7 +34,6 @@ use crate::router::{route_query, LlmRouter, RouterConfig, RoutingResult, ThemeLa
 use boosting::BoostContext;
 use boosting_config::BoostingConfig;
 use ranking::{RankingContext, RankingMode};
-use routing::RoutingInfo;
 use settings::{RuntimeSettings, MAX_RESULTS_CAP};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};

@@ -30,6 +30,11 @@ pub struct RankingContext<'a> {
     pub boost_context: BoostContext,
 }
 
+/// The theme label of a ranked record (`infer_theme_label` over its metadata).
+pub fn theme_label(ranked: &Ranked, labels: &crate::router::ThemeLabels<'_>) -> Option<String> {
+    labels.label(&ranked.record.meta, ranked.record.features().map(|features| &features.topics))
+}
+
 /// A record ranked at one level, with the evidence of how it got its score.
 #[derive(Debug, Clone)]
 pub struct Ranked {

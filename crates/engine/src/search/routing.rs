@@ -6,22 +6,12 @@ use super::cascade::CascadeOutput;
 use super::ranking::Ranked;
 use crate::model::Level;
 use crate::router::{build_clarification, Clarification, RoutingResult, Theme, ThemeLabels};
-use serde::Serialize;
 
 /// Hits whose theme labels decide whether a clarification is offered.
 pub const CLARIFICATION_TOP_HITS: usize = 5;
 
-/// The routing part of a search response.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct RoutingInfo {
-    #[serde(flatten)]
-    pub result: RoutingResult,
-    /// True when the hits were restricted to the primary theme's metadata (hard filter).
-    pub filter_applied: bool,
-    /// The theme chosen by the caller (request field `theme`), which always filters.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub chosen_theme: Option<String>,
-}
+pub use super::ranking::theme_label as label;
+pub use super::types::RoutingInfo;
 
 /// The soft boost hint: the primary theme and the next themes; with no primary (a tie), every
 /// leading theme is a secondary one. When the question named its primary theme, the next themes
@@ -42,11 +32,6 @@ pub fn routing_hint(result: &RoutingResult, themes: &[Theme]) -> Option<RoutingH
         .filter_map(fields_of)
         .collect();
     Some(RoutingHint { primary, secondary, named })
-}
-
-/// The theme label of a ranked record (`infer_theme_label` over its metadata).
-pub fn label(ranked: &Ranked, labels: &ThemeLabels<'_>) -> Option<String> {
-    labels.label(&ranked.record.meta, ranked.record.features().map(|features| &features.topics))
 }
 
 /// A clarification when routing was unsure and the top hits span several themes.

@@ -1,7 +1,7 @@
 //! Search requests and responses as the pipeline sees them (also the JSON shapes of the API).
 
 use crate::model::{Level, Metadata};
-use crate::router::{Clarification, UserMetadata};
+use crate::router::{Clarification, RoutingResult, UserMetadata};
 use serde::{Deserialize, Serialize};
 
 /// Metadata filters of a search request; every field narrows the result when set.
@@ -267,7 +267,7 @@ pub struct SearchResponse {
     pub index_version: Option<String>,
     pub degradations: Vec<Degradation>,
     /// The theme router's result and whether it filtered.
-    pub routing: super::routing::RoutingInfo,
+    pub routing: RoutingInfo,
     /// Present when the query is ambiguous and the top hits span several themes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clarification: Option<Clarification>,
@@ -278,8 +278,20 @@ pub struct SearchResponse {
     /// What `confidence` was computed from (`eval` fits the model on them); not serialised.
     #[serde(skip)]
     pub confidence_features: Option<super::confidence::Features>,
-    /// How strongly the hits split across themes (`routing::split_ratio`) when the question named
+    /// How strongly the hits split across themes (the routing step's split ratio) when the question named
     /// none; `eval` fits `router.ambiguity_min_ratio` on it. Not serialised.
     #[serde(skip)]
     pub split_ratio: Option<f32>,
+}
+
+/// The routing part of a search response.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct RoutingInfo {
+    #[serde(flatten)]
+    pub result: RoutingResult,
+    /// True when the hits were restricted to the primary theme's metadata (hard filter).
+    pub filter_applied: bool,
+    /// The theme chosen by the caller (request field `theme`), which always filters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chosen_theme: Option<String>,
 }
