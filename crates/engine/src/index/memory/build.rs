@@ -190,7 +190,6 @@ impl LevelData {
     /// refresh tokenizes only the records it re-read.
     pub(super) fn build(rows: LevelRows, dimension: usize, base: Option<&LevelData>, pages: &PageNumbers) -> Self {
         let order = rows.id_order();
-        let scope = Arc::new(());
         let mut kept: Vec<Option<u32>> = vec![None; base.map_or(0, |base| base.store.records.len())];
         let mut added = Vec::new();
         let (mut records, mut vectors, mut features) =
@@ -220,7 +219,7 @@ impl LevelData {
         let page_of = PageNumbers::numbers_of(&features);
         let index =
             TenantLevel::build(&records, &vectors, dimension, lexical, page_of.as_deref().map(|of| (&pages.scope, of)));
-        Self { store: Arc::new(LevelStore::new(records, features)), index, scope }
+        Self { store: Arc::new(LevelStore::new(records, features)), index, memo: Default::default() }
     }
 }
 

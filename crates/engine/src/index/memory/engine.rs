@@ -1,7 +1,7 @@
 //! The search engine over a loaded index: each tenant level's exact cosine and BM25 rankings,
-//! filtered, with the thread's memo of the last scores (`memo`).
+//! filtered, with each level's memo of its last scores (`memo`).
 
-use super::memo::*;
+use super::memo::{IdLists, Memo};
 use crate::index::tenant_level::{Residual, TenantLevel, Verdicts};
 use crate::index::vectors::top_k;
 use crate::index::{
@@ -18,8 +18,8 @@ pub(super) struct LevelData {
     /// ranked lists hold records by their number in it (`RecordRef`).
     pub(super) store: Arc<LevelStore>,
     pub(super) index: TenantLevel,
-    /// This build of the level (pointer identity): what the thread's `Kept` entries are kept for.
-    pub(super) scope: Arc<()>,
+    /// What this build of the level keeps between the steps of its searches.
+    pub(super) memo: Memo,
 }
 
 impl LevelData {
@@ -31,20 +31,20 @@ impl LevelData {
         numbers
     }
 
-    /// `TenantLevel::candidates`, remembered by the thread for the last id lists it resolved on
-    /// this build of the level: a cascade step ranks one restricted filter twice (dense, then
+    /// `TenantLevel::candidates`, remembered by the level for the last id lists it resolved
+    /// (`Memo::resolved`): a cascade step ranks one restricted filter twice (dense, then
     /// lexical), and resolving its page and section ids is a hash lookup per id.
     pub(super) fn candidates(&self, filter: &RecordFilter) -> Vec<usize> {
         if filter.doc_ids.is_none() && filter.section_ids.is_none() {
             return self.index.candidates(filter);
         }
         let ids = |(doc_ids, section_ids): &IdLists| *doc_ids == filter.doc_ids && *section_ids == filter.section_ids;
-        if let Some(numbers) = Kept::recall(&RESOLVED_IDS, &self.scope, ids, Vec::clone) {
+        if let Some(numbers) = self.memo.resolved.recall(ids, Vec::clone) {
             return numbers;
         }
         let numbers = self.index.candidates(filter);
         let key = (filter.doc_ids.clone(), filter.section_ids.clone());
-        Kept::remember(&RESOLVED_IDS, &self.scope, key, numbers.clone());
+        self.memo.resolved.remember(key, numbers.clone());
         numbers
     }
 
@@ -197,9 +197,7 @@ impl LoadedIndex {
             if let Some(best) = data.index.approximate_top_k(query, k, min_records) {
                 return Ok(data.scored_records(&best));
             }
-            let best = Kept::rank_every_record(
-                &DENSE_SCORES,
-                &data.scope,
+            let best = data.memo.dense.rank_every_record(
                 query,
                 k,
                 |_| true,
@@ -210,9 +208,7 @@ impl LoadedIndex {
         if let Some(best) = data.index.approximate_top_k_among(query, k, min_records, Some(&numbers)) {
             return Ok(data.scored_records(&best));
         }
-        let mut scored = match Kept::recall(
-            &DENSE_SCORES,
-            &data.scope,
+        let mut scored = match data.memo.dense.recall(
             |kept| kept.as_slice() == query,
             |all| numbers.iter().map(|&number| (all[number], number)).collect(),
         ) {
@@ -228,9 +224,7 @@ impl LoadedIndex {
         let restricted = filter.doc_ids.is_some() || filter.section_ids.is_some();
         if every_record(filter) {
             // Only records that hold a query term are ranked.
-            let best = Kept::rank_every_record(
-                &LEXICAL_SCORES,
-                &data.scope,
+            let best = data.memo.lexical.rank_every_record(
                 terms,
                 k,
                 |score| score > 0.0,
@@ -242,9 +236,7 @@ impl LoadedIndex {
         let candidates: Option<Vec<usize>> = restricted.then(|| data.candidates(filter));
         let verdicts = Verdicts::new(filter, &data.index, &data.store.records);
         let accept = |number: usize| verdicts.accepts(number);
-        let remembered = Kept::recall(
-            &LEXICAL_SCORES,
-            &data.scope,
+        let remembered = data.memo.lexical.recall(
             |kept| kept.as_slice() == terms,
             |all| {
                 let keep = |&number: &usize| all[number] > 0.0 && accept(number);

@@ -422,7 +422,7 @@ fn read_tenant<R: io::Read>(
             page_of.as_deref().map(|of| (&pages.scope, of)),
             columns,
         )?;
-        built.push(LevelData { store: Arc::new(LevelStore::new(records, features)), index, scope: Arc::new(()) });
+        built.push(LevelData { store: Arc::new(LevelStore::new(records, features)), index, memo: Default::default() });
     }
     let levels = built.try_into().unwrap_or_else(|_| unreachable!("three levels read, three built"));
     Ok(TenantIndex { levels })

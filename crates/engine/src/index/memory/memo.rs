@@ -1,82 +1,157 @@
-//! What a search thread keeps between the steps of one search (scores, resolved id lists), per
-//! level build.
+//! What one build of a tenant level keeps between the steps of the searches over it (the scores
+//! of its last few whole-level rankings, the record numbers its last few id lists resolved to):
+//! a value the level owns, shared by the threads that search it.
 
 use crate::index::vectors::top_k_of;
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-/// What a thread keeps of one build of a tenant level (`scope`) for one key, so that the next
-/// call with the same key on the same build reads it instead of computing it again:
-/// - the scores of every record for one query (its vector, or its terms). The cascade ranks a
-///   tenant's sections over the whole tenant for the doc step and again, restricted to the chosen
-///   pages, for the section step; a score is a function of the level and the query alone (BM25
-///   statistics are the level's), so the restricted ranking reads them here instead of scanning
-///   the vectors and postings again;
-/// - the record numbers a filter's page and section id lists resolved to (`LevelData::candidates`).
-///
-/// The build is compared by pointer and the key in full, so a stale or foreign entry is never read.
-pub(super) struct Kept<K, V> {
-    pub(super) scope: Arc<()>,
-    pub(super) key: K,
-    pub(super) value: V,
+/// How many entries each kind of memo of a level keeps. A search's second ranking of a level
+/// follows its first with no wait between them, so the entry it needs is among the last few even
+/// with other searches of the same tenant running beside it; a miss costs only the restricted
+/// ranking's own scoring. Each entry of a score memo is a score per record of the level.
+const ENTRIES: usize = 4;
+
+/// The memos of one build of a tenant level (`LevelData::memo`). A rebuilt level starts with
+/// empty ones, so an entry is never read against another build's records.
+#[derive(Debug, Default)]
+pub(super) struct Memo {
+    /// The record numbers a filter's page and section id lists resolved to
+    /// (`LevelData::candidates`): a cascade step ranks one restricted filter twice (dense, then
+    /// lexical), and resolving its ids is a hash lookup per id.
+    pub(super) resolved: Kept<IdLists, Vec<usize>>,
+    /// The cosine score of every record for one query vector.
+    pub(super) dense: Kept<Vec<f32>, Vec<f32>>,
+    /// The BM25 score of every record for one query's terms.
+    pub(super) lexical: Kept<Vec<String>, Vec<f32>>,
 }
-
-pub(super) type Slot<K, V> = std::thread::LocalKey<std::cell::RefCell<Option<Kept<K, V>>>>;
 
 /// A filter's page and section id lists.
 pub(super) type IdLists = (Option<Vec<String>>, Option<Vec<String>>);
 
-thread_local! {
-    pub(super) static RESOLVED_IDS: std::cell::RefCell<Option<Kept<IdLists, Vec<usize>>>> = const { std::cell::RefCell::new(None) };
-    pub(super) static DENSE_SCORES: std::cell::RefCell<Option<Kept<Vec<f32>, Vec<f32>>>> = const { std::cell::RefCell::new(None) };
-    pub(super) static LEXICAL_SCORES: std::cell::RefCell<Option<Kept<Vec<String>, Vec<f32>>>> = const { std::cell::RefCell::new(None) };
+/// The last `ENTRIES` values computed for their keys, newest last, so that the next call with
+/// the same key reads one instead of computing it again. The cascade ranks a tenant's sections
+/// over the whole tenant for the doc step and again, restricted to the chosen pages, for the
+/// section step; a score is a function of the level and the query alone (BM25 statistics are the
+/// level's), so the restricted ranking reads them here instead of scanning the vectors and
+/// postings again. Keys are compared in full, so an entry is read only for its own key.
+///
+/// The lock is held only to find, add or drop an entry; a value is read and computed outside it
+/// (entries are shared pointers).
+pub(super) struct Kept<K, V> {
+    entries: Mutex<VecDeque<Arc<(K, V)>>>,
 }
 
-impl<K: 'static, V: 'static> Kept<K, V> {
-    /// Keeps `value` for `key` on the level build `scope`, in place of what the thread kept.
-    pub(super) fn remember(slot: &'static Slot<K, V>, scope: &Arc<()>, key: K, value: V) {
-        slot.with(|slot| *slot.borrow_mut() = Some(Kept { scope: Arc::clone(scope), key, value }));
-    }
-
-    /// What the thread kept (of any build), taken out of its slot: its key and value, to reuse
-    /// their buffers.
-    pub(super) fn take(slot: &'static Slot<K, V>) -> Option<(K, V)> {
-        slot.with(|slot| slot.borrow_mut().take().map(|kept| (kept.key, kept.value)))
-    }
-
-    /// `read` of the value kept on exactly this level build for a key `is_key` accepts, if any.
-    pub(super) fn recall<T>(
-        slot: &'static Slot<K, V>,
-        scope: &Arc<()>,
-        is_key: impl FnOnce(&K) -> bool,
-        read: impl FnOnce(&V) -> T,
-    ) -> Option<T> {
-        slot.with(|slot| {
-            let slot = slot.borrow();
-            let kept = slot.as_ref().filter(|kept| Arc::ptr_eq(&kept.scope, scope))?;
-            is_key(&kept.key).then(|| read(&kept.value))
-        })
+impl<K, V> Default for Kept<K, V> {
+    fn default() -> Self {
+        Self { entries: Mutex::new(VecDeque::with_capacity(ENTRIES)) }
     }
 }
 
-impl<K: Clone + 'static> Kept<Vec<K>, Vec<f32>> {
+impl<K, V> fmt::Debug for Kept<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Kept").field("entries", &self.lock().len()).finish()
+    }
+}
+
+impl<K, V> Kept<K, V> {
+    fn lock(&self) -> MutexGuard<'_, VecDeque<Arc<(K, V)>>> {
+        // An entry is added or dropped whole: a panic elsewhere leaves nothing half done.
+        self.entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Keeps `value` for `key`, in place of the oldest entry when all are taken.
+    pub(super) fn remember(&self, key: K, value: V) {
+        let entry = Arc::new((key, value));
+        let dropped = {
+            let mut entries = self.lock();
+            entries.push_back(entry);
+            (entries.len() > ENTRIES).then(|| entries.pop_front())
+        };
+        drop(dropped);
+    }
+
+    /// When all entries are taken, the oldest, taken out to reuse its buffers (unless a reader
+    /// still holds it; then it is only dropped).
+    fn take_oldest(&self) -> Option<(K, V)> {
+        let oldest = {
+            let mut entries = self.lock();
+            if entries.len() < ENTRIES {
+                return None;
+            }
+            entries.pop_front()?
+        };
+        Arc::try_unwrap(oldest).ok()
+    }
+
+    /// `read` of the newest value kept for a key `is_key` accepts, if any.
+    pub(super) fn recall<T>(&self, is_key: impl Fn(&K) -> bool, read: impl FnOnce(&V) -> T) -> Option<T> {
+        let entry = self.lock().iter().rev().find(|entry| is_key(&entry.0)).map(Arc::clone)?;
+        Some(read(&entry.1))
+    }
+}
+
+impl<K: Clone> Kept<Vec<K>, Vec<f32>> {
     /// A ranking of every record of a level: `score` writes each record's score, by number, into
-    /// the buffer the thread kept the last scores in; they are kept there for `key` on the build
-    /// `scope` (for the restricted rankings of the same query), and the best `k` that `keep`
-    /// accepts are returned.
+    /// a buffer (the oldest entry's, once all are taken); they are kept there for `key` (for the
+    /// restricted rankings of the same query), and the best `k` that `keep` accepts are returned.
     pub(super) fn rank_every_record(
-        slot: &'static Slot<Vec<K>, Vec<f32>>,
-        scope: &Arc<()>,
+        &self,
         key: &[K],
         k: usize,
         keep: impl Fn(f32) -> bool,
         score: impl FnOnce(&mut Vec<f32>),
     ) -> Vec<(f32, usize)> {
-        let (mut kept_key, mut scores) = Self::take(slot).unwrap_or_default();
+        let (mut kept_key, mut scores) = self.take_oldest().unwrap_or_default();
         score(&mut scores);
         let best = top_k_of(&scores, k, keep);
         kept_key.clear();
         kept_key.extend_from_slice(key);
-        Self::remember(slot, scope, kept_key, scores);
+        self.remember(kept_key, scores);
         best
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_newest_entry_of_a_key_is_read_and_the_oldest_goes_first() {
+        let kept: Kept<Vec<u32>, Vec<f32>> = Kept::default();
+        assert_eq!(kept.recall(|_| true, Vec::clone), None);
+        for query in 0..ENTRIES as u32 + 1 {
+            let best = kept.rank_every_record(
+                &[query],
+                1,
+                |_| true,
+                |scores| {
+                    scores.clear();
+                    scores.extend([0.5, query as f32]);
+                },
+            );
+            let expected = if query == 0 { (0.5, 0) } else { (query as f32, 1) };
+            assert_eq!(best, vec![expected]);
+        }
+        // The first query's entry made room for the last one's.
+        assert_eq!(kept.recall(|key| key == &[0], Vec::clone), None);
+        for query in 1..ENTRIES as u32 + 1 {
+            assert_eq!(kept.recall(|key| key == &[query], Vec::clone), Some(vec![0.5, query as f32]));
+        }
+        kept.remember(vec![1], vec![9.0]);
+        assert_eq!(kept.recall(|key| key == &[1], |scores| scores[0]), Some(9.0), "the newer of two");
+    }
+
+    #[test]
+    fn a_value_still_read_is_not_reused() {
+        let kept: Kept<Vec<u32>, Vec<f32>> = Kept::default();
+        for query in 0..ENTRIES as u32 {
+            kept.remember(vec![query], vec![query as f32]);
+        }
+        let held = kept.lock().front().map(Arc::clone).expect("an entry");
+        kept.rank_every_record(&[7], 1, |_| true, |scores| assert!(scores.is_empty(), "a fresh buffer"));
+        assert_eq!(held.1, vec![0.0]);
+        kept.rank_every_record(&[8], 1, |_| true, |scores| assert_eq!(scores, &vec![1.0], "the oldest's buffer"));
     }
 }

@@ -1,6 +1,6 @@
 //! The in-memory index: exact cosine and BM25 rankings over a `LoadedIndex` (`engine`), how one is
-//! built from records (`build`), the snapshot file format (`snapshot`) and the per-thread memo of
-//! a search's scores (`memo`). The file source that serves a snapshot file is `index::file_index`.
+//! built from records (`build`), the snapshot file format (`snapshot`) and each level's memo of
+//! its searches' scores (`memo`). The file source that serves a snapshot file is `index::file_index`.
 
 mod build;
 mod engine;
