@@ -209,3 +209,90 @@ fn write_copy_in_background(directory: PathBuf, source: String, loaded: Arc<Load
         tracing::warn!(%error, "local copy of the index not written: no thread");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures;
+    use crate::index::memory::{local_copy, write_snapshot_file};
+    use crate::index::{RecordFilter, VectorIndex};
+    use crate::model::Level;
+
+    fn directory_listing(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> =
+            std::fs::read_dir(dir).unwrap().map(|entry| entry.unwrap().file_name().to_string_lossy().into()).collect();
+        names.sort();
+        names
+    }
+
+    fn manifest_source(manifest: &str) -> &str {
+        let start = manifest.find("\"source\":\"").expect("a source") + "\"source\":\"".len();
+        &manifest[start..start + manifest[start..].find('"').expect("a closing quote")]
+    }
+
+    /// A service restarted over an unchanged snapshot file starts from the copy and answers the
+    /// same; once the file changes, the new file is read (not the stale copy) and copied again.
+    #[test]
+    fn a_file_index_restarts_from_its_copy_until_the_file_changes() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("index.json");
+        write_snapshot_file(&path, &fixtures::snapshot()).unwrap();
+        let scope = crate::scope::TenantScope::All;
+        let first = InMemoryIndex::from_file_with(&path, scope.clone(), true);
+        let copy_dir = directory.path().join("index.json.copy");
+        // The copy is written in the background once the file is loaded.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !copy_dir.join("manifest.json").exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(copy_dir.join("manifest.json").exists());
+        let restarted = InMemoryIndex::from_file_with(&path, scope.clone(), true);
+        let (a, b) = (first.replica().snapshot().unwrap(), restarted.replica().snapshot().unwrap());
+        assert_eq!(a.level_counts(), b.level_counts());
+
+        // A damaged copy is not served: the file is read instead (and the copy written again).
+        let manifest = std::fs::read_to_string(copy_dir.join("manifest.json")).unwrap();
+        for name in directory_listing(&copy_dir).iter().filter(|name| name.ends_with(".bin")) {
+            std::fs::write(copy_dir.join(name), b"RSCOPY02 but nothing else").unwrap();
+        }
+        let after_damage = InMemoryIndex::from_file_with(&path, scope.clone(), true);
+        assert_eq!(after_damage.replica().snapshot().unwrap().level_counts(), a.level_counts());
+        assert!(after_damage.replica().last_error().is_none());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while local_copy::read(&copy_dir, manifest_source(&manifest)).ok().flatten().is_none() {
+            assert!(std::time::Instant::now() < deadline, "the copy was not written again");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+
+        let mut smaller = fixtures::snapshot();
+        smaller.docs.retain(|doc| doc.meta.tenant_id != "t2");
+        smaller.sections.retain(|record| record.meta.tenant_id != "t2");
+        smaller.chunks.retain(|record| record.meta.tenant_id != "t2");
+        // A different size, so the stamp differs even within the file system's time resolution.
+        write_snapshot_file(&path, &smaller).unwrap();
+        let after_change = InMemoryIndex::from_file_with(&path, scope, true);
+        let loaded = after_change.replica().snapshot().unwrap();
+        assert_eq!(loaded.level_counts(), LoadedIndex::build(smaller).unwrap().level_counts());
+        assert!(loaded.tenant("t2").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_pinned_snapshot_stays_the_same_across_a_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index.json");
+        write_snapshot_file(&path, &fixtures::snapshot()).unwrap();
+        let index = InMemoryIndex::from_file(&path);
+        let pinned = index.pin().await.expect("a loaded snapshot pins");
+        let mut smaller = fixtures::snapshot();
+        smaller.docs.retain(|record| record.meta.tenant_id == "t1");
+        smaller.sections.retain(|record| record.meta.tenant_id == "t1");
+        smaller.chunks.retain(|record| record.meta.tenant_id == "t1");
+        // A different size, so the reload sees a change even within the file time's resolution.
+        write_snapshot_file(&path, &smaller).unwrap();
+        assert!(index.reload_if_changed());
+        assert!(!index.tenant_exists("t2").await.unwrap(), "the index moved on");
+        assert!(pinned.tenant_exists("t2").await.unwrap(), "the pinned snapshot did not");
+        let filter = RecordFilter::tenant("t2");
+        assert_eq!(pinned.get(Level::Doc, &filter, 10).await.unwrap().len(), 1);
+    }
+}
