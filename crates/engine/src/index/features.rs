@@ -25,7 +25,7 @@ pub struct RecordFeatures {
     /// The place of the record's page (`meta.doc_id`) among its tenant's pages in doc id order,
     /// all levels alike, when an index set it: the cascade keys pages by it instead of hashing ids.
     pub page: Option<IdOrder>,
-    /// `topic_number` of the record's domain, section, platform and role (trimmed): what theme
+    /// The numbers (`TopicTable`) of the record's domain, section, platform and role (trimmed): what theme
     /// matching compares, instead of the strings.
     pub topics: [u32; 4],
     /// The factors of the boosting rules that read only the record and the boosting config,
@@ -49,52 +49,43 @@ pub struct RecordFeatures {
     first_bytes: [u64; 4],
 }
 
-/// Topic values (a record's domain, section, platform, role; a theme's) as numbers, process-wide:
-/// two values get the same number exactly when they are equal ignoring ASCII case (the rule of
-/// `ThemeFields::matches`). The empty value is 0.
-fn topics() -> &'static RwLock<FxHashMap<String, u32>> {
-    static TOPICS: OnceLock<RwLock<FxHashMap<String, u32>>> = OnceLock::new();
-    TOPICS.get_or_init(Default::default)
-}
+/// Topic values (a record's domain, section, platform, role; a theme's) as numbers, for one
+/// loaded index and the refreshes built on it (`LoadedIndex::topics`): two values get the same
+/// number exactly when they are equal ignoring ASCII case (the rule of `ThemeFields::matches`).
+/// The empty value is 0. A number, once given, never changes; a search reads the numbers of the
+/// index it searches, so no two indexes' numbers meet.
+#[derive(Debug, Default)]
+pub struct TopicTable(RwLock<FxHashMap<String, u32>>);
 
-/// The number of a topic value, numbering it when it is new (records, at load).
-pub fn intern_topic(value: &str) -> u32 {
-    if value.is_empty() {
-        return 0;
+impl TopicTable {
+    /// The number of a topic value, numbering it when it is new (records, at load).
+    pub fn intern(&self, value: &str) -> u32 {
+        if value.is_empty() {
+            return 0;
+        }
+        let key = value.to_ascii_lowercase();
+        if let Some(&number) = self.0.read().unwrap_or_else(|poisoned| poisoned.into_inner()).get(&key) {
+            return number;
+        }
+        let mut table = self.0.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let next = table.len() as u32 + 1;
+        *table.entry(key).or_insert(next)
     }
-    let key = value.to_ascii_lowercase();
-    if let Some(&number) = topics().read().unwrap_or_else(|poisoned| poisoned.into_inner()).get(&key) {
-        return number;
-    }
-    let mut table = topics().write().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let next = table.len() as u32 + 1;
-    *table.entry(key).or_insert(next)
-}
 
-/// The number of a topic value when some record has had it; `None`: no record has it.
-pub fn topic_number(value: &str) -> Option<u32> {
-    if value.is_empty() {
-        return Some(0);
+    /// The number of a topic value when some record of the index has had it; `None`: none has.
+    pub fn number(&self, value: &str) -> Option<u32> {
+        if value.is_empty() {
+            return Some(0);
+        }
+        let lowered;
+        let key = if value.bytes().any(|byte| byte.is_ascii_uppercase()) {
+            lowered = value.to_ascii_lowercase();
+            lowered.as_str()
+        } else {
+            value
+        };
+        self.0.read().unwrap_or_else(|poisoned| poisoned.into_inner()).get(key).copied()
     }
-    thread_local! {
-        /// The numbers this thread has read. A value's number never changes once given, so a kept
-        /// one stays right; only numbers are kept (a value without one may get one later), so
-        /// the table holds at most the values that records have.
-        static READ: std::cell::RefCell<FxHashMap<String, u32>> = std::cell::RefCell::default();
-    }
-    let lowered;
-    let key = if value.bytes().any(|byte| byte.is_ascii_uppercase()) {
-        lowered = value.to_ascii_lowercase();
-        lowered.as_str()
-    } else {
-        value
-    };
-    if let Some(number) = READ.with(|read| read.borrow().get(key).copied()) {
-        return Some(number);
-    }
-    let number = topics().read().unwrap_or_else(|poisoned| poisoned.into_inner()).get(key).copied()?;
-    READ.with(|read| read.borrow_mut().insert(key.to_string(), number));
-    Some(number)
 }
 
 /// Names one boosting config for the lifetime of the process: whoever holds a key promises that
@@ -132,7 +123,8 @@ impl IdOrder {
 }
 
 impl RecordFeatures {
-    pub fn of(record: &Record) -> Self {
+    /// The features of `record`, its topic values numbered in `topics` (its index's table).
+    pub fn of(record: &Record, topics: &TopicTable) -> Self {
         let meta = &record.meta;
         let mut labels: Vec<String> = meta.tags.iter().map(|tag| tag.trim().to_lowercase()).collect();
         labels.sort();
@@ -158,7 +150,7 @@ impl RecordFeatures {
             line_heads,
             first_bytes,
             page: None,
-            topics: [&meta.domain, &meta.section, &meta.platform, &meta.role].map(|value| intern_topic(value.trim())),
+            topics: [&meta.domain, &meta.section, &meta.platform, &meta.role].map(|value| topics.intern(value.trim())),
             boosts: OnceLock::new(),
         }
     }
@@ -245,22 +237,21 @@ mod tests {
 
     #[test]
     fn topic_numbers_ignore_ascii_case_and_a_missing_value_is_not_kept() {
-        // Values of their own: the table is process-wide.
-        assert_eq!(topic_number("Topic-Number-Test-A"), None);
-        assert_eq!(topic_number("topic-number-test-a"), None);
-        let number = intern_topic("TOPIC-number-test-a");
+        let table = TopicTable::default();
+        assert_eq!(table.number("Topic-A"), None);
+        let number = table.intern("TOPIC-a");
         // A value first missing reads its number once a record has it, in any ASCII case.
-        for spelling in ["topic-number-test-a", "Topic-Number-Test-A", "topic-number-test-a"] {
-            assert_eq!(topic_number(spelling), Some(number), "{spelling}");
+        for spelling in ["topic-a", "Topic-A", "TOPIC-A"] {
+            assert_eq!(table.number(spelling), Some(number), "{spelling}");
         }
-        let other = intern_topic("topic-number-test-b");
+        let other = table.intern("topic-b");
         assert_ne!(other, number);
-        assert_eq!(topic_number("TOPIC-NUMBER-TEST-B"), Some(other));
-        assert_eq!(topic_number(""), Some(0));
-        // Another thread reads the same numbers.
-        let read = std::thread::spawn(|| topic_number("Topic-Number-Test-A")).join().unwrap();
-        assert_eq!(read, Some(number));
+        assert_eq!(table.number("TOPIC-B"), Some(other));
+        assert_eq!((table.number(""), table.intern("")), (Some(0), 0));
+        // Another index's table numbers its own values.
+        assert_eq!(TopicTable::default().number("topic-a"), None);
     }
+
     use crate::model::Metadata;
 
     fn record(text: &str, title: &str, url: &str, tags: &[&str]) -> Record {
@@ -294,7 +285,7 @@ mod tests {
         ];
         let markers = ["##", "###", "•", "1.", "2.", "ё", "ёёёёёёёё", "abcdefghijklmnop", "первая", " ", "x"];
         for text in texts {
-            let features = RecordFeatures::of(&record(text, "", "", &[]));
+            let features = RecordFeatures::of(&record(text, "", "", &[]), &TopicTable::default());
             for marker in markers {
                 assert_eq!(features.line_starts_with(marker), Some(scan(text, marker)), "{text:?} / {marker:?}");
             }
@@ -304,8 +295,10 @@ mod tests {
 
     #[test]
     fn lower_cased_fields_depth_and_labels() {
-        let features =
-            RecordFeatures::of(&record("", "Что Такое SDK", "https://Docs.example.com/A/b/?x#y", &[" B", "a", "b"]));
+        let features = RecordFeatures::of(
+            &record("", "Что Такое SDK", "https://Docs.example.com/A/b/?x#y", &[" B", "a", "b"]),
+            &TopicTable::default(),
+        );
         assert_eq!(features.title_lower, "что такое sdk");
         assert_eq!(features.url_lower, "https://docs.example.com/a/b/?x#y");
         assert_eq!(features.url_depth, 2);

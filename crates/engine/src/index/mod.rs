@@ -183,6 +183,12 @@ pub trait VectorIndex: Send + Sync {
     async fn pin(&self) -> Option<Arc<dyn VectorIndex>> {
         None
     }
+
+    /// The topic numbers the records' features hold (`features::TopicTable`), for matching themes
+    /// on numbers; `None` when the records have no features (they are then matched on strings).
+    fn topics(&self) -> Option<Arc<features::TopicTable>> {
+        None
+    }
 }
 
 /// Cosine similarity; 0 when either vector is zero or the lengths differ, never NaN.

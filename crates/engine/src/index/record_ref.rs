@@ -130,7 +130,7 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(number, r)| {
-                let mut features = RecordFeatures::of(r);
+                let mut features = RecordFeatures::of(r, &Default::default());
                 features.page = (number > 0).then(|| IdOrder { scope: Arc::clone(&scope), number: 7 + number as u32 });
                 features
             })
@@ -161,7 +161,7 @@ mod tests {
         assert!(held.features().is_none());
         assert!(held.stored_at().is_none());
         assert!(Arc::ptr_eq(&held.to_arc(), &shared));
-        let features = Arc::new(RecordFeatures::of(&shared));
+        let features = Arc::new(RecordFeatures::of(&shared, &Default::default()));
         let with = RecordRef::own(shared, Some(Arc::clone(&features)));
         assert!(std::ptr::eq(with.features().unwrap(), &*features));
     }

@@ -334,4 +334,8 @@ impl<S: SnapshotSource> VectorIndex for S {
         self.before_read().await;
         self.replica().pin(SnapshotSource::backend_name(self))
     }
+
+    fn topics(&self) -> Option<Arc<crate::index::features::TopicTable>> {
+        self.replica().current().map(|loaded| Arc::clone(loaded.topics()))
+    }
 }

@@ -21,17 +21,20 @@ fn most_specific<'a>(matching: impl Iterator<Item = &'a Theme>) -> Option<String
         .map(|(theme, _)| theme.id.clone())
 }
 
-/// `infer_theme_label` for the records of one request: the themes' fields are turned into topic
-/// numbers once, and a record with features is matched on its topic numbers (four integer
-/// comparisons per theme) instead of its metadata strings.
+/// `infer_theme_label` for the records of one request: with the topic table of the index they
+/// come from, the themes' fields are turned into topic numbers once, and a record with features is
+/// matched on its topic numbers (four integer comparisons per theme) instead of its metadata
+/// strings. Without a table, every record is matched on its strings.
 pub struct ThemeLabels<'a> {
     themes: &'a [Theme],
-    topics: Vec<TopicFields>,
+    topics: Option<Vec<TopicFields>>,
 }
 
 impl<'a> ThemeLabels<'a> {
-    pub fn new(themes: &'a [Theme]) -> Self {
-        Self { themes, topics: themes.iter().map(|theme| TopicFields::of(theme.fields_view())).collect() }
+    pub fn new(themes: &'a [Theme], table: Option<&crate::index::features::TopicTable>) -> Self {
+        let topics =
+            table.map(|table| themes.iter().map(|theme| TopicFields::of(theme.fields_view(), table)).collect());
+        Self { themes, topics }
     }
 
     pub fn themes(&self) -> &'a [Theme] {
@@ -41,11 +44,12 @@ impl<'a> ThemeLabels<'a> {
     /// `infer_theme_label(meta, themes)`; `topics`: the record's `RecordFeatures::topics`, when
     /// it has features.
     pub fn label(&self, meta: &Metadata, topics: Option<&[u32; 4]>) -> Option<String> {
-        let matching = self.themes.iter().zip(&self.topics).filter(|(theme, numbers)| match topics {
-            Some(topics) => numbers.matches(topics),
-            None => theme.fields_view().matches(meta),
-        });
-        most_specific(matching.map(|(theme, _)| theme))
+        match (&self.topics, topics) {
+            (Some(numbers), Some(topics)) => most_specific(
+                self.themes.iter().zip(numbers).filter(|(_, numbers)| numbers.matches(topics)).map(|(theme, _)| theme),
+            ),
+            _ => most_specific(self.themes.iter().filter(|theme| theme.fields_view().matches(meta))),
+        }
     }
 }
 
@@ -105,6 +109,7 @@ mod tests {
         themes[2].priority = 2.0;
         // Records are numbered (their features made) when the index loads, before any request
         // makes its `ThemeLabels`: the themes' values then have the records' numbers.
+        let table = crate::index::features::TopicTable::default();
         let records: Vec<(Metadata, RecordFeatures)> = [
             ("sdk_docs", "sdk", "android"),
             (" SDK_DOCS ", "Sdk", "ANDROID\t"),
@@ -118,14 +123,17 @@ mod tests {
             let meta = meta(domain, section, platform);
             let record =
                 crate::model::Record { id: "r".into(), meta: meta.clone(), text: String::new(), embedding: Vec::new() };
-            (meta, RecordFeatures::of(&record))
+            (meta, RecordFeatures::of(&record, &table))
         })
         .collect();
-        let labels = ThemeLabels::new(&themes);
+        let labels = ThemeLabels::new(&themes, Some(&table));
+        // Without the table the records' numbers are not read: strings decide.
+        let unnumbered = ThemeLabels::new(&themes, None);
         for (meta, features) in &records {
             let expected = infer_theme_label(meta, &themes);
             assert_eq!(labels.label(meta, Some(&features.topics)), expected, "{meta:?}");
             assert_eq!(labels.label(meta, None), expected, "{meta:?}");
+            assert_eq!(unnumbered.label(meta, Some(&features.topics)), expected, "{meta:?}");
         }
         assert_eq!(
             labels.label(&meta("sdk_docs", "sdk", "android"), None).as_deref(),

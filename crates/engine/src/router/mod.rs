@@ -165,17 +165,17 @@ impl ThemeFields {
     }
 }
 
-/// One theme's wanted domain, section, platform and role as topic numbers
-/// (`index::features::topic_number`): `None` any value, `Some(None)` a value no record has,
-/// `Some(Some(n))` the value numbered `n`. Matching a record's `RecordFeatures::topics` then
-/// compares four numbers, not four strings.
+/// One theme's wanted domain, section, platform and role as topic numbers of one index
+/// (`index::features::TopicTable`): `None` any value, `Some(None)` a value no record has,
+/// `Some(Some(n))` the value numbered `n`. Matching the `RecordFeatures::topics` of a record of
+/// that index then compares four numbers, not four strings.
 pub struct TopicFields([Option<Option<u32>>; 4]);
 
 impl TopicFields {
-    pub fn of(fields: FieldsView<'_>) -> Self {
+    pub fn of(fields: FieldsView<'_>, table: &crate::index::features::TopicTable) -> Self {
         Self(
             [fields.domain, fields.section, fields.platform, fields.role]
-                .map(|wanted| wanted.map(crate::index::features::topic_number)),
+                .map(|wanted| wanted.map(|value| table.number(value))),
         )
     }
 

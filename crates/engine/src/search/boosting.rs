@@ -30,6 +30,9 @@ pub struct BoostContext {
     /// Names the boosting config when it never changes (the `SearchService`'s): records then keep
     /// the factors of their config-only rules between requests. `None`: computed every time.
     pub config_key: Option<BoostCacheKey>,
+    /// The topic table of the index the hits come from: with it, the routing hint is matched on
+    /// the hits' topic numbers; without, on their metadata strings.
+    pub topics: Option<std::sync::Arc<crate::index::features::TopicTable>>,
 }
 
 /// What boosting reads of a hit. `text` is optional: without it the structure rule has no effect.
@@ -201,7 +204,7 @@ fn theme_addend(
     }
 }
 
-/// A routing hint's themes as topic numbers (`index::features::topic_number`), made once per
+/// A routing hint's themes as topic numbers of the hits' index (`BoostContext::topics`), made once per
 /// boosted list: matching a candidate then compares four numbers, not four strings.
 struct TopicHint {
     primary: Option<TopicFields>,
@@ -209,10 +212,10 @@ struct TopicHint {
 }
 
 impl TopicHint {
-    fn of(hint: &RoutingHint) -> Self {
+    fn of(hint: &RoutingHint, table: &crate::index::features::TopicTable) -> Self {
         Self {
-            primary: hint.primary.as_ref().map(|fields| TopicFields::of(fields.view())),
-            secondary: hint.secondary.iter().map(|fields| TopicFields::of(fields.view())).collect(),
+            primary: hint.primary.as_ref().map(|fields| TopicFields::of(fields.view(), table)),
+            secondary: hint.secondary.iter().map(|fields| TopicFields::of(fields.view(), table)).collect(),
         }
     }
 }
@@ -389,7 +392,7 @@ pub trait Boostable {
 /// Boosts every hit and keeps the best `k`, sorted by descending boosted score, ties by
 /// ascending id. The cascade calls this once per boosted level.
 pub fn boost_and_keep_best<T: Boostable>(hits: &mut Vec<T>, k: usize, cfg: &BoostingConfig, ctx: &BoostContext) {
-    let hint = ctx.routing.as_ref().map(TopicHint::of);
+    let hint = ctx.routing.as_ref().zip(ctx.topics.as_deref()).map(|(routing, table)| TopicHint::of(routing, table));
     for at in 0..hits.len() {
         // The features a few candidates ahead are asked for now: each candidate's are a load from
         // memory, and this loop does too much per candidate for the CPU to start the next ones

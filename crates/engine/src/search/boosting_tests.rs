@@ -47,6 +47,7 @@ fn no_config_leaves_score_unchanged() {
         }),
         group_boosts: BTreeMap::new(),
         config_key: None,
+        topics: None,
     };
     let outcome = boosted(&meta, Some("## Шаг 1\nНапример, так"), &BoostingConfig::default(), &ctx);
     assert_eq!(outcome.score, 0.5);
@@ -98,6 +99,7 @@ fn theme_rule_adds_for_primary_and_next_themes_only() {
         }),
         group_boosts: BTreeMap::new(),
         config_key: None,
+        topics: None,
     };
     let meta_on = |platform: &str| Metadata { platform: platform.into(), ..rich_meta() };
     assert!(close(boosted(&meta_on("ios"), None, &cfg, &ctx).score, 0.58));
@@ -125,6 +127,7 @@ fn a_named_platform_costs_pages_of_other_platforms_only() {
         routing: Some(RoutingHint { named, primary: Some(theme("mac")), secondary: vec![theme("safari")] }),
         group_boosts: BTreeMap::new(),
         config_key: None,
+        topics: None,
     };
     let page = |domain: &str, platform: &str| Metadata {
         domain: domain.into(),
@@ -148,6 +151,7 @@ fn group_rule_uses_tags_and_request_overrides_config() {
         routing: None,
         group_boosts: BTreeMap::from([("Getting-Started".to_string(), 1.4)]),
         config_key: None,
+        topics: None,
     };
     assert_eq!(effect_of(&boosted(&meta, None, &cfg, &ctx), BoostRule::Group), BoostEffect::Multiply(1.4));
 }
@@ -228,6 +232,7 @@ fn rules_apply_in_fixed_order() {
         }),
         group_boosts: BTreeMap::new(),
         config_key: None,
+        topics: None,
     };
     // ((0.5 × 1.5) + 0.08) × 2.0: the addend comes after page type and before source.
     let outcome = boosted(&rich_meta(), None, &cfg, &ctx);
@@ -303,7 +308,7 @@ fn features_derived_at_load_boost_exactly_like_the_raw_record() {
         embedding: Vec::new(),
     });
     for record in &records {
-        let features = crate::index::RecordFeatures::of(record);
+        let features = crate::index::RecordFeatures::of(record, &Default::default());
         let raw = BoostInput { meta: &record.meta, text: Some(&record.text), features: None };
         let derived = BoostInput { features: Some(&features), ..raw };
         assert_eq!(boost_score(0.7, &derived, &cfg, &ctx), boost_score(0.7, &raw, &cfg, &ctx), "{}", record.id);
@@ -322,7 +327,7 @@ fn cached_factors_boost_like_fresh_ones_and_never_leak_into_another_config() {
         text: "## Установка\n1. шаг".into(),
         embedding: Vec::new(),
     };
-    let features = crate::index::RecordFeatures::of(&record);
+    let features = crate::index::RecordFeatures::of(&record, &Default::default());
     let input = BoostInput { meta: &record.meta, text: Some(&record.text), features: Some(&features) };
     let fresh = |cfg: &BoostingConfig| boost_score(0.6, &input, cfg, &BoostContext::default());
     let (first_key, second_key) = (BoostCacheKey::new(), BoostCacheKey::new());
@@ -427,12 +432,14 @@ fn theme_boost_on_topic_numbers_equals_the_string_rule() {
         RoutingHint { primary: Some(fields(None, None, Some("android "), None)), secondary: vec![], named: true },
     ];
     // Records are numbered (their features made) when the index loads, before a request turns
-    // its hint into numbers: made here first, as a load does, whatever test ran before.
-    let features: Vec<crate::index::RecordFeatures> = records.iter().map(crate::index::RecordFeatures::of).collect();
+    // its hint into numbers in the same table.
+    let table = crate::index::features::TopicTable::default();
+    let features: Vec<crate::index::RecordFeatures> =
+        records.iter().map(|record| crate::index::RecordFeatures::of(record, &table)).collect();
     let mut differs = 0;
     for routing in hints {
         let ctx = BoostContext { routing: Some(routing), ..BoostContext::default() };
-        let hint = TopicHint::of(ctx.routing.as_ref().unwrap());
+        let hint = TopicHint::of(ctx.routing.as_ref().unwrap(), &table);
         for (record, features) in records.iter().zip(&features) {
             let input = BoostInput { meta: &record.meta, text: None, features: Some(features) };
             let by_strings = boost_factors(0.5, &input, &cfg, &ctx);

@@ -436,7 +436,7 @@ mod tests {
         let scope = Arc::new(());
         let docs = ["a", "b", "c"];
         let numbered = |r: Ranked| {
-            let mut features = crate::index::RecordFeatures::of(&r.record);
+            let mut features = crate::index::RecordFeatures::of(&r.record, &Default::default());
             let number = docs.iter().position(|d| *d == r.record.meta.doc_id).unwrap() as u32;
             features.page = Some(IdOrder { scope: Arc::clone(&scope), number });
             Ranked { record: RecordRef::own(r.record.to_arc(), Some(Arc::new(features))), ..r }
@@ -479,7 +479,7 @@ mod tests {
         let pages = ["a", "b", "c", "d", "e", "f"];
         let ranked = |id: &str, doc: &str| {
             let mut r = section(id, doc, 0.5);
-            let mut features = crate::index::RecordFeatures::of(&r.record);
+            let mut features = crate::index::RecordFeatures::of(&r.record, &Default::default());
             let number = pages.iter().position(|p| *p == doc).unwrap() as u32;
             features.page = Some(IdOrder { scope: Arc::clone(&scope), number });
             r.record = RecordRef::own(r.record.to_arc(), Some(Arc::new(features)));

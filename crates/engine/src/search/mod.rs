@@ -637,9 +637,12 @@ impl SearchService {
         let vector = self.query_vector(index, request, &mut degradations).await?;
         let query_words: Vec<String> =
             request.query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_string).collect();
+        // The topic numbers of the index this search reads (pinned: one snapshot throughout).
+        let topics = index.topics();
         let boost_context = BoostContext {
             routing: routing::routing_hint(&routing, &themes),
             config_key: Some(tuning.boost_key),
+            topics: topics.clone(),
             ..BoostContext::default()
         };
         let rerank_enabled = request.rerank_enabled.unwrap_or(runtime.rerank_enabled);
@@ -689,7 +692,7 @@ impl SearchService {
             }
         }
         let mut routing = routing;
-        let labels = ThemeLabels::new(&themes);
+        let labels = ThemeLabels::new(&themes, topics.as_deref());
         let mut split = None;
         if chosen_theme.is_none() && !filter_applied {
             if routing.mode_used != RouterMode::None {

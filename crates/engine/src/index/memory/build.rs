@@ -2,7 +2,7 @@
 //! one tenant rebuilt after a change (`rebuild_tenant`).
 
 use super::{engine::*, snapshot::*};
-use crate::index::features::{IdOrder, RecordFeatures};
+use crate::index::features::{IdOrder, RecordFeatures, TopicTable};
 use crate::index::tenant_level::TenantLevel;
 use crate::index::LevelStore;
 use crate::index::Result;
@@ -124,17 +124,18 @@ impl IndexBuilder {
             return Err(corrupt("the snapshot has no docs or no chunks"));
         }
         let dimension = self.dimension;
+        let topics = Arc::new(TopicTable::default());
         let tenants = self
             .tenants
             .into_iter()
             .map(|(tenant, levels)| {
-                let part = Arc::new(TenantIndex::build(levels, dimension, None));
+                let part = Arc::new(TenantIndex::build(levels, dimension, None, &topics));
                 // The tenant's gathered rows are freed: give their pages back before the next one.
                 super::release_freed_memory();
                 (tenant, part)
             })
             .collect();
-        Ok(LoadedIndex { embedding_model, dimension, indexed_at, tenants })
+        Ok(LoadedIndex { embedding_model, dimension, indexed_at, tenants, topics })
     }
 }
 
@@ -180,7 +181,7 @@ pub fn rebuild_tenant(
     if levels.iter().all(|rows| rows.records.is_empty()) {
         return Ok(None);
     }
-    Ok(Some(Arc::new(TenantIndex::build(levels, dimension, base_part))))
+    Ok(Some(Arc::new(TenantIndex::build(levels, dimension, base_part, &base.topics))))
 }
 
 impl LevelData {
@@ -188,7 +189,13 @@ impl LevelData {
     /// the scan matrix only: the records themselves carry none (`Record::embedding` is empty).
     /// Rows kept from `base` reuse what it derived from their texts (features, BM25 terms), so a
     /// refresh tokenizes only the records it re-read.
-    pub(super) fn build(rows: LevelRows, dimension: usize, base: Option<&LevelData>, pages: &PageNumbers) -> Self {
+    pub(super) fn build(
+        rows: LevelRows,
+        dimension: usize,
+        base: Option<&LevelData>,
+        pages: &PageNumbers,
+        topics: &TopicTable,
+    ) -> Self {
         let order = rows.id_order();
         let mut kept: Vec<Option<u32>> = vec![None; base.map_or(0, |base| base.store.records.len())];
         let mut added = Vec::new();
@@ -203,7 +210,7 @@ impl LevelData {
                 }
                 _ => {
                     added.push(number);
-                    RecordFeatures::of(record)
+                    RecordFeatures::of(record, topics)
                 }
             };
             derived.page = pages.of(&record.meta.doc_id);
@@ -226,7 +233,12 @@ impl LevelData {
 impl TenantIndex {
     /// Indexes one tenant's records with their embeddings (already validated, all of that tenant);
     /// rows with a `base_number` are kept from `base`.
-    pub(super) fn build(levels: [LevelRows; 3], dimension: usize, base: Option<&TenantIndex>) -> Self {
+    pub(super) fn build(
+        levels: [LevelRows; 3],
+        dimension: usize,
+        base: Option<&TenantIndex>,
+        topics: &TopicTable,
+    ) -> Self {
         // The tenant's pages in doc id order, numbered once for the three levels.
         let pages = PageNumbers::new(
             levels.iter().flat_map(|rows| rows.records.iter().map(|record| record.meta.doc_id.as_str())),
@@ -235,7 +247,7 @@ impl TenantIndex {
         Self {
             levels: std::array::from_fn(|_| {
                 let (slot, rows) = slots.next().expect("three levels");
-                LevelData::build(rows, dimension, base.map(|base| &base.levels[slot]), &pages)
+                LevelData::build(rows, dimension, base.map(|base| &base.levels[slot]), &pages, topics)
             }),
         }
     }

@@ -2,6 +2,7 @@
 //! filtered, with each level's memo of its last scores (`memo`).
 
 use super::memo::{IdLists, Memo};
+use crate::index::features::TopicTable;
 use crate::index::tenant_level::{Residual, TenantLevel, Verdicts};
 use crate::index::vectors::top_k;
 use crate::index::{
@@ -107,9 +108,18 @@ pub struct LoadedIndex {
     pub(super) dimension: usize,
     pub(super) indexed_at: String,
     pub(super) tenants: HashMap<String, Arc<TenantIndex>>,
+    /// The numbers of the records' topic values: made by a build or a read of the local copy,
+    /// shared by the indexes a refresh derives from it (`with_tenants`), whose rebuilt tenants
+    /// number new values in it.
+    pub(super) topics: Arc<TopicTable>,
 }
 
 impl LoadedIndex {
+    /// The numbers of this index's topic values, which its records' features hold.
+    pub fn topics(&self) -> &Arc<TopicTable> {
+        &self.topics
+    }
+
     /// A copy of this index with some tenants' parts replaced (`Some`) or removed (`None`); the
     /// other tenants' parts are shared with `self`.
     pub fn with_tenants(&self, changes: Vec<(String, Option<Arc<TenantIndex>>)>) -> Self {

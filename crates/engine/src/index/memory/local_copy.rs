@@ -22,7 +22,7 @@
 use super::build::PageNumbers;
 use super::engine::{LevelData, LoadedIndex, TenantIndex};
 use crate::index::codec::{damaged, Reader, Writer};
-use crate::index::features::RecordFeatures;
+use crate::index::features::{RecordFeatures, TopicTable};
 use crate::index::tenant_level::TenantLevel;
 use crate::index::LevelStore;
 use crate::model::{Metadata, Record};
@@ -182,10 +182,11 @@ pub fn read(directory: &Path, source: &str) -> io::Result<Option<LoadedIndex>> {
 pub fn read_with_note(directory: &Path, source: &str) -> io::Result<Option<(LoadedIndex, Option<serde_json::Value>)>> {
     let Some(manifest) = read_manifest(directory, source)? else { return Ok(None) };
     let mut tenants = HashMap::new();
+    let topics = Arc::new(TopicTable::default());
     for tenant in &manifest.tenants {
         let file = std::fs::File::open(tenant_file(directory, tenant))?;
         let mut input = Reader(BufReader::with_capacity(1 << 20, file));
-        let part = read_tenant(&mut input, directory, source, tenant, manifest.dimension)?;
+        let part = read_tenant(&mut input, directory, source, tenant, manifest.dimension, &topics)?;
         if input.u8().is_ok() {
             return Err(damaged(format!("tenant {tenant}: bytes after the end")));
         }
@@ -196,6 +197,7 @@ pub fn read_with_note(directory: &Path, source: &str) -> io::Result<Option<(Load
         dimension: manifest.dimension,
         indexed_at: manifest.indexed_at,
         tenants,
+        topics,
     };
     Ok(Some((index, manifest.note)))
 }
@@ -390,6 +392,7 @@ fn read_tenant<R: io::Read>(
     source: &str,
     tenant: &str,
     dimension: usize,
+    topics: &TopicTable,
 ) -> io::Result<TenantIndex> {
     let mut magic = [0u8; 8];
     input.0.read_exact(&mut magic)?;
@@ -409,7 +412,7 @@ fn read_tenant<R: io::Read>(
         let features: Vec<RecordFeatures> = records
             .iter()
             .map(|record| {
-                let mut features = RecordFeatures::of(record);
+                let mut features = RecordFeatures::of(record, topics);
                 features.page = pages.of(&record.meta.doc_id);
                 features
             })

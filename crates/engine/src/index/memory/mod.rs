@@ -435,6 +435,53 @@ mod tests {
         assert!(Arc::ptr_eq(rebuilt.tenant("t2").unwrap(), base.tenant("t2").unwrap()), "t2 is shared, not copied");
     }
 
+    /// A refresh numbers a topic value no record had in the table it shares with the index it
+    /// derives from: the refreshed records are labelled on numbers exactly as on strings, and
+    /// another build numbers its own values.
+    #[test]
+    fn a_rebuilt_tenant_numbers_new_topic_values_in_the_shared_table() {
+        let snapshot = fixtures::snapshot();
+        let base = LoadedIndex::build(snapshot.clone()).unwrap();
+        let changed_doc = snapshot.docs.iter().find(|doc| doc.meta.tenant_id == "t1").unwrap().meta.doc_id.clone();
+        assert_eq!(base.topics().number("Brand-New-Platform"), None);
+        let mut fetched: [Vec<Record>; 3] = Default::default();
+        for (slot, records) in [&snapshot.docs, &snapshot.sections, &snapshot.chunks].into_iter().enumerate() {
+            for record in records.iter().filter(|r| r.meta.tenant_id == "t1" && r.meta.doc_id == changed_doc) {
+                let mut record = record.clone();
+                record.meta.platform = "brand-new-platform".into();
+                fetched[slot].push(record);
+            }
+        }
+        let scope = crate::index::change::ChangeScope::Docs([changed_doc.clone()].into());
+        let part = rebuild_tenant(&base, "t1", &scope, fetched, base.dimension()).unwrap();
+        let rebuilt = base.with_tenants(vec![("t1".to_string(), part)]);
+        assert!(Arc::ptr_eq(rebuilt.topics(), base.topics()), "one table for the index and its refreshes");
+        let number = rebuilt.topics().number("Brand-New-Platform").expect("numbered by the refresh");
+        assert_ne!(number, 0);
+        let theme = crate::router::Theme {
+            id: "new".into(),
+            display_name: "new".into(),
+            domain: snapshot.docs[0].meta.domain.clone(),
+            section: None,
+            platform: Some("BRAND-NEW-PLATFORM".into()),
+            role: None,
+            description: String::new(),
+            keywords: Vec::new(),
+            priority: 1.0,
+        };
+        let themes = [theme];
+        let labels = crate::router::ThemeLabels::new(&themes, Some(rebuilt.topics()));
+        let level = rebuilt.tenant("t1").unwrap().level(Level::Doc);
+        let mut labelled = 0;
+        for (record, features) in level.store.records.iter().zip(&level.store.features) {
+            let by_numbers = labels.label(&record.meta, Some(&features.topics));
+            assert_eq!(by_numbers, crate::router::infer_theme_label(&record.meta, &themes), "{}", record.id);
+            labelled += usize::from(by_numbers.is_some());
+        }
+        assert!(labelled > 0, "the changed doc is labelled");
+        assert_eq!(LoadedIndex::build(snapshot).unwrap().topics().number("brand-new-platform"), None);
+    }
+
     fn directory_listing(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> =
             std::fs::read_dir(dir).unwrap().map(|entry| entry.unwrap().file_name().to_string_lossy().into()).collect();
