@@ -288,6 +288,20 @@ async fn writes_reach_this_instance_at_once_and_other_instances_by_polling() {
     assert!(pinned.version().is_some_and(|version| version >= written));
 }
 
+/// Writes through `writer`: acme's doc2 deleted on every level, its doc1's doc record rewritten
+/// with the title «Новый заголовок». Returns the filters of acme and of its doc2.
+async fn delete_doc2_and_retitle_doc1(writer: &ChromaIndex, corpus: &Snapshot) -> (RecordFilter, RecordFilter) {
+    let acme = RecordFilter::tenant("acme");
+    let doc2 = RecordFilter { doc_ids: Some(vec!["doc2".into()]), ..acme.clone() };
+    for level in Level::ALL {
+        writer.delete_matching(level, &doc2).await.unwrap();
+    }
+    let mut doc1 = corpus.docs.iter().find(|doc| doc.meta.tenant_id == "acme" && doc.id == "doc1").unwrap().clone();
+    doc1.meta.title = "Новый заголовок".into();
+    writer.upsert(Level::Doc, std::slice::from_ref(&doc1)).await.unwrap();
+    (acme, doc2)
+}
+
 fn records_loaded(index: &ChromaIndex) -> u64 {
     index.replica_status().expect("a replica reports its status").records_loaded_total
 }
@@ -310,14 +324,7 @@ async fn a_logged_write_rereads_only_the_changed_docs_and_applies_deletes() {
     assert_eq!(records_loaded(&reader), total);
 
     // acme: doc2 deleted on every level, doc1's doc record rewritten with a new title.
-    let acme = RecordFilter::tenant("acme");
-    let doc2 = RecordFilter { doc_ids: Some(vec!["doc2".into()]), ..acme.clone() };
-    for level in Level::ALL {
-        writer.delete_matching(level, &doc2).await.unwrap();
-    }
-    let mut doc1 = corpus.docs.iter().find(|doc| doc.meta.tenant_id == "acme" && doc.id == "doc1").unwrap().clone();
-    doc1.meta.title = "Новый заголовок".into();
-    writer.upsert(Level::Doc, std::slice::from_ref(&doc1)).await.unwrap();
+    let (acme, doc2) = delete_doc2_and_retitle_doc1(&writer, &corpus).await;
 
     assert!(reader.refresh().await.unwrap());
     let doc1_records = 1 + 2 + 4;
@@ -565,14 +572,7 @@ async fn a_restart_from_the_local_copy_reads_only_what_changed_since() {
     let (acme_written, beta_written) = (modified("acme"), modified("beta"));
 
     // While no instance runs: acme's doc2 deleted on every level, doc1 retitled.
-    let acme = RecordFilter::tenant("acme");
-    let doc2 = RecordFilter { doc_ids: Some(vec!["doc2".into()]), ..acme.clone() };
-    for level in Level::ALL {
-        writer.delete_matching(level, &doc2).await.unwrap();
-    }
-    let mut doc1 = corpus.docs.iter().find(|doc| doc.meta.tenant_id == "acme" && doc.id == "doc1").unwrap().clone();
-    doc1.meta.title = "Новый заголовок".into();
-    writer.upsert(Level::Doc, std::slice::from_ref(&doc1)).await.unwrap();
+    let (acme, _) = delete_doc2_and_retitle_doc1(&writer, &corpus).await;
 
     let restarted = ChromaIndex::new(&with_copy(&url)).unwrap();
     assert!(restarted.refresh().await.unwrap());

@@ -267,7 +267,9 @@ impl ChromaIndex {
         self.replica.restore(Arc::new(loaded), version, Duration::from_millis(age_ms as u64), started.elapsed());
         // A copy older than the change log can be trusted to explain is served (flagged stale
         // while Chroma is down) but never caught up from: without a signature, the poll reloads.
-        if age_ms <= changes::RETENTION_MS / 2 {
+        // (The poll's own age check may not see that age: an `Instant` cannot reach back past
+        // the machine's boot, where the copy's confirmation may lie.)
+        if age_ms <= changes::TRUSTED_GAP_MS {
             *self.sync() = note.into_state();
         }
     }
@@ -288,7 +290,7 @@ impl ChromaIndex {
                 sync.signature.as_ref().is_some_and(|previous| previous.collection_ids == signature.collection_ids);
             // Entries older than the retention may be pruned: a replica that long out of touch
             // cannot trust the log to hold every change it missed.
-            let retention = Duration::from_millis(changes::RETENTION_MS as u64 / 2).as_secs_f64();
+            let retention = Duration::from_millis(changes::TRUSTED_GAP_MS as u64).as_secs_f64();
             let out_of_touch =
                 self.replica.status().and_then(|status| status.age_seconds).is_none_or(|age| age > retention);
             let full = self.replica.current().is_none() || !same_collections || out_of_touch;

@@ -460,6 +460,14 @@ mod tests {
             .collect()
     }
 
+    /// The rows as scan blocks, their norms, and the partition built over them.
+    fn partition_of(rows: &[Vec<f32>], dimension: usize) -> (VectorBlocks, Vec<f32>, Partition) {
+        let blocks = blocks_of(rows, dimension);
+        let norms: Vec<f32> = rows.iter().map(|row| row.iter().map(|v| v * v).sum::<f32>().sqrt()).collect();
+        let partition = Partition::build(&blocks, &norms);
+        (blocks, norms, partition)
+    }
+
     fn cosine(dot: f32, query_norm: f32, norm: f32) -> f32 {
         dot / (query_norm * norm)
     }
@@ -468,9 +476,7 @@ mod tests {
     fn probed_lists_find_the_exact_neighbours_with_their_exact_scores() {
         let dimension = 48;
         let rows = clustered(6_000, dimension, 0x9E37_79B9_7F4A_7C15);
-        let blocks = blocks_of(&rows, dimension);
-        let norms: Vec<f32> = rows.iter().map(|row| row.iter().map(|v| v * v).sum::<f32>().sqrt()).collect();
-        let partition = Partition::build(&blocks, &norms);
+        let (blocks, norms, partition) = partition_of(&rows, dimension);
         assert_eq!(partition.lists, 77);
         // Every record is in exactly one list.
         let mut seen: Vec<u32> = partition.numbers.clone();
@@ -544,9 +550,7 @@ mod tests {
     fn a_narrow_filter_ranks_exactly_its_records_with_their_exact_scores() {
         let dimension = 32;
         let rows = clustered(3_000, dimension, 5);
-        let blocks = blocks_of(&rows, dimension);
-        let norms: Vec<f32> = rows.iter().map(|row| row.iter().map(|v| v * v).sum::<f32>().sqrt()).collect();
-        let partition = Partition::build(&blocks, &norms);
+        let (blocks, norms, partition) = partition_of(&rows, dimension);
         let numbers: Vec<usize> = (0..rows.len()).filter(|number| number % 7 == 3).collect();
         let (mut found, mut wanted) = (0, 0);
         for query in clustered(50, dimension, 99).iter() {

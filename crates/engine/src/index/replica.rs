@@ -89,26 +89,25 @@ impl Replica {
 
     /// Installs a new snapshot read at `version`; `records_read` records were fetched for it.
     pub fn swap(&self, loaded: Arc<LoadedIndex>, version: Option<u64>, took: Duration, records_read: u64) {
-        let mut state = self.write();
-        state.loaded = Some(loaded);
-        state.version = version;
-        state.error = None;
-        state.attempted_at = Some(Instant::now());
-        state.fresh_at = state.attempted_at;
-        state.last_load = Some(took);
-        state.records_loaded += records_read;
+        self.install(loaded, version, Duration::ZERO, took, records_read);
     }
 
     /// Installs a snapshot kept from an earlier run (a local copy), last confirmed current `age`
     /// ago: its freshness is that age, not the time it was read.
     pub fn restore(&self, loaded: Arc<LoadedIndex>, version: Option<u64>, age: Duration, took: Duration) {
+        self.install(loaded, version, age, took, 0);
+    }
+
+    fn install(&self, loaded: Arc<LoadedIndex>, version: Option<u64>, age: Duration, took: Duration, read: u64) {
+        let now = Instant::now();
         let mut state = self.write();
         state.loaded = Some(loaded);
         state.version = version;
         state.error = None;
-        state.attempted_at = Some(Instant::now());
-        state.fresh_at = Instant::now().checked_sub(age).or(state.attempted_at);
+        state.attempted_at = Some(now);
+        state.fresh_at = Some(now.checked_sub(age).unwrap_or(now));
         state.last_load = Some(took);
+        state.records_loaded += read;
     }
 
     /// Replaces the snapshot by an equivalent one (the same data, new index-wide facts).

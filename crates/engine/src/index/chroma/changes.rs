@@ -26,6 +26,10 @@ pub const LOOKBACK_MS: i64 = 60_000;
 /// Writers delete entries older than this.
 pub const RETENTION_MS: i64 = 3_600_000;
 
+/// A replica (or a local copy of one) last confirmed current longer ago than this cannot trust
+/// the log to hold every change it missed: it is reloaded in full.
+pub const TRUSTED_GAP_MS: i64 = RETENTION_MS / 2;
+
 /// Ids per `$in` condition when a delta is fetched.
 pub const IDS_PER_FETCH: usize = 500;
 
