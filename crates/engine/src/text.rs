@@ -19,20 +19,58 @@ fn english() -> &'static Stemmer {
 /// A token is a maximal run of alphanumeric characters; mixed tokens such as "v2" or "ios14" stay whole.
 pub fn tokenize(text: &str) -> Vec<String> {
     let mut tokens = Vec::new();
+    for_each_token(text, |token| tokens.push(token.to_string()));
+    tokens
+}
+
+/// Calls `each` with every token of `text` in order, as `tokenize` returns them, from one reused
+/// buffer.
+pub fn for_each_token(text: &str, mut each: impl FnMut(&str)) {
     let mut current = String::new();
     for ch in text.chars() {
-        if ch.is_alphanumeric() {
-            for lower in ch.to_lowercase() {
-                current.push(if lower == 'ё' { 'е' } else { lower });
+        match fold(ch) {
+            Folded::One(lower) => current.push(lower),
+            Folded::Other => {
+                for lower in ch.to_lowercase() {
+                    current.push(if lower == 'ё' { 'е' } else { lower });
+                }
             }
-        } else if !current.is_empty() {
-            tokens.push(std::mem::take(&mut current));
+            Folded::Break => {
+                if !current.is_empty() {
+                    each(&current);
+                    current.clear();
+                }
+            }
         }
     }
     if !current.is_empty() {
-        tokens.push(current);
+        each(&current);
     }
-    tokens
+}
+
+/// What a character adds to a token.
+enum Folded {
+    /// Ends the token (not alphanumeric).
+    Break,
+    /// This one lower-cased character.
+    One(char),
+    /// Lower-cased by the general Unicode rules.
+    Other,
+}
+
+/// The ASCII and basic Cyrillic letters, which make nearly all the text here, without the
+/// general Unicode tables; everything else is left to them (same result either way).
+fn fold(ch: char) -> Folded {
+    match ch {
+        'a'..='z' | '0'..='9' | 'а'..='я' => Folded::One(ch),
+        'A'..='Z' => Folded::One(ch.to_ascii_lowercase()),
+        // А..Я → а..я: the 32 basic capitals are 0x20 below their small letters.
+        'А'..='Я' => Folded::One(char::from_u32(ch as u32 + 0x20).unwrap_or(ch)),
+        'ё' | 'Ё' => Folded::One('е'),
+        _ if ch.is_ascii() => Folded::Break,
+        _ if ch.is_alphanumeric() => Folded::Other,
+        _ => Folded::Break,
+    }
 }
 
 fn is_cyrillic(token: &str) -> bool {
@@ -244,6 +282,36 @@ pub fn terms(text: &str) -> Vec<String> {
     tokenize(text).iter().filter(|token| !is_stopword(token)).map(|token| stem(token)).collect()
 }
 
+/// `terms` for bulk work (an index build), remembering each distinct token's term: the same words
+/// recur in every record, and stemming is most of the cost of a build's tokenizing. Owned by one
+/// build and dropped with it; past `MAX_REMEMBERED` tokens it stems without remembering more.
+#[derive(Debug, Default)]
+pub struct TermMemo {
+    /// Token → its term (`None`: a function word).
+    terms: rustc_hash::FxHashMap<String, Option<String>>,
+}
+
+impl TermMemo {
+    const MAX_REMEMBERED: usize = 1 << 18;
+
+    /// The same terms as `terms(text)`.
+    pub fn terms(&mut self, text: &str) -> Vec<String> {
+        let mut terms = Vec::new();
+        for_each_token(text, |token| {
+            if let Some(term) = self.terms.get(token) {
+                terms.extend(term.iter().cloned());
+                return;
+            }
+            let term = (!is_stopword(token)).then(|| stem(token));
+            terms.extend(term.iter().cloned());
+            if self.terms.len() < Self::MAX_REMEMBERED {
+                self.terms.insert(token.to_string(), term);
+            }
+        });
+        terms
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,6 +332,35 @@ mod tests {
     fn function_words_are_not_terms() {
         assert_eq!(terms("где скачать программу на iPhone"), vec![stem("скачать"), stem("программу"), stem("iphone")]);
         assert!(terms("как это и что").is_empty());
+    }
+
+    #[test]
+    fn the_fast_letters_fold_as_the_unicode_rules_do() {
+        // Every character the fast path takes is classed and lower-cased as the general rules do.
+        let general = |ch: char| -> Option<String> {
+            ch.is_alphanumeric().then(|| ch.to_lowercase().map(|c| if c == 'ё' { 'е' } else { c }).collect())
+        };
+        for ch in (0u32..0x500).filter_map(char::from_u32) {
+            let fast = match fold(ch) {
+                Folded::Break => None,
+                Folded::One(lower) => Some(lower.to_string()),
+                Folded::Other => general(ch),
+            };
+            assert_eq!(fast, general(ch), "{ch:?} (U+{:04X})", ch as u32);
+        }
+        assert_eq!(tokenize("ÄÖ straße İx ǅ Ωμέγα ①"), vec!["äö", "straße", "i̇x", "ǆ", "ωμέγα", "①"]);
+    }
+
+    #[test]
+    fn the_memo_gives_the_terms_of_every_text() {
+        let mut memo = TermMemo::default();
+        for text in
+            ["Как установить AdGuard на Android 14?", "установка и настройка", "Ёлка: HTTPS, v2.1", "ПК на Windows"]
+        {
+            // Twice: the second time every token comes from the memo.
+            assert_eq!(memo.terms(text), terms(text), "{text}");
+            assert_eq!(memo.terms(text), terms(text), "{text}");
+        }
     }
 
     #[test]

@@ -319,10 +319,80 @@ fn distinct(query_terms: &[String]) -> Vec<&String> {
 /// The terms BM25 indexes: those of the record's text plus its title, so a page title always
 /// counts.
 pub fn lexical_terms(record: &crate::model::Record) -> Vec<String> {
+    lexical_terms_with(&mut crate::text::TermMemo::default(), record)
+}
+
+fn lexical_terms_with(memo: &mut crate::text::TermMemo, record: &crate::model::Record) -> Vec<String> {
     if record.text.contains(&record.meta.title) {
-        crate::text::terms(&record.text)
+        memo.terms(&record.text)
     } else {
-        crate::text::terms(&format!("{}\n{}", record.meta.title, record.text))
+        memo.terms(&format!("{}\n{}", record.meta.title, record.text))
+    }
+}
+
+/// Every record's `lexical_terms`, in order, for a build: tokenized a batch at a time on the
+/// machine's cores (up to four), each thread with its own `TermMemo`. A batch at a time, so the
+/// terms of a whole level are never held at once.
+pub struct LexicalTermsOf<'a, R> {
+    records: &'a [R],
+    /// The first record not tokenized yet.
+    next: usize,
+    ready: std::vec::IntoIter<Vec<String>>,
+    memos: Vec<crate::text::TermMemo>,
+}
+
+impl<'a, R: AsRef<crate::model::Record> + Sync> LexicalTermsOf<'a, R> {
+    /// Records per batch: enough to keep the threads' start-up cost small.
+    const BATCH: usize = 8192;
+    /// Below this many records a batch is tokenized on the calling thread alone.
+    const PARALLEL_FROM: usize = 512;
+
+    pub fn new(records: &'a [R]) -> Self {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+        let memos = (0..threads).map(|_| crate::text::TermMemo::default()).collect();
+        Self { records, next: 0, ready: Vec::new().into_iter(), memos }
+    }
+
+    fn tokenize_batch(&mut self) -> Vec<Vec<String>> {
+        let end = (self.next + Self::BATCH).min(self.records.len());
+        let batch = &self.records[self.next..end];
+        self.next = end;
+        if batch.len() < Self::PARALLEL_FROM || self.memos.len() == 1 {
+            return batch.iter().map(|record| lexical_terms_with(&mut self.memos[0], record.as_ref())).collect();
+        }
+        let part = batch.len().div_ceil(self.memos.len());
+        std::thread::scope(|scope| {
+            let mut parts = batch.chunks(part).zip(self.memos.iter_mut());
+            let own = parts.next();
+            let others: Vec<_> = parts
+                .map(|(records, memo)| {
+                    scope
+                        .spawn(move || records.iter().map(|r| lexical_terms_with(memo, r.as_ref())).collect::<Vec<_>>())
+                })
+                .collect();
+            let mut terms: Vec<Vec<String>> = own
+                .map(|(records, memo)| records.iter().map(|r| lexical_terms_with(memo, r.as_ref())).collect())
+                .unwrap_or_default();
+            for other in others {
+                terms.extend(other.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
+            }
+            terms
+        })
+    }
+}
+
+impl<R: AsRef<crate::model::Record> + Sync> Iterator for LexicalTermsOf<'_, R> {
+    type Item = Vec<String>;
+
+    fn next(&mut self) -> Option<Vec<String>> {
+        if let Some(terms) = self.ready.next() {
+            return Some(terms);
+        }
+        if self.next >= self.records.len() {
+            return None;
+        }
+        self.ready = self.tokenize_batch().into_iter();
+        self.ready.next()
     }
 }
 
@@ -333,6 +403,27 @@ mod tests {
 
     fn index(texts: &[&str]) -> Bm25Index {
         Bm25Index::build(texts.iter().map(|t| terms(t)), Bm25Params::default())
+    }
+
+    #[test]
+    fn a_build_tokenizes_every_record_in_order_across_batches_and_threads() {
+        // More records than a batch, titles in and out of the text: the parallel, remembered
+        // tokenizing gives each record the terms `lexical_terms` gives it, in the records' order.
+        let base = crate::fixtures::snapshot().chunks;
+        let records: Vec<std::sync::Arc<crate::model::Record>> = (0..9000)
+            .map(|n| {
+                let mut record = base[n % base.len()].clone();
+                record.text = format!("{} шаг {n} Настройка-{} v{}", record.text, n % 97, n % 13);
+                if n % 3 == 0 {
+                    record.meta.title = format!("Страница {n}");
+                }
+                std::sync::Arc::new(record)
+            })
+            .collect();
+        let built: Vec<Vec<String>> = LexicalTermsOf::new(&records).collect();
+        let expected: Vec<Vec<String>> = records.iter().map(|record| lexical_terms(record)).collect();
+        assert_eq!(built.len(), records.len());
+        assert!(built == expected, "terms differ from lexical_terms");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use super::codec::{damaged, Reader, Writer};
 use super::filter::PageHint;
-use super::lexical::lexical_terms;
+use super::lexical::LexicalTermsOf;
 use super::lexical::{Bm25Index, Bm25Params};
 use super::partition::{LazyPartition, PROBE_SHARE};
 use super::vectors::{Columns, VectorBlocks, GROUP, LANES};
@@ -162,9 +162,7 @@ impl TenantLevel {
     ) -> Self {
         let norms = Arc::new(vectors.iter().map(|vector| norm(vector)).collect());
         let vectors = Arc::new(VectorBlocks::build(vectors, dimension));
-        let lexical = lexical.unwrap_or_else(|| {
-            Bm25Index::build(records.iter().map(|record| lexical_terms(record)), Bm25Params::default())
-        });
+        let lexical = lexical.unwrap_or_else(|| Bm25Index::build(LexicalTermsOf::new(records), Bm25Params::default()));
         Self::assemble(records, vectors, norms, lexical, pages)
     }
 

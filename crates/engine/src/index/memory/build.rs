@@ -219,9 +219,9 @@ impl LevelData {
             vectors.push(&rows.vectors[row * dimension..][..dimension]);
         }
         let lexical = base.map(|base| {
-            let added =
-                added.iter().map(|&number| (number as u32, crate::index::lexical::lexical_terms(&records[number])));
-            base.index.lexical.renumbered(&kept, added, records.len())
+            let added_records: Vec<Arc<Record>> = added.iter().map(|&number| Arc::clone(&records[number])).collect();
+            let terms = crate::index::lexical::LexicalTermsOf::new(&added_records);
+            base.index.lexical.renumbered(&kept, added.iter().map(|&number| number as u32).zip(terms), records.len())
         });
         let page_of = PageNumbers::numbers_of(&features);
         let index =
