@@ -2,7 +2,7 @@
 //! by the in-memory index (`index::memory`) and reloaded in the background when the file changes,
 //! without interrupting searches.
 
-use super::memory::{read_snapshot_file, LoadedIndex};
+use super::memory::{load_snapshot_file, LoadedIndex};
 use super::replica::{Replica, SnapshotSource};
 use super::{IndexError, IndexErrorKind, Result};
 use crate::model::Snapshot;
@@ -137,12 +137,7 @@ impl InMemoryIndex {
         let from_copy = copy.is_some();
         let result = match copy {
             Some(loaded) => Ok(loaded),
-            None => read_snapshot_file(path)
-                .map(|mut snapshot| {
-                    self.scope.retain(&mut snapshot);
-                    snapshot
-                })
-                .and_then(LoadedIndex::build),
+            None => load_snapshot_file(path, &|record| self.scope.serves(&record.meta.tenant_id)),
         };
         *known = stamp;
         match result {

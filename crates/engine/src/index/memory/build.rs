@@ -8,6 +8,7 @@ use crate::index::LevelStore;
 use crate::index::Result;
 use crate::model::{Level, Record, Snapshot};
 use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 /// One tenant's records of one level as they are gathered, before indexing: each record as the
@@ -81,12 +82,33 @@ pub struct IndexBuilder {
     pub(super) tenants: HashMap<String, [LevelRows; 3]>,
     pub(super) counts: [usize; 3],
     pub(super) latest_doc_indexed_at: String,
+    /// For a snapshot, where an id repeated in a tenant's level is a broken file (a Chroma load
+    /// keeps one copy of a record offset paging repeated): what tells a repeat.
+    pub(super) unique: Option<UniqueIds>,
+}
+
+/// The ids added so far, as hashes (a few bytes per record), and the ids whose hash was seen
+/// before: repeats, or (rarely) another id with the same hash, told apart by `finish`.
+#[derive(Debug, Default)]
+pub(super) struct UniqueIds {
+    hashes: rustc_hash::FxHashSet<u64>,
+    suspects: Vec<(usize, String, String)>,
 }
 
 impl IndexBuilder {
     /// A builder for embeddings of `dimension` (0: that of the first record added).
     pub fn new(dimension: usize) -> Self {
         Self { dimension, ..Self::default() }
+    }
+
+    /// A builder for a snapshot's records: an id repeated in a tenant's level is `Corrupt`.
+    pub fn for_snapshot() -> Self {
+        Self { unique: Some(UniqueIds::default()), ..Self::default() }
+    }
+
+    /// The records' embedding dimension (0 before the first).
+    pub fn dimension(&self) -> usize {
+        self.dimension
     }
 
     /// Adds one record of `level`, validated like a snapshot's.
@@ -102,6 +124,12 @@ impl IndexBuilder {
             self.latest_doc_indexed_at.clone_from(&record.meta.indexed_at);
         }
         let slot = level_slot(level);
+        if let Some(unique) = &mut self.unique {
+            let hash = rustc_hash::FxBuildHasher.hash_one((slot, &record.meta.tenant_id, &record.id));
+            if !unique.hashes.insert(hash) {
+                unique.suspects.push((slot, record.meta.tenant_id.clone(), record.id.clone()));
+            }
+        }
         self.counts[slot] += 1;
         let levels = match self.tenants.get_mut(&record.meta.tenant_id) {
             Some(levels) => levels,
@@ -122,6 +150,12 @@ impl IndexBuilder {
         let [docs, _, chunks] = self.counts;
         if docs == 0 || chunks == 0 {
             return Err(corrupt("the snapshot has no docs or no chunks"));
+        }
+        for (slot, tenant, id) in self.unique.iter().flat_map(|unique| &unique.suspects) {
+            let rows = self.tenants.get(tenant).map(|levels| &levels[*slot]);
+            if rows.is_some_and(|rows| rows.records.iter().filter(|record| &record.id == id).count() > 1) {
+                return Err(corrupt(format!("duplicate {} id {id}", Level::ALL[*slot].as_str())));
+            }
         }
         let dimension = self.dimension;
         let topics = Arc::new(TopicTable::default());

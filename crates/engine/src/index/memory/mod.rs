@@ -4,12 +4,14 @@
 
 mod build;
 mod engine;
+mod load;
 pub(crate) mod local_copy;
 mod memo;
 mod snapshot;
 
 pub use build::{rebuild_tenant, IndexBuilder};
 pub use engine::{LoadedIndex, TenantIndex};
+pub use load::load_snapshot_file;
 pub use snapshot::{read_snapshot_file, write_snapshot_file};
 
 /// Returns the heap a full load freed (the fetched pages, the records' embeddings once moved into
@@ -211,6 +213,43 @@ mod tests {
         }
     }
 
+    /// `got` holds the records `whole` holds, in the same order, and ranks them alike under every
+    /// filter, at every level, with the same page numbers.
+    pub(super) fn assert_serves_alike(got: &LoadedIndex, whole: &LoadedIndex) {
+        assert_eq!(got.level_counts(), whole.level_counts());
+        assert_eq!(got.stats_info(), whole.stats_info());
+        assert_eq!(got.dimension(), whole.dimension());
+        for (tenant, part) in &whole.tenants {
+            for level in Level::ALL {
+                let records: Vec<&Record> = part.records(level).iter().map(|r| r.as_ref()).collect();
+                let copied: Vec<&Record> = got.tenants[tenant].records(level).iter().map(|r| r.as_ref()).collect();
+                assert_eq!(copied, records, "{tenant} {level:?}");
+            }
+        }
+        let embedder = PseudoEmbedder::new(fixtures::DIMENSION);
+        for text in ["установка SDK", "обязательные теги", "webhook"] {
+            let query = embedder.embed_one(text);
+            let terms = crate::text::terms(text);
+            for filter in filters() {
+                for level in Level::ALL {
+                    let ranked = ids_and_scores(&got.knn(level, &filter, &query, 100).unwrap());
+                    assert_eq!(ranked, ids_and_scores(&whole.knn(level, &filter, &query, 100).unwrap()), "{level:?}");
+                    let ranked = ids_and_scores(&got.lexical(level, &filter, &terms, 100));
+                    assert_eq!(ranked, ids_and_scores(&whole.lexical(level, &filter, &terms, 100)), "{level:?}");
+                    let pages = |index: &LoadedIndex| -> Vec<Option<u32>> {
+                        index
+                            .knn(level, &filter, &query, 100)
+                            .unwrap()
+                            .iter()
+                            .map(|hit| hit.record.page().map(|p| p.number))
+                            .collect()
+                    };
+                    assert_eq!(pages(got), pages(whole));
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_streamed_load_searches_like_a_snapshot_and_keeps_one_copy_of_a_repeated_record() {
         let snapshot = fixtures::snapshot();
@@ -254,38 +293,7 @@ mod tests {
         let copy_dir = directory.path().join("index.json.copy");
         local_copy::write(&copy_dir, "v1", &whole).unwrap();
         let copy = local_copy::read(&copy_dir, "v1").unwrap().expect("a whole copy");
-        assert_eq!(copy.level_counts(), whole.level_counts());
-        assert_eq!(copy.stats_info(), whole.stats_info());
-        assert_eq!(copy.dimension(), whole.dimension());
-        for (tenant, part) in &whole.tenants {
-            for level in Level::ALL {
-                let records: Vec<&Record> = part.records(level).iter().map(|r| r.as_ref()).collect();
-                let copied: Vec<&Record> = copy.tenants[tenant].records(level).iter().map(|r| r.as_ref()).collect();
-                assert_eq!(copied, records, "{tenant} {level:?}");
-            }
-        }
-        let embedder = PseudoEmbedder::new(fixtures::DIMENSION);
-        for text in ["установка SDK", "обязательные теги", "webhook"] {
-            let query = embedder.embed_one(text);
-            let terms = crate::text::terms(text);
-            for filter in filters() {
-                for level in Level::ALL {
-                    let got = ids_and_scores(&copy.knn(level, &filter, &query, 100).unwrap());
-                    assert_eq!(got, ids_and_scores(&whole.knn(level, &filter, &query, 100).unwrap()), "{level:?}");
-                    let got = ids_and_scores(&copy.lexical(level, &filter, &terms, 100));
-                    assert_eq!(got, ids_and_scores(&whole.lexical(level, &filter, &terms, 100)), "{level:?}");
-                    let pages = |index: &LoadedIndex| -> Vec<Option<u32>> {
-                        index
-                            .knn(level, &filter, &query, 100)
-                            .unwrap()
-                            .iter()
-                            .map(|hit| hit.record.page().map(|p| p.number))
-                            .collect()
-                    };
-                    assert_eq!(pages(&copy), pages(&whole));
-                }
-            }
-        }
+        assert_serves_alike(&copy, &whole);
 
         // Another version of the file: no copy.
         assert!(local_copy::read(&copy_dir, "v2").unwrap().is_none());

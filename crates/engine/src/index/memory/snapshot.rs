@@ -67,17 +67,22 @@ pub(super) fn validate_records<'a>(
 
 /// Reads and validates a snapshot file. Blocking: call it off the async threads.
 pub fn read_snapshot_file(path: &Path) -> Result<Snapshot> {
-    let file = std::fs::File::open(path).map_err(|error| {
+    let file = open_snapshot_file(path)?;
+    // Parsed as it is read: a whole-file buffer would double the memory a load needs (7.7 GB
+    // for 1.24M records) while the replica it replaces still serves.
+    let reader = std::io::BufReader::with_capacity(1 << 20, file);
+    serde_json::from_reader(reader).map_err(|error| corrupt(format!("{}: {error}", path.display())))
+}
+
+/// Opens a snapshot file: a missing one is `NotFound` (nothing ingested yet).
+pub(super) fn open_snapshot_file(path: &Path) -> Result<std::fs::File> {
+    std::fs::File::open(path).map_err(|error| {
         if error.kind() == std::io::ErrorKind::NotFound {
             IndexError::new(IndexErrorKind::NotFound, format!("index not found at {} — run ingest", path.display()))
         } else {
             IndexError::new(IndexErrorKind::Corrupt, format!("index at {} unreadable: {error}", path.display()))
         }
-    })?;
-    // Parsed as it is read: a whole-file buffer would double the memory a load needs (7.7 GB
-    // for 1.24M records) while the replica it replaces still serves.
-    let reader = std::io::BufReader::with_capacity(1 << 20, file);
-    serde_json::from_reader(reader).map_err(|error| corrupt(format!("{}: {error}", path.display())))
+    })
 }
 
 /// Writes a snapshot atomically: a temporary file in the same directory, then a rename, so a

@@ -1,0 +1,486 @@
+//! Reading a snapshot file straight into an index: its records are added to an `IndexBuilder` as
+//! they are read, never gathered as a `Snapshot` first, and parsed on the machine's cores a batch
+//! at a time. The result, and every check, is that of `read_snapshot_file` then
+//! `LoadedIndex::build`.
+
+use super::build::IndexBuilder;
+use super::engine::LoadedIndex;
+use super::snapshot::{corrupt, open_snapshot_file};
+use crate::index::{IndexError, Result};
+use crate::model::{Level, Record, Snapshot};
+use std::path::Path;
+
+/// What one read adds to the buffer; a record is parsed from the buffer itself.
+const BLOCK: usize = 8 << 20;
+
+/// Reads and indexes the snapshot at `path`, keeping the records `keep` accepts (the tenants an
+/// instance serves). Blocking: call it off the async threads.
+pub fn load_snapshot_file(path: &Path, keep: &(dyn Fn(&Record) -> bool + Sync)) -> Result<LoadedIndex> {
+    load_in_blocks(path, keep, BLOCK)
+}
+
+fn load_in_blocks(path: &Path, keep: &(dyn Fn(&Record) -> bool + Sync), block: usize) -> Result<LoadedIndex> {
+    let file = open_snapshot_file(path)?;
+    let mut load = Load { builder: IndexBuilder::for_snapshot(), keep, header: Header::default() };
+    let mut source = Source { file, buffer: Vec::new(), filled: 0, block, at: 0, ended: false };
+    load.read(&mut source).map_err(|failure| match failure {
+        Failure::Index(error) => error,
+        Failure::Text(message) => corrupt(format!("{}: {message}", path.display())),
+    })?;
+    let Header { format_version, dimension, indexed_at, embedding_model } = load.header;
+    match format_version {
+        None => return Err(corrupt(format!("{}: missing field `format_version`", path.display()))),
+        Some(version) if version != Snapshot::FORMAT_VERSION => {
+            return Err(corrupt(format!(
+                "unsupported format_version {version} (expected {})",
+                Snapshot::FORMAT_VERSION
+            )))
+        }
+        Some(_) => {}
+    }
+    let found = load.builder.dimension();
+    if dimension != 0 && found != 0 && dimension != found {
+        return Err(corrupt(format!("dimension is {dimension} but records have {found}")));
+    }
+    load.builder.finish(embedding_model, indexed_at)
+}
+
+type Step<T> = std::result::Result<T, Failure>;
+
+/// Why a read stopped: the index refused a record, or the text is not a snapshot.
+enum Failure {
+    Index(IndexError),
+    Text(String),
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(error: std::io::Error) -> Self {
+        Failure::Text(format!("unreadable: {error}"))
+    }
+}
+
+/// The snapshot's fields besides its records.
+#[derive(Default)]
+struct Header {
+    format_version: Option<u32>,
+    dimension: usize,
+    indexed_at: String,
+    embedding_model: String,
+}
+
+/// The file, read a block at a time into `buffer`: `text()` is what was read and not dropped,
+/// of which `at` is the first byte not consumed.
+struct Source {
+    file: std::fs::File,
+    /// Allocated (and zeroed) once, grown only for a value longer than a block.
+    buffer: Vec<u8>,
+    /// How much of `buffer` holds text.
+    filled: usize,
+    /// Bytes read at a time.
+    block: usize,
+    at: usize,
+    ended: bool,
+}
+
+impl Source {
+    /// Drops what was consumed and reads another block; false at the end of the file.
+    fn more(&mut self) -> std::io::Result<bool> {
+        use std::io::Read;
+        if self.ended {
+            return Ok(false);
+        }
+        self.buffer.copy_within(self.at..self.filled, 0);
+        self.filled -= self.at;
+        self.at = 0;
+        if self.buffer.len() < self.filled + self.block {
+            self.buffer.resize(self.filled + self.block, 0);
+        }
+        let read = loop {
+            match self.file.read(&mut self.buffer[self.filled..self.filled + self.block]) {
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+                read => break read,
+            }
+        }?;
+        self.filled += read;
+        self.ended = read == 0;
+        Ok(read > 0)
+    }
+
+    fn text(&self) -> &[u8] {
+        &self.buffer[..self.filled]
+    }
+
+    /// The next byte that is not white space, read as needed; `None` at the end of the file.
+    fn peek(&mut self) -> std::io::Result<Option<u8>> {
+        loop {
+            while let Some(&byte) = self.text().get(self.at) {
+                if !byte.is_ascii_whitespace() {
+                    return Ok(Some(byte));
+                }
+                self.at += 1;
+            }
+            if !self.more()? {
+                return Ok(None);
+            }
+        }
+    }
+
+    fn expect(&mut self, wanted: u8) -> Step<()> {
+        match self.peek()? {
+            Some(byte) if byte == wanted => {
+                self.at += 1;
+                Ok(())
+            }
+            Some(byte) => Err(Failure::Text(format!("expected `{}`, found `{}`", wanted as char, byte as char))),
+            None => Err(Failure::Text(format!("expected `{}`, found the end of the file", wanted as char))),
+        }
+    }
+
+    /// The extent of the JSON value starting at `at` (after white space), read as needed; it is
+    /// `buffer[at..end]`. Only its bounds are found here: whoever parses it checks the rest.
+    fn value(&mut self) -> Step<usize> {
+        if self.peek()?.is_none() {
+            return Err(Failure::Text("expected a value, found the end of the file".into()));
+        }
+        loop {
+            if let Some(end) = value_end(&self.text()[self.at..]) {
+                return Ok(self.at + end);
+            }
+            if !self.more()? {
+                return Err(Failure::Text("the file ends inside a value".into()));
+            }
+        }
+    }
+}
+
+/// The length of the JSON value `text` starts with, if `text` holds all of it (a number or
+/// literal ends at the first byte that cannot continue it, which must be in `text`).
+fn value_end(text: &[u8]) -> Option<usize> {
+    match text.first()? {
+        b'{' => object_end(text),
+        b'"' => string_end(text, 1),
+        b'[' => nested_end(text),
+        _ => text.iter().position(|byte| matches!(byte, b',' | b'}' | b']') || byte.is_ascii_whitespace()),
+    }
+}
+
+/// A record's object: only braces and strings count (in valid JSON, brackets nest inside the
+/// braces; in anything else the parser of the cut-out text finds the fault), so the bytes between
+/// them — the embedding's numbers, most of a record — are skipped by `memchr3`.
+fn object_end(text: &[u8]) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut at = 0;
+    loop {
+        at += memchr::memchr3(b'"', b'{', b'}', &text[at..])?;
+        match text[at] {
+            b'"' => {
+                at = string_end(text, at + 1)?;
+                continue;
+            }
+            b'{' => depth += 1,
+            _ => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(at + 1);
+                }
+            }
+        }
+        at += 1;
+    }
+}
+
+/// The end (past the closing quote) of a string whose text starts at `at`.
+fn string_end(text: &[u8], mut at: usize) -> Option<usize> {
+    loop {
+        at += memchr::memchr2(b'"', b'\\', &text[at..])?;
+        if text[at] == b'"' {
+            return Some(at + 1);
+        }
+        at += 2;
+        if at > text.len() {
+            return None;
+        }
+    }
+}
+
+/// An array (a field this reader skips): brackets, braces and strings count.
+fn nested_end(text: &[u8]) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut at = 0;
+    while at < text.len() {
+        match text[at] {
+            b'"' => {
+                at = string_end(text, at + 1)?;
+                continue;
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(at + 1);
+                }
+            }
+            _ => {}
+        }
+        at += 1;
+    }
+    None
+}
+
+struct Load<'k> {
+    builder: IndexBuilder,
+    keep: &'k (dyn Fn(&Record) -> bool + Sync),
+    header: Header,
+}
+
+impl Load<'_> {
+    /// The top-level object: its header fields parsed as they come, its three arrays of records
+    /// added as they are read, any other field skipped.
+    fn read(&mut self, source: &mut Source) -> Step<()> {
+        source.expect(b'{')?;
+        if source.peek()? == Some(b'}') {
+            source.at += 1;
+        } else {
+            loop {
+                let end = source.value()?;
+                let key: String = serde_json::from_slice(&source.text()[source.at..end])
+                    .map_err(|error| Failure::Text(format!("a field name: {error}")))?;
+                source.at = end;
+                source.expect(b':')?;
+                let level = match key.as_str() {
+                    "docs" => Some(Level::Doc),
+                    "sections" => Some(Level::Section),
+                    "chunks" => Some(Level::Chunk),
+                    _ => None,
+                };
+                match level {
+                    Some(level) => self.read_records(source, level)?,
+                    None => {
+                        let end = source.value()?;
+                        let text = &source.text()[source.at..end];
+                        self.header_field(&key, text).map_err(|error| Failure::Text(format!("{key}: {error}")))?;
+                        source.at = end;
+                    }
+                }
+                match source.peek()? {
+                    Some(b',') => source.at += 1,
+                    Some(b'}') => {
+                        source.at += 1;
+                        break;
+                    }
+                    _ => return Err(Failure::Text("expected `,` or `}` after a field".into())),
+                }
+            }
+        }
+        match source.peek()? {
+            None => Ok(()),
+            Some(_) => Err(Failure::Text("trailing characters after the snapshot".into())),
+        }
+    }
+
+    fn header_field(&mut self, key: &str, text: &[u8]) -> serde_json::Result<()> {
+        match key {
+            "format_version" => self.header.format_version = Some(serde_json::from_slice(text)?),
+            "indexed_at" => self.header.indexed_at = serde_json::from_slice(text)?,
+            "embedding_model" => self.header.embedding_model = serde_json::from_slice(text)?,
+            "dimension" => self.header.dimension = serde_json::from_slice(text)?,
+            _ => serde_json::from_slice::<serde::de::IgnoredAny>(text).map(|_| ())?,
+        }
+        Ok(())
+    }
+
+    /// One level's array: the records the buffer holds whole are parsed together (on up to four
+    /// threads) and added in order, then the buffer is refilled.
+    fn read_records(&mut self, source: &mut Source, level: Level) -> Step<()> {
+        if source.peek()? == Some(b'n') {
+            // `null`, as serde reads an absent array.
+            let end = source.value()?;
+            if &source.text()[source.at..end] != b"null" {
+                return Err(Failure::Text(format!("{}: expected an array", level_field(level))));
+            }
+            source.at = end;
+            return Ok(());
+        }
+        source.expect(b'[')?;
+        if source.peek()? == Some(b']') {
+            source.at += 1;
+            return Ok(());
+        }
+        loop {
+            // Every record the buffer holds whole, with what follows each.
+            let mut records = Vec::new();
+            let mut at = source.at;
+            let mut closed = false;
+            loop {
+                let start = skip_space(source.text(), at);
+                let Some(length) = source.text().get(start..).and_then(value_end) else { break };
+                let after = skip_space(source.text(), start + length);
+                match source.text().get(after) {
+                    Some(b',') => {
+                        records.push(start..start + length);
+                        at = after + 1;
+                    }
+                    Some(b']') => {
+                        records.push(start..start + length);
+                        at = after + 1;
+                        closed = true;
+                        break;
+                    }
+                    Some(&byte) => {
+                        return Err(Failure::Text(format!(
+                            "{}: expected `,` or `]` after a record, found `{}`",
+                            level_field(level),
+                            byte as char
+                        )))
+                    }
+                    None => break,
+                }
+            }
+            if records.is_empty() && !closed {
+                if !source.more()? {
+                    return Err(Failure::Text(format!("{}: the file ends inside the array", level_field(level))));
+                }
+                continue;
+            }
+            self.add_parsed(level, parse_batch(source.text(), &records))?;
+            source.at = at;
+            if closed {
+                return Ok(());
+            }
+        }
+    }
+
+    fn add_parsed(&mut self, level: Level, parsed: Vec<serde_json::Result<Record>>) -> Step<()> {
+        for record in parsed {
+            let record =
+                record.map_err(|error| Failure::Text(format!("a record of {}: {error}", level_field(level))))?;
+            if (self.keep)(&record) {
+                self.builder.add(level, record).map_err(Failure::Index)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn level_field(level: Level) -> &'static str {
+    match level {
+        Level::Doc => "docs",
+        Level::Section => "sections",
+        Level::Chunk => "chunks",
+    }
+}
+
+fn skip_space(buffer: &[u8], mut at: usize) -> usize {
+    while buffer.get(at).is_some_and(|byte| byte.is_ascii_whitespace()) {
+        at += 1;
+    }
+    at
+}
+
+/// Parses the records at `ranges` of `buffer`, in order, on up to four threads.
+fn parse_batch(buffer: &[u8], ranges: &[std::ops::Range<usize>]) -> Vec<serde_json::Result<Record>> {
+    let parse = |ranges: &[std::ops::Range<usize>]| {
+        ranges.iter().map(|range| serde_json::from_slice(&buffer[range.clone()])).collect::<Vec<_>>()
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    if threads == 1 || ranges.len() < 64 {
+        return parse(ranges);
+    }
+    let part = ranges.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let mut parts = ranges.chunks(part);
+        let own = parts.next().unwrap_or_default();
+        let others: Vec<_> = parts.map(|part| scope.spawn(move || parse(part))).collect();
+        let mut records = parse(own);
+        for other in others {
+            records.extend(other.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
+        }
+        records
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::assert_serves_alike;
+    use super::super::write_snapshot_file;
+    use super::*;
+    use crate::fixtures;
+    use crate::index::IndexErrorKind;
+
+    /// The fixture snapshot with texts that hold what the record scanner must see through: braces,
+    /// brackets, quotes and backslashes inside strings.
+    fn snapshot() -> Snapshot {
+        let mut snapshot = fixtures::snapshot();
+        snapshot.chunks[0].text.push_str(r#" {"a": [1, "}"]} \" \\ ]]"#);
+        snapshot.docs[0].meta.title.push_str(" {скобки}");
+        snapshot
+    }
+
+    fn load(text: impl AsRef<[u8]>, block: usize) -> Result<LoadedIndex> {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("index.json");
+        std::fs::write(&path, text).unwrap();
+        load_in_blocks(&path, &|_| true, block)
+    }
+
+    #[test]
+    fn a_snapshot_read_straight_into_an_index_serves_as_one_built_from_it() {
+        let snapshot = snapshot();
+        let whole = LoadedIndex::build(snapshot.clone()).unwrap();
+        let compact = serde_json::to_string(&snapshot).unwrap();
+        // Another writer's layout: white space everywhere, other fields, another field order.
+        let mut value = serde_json::to_value(&snapshot).unwrap();
+        value["comment"] = serde_json::json!({"nested": [1, {"x": "]"}], "s": "}"});
+        let chunks = value.as_object_mut().unwrap().remove("chunks").unwrap();
+        let mut reordered = serde_json::Map::new();
+        reordered.insert("chunks".into(), chunks);
+        reordered.extend(value.as_object().unwrap().clone());
+        let pretty = serde_json::to_string_pretty(&reordered).unwrap();
+        // Blocks of 3 and 7 bytes: every record and field straddles a read.
+        for (text, block) in [(&compact, BLOCK), (&compact, 7), (&pretty, 3), (&pretty, 4096)] {
+            let loaded = load(text, block).unwrap();
+            assert_serves_alike(&loaded, &whole);
+        }
+        // A written snapshot, and the records of the tenants an instance serves.
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("index.json");
+        write_snapshot_file(&path, &snapshot).unwrap();
+        assert_serves_alike(&load_snapshot_file(&path, &|_| true).unwrap(), &whole);
+        let t1 = load_snapshot_file(&path, &|record| record.meta.tenant_id == "t1").unwrap();
+        assert!(t1.tenant("t1").is_some() && t1.tenant("t2").is_none());
+        assert_eq!(t1.tenant("t1").unwrap().records(Level::Chunk), whole.tenant("t1").unwrap().records(Level::Chunk));
+    }
+
+    #[test]
+    fn a_broken_snapshot_is_corrupt_and_a_missing_one_not_found() {
+        let text = serde_json::to_string(&snapshot()).unwrap();
+        let corrupt = |text: &str, wanted: &str| {
+            for block in [BLOCK, 64] {
+                let error = load(text, block).err().unwrap_or_else(|| panic!("{wanted}: loaded"));
+                assert_eq!(error.kind, IndexErrorKind::Corrupt, "{wanted}: {error}");
+                assert!(error.message.contains(wanted), "{wanted}: {error}");
+            }
+        };
+        // Cut anywhere: never a panic or a partial index.
+        for cut in (0..text.len()).step_by(text.len() / 60).chain([text.len() - 1]) {
+            let error = load(&text.as_bytes()[..cut], BLOCK).err().unwrap_or_else(|| panic!("cut at {cut}: loaded"));
+            assert_eq!(error.kind, IndexErrorKind::Corrupt, "cut at {cut}: {error}");
+        }
+        corrupt(&format!("{text} {{}}"), "trailing");
+        corrupt(&text.replacen(r#""format_version":1"#, r#""format_version":7"#, 1), "unsupported format_version 7");
+        corrupt(&text.replacen(r#""format_version":1,"#, "", 1), "format_version");
+        corrupt(&text.replacen(r#""dimension":"#, r#""dimension":3,"x":"#, 1), "dimension is 3");
+        let mut repeated = snapshot();
+        repeated.sections.push(repeated.sections[0].clone());
+        corrupt(&serde_json::to_string(&repeated).unwrap(), "duplicate section id");
+        let mut short = snapshot();
+        short.chunks[1].embedding.pop();
+        corrupt(&serde_json::to_string(&short).unwrap(), "bad embedding");
+        corrupt(&text.replacen(r#""text":"#, r#""text":5,"t":"#, 1), "a record of");
+        corrupt(r#"{"format_version": 1, "docs": [], "chunks": []}"#, "no docs or no chunks");
+        corrupt(r#"{"format_version": 1, "docs": {}}"#, "expected `[`");
+        corrupt("[]", "expected `{`");
+        let missing = load_snapshot_file(Path::new("/nonexistent/index.json"), &|_| true).err().unwrap();
+        assert_eq!(missing.kind, IndexErrorKind::NotFound);
+    }
+}
