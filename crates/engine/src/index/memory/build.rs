@@ -18,14 +18,44 @@ use std::sync::Arc;
 #[derive(Debug, Default)]
 pub(super) struct LevelRows {
     pub(super) records: Vec<Arc<Record>>,
-    pub(super) vectors: Vec<f32>,
+    pub(super) vectors: RowVectors,
     pub(super) base_numbers: Vec<Option<usize>>,
+}
+
+/// The gathered rows' embeddings, back to back in blocks of `ROWS` rows: gathering never copies
+/// what it holds to grow (one doubling buffer would copy it, and for a moment hold half as much
+/// again: 0.75 GB for a million 384-d chunks).
+#[derive(Debug, Default)]
+pub(super) struct RowVectors {
+    blocks: Vec<Vec<f32>>,
+    rows: usize,
+    dimension: usize,
+}
+
+impl RowVectors {
+    const ROWS: usize = 4096;
+
+    /// Appends a row (of the dimension of every row).
+    fn push(&mut self, embedding: &[f32]) {
+        if self.rows.is_multiple_of(Self::ROWS) {
+            self.dimension = embedding.len();
+            self.blocks.push(Vec::with_capacity(Self::ROWS * self.dimension));
+        }
+        if let Some(block) = self.blocks.last_mut() {
+            block.extend_from_slice(embedding);
+        }
+        self.rows += 1;
+    }
+
+    fn row(&self, row: usize) -> &[f32] {
+        &self.blocks[row / Self::ROWS][(row % Self::ROWS) * self.dimension..][..self.dimension]
+    }
 }
 
 impl LevelRows {
     pub(super) fn push(&mut self, record: Arc<Record>, embedding: &[f32], base_number: Option<usize>) {
         self.records.push(record);
-        self.vectors.extend_from_slice(embedding);
+        self.vectors.push(embedding);
         self.base_numbers.push(base_number);
     }
 
@@ -250,7 +280,7 @@ impl LevelData {
             derived.page = pages.of(&record.meta.doc_id);
             features.push(derived);
             records.push(Arc::clone(record));
-            vectors.push(&rows.vectors[row * dimension..][..dimension]);
+            vectors.push(rows.vectors.row(row));
         }
         let lexical = base.map(|base| {
             let added_records: Vec<Arc<Record>> = added.iter().map(|&number| Arc::clone(&records[number])).collect();
@@ -299,5 +329,22 @@ impl LoadedIndex {
             }
         }
         builder.finish(snapshot.embedding_model, snapshot.indexed_at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RowVectors;
+
+    #[test]
+    fn gathered_vectors_read_back_row_by_row_across_blocks() {
+        let mut vectors = RowVectors::default();
+        let row = |n: usize| [n as f32, -(n as f32), 0.5];
+        let rows = RowVectors::ROWS * 2 + 7;
+        (0..rows).for_each(|n| vectors.push(&row(n)));
+        assert_eq!(vectors.blocks.len(), 3);
+        for n in 0..rows {
+            assert_eq!(vectors.row(n), row(n), "row {n}");
+        }
     }
 }
