@@ -690,11 +690,11 @@ mod tests {
     fn the_engine_defaults_are_the_settings_defaults() {
         let settings = Settings::default();
         assert_eq!(settings.runtime(), retrieval_engine::fixtures::default_runtime());
-        let plan = crate::ingest::embedding::EmbedPlan {
+        let plan = retrieval_engine::ingest::embedding::EmbedPlan {
             batch_size: settings.ingest_embedding_batch_size,
             concurrency: settings.ingest_embedding_concurrency,
         };
-        assert_eq!(crate::ingest::embedding::EmbedPlan::default(), plan);
+        assert_eq!(retrieval_engine::ingest::embedding::EmbedPlan::default(), plan);
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! The `eval` command: its arguments and the wiring around the engine's evaluation
-//! (`retrieval_engine::eval`, re-exported here): the settings it reads and the search service it
-//! asks, built as `serve` builds it (`startup::state_with`).
+//! (`retrieval_engine::eval`): the settings it reads and the search service it asks, built as
+//! `serve` builds it (`startup::state_with`).
 
-pub use retrieval_engine::eval::*;
+use retrieval_engine::eval::{
+    cache, crossval, data, multi, pages, run_eval, EvalError, EvalOptions, EvalReport, Report,
+};
 
 use crate::config::Settings;
 use crate::embed::Embedder;
@@ -205,16 +207,16 @@ pub async fn run_passages(
 
 #[cfg(test)]
 mod tests {
-    use super::pages::{run_pages, PageQuestion, PagesRun};
     use super::*;
     use crate::embed::PseudoEmbedder;
     use crate::router::RouterMode;
+    use retrieval_engine::eval::pages::{run_pages, PageQuestion, PagesRun};
 
     #[tokio::test]
     async fn demo_questions_are_judged_with_miss_stages_and_failures() {
         let embedder: Arc<dyn Embedder> = Arc::new(PseudoEmbedder::new(384));
-        let mapping = crate::ingest::MappingRules::builtin();
-        let snapshot = crate::ingest::demo_snapshot(embedder.as_ref(), &mapping).await.unwrap();
+        let mapping = retrieval_engine::ingest::MappingRules::builtin();
+        let snapshot = retrieval_engine::ingest::demo_snapshot(embedder.as_ref(), &mapping).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let index = dir.path().join("demo.json");
         crate::index::memory::write_snapshot_file(&index, &snapshot).unwrap();

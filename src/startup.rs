@@ -55,12 +55,12 @@ pub fn build_ingest_embedder(settings: &Settings) -> Result<Arc<dyn Embedder>, S
 }
 
 /// The topic mapping rules: `RETR_MAPPING_PATH` when the file exists, else the built-in default.
-pub fn load_mapping(settings: &Settings) -> Result<crate::ingest::mapping::MappingRules, StartupError> {
+pub fn load_mapping(settings: &Settings) -> Result<retrieval_engine::ingest::mapping::MappingRules, StartupError> {
     if settings.mapping_path.exists() {
-        crate::ingest::mapping::MappingRules::from_file(&settings.mapping_path)
+        retrieval_engine::ingest::mapping::MappingRules::from_file(&settings.mapping_path)
             .map_err(|error| StartupError::Backend(format!("RETR_MAPPING_PATH: {error}")))
     } else {
-        Ok(crate::ingest::mapping::MappingRules::builtin())
+        Ok(retrieval_engine::ingest::mapping::MappingRules::builtin())
     }
 }
 
@@ -85,7 +85,7 @@ pub async fn build_index(
             }
             None => {
                 let mapping = load_mapping(settings)?;
-                let mut snapshot = crate::ingest::demo::demo_snapshot(embedder, &mapping)
+                let mut snapshot = retrieval_engine::ingest::demo::demo_snapshot(embedder, &mapping)
                     .await
                     .map_err(|error| StartupError::Backend(format!("cannot build the demo corpus: {error}")))?;
                 settings.tenant_scope().retain(&mut snapshot);

@@ -1,15 +1,17 @@
 //! The `ingest` command: arguments, one run from input path to written index, and its report.
 
-use super::cache::EmbeddingCache;
-use super::embedding::{embed_records, EmbedPlan, Progress};
-use super::mapping::MappingRules;
-use super::records::rfc3339_now;
-use super::split::ChunkingConfig;
-use super::tree::{load_tree, FileNote, LoadOptions, Loaded};
-use super::writer::{page_hashes, without_pages, IndexWriter, IngestBatch, SnapshotWriter, SourceScope};
-use super::{build_record_set, jsonl, IngestError};
 use crate::config::{Settings, VectorBackend};
 use crate::embed::Embedder;
+use retrieval_engine::ingest::cache::EmbeddingCache;
+use retrieval_engine::ingest::embedding::{embed_records, EmbedPlan, Progress};
+use retrieval_engine::ingest::mapping::MappingRules;
+use retrieval_engine::ingest::records::rfc3339_now;
+use retrieval_engine::ingest::split::ChunkingConfig;
+use retrieval_engine::ingest::tree::{load_tree, FileNote, LoadOptions, Loaded};
+use retrieval_engine::ingest::writer::{
+    page_hashes, without_pages, IndexWriter, IngestBatch, SnapshotWriter, SourceScope,
+};
+use retrieval_engine::ingest::{build_record_set, jsonl, IngestError};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
