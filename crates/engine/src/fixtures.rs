@@ -153,13 +153,13 @@ pub fn default_runtime() -> RuntimeSettings {
 }
 
 /// A file of the repository (`config/…`, `demo/…`), wherever the tests run.
-pub fn project_file(path: &str) -> PathBuf {
+pub(crate) fn project_file(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path)
 }
 
 /// The repository's themes file, boosting.yaml and synonyms: the files the service's default
 /// settings name.
-pub fn project_tuning_files() -> TuningFiles {
+pub(crate) fn project_tuning_files() -> TuningFiles {
     TuningFiles {
         themes: project_file("config/themes.yaml"),
         boosting: project_file("config/boosting.yaml"),
@@ -170,7 +170,7 @@ pub fn project_tuning_files() -> TuningFiles {
 /// A search service over `index` as the service builds it from its default settings (with the
 /// embedding dimension of the fixtures): the project's tuning files, no reranker, no LLM router,
 /// pseudo-embedded queries of at most 2,000 characters.
-pub fn served(index: Arc<dyn VectorIndex>) -> SearchService {
+pub(crate) fn served(index: Arc<dyn VectorIndex>) -> SearchService {
     let files = project_tuning_files();
     let missing = files.missing();
     SearchService::new(index, Arc::new(PseudoEmbedder::new(DIMENSION)), default_runtime())
@@ -257,14 +257,14 @@ pub fn snapshot() -> Snapshot {
 }
 
 /// Which tenant owns each fixture doc, for isolation assertions.
-pub struct Tenants(std::collections::HashMap<String, String>);
+pub(crate) struct Tenants(std::collections::HashMap<String, String>);
 
 impl Tenants {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self(PAGES.iter().map(|p| (p.doc.to_string(), p.tenant.to_string())).collect())
     }
 
-    pub fn tenant_of(&self, doc_id: &str) -> String {
+    pub(crate) fn tenant_of(&self, doc_id: &str) -> String {
         self.0.get(doc_id).cloned().unwrap_or_else(|| "unknown".into())
     }
 }

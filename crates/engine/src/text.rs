@@ -17,7 +17,7 @@ fn english() -> &'static Stemmer {
 /// Splits `text` into lower-cased tokens (letters and digits), folding `ё` to `е`.
 ///
 /// A token is a maximal run of alphanumeric characters; mixed tokens such as "v2" or "ios14" stay whole.
-pub fn tokenize(text: &str) -> Vec<String> {
+pub(crate) fn tokenize(text: &str) -> Vec<String> {
     let mut tokens = Vec::new();
     let mut current = String::new();
     for ch in text.chars() {
@@ -41,7 +41,7 @@ fn is_cyrillic(token: &str) -> bool {
 
 /// Stems one lower-cased token: Russian Snowball for Cyrillic, English Snowball for Latin,
 /// numbers and mixed alphanumerics unchanged.
-pub fn stem(token: &str) -> String {
+pub(crate) fn stem(token: &str) -> String {
     if token.chars().any(|c| c.is_ascii_digit()) {
         return token.to_string();
     }
@@ -233,7 +233,7 @@ const STOPWORDS: &[&str] = &[
 ];
 
 /// True for a lower-cased token that is a Russian or English function word.
-pub fn is_stopword(token: &str) -> bool {
+pub(crate) fn is_stopword(token: &str) -> bool {
     static SET: OnceLock<std::collections::HashSet<&'static str>> = OnceLock::new();
     SET.get_or_init(|| STOPWORDS.iter().copied().collect()).contains(token)
 }

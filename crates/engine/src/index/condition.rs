@@ -203,15 +203,15 @@ impl ValueList {
         Self(values.into_iter().collect())
     }
 
-    pub fn contains(&self, value: &str) -> bool {
+    pub(crate) fn contains(&self, value: &str) -> bool {
         self.0.contains(value)
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.0.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 }
@@ -243,7 +243,7 @@ impl MetadataCondition {
         Self { logic: Logic::All, clauses }
     }
 
-    pub fn matches(&self, meta: &Metadata) -> bool {
+    pub(crate) fn matches(&self, meta: &Metadata) -> bool {
         if self.clauses.is_empty() {
             return true;
         }

@@ -7,8 +7,8 @@ use rustc_hash::FxHashMap as HashMap;
 /// the reference BM25 of ../shared/eval (k1 = 1.2, b = 0.75).
 #[derive(Debug, Clone, Copy)]
 pub struct Bm25Params {
-    pub k1: f32,
-    pub b: f32,
+    pub(crate) k1: f32,
+    pub(crate) b: f32,
 }
 
 impl Default for Bm25Params {
@@ -143,7 +143,7 @@ impl Bm25Index {
     /// the kept ones again: `kept[old]` is the new number of document `old` (`None`: dropped),
     /// `added` the new documents' numbers and terms, `len` the documents in all. Scores are those
     /// of a `build` over the same documents in the new order.
-    pub fn renumbered(
+    pub(crate) fn renumbered(
         &self,
         kept: &[Option<u32>],
         added: impl IntoIterator<Item = (u32, Vec<String>)>,
@@ -199,11 +199,11 @@ impl Bm25Index {
         self
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.lengths.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.lengths.is_empty()
     }
 
@@ -240,7 +240,7 @@ impl Bm25Index {
 
     /// `score` of every document, by number (0 for one that holds no query term), written over
     /// `scores` (a buffer to reuse): no filter to ask, so no verdicts and no pairs.
-    pub fn score_all_into(&self, query_terms: &[String], scores: &mut Vec<f32>) {
+    pub(crate) fn score_all_into(&self, query_terms: &[String], scores: &mut Vec<f32>) {
         scores.clear();
         scores.resize(self.lengths.len(), 0.0);
         for term in distinct(query_terms) {
@@ -260,7 +260,7 @@ impl Bm25Index {
     /// `score` over the documents `numbers` (ascending) only: each is looked up in the postings
     /// instead of walking them, which wins when the documents are few and the postings long (a
     /// query restricted to a few pages). Same scores, same order.
-    pub fn score_among(
+    pub(crate) fn score_among(
         &self,
         query_terms: &[String],
         numbers: &[usize],
@@ -318,7 +318,7 @@ fn distinct(query_terms: &[String]) -> Vec<&String> {
 
 /// The terms BM25 indexes: those of the record's text plus its title, so a page title always
 /// counts.
-pub fn lexical_terms(record: &crate::model::Record) -> Vec<String> {
+pub(crate) fn lexical_terms(record: &crate::model::Record) -> Vec<String> {
     if record.text.contains(&record.meta.title) {
         crate::text::terms(&record.text)
     } else {

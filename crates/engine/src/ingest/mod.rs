@@ -26,11 +26,11 @@ use crate::embed::EmbedError;
 use std::path::PathBuf;
 
 pub use demo::demo_snapshot;
-pub use mapping::{MappingRules, Topic};
-pub use records::{RecordSet, SourceDoc};
-pub use split::ChunkingConfig;
+pub use mapping::MappingRules;
+pub use records::RecordSet;
+pub(crate) use records::SourceDoc;
+pub(crate) use split::ChunkingConfig;
 pub use themes_suggest::suggest_themes;
-pub use writer::{IndexWriter, IngestBatch, SnapshotWriter, SourceScope, WriteOutcome};
 
 /// Why an ingest run failed. Problems with single files are not errors: they are skipped and
 /// listed in `IngestReport::skipped`.

@@ -20,7 +20,7 @@ pub struct RerankClientConfig {
 }
 
 impl RerankClientConfig {
-    pub fn from_settings(settings: &RerankClientSettings) -> Self {
+    pub(crate) fn from_settings(settings: &RerankClientSettings) -> Self {
         Self {
             api_base: settings.api_base.clone(),
             api_key: settings.api_key.clone(),
@@ -33,7 +33,7 @@ impl RerankClientConfig {
 
 /// Classifies a non-success answer of a rerank provider (`upstream::classify`); a 2xx here
 /// means an unusable body.
-pub fn classify(status: u16, body: &str) -> RerankErrorKind {
+pub(crate) fn classify(status: u16, body: &str) -> RerankErrorKind {
     crate::upstream::classify(status, body)
 }
 

@@ -16,21 +16,21 @@ pub struct Theme {
     #[serde(default)]
     pub id: String,
     #[serde(default)]
-    pub display_name: String,
+    pub(crate) display_name: String,
     #[serde(default)]
-    pub domain: String,
+    pub(crate) domain: String,
     #[serde(default)]
-    pub section: Option<String>,
+    pub(crate) section: Option<String>,
     #[serde(default)]
     pub platform: Option<String>,
     #[serde(default)]
-    pub role: Option<String>,
+    pub(crate) role: Option<String>,
     #[serde(default)]
-    pub description: String,
+    pub(crate) description: String,
     #[serde(default)]
-    pub keywords: Vec<String>,
+    pub(crate) keywords: Vec<String>,
     #[serde(default = "default_priority")]
-    pub priority: f32,
+    pub(crate) priority: f32,
 }
 
 fn default_priority() -> f32 {
@@ -44,7 +44,7 @@ impl Theme {
     }
 
     /// The theme's fields borrowed from it (nothing copied); an empty domain is no condition.
-    pub fn fields_view(&self) -> super::FieldsView<'_> {
+    pub(crate) fn fields_view(&self) -> super::FieldsView<'_> {
         super::FieldsView {
             domain: Some(self.domain.as_str()).filter(|value| !value.is_empty()),
             section: self.section.as_deref(),
@@ -88,7 +88,7 @@ pub enum ThemesError {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ThemesFile {
     pub themes: Vec<Theme>,
-    pub router: RouterConfig,
+    pub(crate) router: RouterConfig,
 }
 
 #[derive(Deserialize)]
@@ -174,11 +174,11 @@ impl YamlThemesProvider {
     }
 
     /// A provider over themes already in memory (tests, other sources).
-    pub fn from_themes(themes: Vec<Theme>, router: RouterConfig) -> Self {
+    pub(crate) fn from_themes(themes: Vec<Theme>, router: RouterConfig) -> Self {
         Self { path: PathBuf::new(), file: ThemesFile { themes, router }, load_error: None }
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 

@@ -75,7 +75,7 @@ impl PageNumbers {
 /// tenant by tenant. Each record's embedding is copied into its tenant level's buffer when it is
 /// added, so the records of a load never hold all their vectors at once next to the built index.
 #[derive(Debug, Default)]
-pub struct IndexBuilder {
+pub(crate) struct IndexBuilder {
     /// 0 until the first record sets it.
     pub(super) dimension: usize,
     pub(super) tenants: HashMap<String, [LevelRows; 3]>,
@@ -85,12 +85,12 @@ pub struct IndexBuilder {
 
 impl IndexBuilder {
     /// A builder for embeddings of `dimension` (0: that of the first record added).
-    pub fn new(dimension: usize) -> Self {
+    pub(crate) fn new(dimension: usize) -> Self {
         Self { dimension, ..Self::default() }
     }
 
     /// Adds one record of `level`, validated like a snapshot's.
-    pub fn add(&mut self, level: Level, record: Record) -> Result<()> {
+    pub(crate) fn add(&mut self, level: Level, record: Record) -> Result<()> {
         if self.dimension == 0 {
             self.dimension = record.embedding.len();
             if self.dimension == 0 {
@@ -112,13 +112,13 @@ impl IndexBuilder {
     }
 
     /// The latest `indexed_at` of the docs added so far.
-    pub fn latest_doc_indexed_at(&self) -> &str {
+    pub(crate) fn latest_doc_indexed_at(&self) -> &str {
         &self.latest_doc_indexed_at
     }
 
     /// Indexes every tenant (freeing each one's gathered rows as it goes). No docs or no chunks
     /// is `Corrupt`, as for a snapshot.
-    pub fn finish(self, embedding_model: String, indexed_at: String) -> Result<LoadedIndex> {
+    pub(crate) fn finish(self, embedding_model: String, indexed_at: String) -> Result<LoadedIndex> {
         let [docs, _, chunks] = self.counts;
         if docs == 0 || chunks == 0 {
             return Err(corrupt("the snapshot has no docs or no chunks"));
