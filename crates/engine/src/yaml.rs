@@ -95,13 +95,7 @@ impl Value {
         }
     }
 
-    pub(crate) fn as_sequence(&self) -> Option<&[Value]> {
-        match self {
-            Value::Sequence(items) => Some(items),
-            _ => None,
-        }
-    }
-
+    #[cfg(test)]
     pub(crate) fn as_mapping(&self) -> Option<&Mapping> {
         match self {
             Value::Mapping(mapping) => Some(mapping),
@@ -166,18 +160,6 @@ impl Mapping {
 
     pub(crate) fn keys(&self) -> impl Iterator<Item = &Value> {
         self.0.iter().map(|(key, _)| key)
-    }
-
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&Value, &Value)> {
-        self.0.iter().map(|(key, value)| (key, value))
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 }
 

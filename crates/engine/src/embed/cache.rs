@@ -57,10 +57,12 @@ impl CachedEmbedder {
         Self { inner, capacity, map: Mutex::new(LruMap::default()) }
     }
 
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.lock().entries.len()
     }
 
+    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -113,10 +113,6 @@ impl InMemoryIndex {
         }
     }
 
-    pub(crate) fn path(&self) -> Option<&Path> {
-        self.path.as_deref()
-    }
-
     /// Reloads the file when its modification time or size changed. A failed load keeps the
     /// previously loaded index serving and records the error. Blocking; returns true on a reload.
     pub fn reload_if_changed(&self) -> bool {
@@ -169,11 +165,6 @@ impl InMemoryIndex {
         if self.path.is_some() {
             super::replica::spawn_refresher(self, interval);
         }
-    }
-
-    /// The error of the last load attempt, when it failed (also while an older index still serves).
-    pub(crate) fn last_error(&self) -> Option<IndexError> {
-        self.replica.last_error()
     }
 }
 

@@ -199,12 +199,9 @@ impl Bm25Index {
         self
     }
 
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.lengths.len()
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.lengths.is_empty()
     }
 
     /// Scores every document that contains at least one query term and passes `accept`;

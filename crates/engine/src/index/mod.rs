@@ -192,6 +192,7 @@ pub trait VectorIndex: Send + Sync {
 }
 
 /// Cosine similarity; 0 when either vector is zero or the lengths differ, never NaN.
+#[cfg(test)]
 pub(crate) fn cosine(a: &[f32], b: &[f32]) -> f32 {
     if a.len() != b.len() || a.is_empty() {
         return 0.0;

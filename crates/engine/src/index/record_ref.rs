@@ -83,6 +83,7 @@ impl RecordRef {
     }
 
     /// The record as a shared pointer of its own.
+    #[cfg(test)]
     pub(crate) fn to_arc(&self) -> Arc<Record> {
         match &self.0 {
             Held::Stored { store, number } => Arc::clone(&store.records[*number as usize]),

@@ -45,14 +45,6 @@ impl RecordSet {
         self.chunks.extend(other.chunks);
     }
 
-    pub(crate) fn len(&self) -> usize {
-        self.docs.len() + self.sections.len() + self.chunks.len()
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     pub(crate) fn all_mut(&mut self) -> impl Iterator<Item = &mut Record> {
         self.docs.iter_mut().chain(self.sections.iter_mut()).chain(self.chunks.iter_mut())
     }

@@ -135,11 +135,6 @@ impl ThemeFields {
         }
     }
 
-    /// How many fields are set: the more, the more specific the theme.
-    pub(crate) fn specificity(&self) -> usize {
-        self.view().specificity()
-    }
-
     /// True when the record is of another platform than the one this theme sets. A record of
     /// no platform (a page for every product) never conflicts; roles and sections never do (a
     /// role mentioned in a question is not the role asking it).

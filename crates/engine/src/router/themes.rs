@@ -143,7 +143,6 @@ pub fn parse_themes_yaml(text: &str) -> Result<ThemesFile, ThemesError> {
 /// makes the router behave as mode `none`; search keeps working.
 #[derive(Debug, Clone)]
 pub struct YamlThemesProvider {
-    path: PathBuf,
     file: ThemesFile,
     load_error: Option<ThemesError>,
 }
@@ -159,7 +158,7 @@ impl YamlThemesProvider {
             }
             Err(error) => {
                 tracing::warn!(path = %path.display(), reason = %error, "themes unavailable, theme routing disabled");
-                Self { path, file: ThemesFile::default(), load_error: Some(error) }
+                Self { file: ThemesFile::default(), load_error: Some(error) }
             }
         }
     }
@@ -170,16 +169,12 @@ impl YamlThemesProvider {
         let text = std::fs::read_to_string(&path)
             .map_err(|error| ThemesError::Read { path: path.clone(), message: error.to_string() })?;
         let file = parse_themes_yaml(&text)?;
-        Ok(Self { path, file, load_error: None })
+        Ok(Self { file, load_error: None })
     }
 
     /// A provider over themes already in memory (tests, other sources).
     pub(crate) fn from_themes(themes: Vec<Theme>, router: RouterConfig) -> Self {
-        Self { path: PathBuf::new(), file: ThemesFile { themes, router }, load_error: None }
-    }
-
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
+        Self { file: ThemesFile { themes, router }, load_error: None }
     }
 
     /// The `router:` section of the file, or the defaults.

@@ -89,6 +89,7 @@ pub(crate) enum BoostEffect {
     Add(f32),
 }
 
+#[cfg(test)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct BoostOutcome {
     pub(crate) score: f32,
@@ -329,12 +330,14 @@ fn config_factors(cfg: &BoostingConfig, hit: &BoostInput<'_>) -> [f32; BOOST_RUL
 /// multiplicative rules multiply the running score, the theme rule adds to it. With
 /// `BoostingConfig::default()` and an empty context the score is returned unchanged. The factors
 /// of the config-only rules come from the record's cache when `ctx.config_key` names the config.
+#[cfg(test)]
 pub(crate) fn boost_score(base: f32, hit: &BoostInput<'_>, cfg: &BoostingConfig, ctx: &BoostContext) -> BoostOutcome {
     let (score, factors) = boost_factors(base, hit, cfg, ctx);
     BoostOutcome { score, factors: factors.effects() }
 }
 
 /// `boost_score` as the cascade keeps it: the boosted score and each rule's effect by slot.
+#[cfg(test)]
 pub(crate) fn boost_factors(
     base: f32,
     hit: &BoostInput<'_>,

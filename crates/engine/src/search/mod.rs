@@ -31,7 +31,7 @@ use crate::metrics::Metrics;
 use crate::model::Record;
 use crate::rerank::Reranker;
 use crate::router::RouterMode;
-use crate::router::{route_query, LlmRouter, RouterConfig, RoutingResult, ThemeLabels, ThemesProvider};
+use crate::router::{route_query, LlmRouter, RoutingResult, ThemeLabels};
 use boosting::BoostContext;
 use boosting_config::BoostingConfig;
 use ranking::{RankingContext, RankingMode};
@@ -241,13 +241,6 @@ impl SearchService {
         }
     }
 
-    /// The themes and the router settings (both from the themes file).
-    pub(crate) fn with_themes(mut self, themes: Arc<dyn ThemesProvider>, router_config: RouterConfig) -> Self {
-        let tuning = self.tuning().as_ref().clone().with_themes(themes.as_ref(), router_config);
-        self.set_tuning(tuning);
-        self
-    }
-
     pub fn with_llm_router(mut self, llm_router: Option<Arc<LlmRouter>>) -> Self {
         self.llm_router = llm_router;
         self
@@ -255,12 +248,6 @@ impl SearchService {
 
     pub(crate) fn with_boosting(mut self, boosting: Arc<BoostingConfig>) -> Self {
         let tuning = self.tuning().as_ref().clone().with_boosting(boosting);
-        self.set_tuning(tuning);
-        self
-    }
-
-    pub(crate) fn with_synonyms(mut self, synonyms: Arc<synonyms::Synonyms>) -> Self {
-        let tuning = self.tuning().as_ref().clone().with_synonyms(synonyms);
         self.set_tuning(tuning);
         self
     }

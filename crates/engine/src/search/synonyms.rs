@@ -121,6 +121,7 @@ impl Synonyms {
     }
 
     /// Rules from text (tests, and callers without files): `tenant` `None` = every tenant.
+    #[cfg(test)]
     pub(crate) fn from_text(tenant: Option<&str>, text: &str) -> Self {
         let (rules, _) = parse(text);
         let mut synonyms = Self::default();
@@ -131,10 +132,6 @@ impl Synonyms {
             None => synonyms.common = rules,
         }
         synonyms
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.common.is_empty() && self.by_tenant.values().all(Vec::is_empty)
     }
 
     /// The terms the query gains from `tenant`'s rules (those not already in it).

@@ -50,12 +50,6 @@ impl Tuning {
         }
     }
 
-    pub(crate) fn with_themes(mut self, themes: &dyn ThemesProvider, router_config: RouterConfig) -> Self {
-        self.theme_set = Arc::new(ThemeSet::new(themes.list_themes()));
-        self.router_config = router_config;
-        self
-    }
-
     pub(crate) fn with_boosting(mut self, boosting: Arc<BoostingConfig>) -> Self {
         self.boosting = boosting;
         self.boost_key = BoostCacheKey::new();

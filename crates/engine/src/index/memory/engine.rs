@@ -165,6 +165,7 @@ impl LoadedIndex {
     }
 
     /// Records per level of all tenants: docs, sections, chunks.
+    #[cfg(test)]
     pub(crate) fn level_counts(&self) -> [usize; 3] {
         let mut counts = [0; 3];
         for tenant in self.tenants.values() {
