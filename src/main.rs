@@ -67,7 +67,7 @@ fn suggest_themes(
     let path =
         index.or_else(|| settings.index_path.clone()).ok_or("no snapshot: pass --index or set RETR_INDEX_PATH")?;
     let snapshot = retrieval_engine::index::memory::read_snapshot_file(&path).map_err(|e| e.to_string())?;
-    print!("{}", retrieval_engine::ingest::themes_suggest::suggest_themes(&snapshot, tenant.as_deref(), min_docs));
+    print!("{}", retrieval_engine::ingest::suggest_themes(&snapshot, tenant.as_deref(), min_docs));
     Ok(())
 }
 
@@ -166,7 +166,7 @@ fn main() -> ExitCode {
                     match retrieval_engine::index::ChromaIndex::for_ingest(&settings.chroma()) {
                         Ok(index) => Some(std::sync::Arc::new(
                             // The report prints where it wrote: without a password in the URL.
-                            retrieval_engine::ingest::chroma_writer::ChromaSourceWriter::new(
+                            retrieval_engine::ingest::ChromaSourceWriter::new(
                                 index,
                                 retrieval_engine::upstream::redact(&settings.chroma_host),
                             ),

@@ -85,7 +85,7 @@ pub async fn build_index(
             }
             None => {
                 let mapping = load_mapping(settings)?;
-                let mut snapshot = retrieval_engine::ingest::demo::demo_snapshot(embedder, &mapping)
+                let mut snapshot = retrieval_engine::ingest::demo_snapshot(embedder, &mapping)
                     .await
                     .map_err(|error| StartupError::Backend(format!("cannot build the demo corpus: {error}")))?;
                 settings.tenant_scope().retain(&mut snapshot);

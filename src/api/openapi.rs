@@ -27,7 +27,7 @@ use crate::config::{RouterMode, RuntimeSettings, DEFAULT_DIFY_BASE_PATH};
 use crate::error::ErrorCode;
 use crate::model::Level;
 use crate::router::{Clarification, ClarificationOption, RoutingResult, ThemeFields};
-use crate::search::routing::RoutingInfo;
+use crate::search::RoutingInfo;
 use crate::search::{
     Degradation, Explain, ExplainBoost, HitMetadata, RetrievalHit, SearchFilters, SearchRequest, SearchResponse, Steps,
 };

@@ -2,16 +2,14 @@
 
 use crate::config::{Settings, VectorBackend};
 use crate::embed::Embedder;
-use retrieval_engine::ingest::cache::EmbeddingCache;
 use retrieval_engine::ingest::embedding::{embed_records, EmbedPlan, Progress};
-use retrieval_engine::ingest::mapping::MappingRules;
-use retrieval_engine::ingest::records::rfc3339_now;
-use retrieval_engine::ingest::split::ChunkingConfig;
 use retrieval_engine::ingest::tree::{load_tree, FileNote, LoadOptions, Loaded};
 use retrieval_engine::ingest::writer::{
     page_hashes, without_pages, IndexWriter, IngestBatch, SnapshotWriter, SourceScope,
 };
-use retrieval_engine::ingest::{build_record_set, jsonl, IngestError};
+use retrieval_engine::ingest::{
+    build_record_set, load_jsonl, rfc3339_now, ChunkingConfig, EmbeddingCache, IngestError, MappingRules,
+};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -354,7 +352,7 @@ async fn load_input(
         let result = if path.is_dir() {
             load_tree(&path, &options)
         } else if path.extension().is_some_and(|e| e == "jsonl") {
-            jsonl::load_jsonl(&path, &options)
+            load_jsonl(&path, &options)
         } else {
             return Err(IngestError::InvalidArgument(format!(
                 "{} is neither a directory nor a .jsonl file",

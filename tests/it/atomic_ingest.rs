@@ -9,8 +9,8 @@
 
 use retrieval_engine::embed::PseudoEmbedder;
 use retrieval_engine::index::{ChromaIndex, RecordFilter, VectorIndex};
-use retrieval_engine::ingest::chroma_writer::ChromaSourceWriter;
 use retrieval_engine::ingest::writer::{IndexWriter, IngestBatch, SourceScope};
+use retrieval_engine::ingest::ChromaSourceWriter;
 use retrieval_engine::ingest::RecordSet;
 use retrieval_engine::model::{Level, Metadata, Record};
 use retrieval_service::config::Settings;

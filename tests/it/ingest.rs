@@ -5,9 +5,8 @@ use async_trait::async_trait;
 use retrieval_engine::embed::{EmbedError, EmbedErrorKind, Embedder, InputKind, PseudoEmbedder};
 use retrieval_engine::index::memory::{read_snapshot_file, LoadedIndex};
 use retrieval_engine::index::RecordFilter;
-use retrieval_engine::ingest::demo::DEMO_PAGES;
 use retrieval_engine::ingest::markdown::parse_markdown;
-use retrieval_engine::ingest::{demo_snapshot, suggest_themes, IngestError, MappingRules};
+use retrieval_engine::ingest::{demo_snapshot, suggest_themes, IngestError, MappingRules, DEMO_PAGES};
 use retrieval_engine::model::{Level, Record, Snapshot};
 use retrieval_service::config::Settings;
 use retrieval_service::ingest::cli::{run_ingest, IngestArgs, IngestBackend};
@@ -460,7 +459,7 @@ async fn themes_suggest_drafts_the_router_format() {
 #[tokio::test]
 async fn chroma_reingest_is_read_back_incrementally() {
     use retrieval_engine::index::{ChromaIndex, VectorIndex};
-    use retrieval_engine::ingest::chroma_writer::ChromaSourceWriter;
+    use retrieval_engine::ingest::ChromaSourceWriter;
     use retrieval_service::ingest::cli::run_ingest_with_writer;
     let Some(url) = std::env::var("RETR_TEST_CHROMA_URL").ok().filter(|url| !url.is_empty()) else {
         assert!(std::env::var("RETR_TEST_REQUIRE_SERVERS").is_err(), "RETR_TEST_CHROMA_URL is not set");

@@ -12,7 +12,7 @@ pub(crate) mod error;
 pub mod fusion;
 pub mod ranking;
 pub(crate) mod rerank;
-pub mod routing;
+pub(crate) mod routing;
 pub mod schema;
 pub mod settings;
 pub(crate) mod synonyms;

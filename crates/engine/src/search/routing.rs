@@ -11,7 +11,6 @@ use crate::router::{build_clarification, Clarification, RoutingResult, Theme, Th
 pub(crate) const CLARIFICATION_TOP_HITS: usize = 5;
 
 pub(crate) use super::ranking::theme_label as label;
-pub use super::types::RoutingInfo;
 
 /// The soft boost hint: the primary theme and the next themes; with no primary (a tie), every
 /// leading theme is a secondary one. When the question named its primary theme, the next themes
