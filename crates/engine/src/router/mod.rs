@@ -99,7 +99,7 @@ pub(crate) struct FieldsView<'a> {
 
 impl FieldsView<'_> {
     /// The fields as an owned `ThemeFields` (a routing result, a filter).
-    pub(crate) fn to_fields(&self) -> ThemeFields {
+    pub(crate) fn to_fields(self) -> ThemeFields {
         ThemeFields {
             domain: self.domain.map(str::to_string),
             section: self.section.map(str::to_string),
