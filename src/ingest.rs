@@ -2,5 +2,3 @@
 //! `cli`: its arguments, and one run from the settings to a written index.
 
 pub mod cli;
-
-pub use cli::{run_ingest, run_ingest_with_writer, IngestArgs, IngestBackend, IngestReport};

@@ -3,7 +3,7 @@
 
 pub mod api;
 pub mod config;
-pub mod error;
+pub(crate) mod error;
 pub mod eval;
 pub mod ingest;
 pub mod log_writer;

@@ -118,7 +118,7 @@ pub async fn build_index(
 /// not parse, a boosting value that would be ignored, an unreadable synonyms file or a malformed
 /// line in one) stops start-up, naming the setting, instead of running silently without what it
 /// says.
-pub fn check_config_files(settings: &Settings) -> Result<(), StartupError> {
+pub(crate) fn check_config_files(settings: &Settings) -> Result<(), StartupError> {
     let problems = settings.tuning_files().problems();
     if problems.is_empty() {
         Ok(())
@@ -128,7 +128,10 @@ pub fn check_config_files(settings: &Settings) -> Result<(), StartupError> {
 }
 
 /// The LLM theme router: chat completions at the rerank endpoint, when one is configured.
-pub fn build_llm_router(settings: &Settings, metrics: Option<Arc<Metrics>>) -> Option<Arc<crate::router::LlmRouter>> {
+pub(crate) fn build_llm_router(
+    settings: &Settings,
+    metrics: Option<Arc<Metrics>>,
+) -> Option<Arc<crate::router::LlmRouter>> {
     if settings.rerank_api_base.is_empty() || settings.rerank_backend != crate::config::RerankBackend::Chat {
         return None;
     }
@@ -170,16 +173,6 @@ pub fn state_with_metrics(
 ) -> AppState {
     let reranker = build_reranker(&settings, &metrics);
     state_from_parts(settings, index, embedder, reranker, metrics)
-}
-
-/// `state_with` and an explicit reranker (tests inject fakes).
-pub fn state_with_reranker(
-    settings: Settings,
-    index: Arc<dyn VectorIndex>,
-    embedder: Arc<dyn Embedder>,
-    reranker: Arc<dyn crate::rerank::Reranker>,
-) -> AppState {
-    state_from_parts(settings, index, embedder, reranker, Arc::new(Metrics::new()))
 }
 
 /// The state over ready-made parts, recording into `metrics` (the clients built for it too).
