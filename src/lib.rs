@@ -1,5 +1,10 @@
 //! Retrieval Service: hybrid doc→section→chunk search over product documentation. The HTTP
 //! service, the CLI commands and the settings around the engine crate (`retrieval_engine`).
+//!
+//! The public surface is what the binary (`main.rs`), the integration tests, benches and examples
+//! use; `unreachable_pub` flags a `pub` item they cannot reach.
+
+#![warn(unreachable_pub)]
 
 pub mod api;
 pub mod config;
