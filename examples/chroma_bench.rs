@@ -10,9 +10,9 @@
 //! (bench/compare_backends.sh serves it with the in-memory backend).
 
 use clap::Parser;
+use retrieval_engine::index::{ChromaIndex, RecordFilter, ScoredRecord, VectorIndex};
+use retrieval_engine::model::{Level, Metadata, Record, Snapshot};
 use retrieval_service::config::Settings;
-use retrieval_service::index::{ChromaIndex, RecordFilter, ScoredRecord, VectorIndex};
-use retrieval_service::model::{Level, Metadata, Record, Snapshot};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -208,7 +208,7 @@ async fn main() {
     let args = Args::parse();
     if let Some(path) = &args.snapshot_out {
         let snapshot = Snapshot { dimension: args.dimension, ..corpus(&args) };
-        retrieval_service::index::memory::write_snapshot_file(path, &snapshot).expect("write snapshot");
+        retrieval_engine::index::memory::write_snapshot_file(path, &snapshot).expect("write snapshot");
         println!(
             "wrote {} docs / {} sections / {} chunks to {}",
             snapshot.docs.len(),

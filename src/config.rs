@@ -1,12 +1,13 @@
 //! Settings: compiled-in defaults ← optional TOML file ← `RETR_*` environment, validated before
 //! the service binds its port. `RuntimeSettings` is the subset `/config` can change live.
 
-pub use crate::embed::EmbeddingClientSettings;
-pub use crate::index::ChromaSettings;
-pub use crate::rerank::{RerankBackend, RerankClientSettings};
+pub(crate) use crate::embed::EmbeddingClientSettings;
+pub(crate) use crate::index::ChromaSettings;
+pub use crate::rerank::RerankBackend;
+pub(crate) use crate::rerank::RerankClientSettings;
 pub use crate::router::RouterMode;
-pub use crate::search::settings::{RuntimeSettings, MAX_RESULTS_CAP, MAX_TOPK_PER_DOC, MAX_TOP_K};
-pub use crate::search::tuning::THEMES_SETTING;
+pub(crate) use crate::search::settings::{RuntimeSettings, MAX_RESULTS_CAP};
+pub(crate) use crate::search::tuning::THEMES_SETTING;
 pub use crate::secret::Secret;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -14,9 +15,9 @@ use std::path::PathBuf;
 
 /// Where the Dify endpoint is mounted unless `RETR_DIFY_BASE_PATH` says otherwise; Dify appends
 /// `/retrieval` to the endpoint URL it is given.
-pub const DEFAULT_DIFY_BASE_PATH: &str = "/internal/retrieval/dify";
+pub(crate) const DEFAULT_DIFY_BASE_PATH: &str = "/internal/retrieval/dify";
 /// `RETR_DIFY_TIME_BUDGET_SECONDS` by default: under Dify's 5 s read timeout.
-pub const DEFAULT_DIFY_TIME_BUDGET_SECONDS: f64 = 4.0;
+pub(crate) const DEFAULT_DIFY_TIME_BUDGET_SECONDS: f64 = 4.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -249,7 +250,7 @@ pub enum ConfigError {
 
 impl ConfigError {
     /// `Invalid` when there are problems (setting name without `RETR_`, message), else `Ok`.
-    pub fn from_problems(problems: Vec<(String, String)>) -> Result<(), ConfigError> {
+    pub(crate) fn from_problems(problems: Vec<(String, String)>) -> Result<(), ConfigError> {
         if problems.is_empty() {
             Ok(())
         } else {
@@ -260,7 +261,7 @@ impl ConfigError {
 
 /// `RETR_DIFY_BASE_PATH`: `/` and then segments of letters, digits, `.`, `_`, `~` and `-`,
 /// without a trailing `/` (Dify appends `/retrieval`), so the path can be mounted as a route.
-pub fn validate_dify_base_path(base: &str) -> Result<(), String> {
+pub(crate) fn validate_dify_base_path(base: &str) -> Result<(), String> {
     let segments = base.strip_prefix('/').map(|rest| rest.split('/'));
     let valid = segments.is_some_and(|mut segments| {
         segments.all(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b".-_~".contains(&b)))
@@ -276,7 +277,7 @@ pub fn validate_dify_base_path(base: &str) -> Result<(), String> {
 
 impl Settings {
     /// Where the themes file, boosting.yaml and the synonyms directory are.
-    pub fn tuning_files(&self) -> crate::search::tuning::TuningFiles {
+    pub(crate) fn tuning_files(&self) -> crate::search::tuning::TuningFiles {
         crate::search::tuning::TuningFiles {
             themes: self.themes_path.clone(),
             boosting: self.boosting_path.clone(),
@@ -299,7 +300,7 @@ impl Settings {
 
     /// `load` without `validate`: the settings as the sources give them, for a caller that adds
     /// its own checks to `problems` and reports them all at once.
-    pub fn read(file: Option<&std::path::Path>, env: &HashMap<String, String>) -> Result<Self, ConfigError> {
+    pub(crate) fn read(file: Option<&std::path::Path>, env: &HashMap<String, String>) -> Result<Self, ConfigError> {
         let defaults = config::Config::try_from(&Settings::default()).map_err(|e| ConfigError::Load(e.to_string()))?;
         let mut builder = config::Config::builder().add_source(defaults);
         if let Some(path) = file {
@@ -341,7 +342,7 @@ impl Settings {
     }
 
     /// Every problem of these settings, as (setting name without `RETR_`, message).
-    pub fn problems(&self) -> Vec<(String, String)> {
+    pub(crate) fn problems(&self) -> Vec<(String, String)> {
         let mut problems = self.runtime().problems();
         let mut positive = |name: &str, value: f64| {
             if !(value > 0.0 && value.is_finite()) {
@@ -499,7 +500,7 @@ impl Settings {
         crate::scope::TenantScope::parse(&self.tenants).unwrap_or_default()
     }
 
-    pub fn backend(&self) -> VectorBackend {
+    pub(crate) fn backend(&self) -> VectorBackend {
         if self.mock_mode {
             VectorBackend::Memory
         } else {
@@ -690,11 +691,11 @@ mod tests {
     fn the_engine_defaults_are_the_settings_defaults() {
         let settings = Settings::default();
         assert_eq!(settings.runtime(), retrieval_engine::fixtures::default_runtime());
-        let plan = crate::ingest::embedding::EmbedPlan {
+        let plan = retrieval_engine::ingest::embedding::EmbedPlan {
             batch_size: settings.ingest_embedding_batch_size,
             concurrency: settings.ingest_embedding_concurrency,
         };
-        assert_eq!(crate::ingest::embedding::EmbedPlan::default(), plan);
+        assert_eq!(retrieval_engine::ingest::embedding::EmbedPlan::default(), plan);
     }
 
     #[test]

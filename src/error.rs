@@ -10,7 +10,7 @@ use serde_json::json;
 
 /// Stable, snake_case error codes (part of the API contract).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorCode {
+pub(crate) enum ErrorCode {
     /// A malformed HTTP message (`Content-Length` together with `Transfer-Encoding`).
     BadRequest,
     /// The request body did not arrive within `RETR_BODY_READ_TIMEOUT_SECONDS`.
@@ -44,7 +44,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for the OpenAPI document.
-    pub const ALL: [ErrorCode; 21] = [
+    pub(crate) const ALL: [ErrorCode; 21] = [
         ErrorCode::BadRequest,
         ErrorCode::RequestTimeout,
         ErrorCode::InvalidJson,
@@ -68,7 +68,7 @@ impl ErrorCode {
         ErrorCode::Internal,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ErrorCode::BadRequest => "bad_request",
             ErrorCode::RequestTimeout => "request_timeout",
@@ -94,7 +94,7 @@ impl ErrorCode {
         }
     }
 
-    pub fn status(self) -> StatusCode {
+    pub(crate) fn status(self) -> StatusCode {
         match self {
             ErrorCode::BadRequest | ErrorCode::InvalidJson => StatusCode::BAD_REQUEST,
             ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
@@ -121,16 +121,16 @@ impl ErrorCode {
 /// An error on its way out as an HTTP response.
 #[derive(Debug, Clone)]
 pub struct ApiError {
-    pub code: ErrorCode,
-    pub message: String,
+    pub(crate) code: ErrorCode,
+    pub(crate) message: String,
 }
 
 impl ApiError {
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self { code, message: message.into() }
     }
 
-    pub fn invalid(message: impl Into<String>) -> Self {
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::InvalidRequest, message)
     }
 }

@@ -1,8 +1,10 @@
 //! The `eval` command: its arguments and the wiring around the engine's evaluation
-//! (`retrieval_engine::eval`, re-exported here): the settings it reads and the search service it
-//! asks, built as `serve` builds it (`startup::state_with`).
+//! (`retrieval_engine::eval`): the settings it reads and the search service it asks, built as
+//! `serve` builds it (`startup::state_with`).
 
-pub use retrieval_engine::eval::*;
+use retrieval_engine::eval::{
+    cache, crossval, data, multi, pages, run_eval, EvalError, EvalOptions, EvalReport, Report,
+};
 
 use crate::config::Settings;
 use crate::embed::Embedder;
@@ -18,62 +20,62 @@ use std::sync::Arc;
 pub struct EvalArgs {
     /// Passages, JSON lines {id, title, text}.
     #[arg(long, required_unless_present = "questions", requires_all = ["queries", "qrels"])]
-    pub corpus: Option<PathBuf>,
+    pub(crate) corpus: Option<PathBuf>,
     /// Queries, JSON lines {id, text}.
     #[arg(long)]
-    pub queries: Option<PathBuf>,
+    pub(crate) queries: Option<PathBuf>,
     /// Judgments, TSV query_id, passage_id, relevance (header line optional).
     #[arg(long)]
-    pub qrels: Option<PathBuf>,
+    pub(crate) qrels: Option<PathBuf>,
     /// Page-level question files (comma-separated), JSON lines {id, query, relevant: [source
     /// paths], platform, ambiguous}; needs --index. Each file is reported on its own, then all of
     /// them out-of-fold (--folds).
     #[arg(long, requires = "index", conflicts_with = "corpus", value_delimiter = ',')]
-    pub questions: Option<Vec<PathBuf>>,
+    pub(crate) questions: Option<Vec<PathBuf>>,
     /// The snapshot(s) written by `ingest` that the questions are asked against: one for every
     /// question file, or one per question file in the same order (comma-separated).
     #[arg(long, value_delimiter = ',')]
-    pub index: Option<Vec<PathBuf>>,
+    pub(crate) index: Option<Vec<PathBuf>>,
     /// Folds of the out-of-fold figures (stratified by file, platform and ambiguity).
     #[arg(long, default_value_t = 5)]
-    pub folds: usize,
+    pub(crate) folds: usize,
     /// Seed of the fold split.
     #[arg(long, default_value_t = 20261127)]
-    pub seed: u64,
+    pub(crate) seed: u64,
     /// Tenant to ask (default: the snapshot's only tenant).
     #[arg(long)]
-    pub tenant: Option<String>,
+    pub(crate) tenant: Option<String>,
     /// Router modes to compare (comma-separated: none, heuristic, llm).
     #[arg(long, default_value = "none,heuristic", value_delimiter = ',')]
-    pub modes: Vec<String>,
+    pub(crate) modes: Vec<String>,
     /// Where the misses (with their hits and miss stage) are written, JSON lines.
     #[arg(long, default_value = ".cache/eval-failures.jsonl")]
-    pub failures: PathBuf,
+    pub(crate) failures: PathBuf,
     /// Embedding cache (JSON lines keyed by model, input kind and text).
     #[arg(long, default_value = ".cache/eval-embeddings.jsonl")]
-    pub embedding_cache: PathBuf,
+    pub(crate) embedding_cache: PathBuf,
     /// Cut-off of the metrics.
     #[arg(long, default_value_t = 10)]
-    pub cutoff: usize,
+    pub(crate) cutoff: usize,
     /// Candidates taken from each of the dense and lexical lists before fusion.
     #[arg(long, default_value_t = 100)]
-    pub depth: usize,
+    pub(crate) depth: usize,
     /// RRF k; defaults to `fusion.k` of boosting.yaml.
     #[arg(long)]
-    pub rrf_k: Option<f32>,
+    pub(crate) rrf_k: Option<f32>,
     /// Weight of the dense list; defaults to boosting.yaml.
     #[arg(long)]
-    pub dense_weight: Option<f32>,
+    pub(crate) dense_weight: Option<f32>,
     /// Weight of the lexical list; defaults to boosting.yaml.
     #[arg(long)]
-    pub lexical_weight: Option<f32>,
+    pub(crate) lexical_weight: Option<f32>,
     /// Keep the passage title out of BM25 (by default BM25 sees it, as `lexical_text` does in
     /// the service).
     #[arg(long)]
-    pub lexical_without_title: bool,
+    pub(crate) lexical_without_title: bool,
     /// Embed "title\ntext" instead of the text alone.
     #[arg(long)]
-    pub title_in_dense: bool,
+    pub(crate) title_in_dense: bool,
 }
 
 /// What a page-level run takes from the settings.
@@ -173,7 +175,7 @@ fn numbered(path: &std::path::Path, number: usize) -> PathBuf {
 }
 
 /// Reads the files, wraps `embedder` in the persistent cache and runs `run_eval`.
-pub async fn run_passages(
+pub(crate) async fn run_passages(
     settings: &Settings,
     embedder: Arc<dyn Embedder>,
     args: &EvalArgs,
@@ -205,16 +207,16 @@ pub async fn run_passages(
 
 #[cfg(test)]
 mod tests {
-    use super::pages::{run_pages, PageQuestion, PagesRun};
     use super::*;
     use crate::embed::PseudoEmbedder;
     use crate::router::RouterMode;
+    use retrieval_engine::eval::pages::{run_pages, PageQuestion, PagesRun};
 
     #[tokio::test]
     async fn demo_questions_are_judged_with_miss_stages_and_failures() {
         let embedder: Arc<dyn Embedder> = Arc::new(PseudoEmbedder::new(384));
-        let mapping = crate::ingest::MappingRules::builtin();
-        let snapshot = crate::ingest::demo_snapshot(embedder.as_ref(), &mapping).await.unwrap();
+        let mapping = retrieval_engine::ingest::MappingRules::builtin();
+        let snapshot = retrieval_engine::ingest::demo_snapshot(embedder.as_ref(), &mapping).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let index = dir.path().join("demo.json");
         crate::index::memory::write_snapshot_file(&index, &snapshot).unwrap();

@@ -1,9 +1,14 @@
 //! Retrieval Service: hybrid doc→section→chunk search over product documentation. The HTTP
 //! service, the CLI commands and the settings around the engine crate (`retrieval_engine`).
+//!
+//! The public surface is what the binary (`main.rs`), the integration tests, benches and examples
+//! use; `unreachable_pub` flags a `pub` item they cannot reach.
+
+#![warn(unreachable_pub)]
 
 pub mod api;
 pub mod config;
-pub mod error;
+pub(crate) mod error;
 pub mod eval;
 pub mod ingest;
 pub mod log_writer;
@@ -11,11 +16,12 @@ pub mod server;
 pub mod startup;
 pub mod state;
 
-// The engine's modules under their old paths (`crate::index::…`, `retrieval_service::search::…`).
-// `eval` and `ingest` are the service's own modules: the engine's, plus the commands' wiring.
-#[cfg(any(test, feature = "test-support"))]
-pub use retrieval_engine::fixtures;
-pub use retrieval_engine::{embed, index, metrics, model, rerank, router, scope, search, secret, text, upstream, yaml};
+// The engine's modules under short paths inside the service (`crate::index::…`); not re-exported:
+// the binary, the tests and the benches name engine items by their own crate
+// (`retrieval_engine::index::…`).
+pub(crate) use retrieval_engine::{
+    embed, index, metrics, model, rerank, router, scope, search, secret, upstream, yaml,
+};
 
 pub use state::AppState;
 

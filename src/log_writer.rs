@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Bytes of log lines the queue holds at most (a few seconds of a busy service's lines).
-pub const DEFAULT_QUEUE_BYTES: usize = 8 << 20;
+pub(crate) const DEFAULT_QUEUE_BYTES: usize = 8 << 20;
 
 struct Shared {
     queued_bytes: AtomicUsize,
@@ -34,7 +34,7 @@ pub struct FlushOnDrop(Arc<Shared>);
 impl LossyWriter {
     /// A writer over `sink` holding at most `capacity` bytes of lines; drops are counted in
     /// `dropped`. The sink is written by a thread of its own.
-    pub fn new(mut sink: impl Write + Send + 'static, capacity: usize, dropped: Counter) -> (Self, FlushOnDrop) {
+    pub(crate) fn new(mut sink: impl Write + Send + 'static, capacity: usize, dropped: Counter) -> (Self, FlushOnDrop) {
         let shared = Arc::new(Shared { queued_bytes: AtomicUsize::new(0), capacity, dropped });
         let (lines, receiver) = mpsc::channel::<Vec<u8>>();
         let drained = Arc::clone(&shared);

@@ -1,7 +1,7 @@
 use clap::{Parser, Subcommand};
+use retrieval_engine::metrics::Metrics;
 use retrieval_service::config::{LogFormat, Settings};
 use retrieval_service::log_writer::{FlushOnDrop, LossyWriter};
-use retrieval_service::metrics::Metrics;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -66,8 +66,8 @@ fn suggest_themes(
 ) -> Result<(), String> {
     let path =
         index.or_else(|| settings.index_path.clone()).ok_or("no snapshot: pass --index or set RETR_INDEX_PATH")?;
-    let snapshot = retrieval_service::index::memory::read_snapshot_file(&path).map_err(|e| e.to_string())?;
-    print!("{}", retrieval_service::ingest::themes_suggest::suggest_themes(&snapshot, tenant.as_deref(), min_docs));
+    let snapshot = retrieval_engine::index::memory::read_snapshot_file(&path).map_err(|e| e.to_string())?;
+    print!("{}", retrieval_engine::ingest::suggest_themes(&snapshot, tenant.as_deref(), min_docs));
     Ok(())
 }
 
@@ -162,13 +162,13 @@ fn main() -> ExitCode {
             Command::Ingest(args) => {
                 let embedder =
                     retrieval_service::startup::build_ingest_embedder(&settings).map_err(|e| e.to_string())?;
-                let writer: Option<std::sync::Arc<dyn retrieval_service::ingest::writer::IndexWriter>> =
-                    match retrieval_service::index::ChromaIndex::for_ingest(&settings.chroma()) {
+                let writer: Option<std::sync::Arc<dyn retrieval_engine::ingest::writer::IndexWriter>> =
+                    match retrieval_engine::index::ChromaIndex::for_ingest(&settings.chroma()) {
                         Ok(index) => Some(std::sync::Arc::new(
                             // The report prints where it wrote: without a password in the URL.
-                            retrieval_service::ingest::chroma_writer::ChromaSourceWriter::new(
+                            retrieval_engine::ingest::ChromaSourceWriter::new(
                                 index,
-                                retrieval_service::upstream::redact(&settings.chroma_host),
+                                retrieval_engine::upstream::redact(&settings.chroma_host),
                             ),
                         )),
                         Err(error) => {

@@ -98,16 +98,16 @@ impl OpenConnections {
 
 /// The connection limits of `serve`, from the settings.
 #[derive(Debug, Clone, Copy)]
-pub struct ServerLimits {
-    pub header_read_timeout: Duration,
-    pub keep_alive_timeout: Duration,
-    pub max_connections: usize,
+pub(crate) struct ServerLimits {
+    pub(crate) header_read_timeout: Duration,
+    pub(crate) keep_alive_timeout: Duration,
+    pub(crate) max_connections: usize,
     /// How long shutdown waits for requests in progress.
-    pub shutdown_grace: Duration,
+    pub(crate) shutdown_grace: Duration,
 }
 
 impl ServerLimits {
-    pub fn from_settings(settings: &Settings) -> Self {
+    pub(crate) fn from_settings(settings: &Settings) -> Self {
         Self {
             header_read_timeout: Duration::from_secs_f64(settings.header_read_timeout_seconds),
             keep_alive_timeout: Duration::from_secs_f64(settings.keep_alive_timeout_seconds),
@@ -120,7 +120,7 @@ impl ServerLimits {
 /// Pending connections the kernel may queue before `accept` (capped by `net.core.somaxconn`):
 /// a flood of connections must not overflow the queue, or a real client's SYN is dropped and
 /// retried a second or more later.
-pub const LISTEN_BACKLOG: u32 = 4096;
+pub(crate) const LISTEN_BACKLOG: u32 = 4096;
 
 /// Binds `address` (host:port, resolved) with `LISTEN_BACKLOG`.
 pub async fn listen(address: &str) -> io::Result<TcpListener> {

@@ -55,12 +55,12 @@ pub fn build_ingest_embedder(settings: &Settings) -> Result<Arc<dyn Embedder>, S
 }
 
 /// The topic mapping rules: `RETR_MAPPING_PATH` when the file exists, else the built-in default.
-pub fn load_mapping(settings: &Settings) -> Result<crate::ingest::mapping::MappingRules, StartupError> {
+pub fn load_mapping(settings: &Settings) -> Result<retrieval_engine::ingest::mapping::MappingRules, StartupError> {
     if settings.mapping_path.exists() {
-        crate::ingest::mapping::MappingRules::from_file(&settings.mapping_path)
+        retrieval_engine::ingest::mapping::MappingRules::from_file(&settings.mapping_path)
             .map_err(|error| StartupError::Backend(format!("RETR_MAPPING_PATH: {error}")))
     } else {
-        Ok(crate::ingest::mapping::MappingRules::builtin())
+        Ok(retrieval_engine::ingest::mapping::MappingRules::builtin())
     }
 }
 
@@ -85,7 +85,7 @@ pub async fn build_index(
             }
             None => {
                 let mapping = load_mapping(settings)?;
-                let mut snapshot = crate::ingest::demo::demo_snapshot(embedder, &mapping)
+                let mut snapshot = retrieval_engine::ingest::demo_snapshot(embedder, &mapping)
                     .await
                     .map_err(|error| StartupError::Backend(format!("cannot build the demo corpus: {error}")))?;
                 settings.tenant_scope().retain(&mut snapshot);
@@ -118,7 +118,7 @@ pub async fn build_index(
 /// not parse, a boosting value that would be ignored, an unreadable synonyms file or a malformed
 /// line in one) stops start-up, naming the setting, instead of running silently without what it
 /// says.
-pub fn check_config_files(settings: &Settings) -> Result<(), StartupError> {
+pub(crate) fn check_config_files(settings: &Settings) -> Result<(), StartupError> {
     let problems = settings.tuning_files().problems();
     if problems.is_empty() {
         Ok(())
@@ -128,7 +128,10 @@ pub fn check_config_files(settings: &Settings) -> Result<(), StartupError> {
 }
 
 /// The LLM theme router: chat completions at the rerank endpoint, when one is configured.
-pub fn build_llm_router(settings: &Settings, metrics: Option<Arc<Metrics>>) -> Option<Arc<crate::router::LlmRouter>> {
+pub(crate) fn build_llm_router(
+    settings: &Settings,
+    metrics: Option<Arc<Metrics>>,
+) -> Option<Arc<crate::router::LlmRouter>> {
     if settings.rerank_api_base.is_empty() || settings.rerank_backend != crate::config::RerankBackend::Chat {
         return None;
     }
@@ -170,16 +173,6 @@ pub fn state_with_metrics(
 ) -> AppState {
     let reranker = build_reranker(&settings, &metrics);
     state_from_parts(settings, index, embedder, reranker, metrics)
-}
-
-/// `state_with` and an explicit reranker (tests inject fakes).
-pub fn state_with_reranker(
-    settings: Settings,
-    index: Arc<dyn VectorIndex>,
-    embedder: Arc<dyn Embedder>,
-    reranker: Arc<dyn crate::rerank::Reranker>,
-) -> AppState {
-    state_from_parts(settings, index, embedder, reranker, Arc::new(Metrics::new()))
 }
 
 /// The state over ready-made parts, recording into `metrics` (the clients built for it too).

@@ -13,18 +13,18 @@ use std::sync::Arc;
 
 #[derive(Clone)]
 pub struct AppState {
-    pub settings: Arc<Settings>,
+    pub(crate) settings: Arc<Settings>,
     pub search: Arc<SearchService>,
     /// Every metric of `/metrics`; the search service records into the same one.
-    pub metrics: Arc<crate::metrics::Metrics>,
+    pub(crate) metrics: Arc<crate::metrics::Metrics>,
     /// Whether a rerank endpoint exists, so `/config` can refuse to enable reranking without one.
-    pub rerank_configured: bool,
+    pub(crate) rerank_configured: bool,
     /// Permits for requests in progress (`RETR_MAX_IN_FLIGHT_REQUESTS`); none left → 503.
-    pub in_flight: Arc<tokio::sync::Semaphore>,
+    pub(crate) in_flight: Arc<tokio::sync::Semaphore>,
     /// Tenant-scoped API keys (`RETR_API_KEYS`); disabled when no file is configured.
-    pub api_keys: Arc<crate::api::keys::ApiKeys>,
+    pub(crate) api_keys: Arc<crate::api::keys::ApiKeys>,
     /// The knowledge bases of the Dify endpoint (`RETR_DIFY_KNOWLEDGE_BASES`).
-    pub dify: Arc<crate::api::dify::knowledge::KnowledgeBases>,
+    pub(crate) dify: Arc<crate::api::dify::knowledge::KnowledgeBases>,
     /// The OpenAPI document, built once (per index dimension) and served as bytes.
-    pub openapi: Arc<crate::api::openapi::cache::DocumentCache>,
+    pub(crate) openapi: Arc<crate::api::openapi::cache::DocumentCache>,
 }

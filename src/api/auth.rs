@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
-pub use super::keys::{ApiKeys, Grant, MIN_API_KEY_CHARS};
+pub(crate) use super::keys::{ApiKeys, Grant};
 
 /// The `Bearer` credential of a request, if it sends one.
 pub(super) fn bearer(parts: &Parts) -> Option<&str> {
@@ -37,16 +37,16 @@ fn unauthorized(message: &str) -> Response {
 /// key (else 401), and the handler checks the tenant it asks for with [`TenantKey::check`] (else
 /// 403). Put it before the body extractor so an unauthenticated caller learns nothing from validation.
 #[derive(Debug)]
-pub struct TenantKey(Option<Arc<Grant>>);
+pub(crate) struct TenantKey(Option<Arc<Grant>>);
 
 impl TenantKey {
     /// Whether the key may read `tenant_id` (always, when no key store is configured).
-    pub fn allows(&self, tenant_id: &str) -> bool {
+    pub(crate) fn allows(&self, tenant_id: &str) -> bool {
         self.0.as_ref().is_none_or(|grant| grant.allows(tenant_id))
     }
 
     /// `Ok` when the key may read `tenant_id` (or no key store is configured).
-    pub fn check(&self, tenant_id: &str) -> Result<(), ApiError> {
+    pub(crate) fn check(&self, tenant_id: &str) -> Result<(), ApiError> {
         match &self.0 {
             Some(grant) if !grant.allows(tenant_id) => {
                 Err(ApiError::new(ErrorCode::Forbidden, "this API key may not read that tenant"))
@@ -73,7 +73,7 @@ impl FromRequestParts<AppState> for TenantKey {
 /// An extractor that lets a request through only with the admin token (or when none is set).
 /// Put it before the body extractor so an unauthenticated caller learns nothing from validation.
 #[derive(Debug)]
-pub struct AdminAuth;
+pub(crate) struct AdminAuth;
 
 impl FromRequestParts<AppState> for AdminAuth {
     type Rejection = Response;
@@ -94,7 +94,7 @@ impl FromRequestParts<AppState> for AdminAuth {
 /// request must carry the admin token or a key granted every tenant (`*`), since the metrics name
 /// every tenant and its record counts. Open otherwise.
 #[derive(Debug)]
-pub struct MetricsAuth;
+pub(crate) struct MetricsAuth;
 
 impl FromRequestParts<AppState> for MetricsAuth {
     type Rejection = Response;
@@ -117,7 +117,7 @@ impl FromRequestParts<AppState> for MetricsAuth {
 }
 
 /// Whether `/metrics` asks for credentials in this deployment.
-pub fn metrics_need_credentials(state: &AppState) -> bool {
+pub(crate) fn metrics_need_credentials(state: &AppState) -> bool {
     state.api_keys.is_enabled() && !state.settings.metrics_open
 }
 

@@ -16,7 +16,7 @@ use serde::Deserialize;
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = RuntimeSettingsUpdate)]
-pub struct RuntimePatch {
+pub(crate) struct RuntimePatch {
     #[schema(minimum = 1, maximum = 50)]
     max_results: Option<usize>,
     #[schema(minimum = 1, maximum = 1000)]
@@ -71,7 +71,7 @@ impl RuntimePatch {
 /// The runtime settings.
 #[utoipa::path(get, path = "/internal/retrieval/config", tag = "config",
     responses((status = 200, description = "the runtime settings", body = RuntimeSettings)))]
-pub async fn get_config(State(state): State<AppState>) -> Json<RuntimeSettings> {
+pub(crate) async fn get_config(State(state): State<AppState>) -> Json<RuntimeSettings> {
     Json(state.search.runtime_settings())
 }
 
@@ -79,7 +79,7 @@ pub async fn get_config(State(state): State<AppState>) -> Json<RuntimeSettings> 
 #[utoipa::path(post, path = "/internal/retrieval/config", tag = "config",
     request_body = RuntimePatch,
     responses((status = 200, description = "the new runtime settings", body = RuntimeSettings)))]
-pub async fn update_config(
+pub(crate) async fn update_config(
     State(state): State<AppState>,
     _admin: AdminAuth,
     ApiJson(patch): ApiJson<RuntimePatch>,
@@ -110,14 +110,14 @@ pub async fn update_config(
 
 /// What a config reload did.
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
-pub struct ReloadResponse {
+pub(crate) struct ReloadResponse {
     /// `reloaded`.
-    pub status: String,
+    pub(crate) status: String,
     /// How many reloads replaced the files since start-up.
-    pub generation: u64,
+    pub(crate) generation: u64,
     /// The optional config files that are configured but absent, by setting: the service runs
     /// without them.
-    pub missing_config: Vec<String>,
+    pub(crate) missing_config: Vec<String>,
 }
 
 /// Reads the themes file, boosting.yaml and the synonyms directory again (also on `SIGHUP`) and
@@ -126,7 +126,10 @@ pub struct ReloadResponse {
 /// finish with the files they started with.
 #[utoipa::path(post, path = "/internal/retrieval/config/reload", tag = "config",
     responses((status = 200, description = "the files are in use", body = ReloadResponse)))]
-pub async fn reload_config(State(state): State<AppState>, _admin: AdminAuth) -> Result<Json<ReloadResponse>, ApiError> {
+pub(crate) async fn reload_config(
+    State(state): State<AppState>,
+    _admin: AdminAuth,
+) -> Result<Json<ReloadResponse>, ApiError> {
     reload_tuning(&state).map_err(|problems| ApiError::invalid(problems.join("; ")))?;
     let status = state.search.tuning_status();
     Ok(Json(ReloadResponse {

@@ -5,8 +5,8 @@ use super::extract::ApiJson;
 use crate::error::ApiError;
 use crate::router::Clarification;
 use crate::search::context::{DEFAULT_CONTEXT_CHARS, MAX_CONTEXT_CHARS};
-use crate::search::routing::RoutingInfo;
 use crate::search::Degradation;
+use crate::search::RoutingInfo;
 use crate::search::SearchRequest;
 use crate::state::AppState;
 use axum::extract::State;
@@ -19,38 +19,38 @@ use utoipa::openapi::RefOr;
 
 /// One source of the context, numbered as in the context text.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct ContextSource {
-    pub number: usize,
-    pub id: String,
-    pub doc_id: String,
-    pub title: String,
-    pub url: String,
-    pub source: String,
-    pub relevance: f32,
-    pub theme_label: Option<String>,
+pub(crate) struct ContextSource {
+    pub(crate) number: usize,
+    pub(crate) id: String,
+    pub(crate) doc_id: String,
+    pub(crate) title: String,
+    pub(crate) url: String,
+    pub(crate) source: String,
+    pub(crate) relevance: f32,
+    pub(crate) theme_label: Option<String>,
 }
 
 /// The answer of `POST /context`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct ContextResponse {
+pub(crate) struct ContextResponse {
     /// The prompt-ready text (sources numbered, grouped by theme when the question spans several).
-    pub context: String,
-    pub system_prompt_rule: Option<String>,
-    pub sources: Vec<ContextSource>,
-    pub truncated: bool,
-    pub hits_level: String,
-    pub routing: RoutingInfo,
-    pub clarification: Option<Clarification>,
-    pub degradations: Vec<Degradation>,
-    pub trace_id: Option<String>,
+    pub(crate) context: String,
+    pub(crate) system_prompt_rule: Option<String>,
+    pub(crate) sources: Vec<ContextSource>,
+    pub(crate) truncated: bool,
+    pub(crate) hits_level: String,
+    pub(crate) routing: RoutingInfo,
+    pub(crate) clarification: Option<Clarification>,
+    pub(crate) degradations: Vec<Degradation>,
+    pub(crate) trace_id: Option<String>,
 }
 
 /// `POST /context`: every `/search` field plus `max_context_chars`, parsed by the same strict
 /// path as `/search` (repeated keys and unknown fields rejected, nested objects included).
 #[derive(Debug)]
-pub struct ContextRequest {
-    pub search: SearchRequest,
-    pub max_context_chars: Option<i64>,
+pub(crate) struct ContextRequest {
+    pub(crate) search: SearchRequest,
+    pub(crate) max_context_chars: Option<i64>,
 }
 
 /// `SearchRequest`'s schema with `max_context_chars` added.
@@ -93,7 +93,7 @@ impl<'de> Deserialize<'de> for ContextRequest {
 #[utoipa::path(post, path = "/internal/retrieval/context", tag = "search",
     request_body = ContextRequest,
     responses((status = 200, description = "the context", body = ContextResponse)))]
-pub async fn context(
+pub(crate) async fn context(
     State(state): State<AppState>,
     key: TenantKey,
     ApiJson(body): ApiJson<ContextRequest>,

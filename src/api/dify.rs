@@ -28,13 +28,15 @@
 
 mod condition;
 mod error;
-pub mod knowledge;
+pub(crate) mod knowledge;
 mod request;
 
-pub use condition::{condition_schema, MAX_CONDITIONS};
-pub use error::{DifyError, DifyErrorBody, DifyKey};
-pub use knowledge::{KnowledgeBase, KnowledgeBases};
-pub use request::{DifyCondition, DifyMetadataCondition, DifyRetrievalRequest, LogicalOperator, RetrievalSetting};
+pub(crate) use condition::condition_schema;
+pub(crate) use error::{DifyError, DifyErrorBody, DifyKey};
+pub(crate) use knowledge::KnowledgeBases;
+pub(crate) use request::{
+    DifyCondition, DifyMetadataCondition, DifyRetrievalRequest, LogicalOperator, RetrievalSetting,
+};
 
 use super::auth::Grant;
 use super::extract::ApiJson;
@@ -70,7 +72,7 @@ fn is_retrieval_path(base: &str, path: &str) -> bool {
 
 /// Serves a request no route matched when its path is the endpoint's with extra slashes (405 for
 /// another method than POST); gives any other request back.
-pub async fn serve_unrouted(state: AppState, request: Request) -> Result<Response, Request> {
+pub(crate) async fn serve_unrouted(state: AppState, request: Request) -> Result<Response, Request> {
     let path = request.extensions().get::<OriginalUri>().map_or(request.uri().path(), |uri| uri.path());
     if !is_retrieval_path(&state.settings.dify_base_path, path) {
         return Err(request);
@@ -86,58 +88,58 @@ pub async fn serve_unrouted(state: AppState, request: Request) -> Result<Respons
 
 /// `POST {base}/retrieval`: Dify's response.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct DifyRetrievalResponse {
+pub(crate) struct DifyRetrievalResponse {
     /// Best first, in decreasing `score`.
-    pub records: Vec<DifyRecord>,
+    pub(crate) records: Vec<DifyRecord>,
     /// What the answer had to do without (as in `/search`), e.g. `time_budget`: ranked lexically
     /// because the full pipeline did not answer in time. Dify ignores it.
-    pub degradations: Vec<Degradation>,
+    pub(crate) degradations: Vec<Degradation>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct DifyRecord {
+pub(crate) struct DifyRecord {
     /// The passage: the text of the section or chunk the cascade chose.
-    pub content: String,
+    pub(crate) content: String,
     /// The final relevance in [0, 1]: the final rank score divided by the larger of 1 and the
     /// best final rank score of the answer, strictly decreasing in the records' order.
-    pub score: f32,
-    pub title: String,
+    pub(crate) score: f32,
+    pub(crate) title: String,
     /// Never null.
-    pub metadata: DifyRecordMetadata,
+    pub(crate) metadata: DifyRecordMetadata,
 }
 
 /// Where the passage comes from and what it is about.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct DifyRecordMetadata {
-    pub knowledge_id: String,
-    pub id: String,
+pub(crate) struct DifyRecordMetadata {
+    pub(crate) knowledge_id: String,
+    pub(crate) id: String,
     /// `doc`, `section` or `chunk`.
-    pub level: String,
+    pub(crate) level: String,
     /// The page's id (Dify's document id; without it Dify would use the title).
-    pub document_id: String,
-    pub doc_id: String,
+    pub(crate) document_id: String,
+    pub(crate) doc_id: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub section_id: Option<String>,
+    pub(crate) section_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub chunk_id: Option<String>,
-    pub url: String,
-    pub source: String,
-    pub product: String,
-    pub version: String,
-    pub tags: Vec<String>,
-    pub domain: String,
-    pub section: String,
-    pub platform: String,
-    pub role: String,
-    pub page_type: String,
-    pub heading: String,
-    pub heading_path: Vec<String>,
+    pub(crate) chunk_id: Option<String>,
+    pub(crate) url: String,
+    pub(crate) source: String,
+    pub(crate) product: String,
+    pub(crate) version: String,
+    pub(crate) tags: Vec<String>,
+    pub(crate) domain: String,
+    pub(crate) section: String,
+    pub(crate) platform: String,
+    pub(crate) role: String,
+    pub(crate) page_type: String,
+    pub(crate) heading: String,
+    pub(crate) heading_path: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub theme_label: Option<String>,
+    pub(crate) theme_label: Option<String>,
     /// The hit's final ranking score (boosts included; may exceed 1).
-    pub rank_score: f32,
+    pub(crate) rank_score: f32,
     /// The fused dense + lexical relevance before boosts, in [0, 1] (`/search`'s `relevance`).
-    pub relevance: f32,
+    pub(crate) relevance: f32,
 }
 
 /// Dify's External Knowledge API: the records of one knowledge base that answer `query`.
@@ -155,7 +157,7 @@ pub struct DifyRecordMetadata {
         (status = 503, description = "index or backend unavailable", body = DifyErrorBody),
         (status = 504, description = "not answered within RETR_DIFY_TIME_BUDGET_SECONDS", body = DifyErrorBody),
     ))]
-pub async fn retrieval(
+pub(crate) async fn retrieval(
     State(state): State<AppState>,
     key: Result<DifyKey, DifyError>,
     body: Result<ApiJson<Value>, ApiError>,
@@ -349,7 +351,7 @@ const SCORE_STEP: f64 = 1e-6;
 /// divided by the larger of 1 and the best of them, capped by the score before it, then squeezed
 /// so that each is at least `SCORE_STEP` below the one before. The result lies in (0, 1] and
 /// strictly decreases, so any client that sorts by it, stable or not, keeps the service's order.
-pub fn record_scores(rank_scores: &[f32]) -> Vec<f32> {
+pub(crate) fn record_scores(rank_scores: &[f32]) -> Vec<f32> {
     let count = rank_scores.len();
     let finite = |score: f32| if score.is_finite() { f64::from(score).max(0.0) } else { 0.0 };
     let scale = rank_scores.iter().map(|&score| finite(score)).fold(1.0, f64::max);

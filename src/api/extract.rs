@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 
 /// A request body parsed strictly into `T` (see the module documentation).
 #[derive(Debug)]
-pub struct ApiJson<T>(pub T);
+pub(crate) struct ApiJson<T>(pub T);
 
 impl<T, S> FromRequest<S> for ApiJson<T>
 where

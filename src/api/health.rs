@@ -13,44 +13,44 @@ use serde::{Deserialize, Serialize};
 /// service already holds (the replica's state, which its refresher keeps current in the
 /// background; the config files found at start-up): it never waits on a dependency.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct HealthResponse {
+pub(crate) struct HealthResponse {
     /// `ok`; `degraded` (200) when answers carry a degradation (the index's source cannot be
     /// refreshed and searches answer from the last good replica; the themes file is missing so
     /// theme routing is off; the last call to the embedding, rerank or LLM router upstream
     /// failed; the last reload of the config files was rejected); `unavailable` (503) when no index is loaded.
-    pub status: String,
+    pub(crate) status: String,
     /// `memory` or `chroma`.
-    pub backend: String,
+    pub(crate) backend: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub mock_mode: Option<bool>,
+    pub(crate) mock_mode: Option<bool>,
     /// Why the status is not `ok`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
     /// How current the replica is, when the index reloads from a source (a snapshot file, Chroma).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub replica: Option<ReplicaHealth>,
+    pub(crate) replica: Option<ReplicaHealth>,
     /// The optional config files that are configured but absent, by setting
     /// (`RETR_THEMES_PATH`, `RETR_BOOSTING_PATH`, `RETR_SYNONYMS_DIR`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub missing_config: Vec<String>,
+    pub(crate) missing_config: Vec<String>,
 }
 
 /// The replica part of `/health`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct ReplicaHealth {
+pub(crate) struct ReplicaHealth {
     /// Seconds since the replica was last confirmed current; absent before the first load.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub age_seconds: Option<f64>,
+    pub(crate) age_seconds: Option<f64>,
     /// Why the last refresh failed, while it keeps failing.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_refresh_error: Option<String>,
+    pub(crate) last_refresh_error: Option<String>,
 }
 
 /// Liveness and backend health (also at `/internal/retrieval/health`).
 #[utoipa::path(get, path = "/health", tag = "meta", responses(
     (status = 200, description = "ok, or degraded (answers carry a degradation)", body = HealthResponse),
     (status = 503, description = "no index loaded", body = HealthResponse)))]
-pub async fn health(State(state): State<AppState>) -> impl IntoResponse {
+pub(crate) async fn health(State(state): State<AppState>) -> impl IntoResponse {
     let index = state.search.index();
     let replica = index
         .replica_status()
@@ -99,31 +99,31 @@ pub async fn health(State(state): State<AppState>) -> impl IntoResponse {
 
 /// Record counts of one tenant.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct StatsCounts {
-    pub docs: usize,
-    pub sections: usize,
-    pub chunks: usize,
+pub(crate) struct StatsCounts {
+    pub(crate) docs: usize,
+    pub(crate) sections: usize,
+    pub(crate) chunks: usize,
 }
 
 /// `GET /stats`: one tenant's index statistics and the runtime settings.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct StatsResponse {
-    pub tenant_id: String,
-    pub backend: String,
+pub(crate) struct StatsResponse {
+    pub(crate) tenant_id: String,
+    pub(crate) backend: String,
     /// The version of the index these figures come from (absent for a fixed snapshot).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub index_version: Option<String>,
-    pub embedding_model: String,
-    pub dimension: usize,
-    pub indexed_at: String,
-    pub counts: StatsCounts,
-    pub source_files: Vec<String>,
-    pub config: RuntimeSettings,
+    pub(crate) index_version: Option<String>,
+    pub(crate) embedding_model: String,
+    pub(crate) dimension: usize,
+    pub(crate) indexed_at: String,
+    pub(crate) counts: StatsCounts,
+    pub(crate) source_files: Vec<String>,
+    pub(crate) config: RuntimeSettings,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct StatsQuery {
+pub(crate) struct StatsQuery {
     tenant_id: Option<crate::search::TenantId>,
 }
 
@@ -133,7 +133,7 @@ pub struct StatsQuery {
     params(("tenant_id" = String, Query, pattern = "^[A-Za-z0-9._-]{1,128}$",
         description = "the tenant whose statistics to return")),
     responses((status = 200, description = "the tenant's statistics", body = StatsResponse)))]
-pub async fn stats(
+pub(crate) async fn stats(
     State(state): State<AppState>,
     key: super::auth::TenantKey,
     query: Result<Query<StatsQuery>, axum::extract::rejection::QueryRejection>,
@@ -163,7 +163,7 @@ pub async fn stats(
 #[utoipa::path(get, path = "/metrics", tag = "meta",
     responses((status = 200, description = "OpenMetrics text exposition", body = String,
         content_type = "application/openmetrics-text")))]
-pub async fn metrics(_auth: super::auth::MetricsAuth, State(state): State<AppState>) -> impl IntoResponse {
+pub(crate) async fn metrics(_auth: super::auth::MetricsAuth, State(state): State<AppState>) -> impl IntoResponse {
     let index = state.search.index();
     let stats = index.stats().await.ok();
     if let Some(replica) = index.replica_status() {

@@ -7,18 +7,18 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// Shortest accepted API key (in characters) written in clear in the keys file.
-pub const MIN_API_KEY_CHARS: usize = 16;
+pub(crate) const MIN_API_KEY_CHARS: usize = 16;
 
 /// The tenants one API key may read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Grant {
+pub(crate) enum Grant {
     /// `*` in the keys file: every tenant (an operator's key).
     AllTenants,
     Tenants(BTreeSet<String>),
 }
 
 impl Grant {
-    pub fn allows(&self, tenant_id: &str) -> bool {
+    pub(crate) fn allows(&self, tenant_id: &str) -> bool {
         match self {
             Grant::AllTenants => true,
             Grant::Tenants(tenants) => tenants.contains(tenant_id),
@@ -36,27 +36,27 @@ impl Grant {
 /// <key>: *                              # every tenant
 /// ```
 #[derive(Debug, Clone, Default)]
-pub struct ApiKeys {
+pub(crate) struct ApiKeys {
     grants: Option<HashMap<[u8; 32], Arc<Grant>>>,
 }
 
 impl ApiKeys {
     /// No key store: data endpoints are open (mock mode, single-tenant deployments).
-    pub fn disabled() -> Self {
+    pub(crate) fn disabled() -> Self {
         Self { grants: None }
     }
 
     /// A key store that accepts no key: where a configured key file cannot be used, refuse.
-    pub fn deny_all() -> Self {
+    pub(crate) fn deny_all() -> Self {
         Self { grants: Some(HashMap::new()) }
     }
 
-    pub fn is_enabled(&self) -> bool {
+    pub(crate) fn is_enabled(&self) -> bool {
         self.grants.is_some()
     }
 
     /// Reads the keys file; an empty path means no key store.
-    pub fn load(path: &Path) -> Result<Self, String> {
+    pub(crate) fn load(path: &Path) -> Result<Self, String> {
         if path.as_os_str().is_empty() {
             return Ok(Self::disabled());
         }
@@ -66,7 +66,7 @@ impl ApiKeys {
 
     /// Parses the keys file; the first malformed line is the error (with its number). A UTF-8
     /// byte order mark (which some editors write) is not part of the first key.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub(crate) fn parse(text: &str) -> Result<Self, String> {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let mut grants: HashMap<[u8; 32], Arc<Grant>> = HashMap::new();
         for (index, raw) in text.lines().enumerate() {
@@ -118,7 +118,7 @@ impl ApiKeys {
     }
 
     /// The grant of a presented key (`None` when it is not a known key).
-    pub fn grant(&self, key: &str) -> Option<&Arc<Grant>> {
+    pub(crate) fn grant(&self, key: &str) -> Option<&Arc<Grant>> {
         let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
         self.grants.as_ref()?.get(&digest)
     }

@@ -1,18 +1,18 @@
 //! The HTTP layer: routes, the JSON error fallbacks, request ids, tracing, timeouts, metrics.
 
 mod admission;
-pub mod auth;
+pub(crate) mod auth;
 pub mod config;
-pub mod context;
-pub mod dify;
+pub(crate) mod context;
+pub(crate) mod dify;
 pub mod extract;
-pub mod health;
-pub mod keys;
-pub mod openapi;
-pub mod search;
+pub(crate) mod health;
+pub(crate) mod keys;
+pub(crate) mod openapi;
+pub(crate) mod search;
 mod strict;
-pub mod ui;
-pub mod window;
+pub(crate) mod ui;
+pub(crate) mod window;
 
 use crate::config::RequestLogLevel;
 use crate::error::{ApiError, ErrorCode};
@@ -29,14 +29,14 @@ use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, 
 use tower_http::trace::TraceLayer;
 use tracing::Instrument;
 
-pub const PREFIX: &str = "/internal/retrieval";
+pub(crate) const PREFIX: &str = "/internal/retrieval";
 const REQUEST_ID_HEADER: &str = "x-request-id";
 /// Longest accepted request URI (path and query); longer is a JSON 414. No endpoint needs more.
 /// (URIs over 64 KiB never reach the router: hyper answers them with a bare 414.)
-pub const MAX_URI_BYTES: usize = 8192;
+pub(crate) const MAX_URI_BYTES: usize = 8192;
 
 /// Longest client `X-Request-Id` kept; a longer one is replaced by a generated id.
-pub const MAX_REQUEST_ID_CHARS: usize = 64;
+pub(crate) const MAX_REQUEST_ID_CHARS: usize = 64;
 /// Longest part of a request path written to logs (the router refuses longer URIs anyway).
 const LOGGED_PATH_BYTES: usize = 256;
 
@@ -92,7 +92,7 @@ impl MakeRequestId for CounterRequestId {
 }
 
 /// Builds the service's router over `state`; tests drive it with `oneshot` without a socket.
-pub fn router(state: AppState) -> Router {
+pub(crate) fn router(state: AppState) -> Router {
     let api = Router::new()
         .route("/search", post(search::search))
         .route("/config", get(config::get_config).post(config::update_config))

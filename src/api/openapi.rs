@@ -27,7 +27,7 @@ use crate::config::{RouterMode, RuntimeSettings, DEFAULT_DIFY_BASE_PATH};
 use crate::error::ErrorCode;
 use crate::model::Level;
 use crate::router::{Clarification, ClarificationOption, RoutingResult, ThemeFields};
-use crate::search::routing::RoutingInfo;
+use crate::search::RoutingInfo;
 use crate::search::{
     Degradation, Explain, ExplainBoost, HitMetadata, RetrievalHit, SearchFilters, SearchRequest, SearchResponse, Steps,
 };
@@ -35,7 +35,7 @@ use crate::state::AppState;
 use serde_json::{json, Value};
 use utoipa::OpenApi;
 
-pub mod cache;
+pub(crate) mod cache;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -170,7 +170,7 @@ fn merge(schema: &mut Value, extra: Value) {
 
 /// The document as JSON bytes for this deployment, the index's current dimension and the themes
 /// in use, built once for each and kept in `state.openapi`.
-pub async fn document(state: &AppState) -> axum::body::Bytes {
+pub(crate) async fn document(state: &AppState) -> axum::body::Bytes {
     let dimension = index_dimension(state).await;
     let key = (dimension, state.search.tuning().generation);
     state.openapi.get_or_build(key, || {

@@ -11,7 +11,7 @@ use axum::Json;
 /// Search: the cascade's hits (never with text), routing, and any degradation.
 #[utoipa::path(post, path = "/internal/retrieval/search", tag = "search", request_body = SearchRequest,
     responses((status = 200, description = "hits, best first (never with text)", body = SearchResponse)))]
-pub async fn search(
+pub(crate) async fn search(
     State(state): State<AppState>,
     key: TenantKey,
     ApiJson(request): ApiJson<SearchRequest>,

@@ -18,10 +18,10 @@ use std::fmt;
 
 /// The longest array any request body may hold: id lists take at most 1,000, tags 100, and a
 /// `query_embedding` the index dimension (4,096 at most in practice).
-pub const MAX_JSON_ARRAY: usize = 16_384;
+pub(crate) const MAX_JSON_ARRAY: usize = 16_384;
 
 /// A deserializer under the strict rules (see the module documentation).
-pub struct Strict<D>(pub D);
+pub(crate) struct Strict<D>(pub D);
 
 /// A visitor handed what a `Strict` deserializer reads, itself under the strict rules.
 struct Checked<V>(V);

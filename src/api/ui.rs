@@ -33,36 +33,36 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
 }
 
 /// The playground page.
-pub async fn page() -> Response {
+pub(crate) async fn page() -> Response {
     asset("text/html; charset=utf-8", INDEX_HTML)
 }
 
-pub async fn script() -> Response {
+pub(crate) async fn script() -> Response {
     asset("text/javascript; charset=utf-8", APP_JS)
 }
 
-pub async fn style() -> Response {
+pub(crate) async fn style() -> Response {
     asset("text/css; charset=utf-8", APP_CSS)
 }
 
 /// One tenant of `GET /tenants`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct TenantSummary {
-    pub tenant_id: String,
-    pub docs: usize,
-    pub sections: usize,
-    pub chunks: usize,
+pub(crate) struct TenantSummary {
+    pub(crate) tenant_id: String,
+    pub(crate) docs: usize,
+    pub(crate) sections: usize,
+    pub(crate) chunks: usize,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct TenantsResponse {
-    pub tenants: Vec<TenantSummary>,
+pub(crate) struct TenantsResponse {
+    pub(crate) tenants: Vec<TenantSummary>,
 }
 
 /// The tenants the caller may read (every tenant when no API keys are configured), with counts.
 #[utoipa::path(get, path = "/internal/retrieval/tenants", tag = "meta",
     responses((status = 200, description = "the readable tenants, by id", body = TenantsResponse)))]
-pub async fn tenants(State(state): State<AppState>, key: TenantKey) -> Result<Json<TenantsResponse>, ApiError> {
+pub(crate) async fn tenants(State(state): State<AppState>, key: TenantKey) -> Result<Json<TenantsResponse>, ApiError> {
     let stats = state.search.index().stats().await.map_err(crate::search::SearchError::from)?;
     let tenants = stats
         .tenants

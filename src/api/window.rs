@@ -10,12 +10,12 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 
 /// Largest accepted `window_before` / `window_after`.
-pub const MAX_WINDOW: i64 = 50;
+pub(crate) const MAX_WINDOW: i64 = 50;
 const DEFAULT_WINDOW: i64 = 1;
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct WindowRequest {
+pub(crate) struct WindowRequest {
     #[schema(schema_with = schema::tenant_id)]
     tenant_id: crate::search::TenantId,
     #[schema(schema_with = schema::id)]
@@ -31,7 +31,7 @@ pub struct WindowRequest {
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct WindowChunk {
+pub(crate) struct WindowChunk {
     chunk_id: String,
     page: u32,
     chunk_index: u32,
@@ -39,7 +39,7 @@ pub struct WindowChunk {
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct WindowResponse {
+pub(crate) struct WindowResponse {
     doc_id: String,
     chunks: Vec<WindowChunk>,
 }
@@ -55,7 +55,7 @@ fn window_size(field: &str, value: Option<i64>) -> Result<usize, ApiError> {
 /// The chunks around an anchor chunk of one doc (the only endpoint that returns raw text).
 #[utoipa::path(post, path = "/internal/retrieval/chunks/window", tag = "search", request_body = WindowRequest,
     responses((status = 200, description = "the chunks in page order", body = WindowResponse)))]
-pub async fn window(
+pub(crate) async fn window(
     State(state): State<AppState>,
     key: TenantKey,
     ApiJson(request): ApiJson<WindowRequest>,

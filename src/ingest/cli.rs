@@ -1,22 +1,22 @@
 //! The `ingest` command: arguments, one run from input path to written index, and its report.
 
-use super::cache::EmbeddingCache;
-use super::embedding::{embed_records, EmbedPlan, Progress};
-use super::mapping::MappingRules;
-use super::records::rfc3339_now;
-use super::split::ChunkingConfig;
-use super::tree::{load_tree, FileNote, LoadOptions, Loaded};
-use super::writer::{page_hashes, without_pages, IndexWriter, IngestBatch, SnapshotWriter, SourceScope};
-use super::{build_record_set, jsonl, IngestError};
 use crate::config::{Settings, VectorBackend};
 use crate::embed::Embedder;
+use retrieval_engine::ingest::embedding::{embed_records, EmbedPlan, Progress};
+use retrieval_engine::ingest::tree::{load_tree, FileNote, LoadOptions, Loaded};
+use retrieval_engine::ingest::writer::{
+    page_hashes, without_pages, IndexWriter, IngestBatch, SnapshotWriter, SourceScope,
+};
+use retrieval_engine::ingest::{
+    build_record_set, load_jsonl, rfc3339_now, ChunkingConfig, EmbeddingCache, IngestError, MappingRules,
+};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Where the embedding cache lives when `RETR_EMBEDDING_CACHE_PATH` is not set.
-pub const DEFAULT_EMBEDDING_CACHE_PATH: &str = ".cache/embeddings.jsonl";
+pub(crate) const DEFAULT_EMBEDDING_CACHE_PATH: &str = ".cache/embeddings.jsonl";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum IngestBackend {
@@ -94,17 +94,17 @@ impl IngestArgs {
 
 /// Wall-clock seconds of each phase of a run.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct PhaseSeconds {
-    pub load: f64,
-    pub embed: f64,
-    pub write: f64,
+pub(crate) struct PhaseSeconds {
+    pub(crate) load: f64,
+    pub(crate) embed: f64,
+    pub(crate) write: f64,
 }
 
 /// What a run did.
 #[derive(Debug, Clone, Default)]
 pub struct IngestReport {
-    pub tenant_id: String,
-    pub source_name: String,
+    pub(crate) tenant_id: String,
+    pub(crate) source_name: String,
     pub docs: usize,
     pub sections: usize,
     pub chunks: usize,
@@ -112,23 +112,23 @@ pub struct IngestReport {
     pub skipped: Vec<FileNote>,
     /// Files ingested despite a problem (e.g. broken front matter ignored).
     pub warnings: Vec<FileNote>,
-    pub embedding_model: String,
-    pub dimension: usize,
+    pub(crate) embedding_model: String,
+    pub(crate) dimension: usize,
     pub embedding_calls: usize,
     pub embedded_texts: usize,
     pub cache_hits: usize,
     /// Section vectors derived from their chunks (no embedding call).
     pub derived_vectors: usize,
     /// Embedding batches that failed, were split in two and retried.
-    pub split_batches: usize,
+    pub(crate) split_batches: usize,
     pub removed_docs: usize,
     /// Pages the index already held unchanged: neither embedded nor written again.
     pub unchanged_pages: usize,
     /// Seconds spent reading and parsing pages, embedding, and writing the index.
-    pub phase_seconds: PhaseSeconds,
-    pub elapsed: Duration,
+    pub(crate) phase_seconds: PhaseSeconds,
+    pub(crate) elapsed: Duration,
     /// Snapshot path (memory) or the writer's location.
-    pub location: String,
+    pub(crate) location: String,
     pub snapshot_bytes: Option<u64>,
     /// The index version the write produced: pass it as `min_index_version` to read it back.
     pub index_version: Option<u64>,
@@ -352,7 +352,7 @@ async fn load_input(
         let result = if path.is_dir() {
             load_tree(&path, &options)
         } else if path.extension().is_some_and(|e| e == "jsonl") {
-            jsonl::load_jsonl(&path, &options)
+            load_jsonl(&path, &options)
         } else {
             return Err(IngestError::InvalidArgument(format!(
                 "{} is neither a directory nor a .jsonl file",

@@ -230,11 +230,11 @@ async fn missing_snapshot_is_a_clear_503_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("absent.json");
     let settings = retrieval_service::config::Settings { index_path: Some(path.clone()), ..Default::default() };
-    let index = std::sync::Arc::new(retrieval_service::index::InMemoryIndex::from_file(&path));
+    let index = std::sync::Arc::new(retrieval_engine::index::InMemoryIndex::from_file(&path));
     let state = retrieval_service::startup::state_with(
         settings,
         index.clone(),
-        std::sync::Arc::new(retrieval_service::embed::PseudoEmbedder::new(8)),
+        std::sync::Arc::new(retrieval_engine::embed::PseudoEmbedder::new(8)),
     );
     let (status, body) =
         send(&state, "POST", SEARCH, Some(&json!({"query": "x", "tenant_id": "t1"}).to_string())).await;
@@ -290,7 +290,7 @@ async fn the_served_openapi_document_says_what_this_deployment_accepts() {
     let schemas = &body["components"]["schemas"];
     let search = &schemas["SearchRequest"]["properties"];
     assert_eq!(search["query"]["maxLength"], 321);
-    let dimension = retrieval_service::fixtures::DIMENSION;
+    let dimension = retrieval_engine::fixtures::DIMENSION;
     assert_eq!(
         (search["query_embedding"]["minItems"].as_u64(), search["query_embedding"]["maxItems"].as_u64()),
         (Some(dimension as u64), Some(dimension as u64))

@@ -7,13 +7,13 @@
 //! running it again, and then Chroma holds nothing but the served version (no staged leftovers).
 //! Needs the real Chroma server (`RETR_TEST_CHROMA_URL`).
 
+use retrieval_engine::embed::PseudoEmbedder;
+use retrieval_engine::index::{ChromaIndex, RecordFilter, VectorIndex};
+use retrieval_engine::ingest::writer::{IndexWriter, IngestBatch, SourceScope};
+use retrieval_engine::ingest::ChromaSourceWriter;
+use retrieval_engine::ingest::RecordSet;
+use retrieval_engine::model::{Level, Metadata, Record};
 use retrieval_service::config::Settings;
-use retrieval_service::embed::PseudoEmbedder;
-use retrieval_service::index::{ChromaIndex, RecordFilter, VectorIndex};
-use retrieval_service::ingest::chroma_writer::ChromaSourceWriter;
-use retrieval_service::ingest::writer::{IndexWriter, IngestBatch, SourceScope};
-use retrieval_service::ingest::RecordSet;
-use retrieval_service::model::{Level, Metadata, Record};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

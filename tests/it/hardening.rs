@@ -199,16 +199,16 @@ async fn wrong_types_are_422_and_bad_json_400() {
 struct GateEmbedder {
     entered: std::sync::Arc<tokio::sync::Notify>,
     release: std::sync::Arc<tokio::sync::Notify>,
-    inner: retrieval_service::embed::PseudoEmbedder,
+    inner: retrieval_engine::embed::PseudoEmbedder,
 }
 
 #[async_trait::async_trait]
-impl retrieval_service::embed::Embedder for GateEmbedder {
+impl retrieval_engine::embed::Embedder for GateEmbedder {
     async fn embed(
         &self,
         texts: &[String],
-        kind: retrieval_service::embed::InputKind,
-    ) -> retrieval_service::embed::Result<Vec<Vec<f32>>> {
+        kind: retrieval_engine::embed::InputKind,
+    ) -> retrieval_engine::embed::Result<Vec<Vec<f32>>> {
         self.entered.notify_one();
         self.release.notified().await;
         self.inner.embed(texts, kind).await
@@ -222,20 +222,20 @@ impl retrieval_service::embed::Embedder for GateEmbedder {
 #[tokio::test]
 async fn requests_beyond_the_in_flight_limit_are_shed_with_503_and_retry_after() {
     use std::sync::Arc;
-    let dimension = retrieval_service::fixtures::DIMENSION;
+    let dimension = retrieval_engine::fixtures::DIMENSION;
     let settings = retrieval_service::config::Settings {
         embedding_dimension: dimension,
         max_in_flight_requests: 1,
         ..Default::default()
     };
     let index = Arc::new(
-        retrieval_service::index::InMemoryIndex::from_snapshot(retrieval_service::fixtures::snapshot()).unwrap(),
+        retrieval_engine::index::InMemoryIndex::from_snapshot(retrieval_engine::fixtures::snapshot()).unwrap(),
     );
     let (entered, release) = (Arc::new(tokio::sync::Notify::new()), Arc::new(tokio::sync::Notify::new()));
     let embedder = GateEmbedder {
         entered: entered.clone(),
         release: release.clone(),
-        inner: retrieval_service::embed::PseudoEmbedder::new(dimension),
+        inner: retrieval_engine::embed::PseudoEmbedder::new(dimension),
     };
     let state = retrieval_service::startup::state_with(settings, index, Arc::new(embedder));
     let search = json!({"query": "Gradle", "tenant_id": "t1"}).to_string();

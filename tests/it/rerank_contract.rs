@@ -4,11 +4,11 @@
 use crate::common::fake_http;
 
 use fake_http::{closed_port_url, FakeResponse, FakeServer};
-use retrieval_service::config::{RerankBackend, Secret, Settings};
-use retrieval_service::rerank::{
+use retrieval_engine::rerank::{
     build_reranker, merge_rerank, ChatReranker, RerankApiReranker, RerankCandidate, RerankClientConfig,
     RerankErrorKind, Reranker,
 };
+use retrieval_service::config::{RerankBackend, Secret, Settings};
 use serde_json::json;
 use std::time::{Duration, Instant};
 

@@ -5,13 +5,13 @@
 use axum::extract::{Path, State};
 use axum::routing::post;
 use axum::{Json, Router};
-use retrieval_service::config::{RouterMode, Secret};
-use retrieval_service::index::RecordFilter;
-use retrieval_service::model::Metadata;
-use retrieval_service::router::{
+use retrieval_engine::index::RecordFilter;
+use retrieval_engine::model::Metadata;
+use retrieval_engine::router::{
     build_clarification, format_context, infer_theme_label, route_heuristic, route_query, ContextSource, LlmRouter,
     RouterConfig, ThemeSet, ThemesProvider, UserMetadata, YamlThemesProvider, MULTI_THEME_RULE,
 };
+use retrieval_service::config::{RouterMode, Secret};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -199,7 +199,7 @@ async fn route_with(
     query: &str,
     mode: RouterMode,
     llm: Option<&LlmRouter>,
-) -> retrieval_service::router::RoutingResult {
+) -> retrieval_engine::router::RoutingResult {
     route_query(query, None, &ThemeSet::new(provider.list_themes()), mode, provider.router_config(), llm).await
 }
 
@@ -258,7 +258,7 @@ async fn route_llm(
     behaviour: &str,
     query: &str,
     timeout: Duration,
-) -> retrieval_service::router::RoutingResult {
+) -> retrieval_engine::router::RoutingResult {
     let provider = seed_themes();
     let llm = LlmRouter::new(&format!("{base}/{behaviour}"), "test-model", Secret::new("sk-test"), timeout).unwrap();
     route_with(&provider, query, RouterMode::Llm, Some(&llm)).await

@@ -6,10 +6,11 @@ use crate::common::fake_http::{closed_port_url, FakeResponse, FakeServer};
 use crate::common::send;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
+use retrieval_engine::embed::PseudoEmbedder;
+use retrieval_engine::fixtures;
+use retrieval_engine::index::InMemoryIndex;
 use retrieval_service::config::{Secret, Settings, VectorBackend};
-use retrieval_service::embed::PseudoEmbedder;
-use retrieval_service::index::InMemoryIndex;
-use retrieval_service::{fixtures, startup, AppState};
+use retrieval_service::{startup, AppState};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 

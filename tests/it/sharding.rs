@@ -2,12 +2,13 @@
 
 use crate::common::send;
 use axum::http::StatusCode;
+use retrieval_engine::embed::PseudoEmbedder;
+use retrieval_engine::fixtures;
+use retrieval_engine::index::memory::write_snapshot_file;
+use retrieval_engine::index::scope::TenantScope;
+use retrieval_engine::index::InMemoryIndex;
 use retrieval_service::config::Settings;
-use retrieval_service::embed::PseudoEmbedder;
-use retrieval_service::index::memory::write_snapshot_file;
-use retrieval_service::index::scope::TenantScope;
-use retrieval_service::index::InMemoryIndex;
-use retrieval_service::{fixtures, startup};
+use retrieval_service::startup;
 use serde_json::json;
 use std::sync::Arc;
 

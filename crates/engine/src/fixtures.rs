@@ -2,14 +2,14 @@
 //! search service over an index as the service's default settings build it.
 
 use crate::embed::PseudoEmbedder;
-use crate::index::VectorIndex;
 use crate::model::{Metadata, Record, Snapshot};
 use crate::router::RouterMode;
 use crate::search::settings::RuntimeSettings;
-use crate::search::tuning::TuningFiles;
-use crate::search::SearchService;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+// What `served` and the project files need (the engine's own tests).
+#[cfg(test)]
+use crate::{index::VectorIndex, search::tuning::TuningFiles, search::SearchService};
+#[cfg(test)]
+use std::{path::Path, path::PathBuf, sync::Arc};
 
 pub const DIMENSION: usize = 64;
 
@@ -153,13 +153,15 @@ pub fn default_runtime() -> RuntimeSettings {
 }
 
 /// A file of the repository (`config/…`, `demo/…`), wherever the tests run.
-pub fn project_file(path: &str) -> PathBuf {
+#[cfg(test)]
+pub(crate) fn project_file(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path)
 }
 
 /// The repository's themes file, boosting.yaml and synonyms: the files the service's default
 /// settings name.
-pub fn project_tuning_files() -> TuningFiles {
+#[cfg(test)]
+pub(crate) fn project_tuning_files() -> TuningFiles {
     TuningFiles {
         themes: project_file("config/themes.yaml"),
         boosting: project_file("config/boosting.yaml"),
@@ -170,7 +172,8 @@ pub fn project_tuning_files() -> TuningFiles {
 /// A search service over `index` as the service builds it from its default settings (with the
 /// embedding dimension of the fixtures): the project's tuning files, no reranker, no LLM router,
 /// pseudo-embedded queries of at most 2,000 characters.
-pub fn served(index: Arc<dyn VectorIndex>) -> SearchService {
+#[cfg(test)]
+pub(crate) fn served(index: Arc<dyn VectorIndex>) -> SearchService {
     let files = project_tuning_files();
     let missing = files.missing();
     SearchService::new(index, Arc::new(PseudoEmbedder::new(DIMENSION)), default_runtime())
@@ -257,18 +260,21 @@ pub fn snapshot() -> Snapshot {
 }
 
 /// Which tenant owns each fixture doc, for isolation assertions.
-pub struct Tenants(std::collections::HashMap<String, String>);
+#[cfg(test)]
+pub(crate) struct Tenants(std::collections::HashMap<String, String>);
 
+#[cfg(test)]
 impl Tenants {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self(PAGES.iter().map(|p| (p.doc.to_string(), p.tenant.to_string())).collect())
     }
 
-    pub fn tenant_of(&self, doc_id: &str) -> String {
+    pub(crate) fn tenant_of(&self, doc_id: &str) -> String {
         self.0.get(doc_id).cloned().unwrap_or_else(|| "unknown".into())
     }
 }
 
+#[cfg(test)]
 impl Default for Tenants {
     fn default() -> Self {
         Self::new()

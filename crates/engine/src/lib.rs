@@ -7,6 +7,12 @@
 //! settings type (`embed::EmbeddingClientSettings`, `rerank::RerankClientSettings`,
 //! `index::chroma::ChromaSettings`, `search::settings::RuntimeSettings`, …), which the service
 //! builds from its `Settings`.
+//!
+//! The public surface is what other crates use (the service, its binary, tests, benches and
+//! examples); everything else is `pub(crate)` or private, and `unreachable_pub` flags a `pub` item
+//! no other crate can reach.
+
+#![warn(unreachable_pub)]
 
 pub mod embed;
 pub mod eval;

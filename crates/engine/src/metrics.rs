@@ -82,13 +82,13 @@ fn histogram() -> Histogram {
 pub struct Metrics {
     registry: Registry,
     /// Searches that reached the cascade.
-    pub searches: Counter,
+    pub(crate) searches: Counter,
     /// Queries embedded with pseudo-embeddings because the provider failed.
-    pub embedding_fallbacks: Counter,
+    pub(crate) embedding_fallbacks: Counter,
     /// Reranks that failed and kept the original order.
-    pub rerank_failures: Counter,
+    pub(crate) rerank_failures: Counter,
     /// Searches answered by the text fallback.
-    pub text_fallbacks: Counter,
+    pub(crate) text_fallbacks: Counter,
     /// Requests answered 503 `overloaded` (`RETR_MAX_IN_FLIGHT_REQUESTS` in progress).
     pub requests_shed: Counter,
     /// Connections closed at once because `RETR_MAX_CONNECTIONS` were open and busy.
@@ -287,7 +287,7 @@ impl Metrics {
 
     /// Records one call to an upstream service: `upstream` names it (`embedding`, `rerank`,
     /// `llm_router`, `chroma`), `outcome` is `ok` or the error kind.
-    pub fn observe_upstream(&self, upstream: &'static str, outcome: &'static str, elapsed: Duration) {
+    pub(crate) fn observe_upstream(&self, upstream: &'static str, outcome: &'static str, elapsed: Duration) {
         self.upstream_duration.get_or_create(&UpstreamLabels { upstream, outcome }).observe(elapsed.as_secs_f64());
         self.last_upstream_outcome.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(upstream, outcome);
     }

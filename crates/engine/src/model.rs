@@ -57,11 +57,11 @@ pub struct Metadata {
 }
 
 /// Longest accepted tenant id; tenant ids are `[A-Za-z0-9._-]`.
-pub const MAX_TENANT_ID_CHARS: usize = 128;
+pub(crate) const MAX_TENANT_ID_CHARS: usize = 128;
 
 /// The rule of a tenant id: 1–`MAX_TENANT_ID_CHARS` characters of `[A-Za-z0-9._-]`. The error is
 /// the message alone; `search::validate_tenant` names the field `tenant_id` in front of it.
-pub fn validate_tenant_id(tenant_id: &str) -> Result<(), String> {
+pub(crate) fn validate_tenant_id(tenant_id: &str) -> Result<(), String> {
     if tenant_id.trim().is_empty() {
         return Err("must not be empty".into());
     }
@@ -121,7 +121,7 @@ pub struct Snapshot {
 impl Snapshot {
     pub const FORMAT_VERSION: u32 = 1;
 
-    pub fn records(&self, level: Level) -> &[Record] {
+    pub(crate) fn records(&self, level: Level) -> &[Record] {
         match level {
             Level::Doc => &self.docs,
             Level::Section => &self.sections,

@@ -21,7 +21,7 @@ pub enum TenantScope {
 }
 
 /// FNV-1a (64 bit) of a tenant id: stable across processes, machines and versions.
-pub fn tenant_hash(tenant_id: &str) -> u64 {
+pub(crate) fn tenant_hash(tenant_id: &str) -> u64 {
     tenant_id.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
 }
 

@@ -17,7 +17,7 @@ fn english() -> &'static Stemmer {
 /// Splits `text` into lower-cased tokens (letters and digits), folding `ё` to `е`.
 ///
 /// A token is a maximal run of alphanumeric characters; mixed tokens such as "v2" or "ios14" stay whole.
-pub fn tokenize(text: &str) -> Vec<String> {
+pub(crate) fn tokenize(text: &str) -> Vec<String> {
     let mut tokens = Vec::new();
     for_each_token(text, |token| tokens.push(token.to_string()));
     tokens
@@ -25,7 +25,7 @@ pub fn tokenize(text: &str) -> Vec<String> {
 
 /// Calls `each` with every token of `text` in order, as `tokenize` returns them, from one reused
 /// buffer.
-pub fn for_each_token(text: &str, mut each: impl FnMut(&str)) {
+pub(crate) fn for_each_token(text: &str, mut each: impl FnMut(&str)) {
     let mut current = String::new();
     for ch in text.chars() {
         match fold(ch) {
@@ -79,7 +79,7 @@ fn is_cyrillic(token: &str) -> bool {
 
 /// Stems one lower-cased token: Russian Snowball for Cyrillic, English Snowball for Latin,
 /// numbers and mixed alphanumerics unchanged.
-pub fn stem(token: &str) -> String {
+pub(crate) fn stem(token: &str) -> String {
     if token.chars().any(|c| c.is_ascii_digit()) {
         return token.to_string();
     }
@@ -271,7 +271,7 @@ const STOPWORDS: &[&str] = &[
 ];
 
 /// True for a lower-cased token that is a Russian or English function word.
-pub fn is_stopword(token: &str) -> bool {
+pub(crate) fn is_stopword(token: &str) -> bool {
     static SET: OnceLock<std::collections::HashSet<&'static str>> = OnceLock::new();
     SET.get_or_init(|| STOPWORDS.iter().copied().collect()).contains(token)
 }
@@ -286,7 +286,7 @@ pub fn terms(text: &str) -> Vec<String> {
 /// recur in every record, and stemming is most of the cost of a build's tokenizing. Owned by one
 /// build and dropped with it; past `MAX_REMEMBERED` tokens it stems without remembering more.
 #[derive(Debug, Default)]
-pub struct TermMemo {
+pub(crate) struct TermMemo {
     /// Token → its term (`None`: a function word).
     terms: rustc_hash::FxHashMap<String, Option<String>>,
 }
@@ -295,7 +295,7 @@ impl TermMemo {
     const MAX_REMEMBERED: usize = 1 << 18;
 
     /// The same terms as `terms(text)`.
-    pub fn terms(&mut self, text: &str) -> Vec<String> {
+    pub(crate) fn terms(&mut self, text: &str) -> Vec<String> {
         let mut terms = Vec::new();
         for_each_token(text, |token| {
             if let Some(term) = self.terms.get(token) {

@@ -36,12 +36,12 @@ pub enum UpstreamErrorKind {
 
 impl UpstreamErrorKind {
     /// Transient failures, worth another attempt.
-    pub fn is_retryable(self) -> bool {
+    pub(crate) fn is_retryable(self) -> bool {
         matches!(self, Self::Timeout | Self::RateLimited | Self::Unavailable)
     }
 
     /// The label of `retrieval_upstream_request_duration_seconds`'s `outcome`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::BadRequest => "bad_request",
             Self::Unauthorized => "unauthorized",
@@ -62,11 +62,11 @@ impl UpstreamErrorKind {
 pub struct UpstreamError {
     pub kind: UpstreamErrorKind,
     pub message: String,
-    pub retry_after: Option<Duration>,
+    pub(crate) retry_after: Option<Duration>,
 }
 
 impl UpstreamError {
-    pub fn new(kind: UpstreamErrorKind, message: impl Into<String>) -> Self {
+    pub(crate) fn new(kind: UpstreamErrorKind, message: impl Into<String>) -> Self {
         Self { kind, message: message.into(), retry_after: None }
     }
 }
@@ -78,7 +78,7 @@ impl std::fmt::Display for UpstreamError {
 }
 
 /// The kind of a non-success answer, by status and body; a 2xx reaching here had an unusable body.
-pub fn classify(status: u16, body: &str) -> UpstreamErrorKind {
+pub(crate) fn classify(status: u16, body: &str) -> UpstreamErrorKind {
     let lower = || body.to_ascii_lowercase();
     match status {
         200..=299 => UpstreamErrorKind::InvalidResponse,
@@ -100,7 +100,7 @@ pub fn classify(status: u16, body: &str) -> UpstreamErrorKind {
 }
 
 /// The one `reqwest::Client` builder: `timeout` bounds connecting and each whole request.
-pub fn http_client_builder(timeout: Duration) -> reqwest::ClientBuilder {
+pub(crate) fn http_client_builder(timeout: Duration) -> reqwest::ClientBuilder {
     reqwest::Client::builder().timeout(timeout).connect_timeout(timeout).pool_idle_timeout(Duration::from_secs(90))
 }
 
@@ -110,7 +110,7 @@ pub fn http_client(timeout: Duration) -> Result<reqwest::Client, UpstreamError> 
 }
 
 /// Builds `builder` (a client builder's only failure is the TLS back end failing to initialise).
-pub fn build(builder: reqwest::ClientBuilder) -> Result<reqwest::Client, UpstreamError> {
+pub(crate) fn build(builder: reqwest::ClientBuilder) -> Result<reqwest::Client, UpstreamError> {
     builder
         .build()
         .map_err(|error| UpstreamError::new(UpstreamErrorKind::Internal, format!("building the HTTP client: {error}")))
@@ -118,7 +118,7 @@ pub fn build(builder: reqwest::ClientBuilder) -> Result<reqwest::Client, Upstrea
 
 /// A transport failure (no HTTP answer, or its body could not be read). The message is ours;
 /// reqwest's own text (it names the URL, which may carry credentials) goes to the log, redacted.
-pub fn transport_error(upstream: &str, error: &reqwest::Error) -> UpstreamError {
+pub(crate) fn transport_error(upstream: &str, error: &reqwest::Error) -> UpstreamError {
     let (kind, message) = if error.is_timeout() {
         (UpstreamErrorKind::Timeout, "no answer in time")
     } else if error.is_decode() {
@@ -131,7 +131,7 @@ pub fn transport_error(upstream: &str, error: &reqwest::Error) -> UpstreamError 
 }
 
 /// `Retry-After` in seconds (the HTTP-date form is ignored: providers send seconds).
-pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
     value
         .trim()
@@ -156,7 +156,7 @@ impl RetryPolicy {
         RetryPolicy { max_attempts: 1, first_delay: Duration::ZERO, max_retry_after: Duration::ZERO };
 
     /// The wait before attempt `attempt + 1` after a failure of attempt `attempt` (from 1).
-    pub fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+    pub(crate) fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
         match retry_after {
             Some(wait) => wait.min(self.max_retry_after),
             None => self.first_delay.saturating_mul(1 << (attempt.max(1) - 1).min(16)),
@@ -388,7 +388,7 @@ pub async fn chat_completion(
 /// `{base}/v1/{path}` for an OpenAI-style base given with or without its `/v1` segment
 /// (`http://host:8000`, `http://host:8000/v1/` and `https://api.openai.com/v1` all work), so one
 /// `RETR_*_API_BASE` value means the same server for every client that uses it.
-pub fn openai_endpoint(api_base: &str, path: &str) -> String {
+pub(crate) fn openai_endpoint(api_base: &str, path: &str) -> String {
     let base = api_base.trim_end_matches('/');
     let path = path.trim_start_matches('/');
     if base.ends_with("/v1") {

@@ -65,7 +65,7 @@ pub fn empty_as_default<'de, D: Deserializer<'de>, T: Deserialize<'de> + Default
 
 /// Any YAML node.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub enum Value {
+pub(crate) enum Value {
     #[default]
     Null,
     Bool(bool),
@@ -76,11 +76,11 @@ pub enum Value {
 }
 
 impl Value {
-    pub fn is_null(&self) -> bool {
+    pub(crate) fn is_null(&self) -> bool {
         matches!(self, Value::Null)
     }
 
-    pub fn as_str(&self) -> Option<&str> {
+    pub(crate) fn as_str(&self) -> Option<&str> {
         match self {
             Value::String(text) => Some(text),
             _ => None,
@@ -88,21 +88,15 @@ impl Value {
     }
 
     /// A non-negative integer.
-    pub fn as_u64(&self) -> Option<u64> {
+    pub(crate) fn as_u64(&self) -> Option<u64> {
         match self {
             Value::Number(number) => number.as_u64(),
             _ => None,
         }
     }
 
-    pub fn as_sequence(&self) -> Option<&[Value]> {
-        match self {
-            Value::Sequence(items) => Some(items),
-            _ => None,
-        }
-    }
-
-    pub fn as_mapping(&self) -> Option<&Mapping> {
+    #[cfg(test)]
+    pub(crate) fn as_mapping(&self) -> Option<&Mapping> {
         match self {
             Value::Mapping(mapping) => Some(mapping),
             _ => None,
@@ -112,7 +106,7 @@ impl Value {
 
 /// A YAML number: an integer as written, or a float.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Number(N);
+pub(crate) struct Number(N);
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum N {
@@ -123,7 +117,7 @@ enum N {
 
 impl Number {
     /// The value as a float (an integer converted).
-    pub fn as_f64(&self) -> Option<f64> {
+    pub(crate) fn as_f64(&self) -> Option<f64> {
         Some(match self.0 {
             N::PosInt(n) => n as f64,
             N::NegInt(n) => n as f64,
@@ -132,7 +126,7 @@ impl Number {
     }
 
     /// The value when it is an integer ≥ 0.
-    pub fn as_u64(&self) -> Option<u64> {
+    pub(crate) fn as_u64(&self) -> Option<u64> {
         match self.0 {
             N::PosInt(n) => Some(n),
             N::NegInt(_) | N::Float(_) => None,
@@ -156,28 +150,16 @@ impl fmt::Display for Number {
 
 /// A YAML mapping: its entries in document order; keys are any node.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Mapping(Vec<(Value, Value)>);
+pub(crate) struct Mapping(Vec<(Value, Value)>);
 
 impl Mapping {
     /// The value of the string key `key`.
-    pub fn get(&self, key: &str) -> Option<&Value> {
+    pub(crate) fn get(&self, key: &str) -> Option<&Value> {
         self.0.iter().find(|(name, _)| name.as_str() == Some(key)).map(|(_, value)| value)
     }
 
-    pub fn keys(&self) -> impl Iterator<Item = &Value> {
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &Value> {
         self.0.iter().map(|(key, _)| key)
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = (&Value, &Value)> {
-        self.0.iter().map(|(key, value)| (key, value))
-    }
-
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 }
 

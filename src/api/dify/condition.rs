@@ -20,16 +20,16 @@ use crate::search::{MAX_ID_LIST, MAX_TAG_CHARS};
 use serde_json::{json, Value};
 
 /// Most conditions one `metadata_condition` may hold (blank ones included).
-pub const MAX_CONDITIONS: usize = 64;
+pub(crate) const MAX_CONDITIONS: usize = 64;
 
 /// The operators by the kind of value they take (the OpenAPI document says the same).
-pub const TEXT_OPERATORS: [&str; 4] = ["contains", "not contains", "start with", "end with"];
-pub const EQUALITY_OPERATORS: [&str; 2] = ["is", "is not"];
-pub const LIST_OPERATORS: [&str; 2] = ["in", "not in"];
-pub const PRESENCE_OPERATORS: [&str; 2] = ["empty", "not empty"];
-pub const NUMBER_OPERATORS: [&str; 6] = ["=", "≠", ">", "<", "≥", "≤"];
+pub(crate) const TEXT_OPERATORS: [&str; 4] = ["contains", "not contains", "start with", "end with"];
+pub(crate) const EQUALITY_OPERATORS: [&str; 2] = ["is", "is not"];
+pub(crate) const LIST_OPERATORS: [&str; 2] = ["in", "not in"];
+pub(crate) const PRESENCE_OPERATORS: [&str; 2] = ["empty", "not empty"];
+pub(crate) const NUMBER_OPERATORS: [&str; 6] = ["=", "≠", ">", "<", "≥", "≤"];
 /// On a date field (`indexed_at` and its Dify names), `is` and `is not` compare instants too.
-pub const DATE_OPERATORS: [&str; 4] = ["before", "after", "is", "is not"];
+pub(crate) const DATE_OPERATORS: [&str; 4] = ["before", "after", "is", "is not"];
 
 /// Dify's built-in metadata names and the field each means here (`None`: no counterpart).
 const DIFY_NAMES: [(&str, Option<Field>); 4] = [
@@ -64,7 +64,7 @@ fn is_date(field: Option<Field>) -> bool {
 }
 
 /// The names the numeric comparisons apply to (every scalar field but the date).
-pub fn number_names() -> Vec<&'static str> {
+pub(crate) fn number_names() -> Vec<&'static str> {
     all_names().filter(|(_, field)| !matches!(field, Some(Field::Tags | Field::IndexedAt))).map(|(n, _)| n).collect()
 }
 
@@ -74,7 +74,7 @@ pub(super) fn unknown_field(name: &str) -> String {
 }
 
 /// Compiles Dify's `metadata_condition`: `None` when no condition is left to check.
-pub fn compile(condition: &DifyMetadataCondition) -> Result<Option<MetadataCondition>, DifyError> {
+pub(crate) fn compile(condition: &DifyMetadataCondition) -> Result<Option<MetadataCondition>, DifyError> {
     let conditions = condition.conditions.as_deref().unwrap_or_default();
     if conditions.len() > MAX_CONDITIONS {
         return Err(DifyError::invalid(format!(
@@ -240,7 +240,7 @@ fn test(field: Field, operator: &str, value: Option<&Value>) -> Result<Clause, S
 
 /// The schema of one condition: one shape per family of operators, so that what the document
 /// calls valid is exactly what `compile_one` accepts.
-pub fn condition_schema() -> Value {
+pub(crate) fn condition_schema() -> Value {
     let names = |names: Vec<&str>| {
         json!({"oneOf": [
             {"type": "string", "enum": names},

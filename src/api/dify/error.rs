@@ -16,7 +16,7 @@ use std::time::Duration;
 /// A Dify error: `{"error_code", "error_msg"}` with an HTTP status, and the reason it is counted
 /// and logged under (a closed set).
 #[derive(Debug)]
-pub struct DifyError {
+pub(crate) struct DifyError {
     status: StatusCode,
     code: u32,
     message: String,
@@ -27,11 +27,11 @@ pub struct DifyError {
 
 /// The body of every error of the Dify endpoint.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct DifyErrorBody {
+pub(crate) struct DifyErrorBody {
     /// 1001 no or a malformed `Authorization` header, 1002 authorization failed, 2001 no such
     /// knowledge base; any other error: its HTTP status.
-    pub error_code: u32,
-    pub error_msg: String,
+    pub(crate) error_code: u32,
+    pub(crate) error_msg: String,
 }
 
 impl DifyError {
@@ -105,7 +105,7 @@ impl IntoResponse for DifyError {
 }
 
 /// The caller's grant: `None` when no key store is configured (open, as in mock mode).
-pub struct DifyKey(pub(super) Option<Arc<Grant>>);
+pub(crate) struct DifyKey(pub(super) Option<Arc<Grant>>);
 
 impl FromRequestParts<AppState> for DifyKey {
     type Rejection = DifyError;

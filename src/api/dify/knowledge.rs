@@ -12,16 +12,16 @@ use std::sync::Arc;
 
 /// One knowledge base: a tenant, a fixed filter every hit passes, and optionally a theme.
 #[derive(Debug, Clone, PartialEq)]
-pub struct KnowledgeBase {
-    pub tenant_id: TenantId,
-    pub theme: Option<String>,
-    pub filter: Vec<Clause>,
+pub(crate) struct KnowledgeBase {
+    pub(crate) tenant_id: TenantId,
+    pub(crate) theme: Option<String>,
+    pub(crate) filter: Vec<Clause>,
 }
 
 /// The knowledge bases `knowledge_id` may name (`RETR_DIFY_KNOWLEDGE_BASES`), shared by every
 /// request of the endpoint (with the unknown request fields it has logged).
 #[derive(Debug, Clone, Default)]
-pub struct KnowledgeBases {
+pub(crate) struct KnowledgeBases {
     /// `None`: no file; every tenant is a knowledge base under its own id.
     bases: Option<HashMap<String, KnowledgeBase>>,
     unknown_fields: Arc<UnknownFields>,
@@ -62,12 +62,12 @@ enum OneOrMany {
 
 impl KnowledgeBases {
     /// Knowledge bases that name nothing: where a configured file cannot be used, refuse.
-    pub fn none() -> Self {
+    pub(crate) fn none() -> Self {
         Self { bases: Some(HashMap::new()), unknown_fields: Arc::default() }
     }
 
     /// Reads the file; an empty path means every tenant is a knowledge base.
-    pub fn load(path: &Path) -> Result<Self, String> {
+    pub(crate) fn load(path: &Path) -> Result<Self, String> {
         if path.as_os_str().is_empty() {
             return Ok(Self::default());
         }
@@ -75,7 +75,7 @@ impl KnowledgeBases {
         Self::parse(&text).map_err(|error| format!("{}: {error}", path.display()))
     }
 
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub(crate) fn parse(text: &str) -> Result<Self, String> {
         let file: KnowledgeFile = crate::yaml::from_str(text).map_err(|error| error.to_string())?;
         let mut bases = HashMap::with_capacity(file.knowledge_bases.len());
         for (id, entry) in file.knowledge_bases {
@@ -104,7 +104,7 @@ impl KnowledgeBases {
     }
 
     /// The knowledge base `knowledge_id` names, if any.
-    pub fn resolve(&self, knowledge_id: &str) -> Option<KnowledgeBase> {
+    pub(crate) fn resolve(&self, knowledge_id: &str) -> Option<KnowledgeBase> {
         match &self.bases {
             Some(bases) => bases.get(knowledge_id).cloned(),
             None => TenantId::new(knowledge_id).ok().map(|tenant_id| KnowledgeBase {
@@ -116,13 +116,13 @@ impl KnowledgeBases {
     }
 
     /// The request fields this version does not read, each logged once.
-    pub fn unknown_fields(&self) -> &UnknownFields {
+    pub(crate) fn unknown_fields(&self) -> &UnknownFields {
         &self.unknown_fields
     }
 
     /// One problem per knowledge base that names a theme `themes` does not define: start-up
     /// refuses them, and a config reload keeps the themes in use.
-    pub fn themes_missing_from(&self, themes: &crate::router::ThemeSet) -> Vec<String> {
+    pub(crate) fn themes_missing_from(&self, themes: &crate::router::ThemeSet) -> Vec<String> {
         self.bases
             .iter()
             .flatten()

@@ -13,47 +13,47 @@ use std::sync::Mutex;
 /// `POST {base}/retrieval`: Dify's request. Fields besides these are ignored (`read` drops them
 /// before parsing, at every level, so the schemas leave `additionalProperties` open).
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-pub struct DifyRetrievalRequest {
+pub(crate) struct DifyRetrievalRequest {
     #[schema(schema_with = knowledge_id)]
-    pub knowledge_id: String,
+    pub(crate) knowledge_id: String,
     #[schema(schema_with = crate::search::schema::query)]
-    pub query: String,
+    pub(crate) query: String,
     /// Absent or `null`: every setting at its default.
     #[serde(default)]
-    pub retrieval_setting: Option<RetrievalSetting>,
+    pub(crate) retrieval_setting: Option<RetrievalSetting>,
     /// Absent or `null`: no condition.
     #[serde(default)]
-    pub metadata_condition: Option<DifyMetadataCondition>,
+    pub(crate) metadata_condition: Option<DifyMetadataCondition>,
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
-pub struct RetrievalSetting {
+pub(crate) struct RetrievalSetting {
     /// How many records at most: at least 1; above 50 it is 50; `null`: the service's
     /// `max_results`.
     #[schema(minimum = 1, maximum = 9223372036854775807i64)]
     #[serde(default)]
-    pub top_k: Option<i64>,
+    pub(crate) top_k: Option<i64>,
     /// The lowest `score` returned, in [0, 1]; 0.0 or `null` disables it.
     #[schema(minimum = 0.0, maximum = 1.0)]
     #[serde(default)]
-    pub score_threshold: Option<f64>,
+    pub(crate) score_threshold: Option<f64>,
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-pub struct DifyMetadataCondition {
+pub(crate) struct DifyMetadataCondition {
     /// `and` (the default) or `or`.
     #[serde(default)]
-    pub logical_operator: Option<LogicalOperator>,
+    pub(crate) logical_operator: Option<LogicalOperator>,
     /// `null` or no condition left once blank ones are ignored: nothing is filtered. At most
     /// `MAX_CONDITIONS`.
     #[schema(max_items = 64)]
     #[serde(default)]
-    pub conditions: Option<Vec<DifyCondition>>,
+    pub(crate) conditions: Option<Vec<DifyCondition>>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum LogicalOperator {
+pub(crate) enum LogicalOperator {
     And,
     Or,
 }
@@ -62,18 +62,18 @@ pub enum LogicalOperator {
 /// `condition::condition_schema`: one shape per operator family.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct DifyCondition {
+pub(crate) struct DifyCondition {
     /// A metadata field (`condition::FIELD_NAMES`); older Dify versions send a one-element list.
     #[schema(value_type = Object)]
-    pub name: Value,
+    pub(crate) name: Value,
     /// contains, not contains, start with, end with, is, is not, in, not in, empty, not empty,
     /// =, ≠, >, <, ≥, ≤, before, after.
-    pub comparison_operator: String,
+    pub(crate) comparison_operator: String,
     /// A string, a number, or a list of strings (`in`, `not in`). `null` or absent: a blank
     /// filter row, ignored as Dify ignores it (except for `empty`/`not empty`, which take none).
     #[schema(value_type = Object)]
     #[serde(default)]
-    pub value: Option<Value>,
+    pub(crate) value: Option<Value>,
 }
 
 /// The knowledge base: a tenant id, or an id of `RETR_DIFY_KNOWLEDGE_BASES` (the same rule).
@@ -91,7 +91,7 @@ const CONDITION_FIELDS: [&str; 3] = ["name", "comparison_operator", "value"];
 /// Reads Dify's request from the strictly parsed body: drops the fields this version does not
 /// read (returned by name, e.g. `attachment_ids`, `metadata_condition.conditions[].extra`), then
 /// parses the rest; a value of the wrong type is a 422 that names its field.
-pub fn read(mut body: Value) -> Result<(DifyRetrievalRequest, Vec<String>), ApiError> {
+pub(crate) fn read(mut body: Value) -> Result<(DifyRetrievalRequest, Vec<String>), ApiError> {
     // Serde would read a struct from a list too (`"retrieval_setting": [5]`): refuse that first.
     object_or_null(&body, "the request body")?;
     object_or_null(&body["retrieval_setting"], "retrieval_setting")?;
@@ -146,21 +146,21 @@ fn keep_known(object: &mut Value, known: &[&str], prefix: &str, unknown: &mut Ve
 }
 
 /// Most distinct unknown field names remembered (and so logged); a client cannot grow the set.
-pub const MAX_REMEMBERED_FIELDS: usize = 64;
+pub(crate) const MAX_REMEMBERED_FIELDS: usize = 64;
 /// Longest part of an unknown field's name kept and logged.
 const MAX_FIELD_NAME_CHARS: usize = 64;
 
 /// The unknown request fields already logged: each name once, at most
 /// [`MAX_REMEMBERED_FIELDS`] names (past that, one line says that no more are logged).
 #[derive(Debug, Default)]
-pub struct UnknownFields {
+pub(crate) struct UnknownFields {
     logged: Mutex<HashSet<String>>,
     full: AtomicBool,
 }
 
 impl UnknownFields {
     /// Logs each of `names` that was not logged before; returns how many were newly logged.
-    pub fn notice(&self, names: &[String]) -> usize {
+    pub(crate) fn notice(&self, names: &[String]) -> usize {
         let mut newly = 0;
         for name in names {
             let name: String = name.chars().take(MAX_FIELD_NAME_CHARS).collect();
@@ -241,7 +241,7 @@ mod tests {
     fn the_schemas_state_the_validations_rules() {
         use utoipa::PartialSchema;
         let conditions = &serde_json::to_value(DifyMetadataCondition::schema()).unwrap()["properties"]["conditions"];
-        assert_eq!(conditions["maxItems"], super::super::MAX_CONDITIONS);
+        assert_eq!(conditions["maxItems"], super::super::condition::MAX_CONDITIONS);
         let request = serde_json::to_value(DifyRetrievalRequest::schema()).unwrap();
         assert_eq!(request["properties"]["knowledge_id"]["pattern"], crate::search::schema::tenant_id_pattern());
     }

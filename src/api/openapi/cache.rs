@@ -5,11 +5,15 @@
 /// are the only inputs that change after start-up, and building the document costs milliseconds
 /// of CPU.
 #[derive(Debug, Default)]
-pub struct DocumentCache(std::sync::Mutex<Option<((usize, u64), axum::body::Bytes)>>);
+pub(crate) struct DocumentCache(std::sync::Mutex<Option<((usize, u64), axum::body::Bytes)>>);
 
 impl DocumentCache {
     /// The bytes kept for `key`, else those `build` makes, kept for it from now on.
-    pub fn get_or_build(&self, key: (usize, u64), build: impl FnOnce() -> axum::body::Bytes) -> axum::body::Bytes {
+    pub(crate) fn get_or_build(
+        &self,
+        key: (usize, u64),
+        build: impl FnOnce() -> axum::body::Bytes,
+    ) -> axum::body::Bytes {
         let cached = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some((_, bytes)) = cached.as_ref().filter(|(built_for, _)| *built_for == key) {
             return bytes.clone();

@@ -46,22 +46,24 @@ impl LruMap {
 
 /// Caches query embeddings (keyed by model, input kind and text) up to `capacity` entries; passage
 /// embeddings pass straight through. A capacity of 0 disables the cache.
-pub struct CachedEmbedder {
+pub(crate) struct CachedEmbedder {
     inner: Arc<dyn Embedder>,
     capacity: usize,
     map: Mutex<LruMap>,
 }
 
 impl CachedEmbedder {
-    pub fn new(inner: Arc<dyn Embedder>, capacity: usize) -> Self {
+    pub(crate) fn new(inner: Arc<dyn Embedder>, capacity: usize) -> Self {
         Self { inner, capacity, map: Mutex::new(LruMap::default()) }
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.lock().entries.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 

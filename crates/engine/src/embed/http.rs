@@ -77,7 +77,7 @@ struct EmbeddingItem {
 ///
 /// Rejects a wrong count, a missing or repeated `index`, an empty or non-finite vector, vectors of
 /// different dimensions and a dimension other than `expected_dimension`.
-pub fn validate_embeddings(
+pub(crate) fn validate_embeddings(
     mut items: Vec<(usize, Vec<f32>)>,
     input_count: usize,
     expected_dimension: Option<usize>,
@@ -125,7 +125,7 @@ impl HttpEmbedder {
     }
 
     /// Records every call in `metrics` (`retrieval_upstream_request_duration_seconds`).
-    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+    pub(crate) fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = Some(metrics);
         self
     }
@@ -199,7 +199,7 @@ impl Embedder for HttpEmbedder {
 }
 
 /// `{base}/v1/embeddings`, accepting a base with or without a trailing `/v1`.
-pub fn embeddings_endpoint(api_base: &str) -> String {
+pub(crate) fn embeddings_endpoint(api_base: &str) -> String {
     crate::upstream::openai_endpoint(api_base, "embeddings")
 }
 

@@ -9,7 +9,6 @@ mod settings;
 
 use async_trait::async_trait;
 
-pub use cache::CachedEmbedder;
 pub use fallback::{build_embedder, build_ingest_embedder, embed_query_with_fallback};
 pub use http::{HttpEmbedder, HttpEmbedderConfig};
 pub use pseudo::PseudoEmbedder;
@@ -23,7 +22,7 @@ pub enum InputKind {
 }
 
 impl InputKind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             InputKind::Query => "query",
             InputKind::Passage => "passage",

@@ -17,13 +17,13 @@ pub struct PseudoEmbedder {
 }
 
 impl PseudoEmbedder {
-    pub const MODEL_NAME: &'static str = "pseudo-sha256";
+    pub(crate) const MODEL_NAME: &'static str = "pseudo-sha256";
 
     pub fn new(dimension: usize) -> Self {
         Self { dimension: dimension.max(1) }
     }
 
-    pub fn dimension(&self) -> usize {
+    pub(crate) fn dimension(&self) -> usize {
         self.dimension
     }
 

@@ -27,7 +27,7 @@ type Stratum = (String, String, bool);
 /// The fold (0..k) of each question: within each stratum (file, platform, ambiguous), questions
 /// are ordered by a hash of (seed, id) and dealt round-robin, so every fold gets its share of
 /// each stratum and the split never depends on the order of the file.
-pub fn assign_folds(questions: &[Labelled], folds: usize, seed: u64) -> Vec<usize> {
+pub(crate) fn assign_folds(questions: &[Labelled], folds: usize, seed: u64) -> Vec<usize> {
     let folds = folds.max(2);
     let mut strata: BTreeMap<Stratum, Vec<(Vec<u8>, usize)>> = BTreeMap::new();
     for (i, labelled) in questions.iter().enumerate() {
@@ -63,32 +63,32 @@ fn spread(values: &[f64]) -> (f64, f64) {
 /// The out-of-fold figures.
 #[derive(Debug, Clone)]
 pub struct CrossValidation {
-    pub folds: usize,
-    pub seed: u64,
+    pub(crate) folds: usize,
+    pub(crate) seed: u64,
     /// Per mode: (mode, MRR@10 of each held-out fold).
-    pub mode_folds: Vec<(String, Vec<f64>)>,
+    pub(crate) mode_folds: Vec<(String, Vec<f64>)>,
     /// The mode each fold chose on its training folds, and the pooled held-out scores of those
     /// choices.
-    pub chosen: Vec<String>,
-    pub chosen_scores: ModeScores,
+    pub(crate) chosen: Vec<String>,
+    pub(crate) chosen_scores: ModeScores,
     /// Confidence refitted per fold: AUC, Brier score and reliability bins on the held-out answers.
-    pub confidence_auc: Option<f64>,
-    pub confidence_brier: f64,
-    pub confidence_bins: Vec<(f64, f64, usize)>,
+    pub(crate) confidence_auc: Option<f64>,
+    pub(crate) confidence_brier: f64,
+    pub(crate) confidence_bins: Vec<(f64, f64, usize)>,
     /// The shipped model (`ConfidenceModel::default`) on every question (not out-of-fold).
-    pub shipped_auc: Option<f64>,
-    pub shipped_brier: f64,
+    pub(crate) shipped_auc: Option<f64>,
+    pub(crate) shipped_brier: f64,
     /// The model fitted on every question (what `ConfidenceModel::default` would become).
-    pub fitted_on_all: ConfidenceModel,
+    pub(crate) fitted_on_all: ConfidenceModel,
     /// `router.ambiguity_min_ratio` fitted per fold, and the held-out flag rates with it:
     /// (thresholds, ambiguous flagged, clear flagged).
-    pub ambiguity: (Vec<f32>, f64, f64),
+    pub(crate) ambiguity: (Vec<f32>, f64, f64),
     /// The threshold fitted on every question.
-    pub ambiguity_on_all: f32,
+    pub(crate) ambiguity_on_all: f32,
 }
 
 /// Most wrongly flagged clear questions a fitted ambiguity threshold may cost (training rate).
-pub const MAX_CLEAR_FLAGGED: f64 = 0.08;
+pub(crate) const MAX_CLEAR_FLAGGED: f64 = 0.08;
 
 /// Flag rates of a threshold: (ambiguous flagged, clear flagged) over `members`.
 fn flag_rates(members: &[(bool, Option<f32>)], threshold: f32) -> (f64, f64) {
@@ -109,7 +109,7 @@ fn flag_rates(members: &[(bool, Option<f32>)], threshold: f32) -> (f64, f64) {
 /// The ambiguity threshold for `members` (is ambiguous, split ratio): the one that flags the most
 /// ambiguous questions while wrongly flagging at most `MAX_CLEAR_FLAGGED` of the clear ones (the
 /// fewest clear ones when none does); ties go to the higher threshold.
-pub fn fit_ambiguity_threshold(members: &[(bool, Option<f32>)]) -> f32 {
+pub(crate) fn fit_ambiguity_threshold(members: &[(bool, Option<f32>)]) -> f32 {
     let mut candidates: Vec<f32> = members.iter().filter_map(|(_, r)| *r).collect();
     candidates.push(0.0);
     candidates.push(1.01);

@@ -43,7 +43,7 @@ fn parse_jsonl<T: for<'de> Deserialize<'de>>(path: &Path, text: &str) -> Result<
 }
 
 /// Reads a JSON-lines file of `T` (blank lines skipped; errors name the line).
-pub fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>, EvalError> {
+pub(crate) fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>, EvalError> {
     parse_jsonl(path, &read(path)?)
 }
 
@@ -56,7 +56,7 @@ pub fn read_queries(path: &Path) -> Result<Vec<EvalQuery>, EvalError> {
 }
 
 /// Parses qrels; a first line whose third column is not a number is taken as a header.
-pub fn parse_qrels(path: &Path, text: &str) -> Result<Qrels, EvalError> {
+pub(crate) fn parse_qrels(path: &Path, text: &str) -> Result<Qrels, EvalError> {
     let mut qrels = Qrels::new();
     for (number, line) in text.lines().enumerate() {
         if line.trim().is_empty() {

@@ -3,11 +3,11 @@
 use std::collections::HashMap;
 
 /// Relevance grades of one query's judged passages (passage id → grade; 0 = not relevant).
-pub type Judgments = HashMap<String, u32>;
+pub(crate) type Judgments = HashMap<String, u32>;
 
 /// nDCG@k with linear gain and `log2(rank + 1)` discount, as trec_eval / pytrec_eval compute it
 /// (the BEIR convention). 0 when the query has no relevant passage.
-pub fn ndcg_at_k(ranking: &[String], judgments: &Judgments, k: usize) -> f64 {
+pub(crate) fn ndcg_at_k(ranking: &[String], judgments: &Judgments, k: usize) -> f64 {
     let discounted = |grades: &mut dyn Iterator<Item = u32>| -> f64 {
         grades.take(k).enumerate().map(|(position, grade)| grade as f64 / ((position + 2) as f64).log2()).sum()
     };
@@ -22,7 +22,7 @@ pub fn ndcg_at_k(ranking: &[String], judgments: &Judgments, k: usize) -> f64 {
 }
 
 /// Share of the relevant passages found in the top `k`; 0 when the query has none.
-pub fn recall_at_k(ranking: &[String], judgments: &Judgments, k: usize) -> f64 {
+pub(crate) fn recall_at_k(ranking: &[String], judgments: &Judgments, k: usize) -> f64 {
     let relevant = judgments.values().filter(|&&g| g > 0).count();
     if relevant == 0 {
         return 0.0;
@@ -32,7 +32,7 @@ pub fn recall_at_k(ranking: &[String], judgments: &Judgments, k: usize) -> f64 {
 }
 
 /// Reciprocal rank of the first relevant passage within the top `k`; 0 when none is there.
-pub fn mrr_at_k(ranking: &[String], judgments: &Judgments, k: usize) -> f64 {
+pub(crate) fn mrr_at_k(ranking: &[String], judgments: &Judgments, k: usize) -> f64 {
     ranking
         .iter()
         .take(k)

@@ -15,7 +15,7 @@ pub mod runner;
 use crate::embed::EmbedError;
 use std::path::PathBuf;
 
-pub use runner::{evaluate, run_eval, EvalOptions, EvalReport, Ranker, SystemScores};
+pub use runner::{run_eval, EvalOptions, EvalReport};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EvalError {

@@ -44,7 +44,7 @@ pub fn read_questions(path: &Path) -> Result<Vec<PageQuestion>, EvalError> {
 /// Where a question's relevant pages were lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum MissStage {
+pub(crate) enum MissStage {
     /// No relevant page among the docs the doc step chose.
     DocStep,
     /// A relevant doc was chosen, but none of its sections passed the section step.
@@ -56,58 +56,58 @@ pub enum MissStage {
 /// The outcome of one question in one router mode.
 #[derive(Debug, Clone, Serialize)]
 pub struct QuestionOutcome {
-    pub id: String,
-    pub query: String,
-    pub mode: String,
+    pub(crate) id: String,
+    pub(crate) query: String,
+    pub(crate) mode: String,
     /// 1-based position of the first hit on a relevant page.
-    pub rank: Option<usize>,
-    pub miss: Option<MissStage>,
-    pub relevant: Vec<String>,
-    pub platform: Option<String>,
-    pub ambiguous: bool,
-    pub flagged: bool,
-    pub filter_applied: bool,
-    pub primary_theme: Option<String>,
+    pub(crate) rank: Option<usize>,
+    pub(crate) miss: Option<MissStage>,
+    pub(crate) relevant: Vec<String>,
+    pub(crate) platform: Option<String>,
+    pub(crate) ambiguous: bool,
+    pub(crate) flagged: bool,
+    pub(crate) filter_applied: bool,
+    pub(crate) primary_theme: Option<String>,
     /// The answer's hits: (source, heading, score).
-    pub top_hits: Vec<(String, String, f32)>,
-    pub took_ms: f64,
+    pub(crate) top_hits: Vec<(String, String, f32)>,
+    pub(crate) took_ms: f64,
     /// The answer's `confidence`, and what it was computed from (`eval` refits it out-of-fold).
-    pub confidence: f32,
+    pub(crate) confidence: f32,
     #[serde(skip)]
-    pub confidence_features: Option<crate::search::confidence::Features>,
+    pub(crate) confidence_features: Option<crate::search::confidence::Features>,
     /// For a question about one platform: whether the router's primary theme is of that platform.
-    pub router_right: Option<bool>,
+    pub(crate) router_right: Option<bool>,
     /// How strongly the hits split across themes when the question named none (`None`: no split).
-    pub split_ratio: Option<f32>,
+    pub(crate) split_ratio: Option<f32>,
 }
 
 /// Aggregates of one router mode.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ModeScores {
-    pub mode: String,
+    pub(crate) mode: String,
     pub questions: usize,
-    pub mrr: f64,
-    pub hit1: f64,
-    pub hit3: f64,
+    pub(crate) mrr: f64,
+    pub(crate) hit1: f64,
+    pub(crate) hit3: f64,
     pub hit10: f64,
     /// Share of a question's relevant pages among the hits, averaged.
-    pub recall10: f64,
-    pub platform_questions: usize,
-    pub platform_first: f64,
+    pub(crate) recall10: f64,
+    pub(crate) platform_questions: usize,
+    pub(crate) platform_first: f64,
     /// Platform questions whose router's primary theme is of that platform.
-    pub router_right: f64,
-    pub ambiguous_questions: usize,
-    pub ambiguous_flagged: f64,
-    pub clear_flagged: f64,
+    pub(crate) router_right: f64,
+    pub(crate) ambiguous_questions: usize,
+    pub(crate) ambiguous_flagged: f64,
+    pub(crate) clear_flagged: f64,
     pub miss_doc: usize,
-    pub miss_section: usize,
-    pub miss_below: usize,
-    pub took_mean_ms: f64,
-    pub took_p99_ms: f64,
+    pub(crate) miss_section: usize,
+    pub(crate) miss_below: usize,
+    pub(crate) took_mean_ms: f64,
+    pub(crate) took_p99_ms: f64,
 }
 
 /// Scores one answer against one question.
-pub fn judge(question: &PageQuestion, response: &SearchResponse, mode: &str, cutoff: usize) -> QuestionOutcome {
+pub(crate) fn judge(question: &PageQuestion, response: &SearchResponse, mode: &str, cutoff: usize) -> QuestionOutcome {
     let relevant: HashSet<&str> = question.relevant.iter().map(String::as_str).collect();
     let hits = &response.hits[..response.hits.len().min(cutoff)];
     let rank = hits.iter().position(|hit| relevant.contains(hit.metadata.source.as_str())).map(|p| p + 1);
@@ -151,7 +151,11 @@ pub fn judge(question: &PageQuestion, response: &SearchResponse, mode: &str, cut
 /// Whether the router named the question's platform: the primary theme's `platform` (or, for a
 /// theme without one, its `section`, else its id) equals the question's platform. `None` for a question about no
 /// single platform.
-pub fn router_names_platform(question: &PageQuestion, response: &SearchResponse, themes: &[Theme]) -> Option<bool> {
+pub(crate) fn router_names_platform(
+    question: &PageQuestion,
+    response: &SearchResponse,
+    themes: &[Theme],
+) -> Option<bool> {
     let wanted = question.specific_platform()?;
     let primary = response.routing.result.primary_theme.as_deref();
     Some(primary.and_then(|id| themes.iter().find(|t| t.id == id)).is_some_and(|theme| {
@@ -164,7 +168,7 @@ pub fn router_names_platform(question: &PageQuestion, response: &SearchResponse,
 }
 
 /// Aggregates the outcomes of one mode.
-pub fn aggregate(mode: &str, questions: &[PageQuestion], outcomes: &[QuestionOutcome]) -> ModeScores {
+pub(crate) fn aggregate(mode: &str, questions: &[PageQuestion], outcomes: &[QuestionOutcome]) -> ModeScores {
     let n = outcomes.len().max(1) as f64;
     let mut scores = ModeScores { mode: mode.to_string(), questions: outcomes.len(), ..ModeScores::default() };
     let mut took: Vec<f64> = Vec::new();
@@ -218,10 +222,10 @@ pub fn aggregate(mode: &str, questions: &[PageQuestion], outcomes: &[QuestionOut
 /// The report of a page-level run; `Display` prints the table.
 #[derive(Debug, Clone)]
 pub struct PagesReport {
-    pub questions: usize,
-    pub docs: usize,
+    pub(crate) questions: usize,
+    pub(crate) docs: usize,
     pub modes: Vec<ModeScores>,
-    pub failures_path: Option<String>,
+    pub(crate) failures_path: Option<String>,
     /// Every question's outcome, per mode (in the order of `modes` and of the questions).
     pub outcomes: Vec<Vec<QuestionOutcome>>,
 }
@@ -283,7 +287,8 @@ pub struct PagesSettings {
 
 /// Builds the search service a run asks, over the run's index and its cached query embedder:
 /// the service builds it as `serve` does (themes, boosting, synonyms, reranker, LLM router).
-pub type BuildService<'a> = &'a (dyn Fn(Arc<dyn VectorIndex>, Arc<dyn Embedder>) -> Arc<SearchService> + Send + Sync);
+pub(crate) type BuildService<'a> =
+    &'a (dyn Fn(Arc<dyn VectorIndex>, Arc<dyn Embedder>) -> Arc<SearchService> + Send + Sync);
 
 /// What a page-level run needs besides the settings.
 pub struct PagesRun<'a> {

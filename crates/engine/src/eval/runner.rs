@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// The tenant every eval record belongs to.
-pub const EVAL_TENANT: &str = "eval";
+pub(crate) const EVAL_TENANT: &str = "eval";
 
 fn eval_tenant() -> crate::search::TenantId {
     crate::search::TenantId::new(EVAL_TENANT).expect("EVAL_TENANT is a valid tenant id")
@@ -58,13 +58,13 @@ impl Default for EvalOptions {
 /// Ranks passages for one query; returns passage ids, best first. Implement it over the real
 /// search pipeline to evaluate the service end to end.
 #[async_trait]
-pub trait Ranker: Send + Sync {
+pub(crate) trait Ranker: Send + Sync {
     fn name(&self) -> String;
     async fn rank(&self, query: &EvalQuery, query_embedding: &[f32], limit: usize) -> Result<Vec<String>, EvalError>;
 }
 
 /// The text a passage is embedded from.
-pub fn passage_embedding_text(passage: &Passage, options: &EvalOptions) -> String {
+pub(crate) fn passage_embedding_text(passage: &Passage, options: &EvalOptions) -> String {
     if options.title_in_dense && !passage.title.is_empty() {
         format!("{}\n{}", passage.title, passage.text)
     } else {
@@ -75,7 +75,7 @@ pub fn passage_embedding_text(passage: &Passage, options: &EvalOptions) -> Strin
 /// A flat snapshot: per passage a doc, a section and a chunk record sharing its id (`doc_id`),
 /// its text and its embedding. Without `title_in_lexical` the title is left out of the records,
 /// because `lexical_text` adds a record's title to what BM25 sees.
-pub fn build_snapshot(corpus: &[Passage], embeddings: Vec<Vec<f32>>, options: &EvalOptions) -> Snapshot {
+pub(crate) fn build_snapshot(corpus: &[Passage], embeddings: Vec<Vec<f32>>, options: &EvalOptions) -> Snapshot {
     let dimension = embeddings.first().map_or(0, Vec::len);
     let mut snapshot = Snapshot {
         format_version: Snapshot::FORMAT_VERSION,
@@ -110,10 +110,10 @@ pub fn build_snapshot(corpus: &[Passage], embeddings: Vec<Vec<f32>>, options: &E
 
 /// Ranks through the service's own search pipeline (`SearchService`, the cascade, fusion and
 /// boosting the API uses) in one ranking mode; hits map back to passage ids by `doc_id`.
-pub struct PipelineRanker {
-    pub service: Arc<SearchService>,
-    pub mode: RankingMode,
-    pub label: &'static str,
+pub(crate) struct PipelineRanker {
+    pub(crate) service: Arc<SearchService>,
+    pub(crate) mode: RankingMode,
+    pub(crate) label: &'static str,
 }
 
 #[async_trait]
@@ -135,7 +135,7 @@ impl Ranker for PipelineRanker {
 
 /// A search service over the flat eval index: no themes, no rerank, the doc level wide enough
 /// (`depth` docs) that the cascade does not cut a flat corpus, and `cutoff` hits.
-pub fn pipeline_service(index: Arc<InMemoryIndex>, options: &EvalOptions) -> Arc<SearchService> {
+pub(crate) fn pipeline_service(index: Arc<InMemoryIndex>, options: &EvalOptions) -> Arc<SearchService> {
     let mut boosting = options.boosting.as_deref().cloned().unwrap_or_default();
     boosting.fusion = options.fusion.clone();
     let cutoff = options.cutoff.clamp(1, MAX_RESULTS_CAP);
@@ -161,12 +161,12 @@ pub fn pipeline_service(index: Arc<InMemoryIndex>, options: &EvalOptions) -> Arc
 #[derive(Debug, Clone, PartialEq)]
 pub struct SystemScores {
     pub name: String,
-    pub ndcg: f64,
+    pub(crate) ndcg: f64,
     pub recall: f64,
     pub mrr: f64,
-    pub latency_mean_ms: f64,
-    pub latency_p50_ms: f64,
-    pub latency_p99_ms: f64,
+    pub(crate) latency_mean_ms: f64,
+    pub(crate) latency_p50_ms: f64,
+    pub(crate) latency_p99_ms: f64,
 }
 
 /// The `fraction` percentile (nearest rank) of ascending `sorted`; 0 when empty.
@@ -179,7 +179,7 @@ pub(crate) fn percentile(sorted: &[f64], fraction: f64) -> f64 {
 }
 
 /// Runs every ranker on every query that has judgments; query vectors are given in query order.
-pub async fn evaluate(
+pub(crate) async fn evaluate(
     rankers: &[Arc<dyn Ranker>],
     queries: &[EvalQuery],
     query_embeddings: &[Vec<f32>],
@@ -220,12 +220,12 @@ pub async fn evaluate(
 /// The outcome of one eval run; `Display` prints the table.
 #[derive(Debug, Clone)]
 pub struct EvalReport {
-    pub passages: usize,
-    pub queries: usize,
+    pub(crate) passages: usize,
+    pub(crate) queries: usize,
     pub judged_queries: usize,
-    pub cutoff: usize,
-    pub embedding_model: String,
-    pub embedding_ms: f64,
+    pub(crate) cutoff: usize,
+    pub(crate) embedding_model: String,
+    pub(crate) embedding_ms: f64,
     pub systems: Vec<SystemScores>,
 }
 

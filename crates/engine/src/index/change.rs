@@ -14,7 +14,7 @@ pub enum ChangeScope {
 
 impl ChangeScope {
     /// The union of two changes of one tenant.
-    pub fn merge(self, other: ChangeScope) -> ChangeScope {
+    pub(crate) fn merge(self, other: ChangeScope) -> ChangeScope {
         match (self, other) {
             (ChangeScope::Docs(mut a), ChangeScope::Docs(b)) => {
                 a.extend(b);

@@ -25,7 +25,7 @@ pub use changes::ChangeScope;
 mod client;
 mod copy;
 mod manifest;
-pub use manifest::Manifest;
+pub(crate) use manifest::Manifest;
 mod wire;
 mod writer;
 
@@ -112,7 +112,7 @@ pub struct ChromaIndex {
 
 /// The number a version marker starts with (`<nanoseconds>-<pid>-<counter>`, written by every
 /// write through this service; `writer::next_version`).
-pub fn parse_version(marker: &str) -> Option<u64> {
+pub(crate) fn parse_version(marker: &str) -> Option<u64> {
     marker.split('-').next()?.parse().ok()
 }
 
@@ -208,7 +208,7 @@ impl ChromaIndex {
         self.client.set_metrics(metrics);
     }
 
-    pub fn collection_name(&self, level: Level) -> &str {
+    pub(crate) fn collection_name(&self, level: Level) -> &str {
         &self.collection_names[level_slot(level)]
     }
 
@@ -677,7 +677,7 @@ impl ChromaIndex {
 
     /// The metadata of every doc of one tenant, read from Chroma (not the replica): what an
     /// ingest needs to know which docs a source owns, without loading any replica.
-    pub async fn tenant_doc_metadata(&self, tenant: &str) -> Result<Vec<crate::model::Metadata>> {
+    pub(crate) async fn tenant_doc_metadata(&self, tenant: &str) -> Result<Vec<crate::model::Metadata>> {
         let collection_id = self.collection_id(Level::Doc).await?;
         let mut metas = Vec::new();
         loop {

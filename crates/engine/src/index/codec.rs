@@ -11,37 +11,37 @@ const MAX_LEN: u64 = 1 << 34;
 pub(super) struct Writer<W: Write>(pub W);
 
 impl<W: Write> Writer<W> {
-    pub fn u8(&mut self, value: u8) -> io::Result<()> {
+    pub(crate) fn u8(&mut self, value: u8) -> io::Result<()> {
         self.0.write_all(&[value])
     }
 
-    pub fn u32(&mut self, value: u32) -> io::Result<()> {
+    pub(crate) fn u32(&mut self, value: u32) -> io::Result<()> {
         self.0.write_all(&value.to_le_bytes())
     }
 
-    pub fn u64(&mut self, value: u64) -> io::Result<()> {
+    pub(crate) fn u64(&mut self, value: u64) -> io::Result<()> {
         self.0.write_all(&value.to_le_bytes())
     }
 
-    pub fn len(&mut self, value: usize) -> io::Result<()> {
+    pub(crate) fn len(&mut self, value: usize) -> io::Result<()> {
         self.u64(value as u64)
     }
 
-    pub fn f32(&mut self, value: f32) -> io::Result<()> {
+    pub(crate) fn f32(&mut self, value: f32) -> io::Result<()> {
         self.0.write_all(&value.to_le_bytes())
     }
 
-    pub fn str(&mut self, value: &str) -> io::Result<()> {
+    pub(crate) fn str(&mut self, value: &str) -> io::Result<()> {
         self.len(value.len())?;
         self.0.write_all(value.as_bytes())
     }
 
-    pub fn strs(&mut self, values: &[String]) -> io::Result<()> {
+    pub(crate) fn strs(&mut self, values: &[String]) -> io::Result<()> {
         self.len(values.len())?;
         values.iter().try_for_each(|value| self.str(value))
     }
 
-    pub fn option_str(&mut self, value: Option<&str>) -> io::Result<()> {
+    pub(crate) fn option_str(&mut self, value: Option<&str>) -> io::Result<()> {
         match value {
             Some(value) => {
                 self.u8(1)?;
@@ -52,7 +52,7 @@ impl<W: Write> Writer<W> {
     }
 
     /// Numbers of 4 bytes each, back to back, without a length (the reader knows it).
-    pub fn words(&mut self, values: impl IntoIterator<Item = [u8; 4]>) -> io::Result<()> {
+    pub(crate) fn words(&mut self, values: impl IntoIterator<Item = [u8; 4]>) -> io::Result<()> {
         let values = values.into_iter();
         let mut buffer = Vec::with_capacity(values.size_hint().0.saturating_mul(4).clamp(4, 1 << 16));
         for value in values {
@@ -79,20 +79,20 @@ impl<R: Read> Reader<R> {
         Ok(bytes)
     }
 
-    pub fn u8(&mut self) -> io::Result<u8> {
+    pub(crate) fn u8(&mut self) -> io::Result<u8> {
         Ok(self.array::<1>()?[0])
     }
 
-    pub fn u32(&mut self) -> io::Result<u32> {
+    pub(crate) fn u32(&mut self) -> io::Result<u32> {
         Ok(u32::from_le_bytes(self.array()?))
     }
 
-    pub fn u64(&mut self) -> io::Result<u64> {
+    pub(crate) fn u64(&mut self) -> io::Result<u64> {
         Ok(u64::from_le_bytes(self.array()?))
     }
 
     /// A length, at most `MAX_LEN`.
-    pub fn len(&mut self) -> io::Result<usize> {
+    pub(crate) fn len(&mut self) -> io::Result<usize> {
         let value = self.u64()?;
         if value > MAX_LEN {
             return Err(damaged(format!("length {value} out of bounds")));
@@ -100,11 +100,11 @@ impl<R: Read> Reader<R> {
         usize::try_from(value).map_err(|_| damaged("length beyond this machine's address space"))
     }
 
-    pub fn f32(&mut self) -> io::Result<f32> {
+    pub(crate) fn f32(&mut self) -> io::Result<f32> {
         Ok(f32::from_le_bytes(self.array()?))
     }
 
-    pub fn string(&mut self) -> io::Result<String> {
+    pub(crate) fn string(&mut self) -> io::Result<String> {
         let len = self.len()?;
         let mut bytes = Vec::new();
         (&mut self.0).take(len as u64).read_to_end(&mut bytes)?;
@@ -114,7 +114,7 @@ impl<R: Read> Reader<R> {
         String::from_utf8(bytes).map_err(|_| damaged("a string is not UTF-8"))
     }
 
-    pub fn strings(&mut self) -> io::Result<Vec<String>> {
+    pub(crate) fn strings(&mut self) -> io::Result<Vec<String>> {
         let len = self.len()?;
         let mut values = Vec::with_capacity(len.min(1024));
         for _ in 0..len {
@@ -123,7 +123,7 @@ impl<R: Read> Reader<R> {
         Ok(values)
     }
 
-    pub fn option_string(&mut self) -> io::Result<Option<String>> {
+    pub(crate) fn option_string(&mut self) -> io::Result<Option<String>> {
         match self.u8()? {
             0 => Ok(None),
             1 => Ok(Some(self.string()?)),
@@ -132,7 +132,12 @@ impl<R: Read> Reader<R> {
     }
 
     /// `count` numbers of 4 bytes each, as written by `Writer::words`, into `out` (cleared).
-    pub fn words_into<T>(&mut self, count: usize, out: &mut Vec<T>, from: impl Fn([u8; 4]) -> T) -> io::Result<()> {
+    pub(crate) fn words_into<T>(
+        &mut self,
+        count: usize,
+        out: &mut Vec<T>,
+        from: impl Fn([u8; 4]) -> T,
+    ) -> io::Result<()> {
         if count as u64 > MAX_LEN {
             return Err(damaged(format!("array of {count} out of bounds")));
         }

@@ -203,16 +203,13 @@ impl ValueList {
         Self(values.into_iter().collect())
     }
 
-    pub fn contains(&self, value: &str) -> bool {
+    pub(crate) fn contains(&self, value: &str) -> bool {
         self.0.contains(value)
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.0.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 }
 
@@ -243,7 +240,7 @@ impl MetadataCondition {
         Self { logic: Logic::All, clauses }
     }
 
-    pub fn matches(&self, meta: &Metadata) -> bool {
+    pub(crate) fn matches(&self, meta: &Metadata) -> bool {
         if self.clauses.is_empty() {
             return true;
         }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 /// How many boosting rules there are (`search::boosting::BoostRule::ORDER`).
-pub const BOOST_RULES: usize = 10;
+pub(crate) const BOOST_RULES: usize = 10;
 
 /// Longest line start kept per line; a marker longer than this is looked up in the text itself.
 const LINE_HEAD_BYTES: usize = 16;
@@ -21,13 +21,13 @@ const LINE_HEAD_BYTES: usize = 16;
 /// lines, so a candidate costs two loads from memory, not one per field.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[repr(C, align(64))]
-pub struct RecordFeatures {
+pub(crate) struct RecordFeatures {
     /// The place of the record's page (`meta.doc_id`) among its tenant's pages in doc id order,
     /// all levels alike, when an index set it: the cascade keys pages by it instead of hashing ids.
-    pub page: Option<IdOrder>,
+    pub(crate) page: Option<IdOrder>,
     /// The numbers (`TopicTable`) of the record's domain, section, platform and role (trimmed): what theme
     /// matching compares, instead of the strings.
-    pub topics: [u32; 4],
+    pub(crate) topics: [u32; 4],
     /// The factors of the boosting rules that read only the record and the boosting config,
     /// computed on the record's first boost under one config (`BoostCacheKey`) and reused by
     /// every later request: boosting then costs a few multiplications per candidate.
@@ -37,11 +37,11 @@ pub struct RecordFeatures {
     /// `meta.tags` trimmed, lower-cased, sorted and deduplicated.
     labels: Vec<String>,
     /// `url_depth(meta.url)`.
-    pub url_depth: u32,
+    pub(crate) url_depth: u32,
     /// `meta.title` lower-cased.
-    pub title_lower: String,
+    pub(crate) title_lower: String,
     /// `meta.url` lower-cased.
-    pub url_lower: String,
+    pub(crate) url_lower: String,
     /// The distinct starts of the text's lines (leading whitespace removed, at most
     /// `LINE_HEAD_BYTES` bytes cut at a character boundary), sorted, each followed by `\n`.
     line_heads: String,
@@ -59,7 +59,7 @@ pub struct TopicTable(RwLock<FxHashMap<String, u32>>);
 
 impl TopicTable {
     /// The number of a topic value, numbering it when it is new (records, at load).
-    pub fn intern(&self, value: &str) -> u32 {
+    pub(crate) fn intern(&self, value: &str) -> u32 {
         if value.is_empty() {
             return 0;
         }
@@ -73,7 +73,7 @@ impl TopicTable {
     }
 
     /// The number of a topic value when some record of the index has had it; `None`: none has.
-    pub fn number(&self, value: &str) -> Option<u32> {
+    pub(crate) fn number(&self, value: &str) -> Option<u32> {
         if value.is_empty() {
             return Some(0);
         }
@@ -110,21 +110,21 @@ impl Default for BoostCacheKey {
 /// A place in an id order numbered once per loaded index (a tenant's pages by ascending doc id):
 /// two places with the same `scope` (pointer-equal) compare by `number` exactly as by id.
 #[derive(Debug, Clone, PartialEq)]
-pub struct IdOrder {
-    pub scope: Arc<()>,
-    pub number: u32,
+pub(crate) struct IdOrder {
+    pub(crate) scope: Arc<()>,
+    pub(crate) number: u32,
 }
 
 impl IdOrder {
     /// Whether `self` and `other` are numbered in the same scope.
-    pub fn same_scope(&self, other: &IdOrder) -> bool {
+    pub(crate) fn same_scope(&self, other: &IdOrder) -> bool {
         Arc::ptr_eq(&self.scope, &other.scope)
     }
 }
 
 impl RecordFeatures {
     /// The features of `record`, its topic values numbered in `topics` (its index's table).
-    pub fn of(record: &Record, topics: &TopicTable) -> Self {
+    pub(crate) fn of(record: &Record, topics: &TopicTable) -> Self {
         let meta = &record.meta;
         let mut labels: Vec<String> = meta.tags.iter().map(|tag| tag.trim().to_lowercase()).collect();
         labels.sort();
@@ -157,13 +157,13 @@ impl RecordFeatures {
 
     /// `meta.tags` trimmed, lower-cased, sorted and deduplicated; `None` when there are none,
     /// known without loading the list.
-    pub fn labels(&self) -> Option<&[String]> {
+    pub(crate) fn labels(&self) -> Option<&[String]> {
         self.labeled.then_some(self.labels.as_slice())
     }
 
     /// The record's config-only boost factors under the config `key` names: cached on first use;
     /// computed by `compute` (and not kept) when the record was first boosted under another key.
-    pub fn config_boosts(
+    pub(crate) fn config_boosts(
         &self,
         key: BoostCacheKey,
         compute: impl FnOnce() -> [f32; BOOST_RULES],
@@ -181,7 +181,7 @@ impl RecordFeatures {
 
     /// Whether a line of the text, after its leading whitespace, starts with `marker`; `None` when
     /// the marker is longer than the kept line starts (the caller then reads the text).
-    pub fn line_starts_with(&self, marker: &str) -> Option<bool> {
+    pub(crate) fn line_starts_with(&self, marker: &str) -> Option<bool> {
         if marker.len() > LINE_HEAD_BYTES || marker.contains('\n') {
             return None;
         }
@@ -208,7 +208,7 @@ fn line_head(line: &str) -> &str {
 }
 
 /// Number of non-empty path segments of `url` (scheme, host, query and fragment excluded).
-pub fn url_depth(url: &str) -> u32 {
+pub(crate) fn url_depth(url: &str) -> u32 {
     let without_scheme =
         url.split_once("://").map(|(_, rest)| rest.split_once('/').map_or("", |(_, path)| path)).unwrap_or(url);
     let path = without_scheme.split(['?', '#']).next().unwrap_or("");
@@ -218,7 +218,7 @@ pub fn url_depth(url: &str) -> u32 {
 /// Asks the CPU to bring the two cache lines of `features` that a ranked candidate reads into its
 /// cache, without waiting for them (a hint: no effect on what the program computes).
 #[inline]
-pub fn prefetch(features: &RecordFeatures) {
+pub(crate) fn prefetch(features: &RecordFeatures) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};

@@ -59,7 +59,7 @@ impl InMemoryIndex {
     /// This fixed index with tenant-wide rankings of levels of `min_records` records and more (0:
     /// none) taken from their partitions, all built here first, so that every search — the
     /// first one too — ranks alike (`eval`).
-    pub fn approximate_from(self, min_records: usize) -> Self {
+    pub(crate) fn approximate_from(self, min_records: usize) -> Self {
         self.replica.set_approximate_min_records(min_records);
         if let Ok(loaded) = self.replica.snapshot() {
             loaded.build_partitions(min_records, Duration::from_secs(3600));
@@ -113,10 +113,6 @@ impl InMemoryIndex {
         }
     }
 
-    pub fn path(&self) -> Option<&Path> {
-        self.path.as_deref()
-    }
-
     /// Reloads the file when its modification time or size changed. A failed load keeps the
     /// previously loaded index serving and records the error. Blocking; returns true on a reload.
     pub fn reload_if_changed(&self) -> bool {
@@ -164,11 +160,6 @@ impl InMemoryIndex {
         if self.path.is_some() {
             super::replica::spawn_refresher(self, interval);
         }
-    }
-
-    /// The error of the last load attempt, when it failed (also while an older index still serves).
-    pub fn last_error(&self) -> Option<IndexError> {
-        self.replica.last_error()
     }
 }
 

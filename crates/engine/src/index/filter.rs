@@ -30,8 +30,8 @@ pub struct RecordFilter {
 /// all numbered in `scope`.
 #[derive(Debug, Clone)]
 pub struct PageHint {
-    pub scope: Arc<()>,
-    pub numbers: Vec<u32>,
+    pub(crate) scope: Arc<()>,
+    pub(crate) numbers: Vec<u32>,
 }
 
 impl PartialEq for PageHint {
@@ -47,7 +47,7 @@ impl RecordFilter {
 
     /// This filter with `doc_ids` in place of its own and no page hint: a hint names the pages of
     /// the doc ids it came with, so it must not outlive them.
-    pub fn with_doc_ids(&self, doc_ids: Vec<String>) -> Self {
+    pub(crate) fn with_doc_ids(&self, doc_ids: Vec<String>) -> Self {
         Self { doc_ids: Some(doc_ids), pages: None, ..self.clone() }
     }
 
@@ -88,7 +88,7 @@ impl RecordFilter {
     /// reads: the tenant, the equality fields, the id lists' fields and, with a condition, every
     /// field a condition can test (`condition::Field`). A page's sections and chunks share their
     /// page's metadata, so a costly condition is checked once per page, not once per record.
-    pub fn same_verdict(&self, a: &Metadata, b: &Metadata) -> bool {
+    pub(crate) fn same_verdict(&self, a: &Metadata, b: &Metadata) -> bool {
         let page_fields = a.tenant_id == b.tenant_id
             && a.doc_id == b.doc_id
             && (self.section_ids.is_none() || a.section_id == b.section_id)

@@ -7,8 +7,8 @@ use rustc_hash::FxHashMap as HashMap;
 /// the reference BM25 of ../shared/eval (k1 = 1.2, b = 0.75).
 #[derive(Debug, Clone, Copy)]
 pub struct Bm25Params {
-    pub k1: f32,
-    pub b: f32,
+    pub(crate) k1: f32,
+    pub(crate) b: f32,
 }
 
 impl Default for Bm25Params {
@@ -143,7 +143,7 @@ impl Bm25Index {
     /// the kept ones again: `kept[old]` is the new number of document `old` (`None`: dropped),
     /// `added` the new documents' numbers and terms, `len` the documents in all. Scores are those
     /// of a `build` over the same documents in the new order.
-    pub fn renumbered(
+    pub(crate) fn renumbered(
         &self,
         kept: &[Option<u32>],
         added: impl IntoIterator<Item = (u32, Vec<String>)>,
@@ -199,12 +199,9 @@ impl Bm25Index {
         self
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.lengths.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.lengths.is_empty()
     }
 
     /// Scores every document that contains at least one query term and passes `accept`;
@@ -240,7 +237,7 @@ impl Bm25Index {
 
     /// `score` of every document, by number (0 for one that holds no query term), written over
     /// `scores` (a buffer to reuse): no filter to ask, so no verdicts and no pairs.
-    pub fn score_all_into(&self, query_terms: &[String], scores: &mut Vec<f32>) {
+    pub(crate) fn score_all_into(&self, query_terms: &[String], scores: &mut Vec<f32>) {
         scores.clear();
         scores.resize(self.lengths.len(), 0.0);
         for term in distinct(query_terms) {
@@ -260,7 +257,7 @@ impl Bm25Index {
     /// `score` over the documents `numbers` (ascending) only: each is looked up in the postings
     /// instead of walking them, which wins when the documents are few and the postings long (a
     /// query restricted to a few pages). Same scores, same order.
-    pub fn score_among(
+    pub(crate) fn score_among(
         &self,
         query_terms: &[String],
         numbers: &[usize],
@@ -316,12 +313,14 @@ fn distinct(query_terms: &[String]) -> Vec<&String> {
     terms
 }
 
-/// The terms BM25 indexes: those of the record's text plus its title, so a page title always
-/// counts.
-pub fn lexical_terms(record: &crate::model::Record) -> Vec<String> {
+/// The terms BM25 indexes (what `LexicalTermsOf` gives, one record at a time).
+#[cfg(test)]
+pub(crate) fn lexical_terms(record: &crate::model::Record) -> Vec<String> {
     lexical_terms_with(&mut crate::text::TermMemo::default(), record)
 }
 
+/// The terms BM25 indexes: those of the record's text plus its title, so a page title always
+/// counts.
 fn lexical_terms_with(memo: &mut crate::text::TermMemo, record: &crate::model::Record) -> Vec<String> {
     if record.text.contains(&record.meta.title) {
         memo.terms(&record.text)
@@ -333,7 +332,7 @@ fn lexical_terms_with(memo: &mut crate::text::TermMemo, record: &crate::model::R
 /// Every record's `lexical_terms`, in order, for a build: tokenized a batch at a time on the
 /// machine's cores (up to four), each thread with its own `TermMemo`. A batch at a time, so the
 /// terms of a whole level are never held at once.
-pub struct LexicalTermsOf<'a, R> {
+pub(crate) struct LexicalTermsOf<'a, R> {
     records: &'a [R],
     /// The first record not tokenized yet.
     next: usize,
@@ -347,7 +346,7 @@ impl<'a, R: AsRef<crate::model::Record> + Sync> LexicalTermsOf<'a, R> {
     /// Below this many records a batch is tokenized on the calling thread alone.
     const PARALLEL_FROM: usize = 512;
 
-    pub fn new(records: &'a [R]) -> Self {
+    pub(crate) fn new(records: &'a [R]) -> Self {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
         let memos = (0..threads).map(|_| crate::text::TermMemo::default()).collect();
         Self { records, next: 0, ready: Vec::new().into_iter(), memos }

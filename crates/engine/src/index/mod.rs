@@ -24,10 +24,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub use chroma::{ChromaIndex, ChromaSettings};
-pub use features::RecordFeatures;
+pub(crate) use features::RecordFeatures;
 pub use file_index::InMemoryIndex;
 pub use filter::RecordFilter;
-pub use record_ref::{LevelStore, RecordRef};
+pub(crate) use record_ref::{LevelStore, RecordRef};
 
 /// A record with the score one ranker gave it (cosine similarity or BM25). Its derived features,
 /// when the backend keeps them, are `record.features()` (`None`: readers derive what they need
@@ -59,7 +59,7 @@ pub struct IndexError {
 }
 
 impl IndexError {
-    pub fn new(kind: IndexErrorKind, message: impl Into<String>) -> Self {
+    pub(crate) fn new(kind: IndexErrorKind, message: impl Into<String>) -> Self {
         Self { kind, message: message.into() }
     }
 
@@ -77,7 +77,7 @@ impl IndexError {
     }
 }
 
-pub type Result<T> = std::result::Result<T, IndexError>;
+pub(crate) type Result<T> = std::result::Result<T, IndexError>;
 
 /// Counts and sources of one tenant's index (seed 002 `get_index_stats`).
 #[derive(Debug, Clone, Default, Serialize)]
@@ -192,7 +192,8 @@ pub trait VectorIndex: Send + Sync {
 }
 
 /// Cosine similarity; 0 when either vector is zero or the lengths differ, never NaN.
-pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+#[cfg(test)]
+pub(crate) fn cosine(a: &[f32], b: &[f32]) -> f32 {
     if a.len() != b.len() || a.is_empty() {
         return 0.0;
     }
@@ -214,7 +215,7 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// Sorts by descending score, ties by ascending id: the one ordering rule of every ranker.
-pub fn sort_scored(results: &mut [ScoredRecord]) {
+pub(crate) fn sort_scored(results: &mut [ScoredRecord]) {
     results.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.record.id.cmp(&b.record.id)));
 }
 
@@ -222,7 +223,11 @@ pub fn sort_scored(results: &mut [ScoredRecord]) {
 /// sort of them only. With a total order (no two items equal) this is the head of a full sort,
 /// whatever the unstable selection does.
 #[inline]
-pub fn keep_first_sorted_by<T>(items: &mut Vec<T>, k: usize, mut order: impl FnMut(&T, &T) -> std::cmp::Ordering) {
+pub(crate) fn keep_first_sorted_by<T>(
+    items: &mut Vec<T>,
+    k: usize,
+    mut order: impl FnMut(&T, &T) -> std::cmp::Ordering,
+) {
     if k == 0 {
         items.clear();
         return;

@@ -11,16 +11,16 @@ use std::sync::Arc;
 /// id, with the features derived from each (inline: reading a candidate's features is one load
 /// from this array, not a pointer to follow).
 #[derive(Debug, Default)]
-pub struct LevelStore {
-    pub records: Vec<Arc<Record>>,
-    pub features: Vec<RecordFeatures>,
+pub(crate) struct LevelStore {
+    pub(crate) records: Vec<Arc<Record>>,
+    pub(crate) features: Vec<RecordFeatures>,
     /// Each record's `features.page`, side by side: the cascade keys hundreds of candidates per
     /// search by page, and this reads a few cache lines where the features are a line each.
     pages: Vec<Option<IdOrder>>,
 }
 
 impl LevelStore {
-    pub fn new(records: Vec<Arc<Record>>, features: Vec<RecordFeatures>) -> Self {
+    pub(crate) fn new(records: Vec<Arc<Record>>, features: Vec<RecordFeatures>) -> Self {
         let pages = features.iter().map(|features| features.page.clone()).collect();
         Self { records, features, pages }
     }
@@ -48,18 +48,18 @@ enum Held {
 
 impl RecordRef {
     /// Record `number` of `store`.
-    pub fn stored(store: &Arc<LevelStore>, number: usize) -> Self {
+    pub(crate) fn stored(store: &Arc<LevelStore>, number: usize) -> Self {
         debug_assert!(number < store.records.len());
         Self(Held::Stored { store: Arc::clone(store), number: number as u32 })
     }
 
     /// A record that no store holds, with its derived features when they are known.
-    pub fn own(record: Arc<Record>, features: Option<Arc<RecordFeatures>>) -> Self {
+    pub(crate) fn own(record: Arc<Record>, features: Option<Arc<RecordFeatures>>) -> Self {
         Self(Held::Own { record, features })
     }
 
     /// The record's derived features, when its index keeps them.
-    pub fn features(&self) -> Option<&RecordFeatures> {
+    pub(crate) fn features(&self) -> Option<&RecordFeatures> {
         match &self.0 {
             Held::Stored { store, number } => Some(&store.features[*number as usize]),
             Held::Own { features, .. } => features.as_deref(),
@@ -67,7 +67,7 @@ impl RecordRef {
     }
 
     /// The record's page number (`RecordFeatures::page`), when its index numbered the pages.
-    pub fn page(&self) -> Option<&IdOrder> {
+    pub(crate) fn page(&self) -> Option<&IdOrder> {
         match &self.0 {
             Held::Stored { store, number } => store.pages[*number as usize].as_ref(),
             Held::Own { features, .. } => features.as_deref()?.page.as_ref(),
@@ -75,7 +75,7 @@ impl RecordRef {
     }
 
     /// The record's store and its number there (its place in id order), for a stored record.
-    pub fn stored_at(&self) -> Option<(&Arc<LevelStore>, u32)> {
+    pub(crate) fn stored_at(&self) -> Option<(&Arc<LevelStore>, u32)> {
         match &self.0 {
             Held::Stored { store, number } => Some((store, *number)),
             Held::Own { .. } => None,
@@ -83,7 +83,8 @@ impl RecordRef {
     }
 
     /// The record as a shared pointer of its own.
-    pub fn to_arc(&self) -> Arc<Record> {
+    #[cfg(test)]
+    pub(crate) fn to_arc(&self) -> Arc<Record> {
         match &self.0 {
             Held::Stored { store, number } => Arc::clone(&store.records[*number as usize]),
             Held::Own { record, .. } => Arc::clone(record),

@@ -40,12 +40,12 @@ pub struct Replica {
 
 impl Replica {
     /// An empty replica that a source will load.
-    pub fn refreshed() -> Self {
+    pub(crate) fn refreshed() -> Self {
         Self { state: RwLock::default(), refreshed: true, approximate_min_records: Self::exact() }
     }
 
     /// A replica over a fixed snapshot (the demo corpus, tests, a pinned copy); never refreshed.
-    pub fn fixed(loaded: Arc<LoadedIndex>, version: Option<u64>, staleness: Option<String>) -> Self {
+    pub(crate) fn fixed(loaded: Arc<LoadedIndex>, version: Option<u64>, staleness: Option<String>) -> Self {
         let state = State { loaded: Some(loaded), version, pinned_staleness: staleness, ..State::default() };
         Self { state: RwLock::new(state), refreshed: false, approximate_min_records: Self::exact() }
     }
@@ -60,7 +60,7 @@ impl Replica {
         self.approximate_min_records.store(min_records, std::sync::atomic::Ordering::Relaxed);
     }
 
-    pub fn approximate_min_records(&self) -> usize {
+    pub(crate) fn approximate_min_records(&self) -> usize {
         self.approximate_min_records.load(std::sync::atomic::Ordering::Relaxed)
     }
 
@@ -73,12 +73,12 @@ impl Replica {
     }
 
     /// The loaded snapshot, when there is one.
-    pub fn current(&self) -> Option<Arc<LoadedIndex>> {
+    pub(crate) fn current(&self) -> Option<Arc<LoadedIndex>> {
         self.read().loaded.clone()
     }
 
     /// The snapshot to answer from; without one, why there is none.
-    pub fn snapshot(&self) -> Result<Arc<LoadedIndex>> {
+    pub(crate) fn snapshot(&self) -> Result<Arc<LoadedIndex>> {
         let state = self.read();
         match (&state.loaded, &state.error) {
             (Some(loaded), _) => Ok(Arc::clone(loaded)),
@@ -88,13 +88,13 @@ impl Replica {
     }
 
     /// Installs a new snapshot read at `version`; `records_read` records were fetched for it.
-    pub fn swap(&self, loaded: Arc<LoadedIndex>, version: Option<u64>, took: Duration, records_read: u64) {
+    pub(crate) fn swap(&self, loaded: Arc<LoadedIndex>, version: Option<u64>, took: Duration, records_read: u64) {
         self.install(loaded, version, Duration::ZERO, took, records_read);
     }
 
     /// Installs a snapshot kept from an earlier run (a local copy), last confirmed current `age`
     /// ago: its freshness is that age, not the time it was read.
-    pub fn restore(&self, loaded: Arc<LoadedIndex>, version: Option<u64>, age: Duration, took: Duration) {
+    pub(crate) fn restore(&self, loaded: Arc<LoadedIndex>, version: Option<u64>, age: Duration, took: Duration) {
         self.install(loaded, version, age, took, 0);
     }
 
@@ -111,12 +111,12 @@ impl Replica {
     }
 
     /// Replaces the snapshot by an equivalent one (the same data, new index-wide facts).
-    pub fn replace(&self, loaded: Arc<LoadedIndex>) {
+    pub(crate) fn replace(&self, loaded: Arc<LoadedIndex>) {
         self.write().loaded = Some(loaded);
     }
 
     /// The source was polled and the snapshot is current (at `version`, when it says).
-    pub fn confirm(&self, version: Option<u64>) {
+    pub(crate) fn confirm(&self, version: Option<u64>) {
         let mut state = self.write();
         if let Some(previous) = state.error.take() {
             tracing::info!(previous_error = %previous, "index source available again");
@@ -129,7 +129,7 @@ impl Replica {
     }
 
     /// A refresh failed: searches keep the snapshot they have (flagged stale) or get `error`.
-    pub fn fail(&self, error: IndexError) {
+    pub(crate) fn fail(&self, error: IndexError) {
         let mut state = self.write();
         state.attempted_at = Some(Instant::now());
         if state.error.as_ref().map(|previous| &previous.message) != Some(&error.message) {
@@ -143,23 +143,23 @@ impl Replica {
     }
 
     /// The last refresh failed (and when it was attempted), or no refresh was attempted yet.
-    pub fn attempt(&self) -> (Option<Instant>, bool) {
+    pub(crate) fn attempt(&self) -> (Option<Instant>, bool) {
         let state = self.read();
         (state.attempted_at, state.error.is_some())
     }
 
-    pub fn last_error(&self) -> Option<IndexError> {
+    pub(crate) fn last_error(&self) -> Option<IndexError> {
         self.read().error.clone()
     }
 
-    pub fn version(&self) -> Option<u64> {
+    pub(crate) fn version(&self) -> Option<u64> {
         let state = self.read();
         state.loaded.as_ref().and(state.version)
     }
 
     /// Why answers may be out of date: the source cannot be refreshed and the last good snapshot
     /// answers. `None` when current.
-    pub fn staleness(&self, backend: &str) -> Option<String> {
+    pub(crate) fn staleness(&self, backend: &str) -> Option<String> {
         let state = self.read();
         if state.pinned_staleness.is_some() {
             return state.pinned_staleness.clone();
@@ -176,7 +176,7 @@ impl Replica {
         }
     }
 
-    pub fn status(&self) -> Option<ReplicaStatus> {
+    pub(crate) fn status(&self) -> Option<ReplicaStatus> {
         if !self.refreshed {
             return None;
         }
@@ -190,7 +190,7 @@ impl Replica {
     }
 
     /// The current snapshot, its version and staleness, fixed as an index of its own.
-    pub fn pin(&self, backend: &'static str) -> Option<Arc<dyn VectorIndex>> {
+    pub(crate) fn pin(&self, backend: &'static str) -> Option<Arc<dyn VectorIndex>> {
         let staleness = self.staleness(backend);
         let state = self.read();
         let loaded = Arc::clone(state.loaded.as_ref()?);
@@ -217,7 +217,7 @@ pub trait SnapshotSource: Send + Sync {
 }
 
 /// Polls `source` every `interval` (first poll at once) until it is dropped: the one refresh loop.
-pub fn spawn_refresher<S: SnapshotSource + 'static>(source: &Arc<S>, interval: Duration) {
+pub(crate) fn spawn_refresher<S: SnapshotSource + 'static>(source: &Arc<S>, interval: Duration) {
     let weak = Arc::downgrade(source);
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(interval);
@@ -232,7 +232,7 @@ pub fn spawn_refresher<S: SnapshotSource + 'static>(source: &Arc<S>, interval: D
 
 /// One snapshot, fixed: what `VectorIndex::pin` returns.
 #[derive(Debug)]
-pub struct PinnedIndex {
+pub(crate) struct PinnedIndex {
     backend: &'static str,
     replica: Replica,
 }

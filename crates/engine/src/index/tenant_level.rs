@@ -25,7 +25,7 @@ pub(super) struct TenantLevel {
     /// The level's vectors grouped for approximate tenant-wide rankings, built when first asked
     /// for (`approximate_top_k`).
     partition: LazyPartition,
-    pub lexical: Bm25Index,
+    pub(crate) lexical: Bm25Index,
     /// doc_id → numbers of the doc's records (ascending), so a query restricted to a few docs
     /// visits only their records.
     by_doc: HashMap<String, Vec<usize>>,
@@ -153,7 +153,7 @@ impl TenantLevel {
     /// lexical index is `lexical` (`None`: built here from their texts).
     /// `pages`: the numbering of the tenant's pages and each record's page number there, when
     /// the index numbered them.
-    pub fn build(
+    pub(crate) fn build(
         records: &[Arc<Record>],
         vectors: &[&[f32]],
         dimension: usize,
@@ -202,7 +202,7 @@ impl TenantLevel {
     /// Writes the level's norms and lexical index to `out`, and its scan matrix to `vectors` as
     /// raw little-endian columns (the local copy of a replica, which maps them back with
     /// `Columns::mapped`; the records themselves are written by the caller, in number order).
-    pub fn write_to<W: std::io::Write>(
+    pub(crate) fn write_to<W: std::io::Write>(
         &self,
         out: &mut Writer<W>,
         vectors: &mut impl std::io::Write,
@@ -216,13 +216,13 @@ impl TenantLevel {
     }
 
     /// How many columns of `LANES` floats the scan matrix of `len` records has.
-    pub fn column_count(len: usize, dimension: usize) -> usize {
+    pub(crate) fn column_count(len: usize, dimension: usize) -> usize {
         len.div_ceil(LANES) * dimension
     }
 
     /// Reads what `write_to` wrote to `out` for `records` (in number order) of embeddings of
     /// `dimension`, with the scan matrix `data` (`column_count` columns); `pages` as for `build`.
-    pub fn read_from<R: std::io::Read>(
+    pub(crate) fn read_from<R: std::io::Read>(
         input: &mut Reader<R>,
         records: &[Arc<Record>],
         dimension: usize,
@@ -244,13 +244,13 @@ impl TenantLevel {
     /// level's partition (`index::partition`): when the level has at least `min_records` records
     /// (0: never) and its partition is ready. `None`: scan exactly (the partition, when the level
     /// is big enough, is then being built). Each pair's score is its exact cosine.
-    pub fn approximate_top_k(&self, query: &[f32], k: usize, min_records: usize) -> Option<Vec<(f32, usize)>> {
+    pub(crate) fn approximate_top_k(&self, query: &[f32], k: usize, min_records: usize) -> Option<Vec<(f32, usize)>> {
         self.approximate_top_k_among(query, k, min_records, None)
     }
 
     /// `approximate_top_k` among `numbers` (ascending) only, when given: `None` also when they
     /// are so few that scoring each of them costs less than probing the partition.
-    pub fn approximate_top_k_among(
+    pub(crate) fn approximate_top_k_among(
         &self,
         query: &[f32],
         k: usize,
@@ -290,7 +290,7 @@ impl TenantLevel {
     /// Starts building the level's partition when it is big enough for one at `min_records`, and
     /// waits until it is built, at most `timeout` (`eval`, tests and benchmarks). Returns whether
     /// the level is ready: built, or ranked exactly at this threshold.
-    pub fn prepare_partition(&self, min_records: usize, timeout: std::time::Duration) -> bool {
+    pub(crate) fn prepare_partition(&self, min_records: usize, timeout: std::time::Duration) -> bool {
         if !self.wants_partition(min_records) {
             return true;
         }
@@ -299,14 +299,14 @@ impl TenantLevel {
     }
 
     /// The embedding of record `number`, read back from the scan matrix.
-    pub fn vector(&self, number: usize) -> Vec<f32> {
+    pub(crate) fn vector(&self, number: usize) -> Vec<f32> {
         self.vectors.row(number)
     }
 
     /// The numbers of the records that the filter's id lists allow, ascending (that is, in id
     /// order): those of its docs and of its sections when it names them, else all. Records without
     /// a section id never pass a `section_ids` condition, as in `RecordFilter::matches`.
-    pub fn candidates(&self, filter: &RecordFilter) -> Vec<usize> {
+    pub(crate) fn candidates(&self, filter: &RecordFilter) -> Vec<usize> {
         let sorted = |mut numbers: Vec<usize>| {
             numbers.sort_unstable();
             numbers.dedup();
@@ -338,7 +338,7 @@ impl TenantLevel {
     /// The cosine similarity of `query` with each record of `numbers` (ascending), as
     /// (score, number) pairs: the division and rounding of the row-by-row cosine, over dot products
     /// computed a block at a time.
-    pub fn cosine_scores(&self, numbers: &[usize], query: &[f32]) -> Vec<(f32, usize)> {
+    pub(crate) fn cosine_scores(&self, numbers: &[usize], query: &[f32]) -> Vec<(f32, usize)> {
         let query_norm = norm(query);
         let mut scored: Vec<(f32, usize)> = Vec::with_capacity(numbers.len());
         // The distinct blocks holding the numbers (ascending), scanned `GROUP` at a time.
@@ -359,7 +359,7 @@ impl TenantLevel {
 
     /// `cosine_scores` of every record, by number, written over `scores` (a buffer to reuse):
     /// the whole matrix in order, with no list of numbers to make or follow.
-    pub fn all_cosine_scores(&self, query: &[f32], scores: &mut Vec<f32>) {
+    pub(crate) fn all_cosine_scores(&self, query: &[f32], scores: &mut Vec<f32>) {
         let query_norm = norm(query);
         scores.clear();
         scores.reserve(self.len);
@@ -415,7 +415,7 @@ pub(super) enum Residual<'a> {
 }
 
 impl<'a> Residual<'a> {
-    pub fn of(filter: &'a RecordFilter) -> Self {
+    pub(crate) fn of(filter: &'a RecordFilter) -> Self {
         let ids_only = filter.product.is_none()
             && filter.version.is_none()
             && filter.tags.is_empty()
@@ -448,7 +448,7 @@ pub(super) struct Verdicts<'a> {
 
 impl<'a> Verdicts<'a> {
     /// The verdicts of `filter` on the records of `level` (`records`, by number).
-    pub fn new(filter: &'a RecordFilter, level: &'a TenantLevel, records: &'a [Arc<Record>]) -> Self {
+    pub(crate) fn new(filter: &'a RecordFilter, level: &'a TenantLevel, records: &'a [Arc<Record>]) -> Self {
         let residual = Residual::of(filter);
         let grouped_only = filter.condition.is_none() && filter.doc_ids.is_none() && filter.section_ids.is_none();
         let grouped = (matches!(residual, Residual::Everything(_))
@@ -461,7 +461,7 @@ impl<'a> Verdicts<'a> {
         Self { residual, records, last: std::cell::Cell::new(None), grouped }
     }
 
-    pub fn accepts(&self, number: usize) -> bool {
+    pub(crate) fn accepts(&self, number: usize) -> bool {
         let Residual::Everything(filter) = self.residual else { return true };
         if let Some((verdicts, group_of)) = &self.grouped {
             return verdicts[group_of[number] as usize];

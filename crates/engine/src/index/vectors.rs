@@ -28,7 +28,7 @@ impl Default for VectorBlocks {
 
 /// The columns of a scan matrix: built in memory, or mapped from the local copy's file.
 #[derive(Debug)]
-pub enum Columns {
+pub(crate) enum Columns {
     Owned(Vec<Column>),
     /// `len` columns from byte `start` (a multiple of 64) of a mapped file that nothing writes
     /// to (the local copy replaces a file by renaming a new one over it, never in place).
@@ -42,7 +42,7 @@ pub enum Columns {
 impl Columns {
     /// `len` columns at byte `start` of `map`, when they lie inside it, aligned, and the machine
     /// stores floats little-endian as the file does; `None` otherwise (then read them).
-    pub fn mapped(map: &Arc<memmap2::Mmap>, start: usize, len: usize) -> Option<Self> {
+    pub(crate) fn mapped(map: &Arc<memmap2::Mmap>, start: usize, len: usize) -> Option<Self> {
         let end = len.checked_mul(std::mem::size_of::<Column>())?.checked_add(start)?;
         let aligned = (map.as_ptr() as usize + start).is_multiple_of(std::mem::align_of::<Column>());
         (cfg!(target_endian = "little") && aligned && end <= map.len()).then(|| Columns::Mapped {
@@ -53,7 +53,7 @@ impl Columns {
     }
 
     /// `len` columns read from `input` (raw little-endian floats).
-    pub fn read(input: &mut impl std::io::Read, len: usize) -> std::io::Result<Self> {
+    pub(crate) fn read(input: &mut impl std::io::Read, len: usize) -> std::io::Result<Self> {
         let mut data = Vec::with_capacity(len);
         let mut bytes = [0u8; std::mem::size_of::<Column>()];
         for _ in 0..len {
@@ -88,7 +88,7 @@ impl std::ops::Deref for Columns {
 /// never straddles two lines (the scan's speed no longer depends on where the allocator put it).
 #[derive(Debug, Clone, Copy, Default)]
 #[repr(C, align(64))]
-pub struct Column([f32; LANES]);
+pub(crate) struct Column([f32; LANES]);
 
 impl VectorBlocks {
     pub(super) fn build(rows: &[&[f32]], dimension: usize) -> Self {

@@ -24,7 +24,7 @@ pub struct EmbeddingCache {
 }
 
 /// The cache key of `text` embedded by `model` as `kind`.
-pub fn cache_key(model: &str, kind: InputKind, text: &str) -> String {
+pub(crate) fn cache_key(model: &str, kind: InputKind, text: &str) -> String {
     let mut hasher = Sha256::new();
     hasher.update(model.as_bytes());
     hasher.update([0]);
@@ -62,20 +62,21 @@ impl EmbeddingCache {
         Ok((cache, bad_lines))
     }
 
-    pub fn get(&self, key: &str) -> Option<&Vec<f32>> {
+    pub(crate) fn get(&self, key: &str) -> Option<&Vec<f32>> {
         self.entries.get(key)
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
     /// Adds entries in memory and appends them to the file (if any).
-    pub fn insert_all(&mut self, model: &str, entries: Vec<(String, Vec<f32>)>) -> std::io::Result<()> {
+    pub(crate) fn insert_all(&mut self, model: &str, entries: Vec<(String, Vec<f32>)>) -> std::io::Result<()> {
         let mut lines = Vec::new();
         if self.path.is_some() {
             for (key, embedding) in &entries {

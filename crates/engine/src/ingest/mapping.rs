@@ -6,17 +6,17 @@ use serde::Deserialize;
 use std::path::Path;
 
 /// The compiled-in default mapping (the seed's ChatCenter + SDK layout).
-pub const DEFAULT_MAPPING_YAML: &str = include_str!("../../../../config/mapping.yaml");
+pub(crate) const DEFAULT_MAPPING_YAML: &str = include_str!("../../../../config/mapping.yaml");
 
 /// The topic fields derived for one page; copied onto its doc, sections and chunks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Topic {
-    pub domain: String,
-    pub section: String,
-    pub platform: String,
-    pub role: String,
-    pub page_type: String,
-    pub product: String,
+pub(crate) struct Topic {
+    pub(crate) domain: String,
+    pub(crate) section: String,
+    pub(crate) platform: String,
+    pub(crate) role: String,
+    pub(crate) page_type: String,
+    pub(crate) product: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -128,7 +128,7 @@ pub enum MappingError {
 
 impl MappingRules {
     /// Parses mapping YAML; `origin` names the file in errors.
-    pub fn from_yaml(yaml: &str, origin: &str) -> Result<Self, MappingError> {
+    pub(crate) fn from_yaml(yaml: &str, origin: &str) -> Result<Self, MappingError> {
         let file: MappingFile = crate::yaml::from_str(yaml)
             .map_err(|error| MappingError::Invalid { path: origin.to_string(), message: error.to_string() })?;
         let rules = file
@@ -163,7 +163,7 @@ impl MappingRules {
     }
 
     /// The topic of a page at `relative_path` (relative to the tree root, `/`-separated) with `title`.
-    pub fn resolve(&self, relative_path: &str, title: &str) -> Topic {
+    pub(crate) fn resolve(&self, relative_path: &str, title: &str) -> Topic {
         let path = relative_path.trim_start_matches('/');
         let mut fields = TopicFields::default();
         let mut matched = false;

@@ -14,10 +14,10 @@ use super::inline::{collapse_spaces, html_to_text, is_inline_tag, parse_tag};
 use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
 use std::ops::Range;
 
-pub use super::frontmatter::FrontMatter;
+pub(crate) use super::frontmatter::FrontMatter;
 
 /// Headings of this level or shallower start a new section; deeper ones stay inside as text lines.
-pub const DEFAULT_MAX_SECTION_LEVEL: usize = 3;
+pub(crate) const DEFAULT_MAX_SECTION_LEVEL: usize = 3;
 
 /// A heading-delimited part of a page: `headings` are the enclosing headings below the page
 /// title (empty for the text before the first heading), `text` the cleaned body.

@@ -7,30 +7,34 @@
 //! (`cache`) → `writer` replaces the tenant's source in the index. The service's `ingest` command
 //! (`retrieval-service ingest`) drives a run.
 
-pub mod cache;
-pub mod chroma_writer;
-pub mod demo;
+pub(crate) mod cache;
+pub(crate) mod chroma_writer;
+pub(crate) mod demo;
 pub mod embedding;
 mod frontmatter;
 mod inline;
-pub mod jsonl;
+pub(crate) mod jsonl;
 pub mod mapping;
 pub mod markdown;
-pub mod records;
-pub mod split;
-pub mod themes_suggest;
+pub(crate) mod records;
+pub(crate) mod split;
+pub(crate) mod themes_suggest;
 pub mod tree;
 pub mod writer;
 
 use crate::embed::EmbedError;
 use std::path::PathBuf;
 
-pub use demo::demo_snapshot;
-pub use mapping::{MappingRules, Topic};
-pub use records::{RecordSet, SourceDoc};
+// The items of the one-purpose modules above that the service uses, under `ingest::`.
+pub use cache::EmbeddingCache;
+pub use chroma_writer::ChromaSourceWriter;
+pub use demo::{demo_snapshot, DEMO_PAGES};
+pub use jsonl::load_jsonl;
+pub use mapping::MappingRules;
+pub(crate) use records::SourceDoc;
+pub use records::{rfc3339_now, RecordSet};
 pub use split::ChunkingConfig;
 pub use themes_suggest::suggest_themes;
-pub use writer::{IndexWriter, IngestBatch, SnapshotWriter, SourceScope, WriteOutcome};
 
 /// Why an ingest run failed. Problems with single files are not errors: they are skipped and
 /// listed in `IngestReport::skipped`.

@@ -17,17 +17,17 @@ use crate::model::{Metadata, Record};
 /// One page or JSONL record, parsed and mapped, ready to become records.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SourceDoc {
-    pub doc_id: String,
+    pub(crate) doc_id: String,
     /// The `source` metadata: the path relative to the tree root, or the JSONL record's source.
-    pub source: String,
-    pub title: String,
-    pub summary: String,
-    pub url: String,
-    pub product: String,
-    pub version: String,
-    pub tags: Vec<String>,
-    pub topic: Topic,
-    pub sections: Vec<RawSection>,
+    pub(crate) source: String,
+    pub(crate) title: String,
+    pub(crate) summary: String,
+    pub(crate) url: String,
+    pub(crate) product: String,
+    pub(crate) version: String,
+    pub(crate) tags: Vec<String>,
+    pub(crate) topic: Topic,
+    pub(crate) sections: Vec<RawSection>,
 }
 
 /// Records of the three levels, in page order within each level.
@@ -39,27 +39,24 @@ pub struct RecordSet {
 }
 
 impl RecordSet {
-    pub fn extend(&mut self, other: RecordSet) {
+    pub(crate) fn extend(&mut self, other: RecordSet) {
         self.docs.extend(other.docs);
         self.sections.extend(other.sections);
         self.chunks.extend(other.chunks);
     }
 
-    pub fn len(&self) -> usize {
-        self.docs.len() + self.sections.len() + self.chunks.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    pub fn all_mut(&mut self) -> impl Iterator<Item = &mut Record> {
+    pub(crate) fn all_mut(&mut self) -> impl Iterator<Item = &mut Record> {
         self.docs.iter_mut().chain(self.sections.iter_mut()).chain(self.chunks.iter_mut())
     }
 }
 
 /// Builds the records of one doc for `tenant_id`, all stamped with `indexed_at`.
-pub fn build_records(tenant_id: &str, doc: &SourceDoc, chunking: &ChunkingConfig, indexed_at: &str) -> RecordSet {
+pub(crate) fn build_records(
+    tenant_id: &str,
+    doc: &SourceDoc,
+    chunking: &ChunkingConfig,
+    indexed_at: &str,
+) -> RecordSet {
     let page_length: usize = doc.sections.iter().map(|s| s.text.chars().count()).sum();
     let base = Metadata {
         tenant_id: tenant_id.to_string(),
@@ -132,7 +129,7 @@ fn clamp_u32(value: usize) -> u32 {
 }
 
 /// Shortens `text` to at most `max_chars` characters at a word boundary, adding "…" when cut.
-pub fn truncate_words(text: &str, max_chars: usize) -> String {
+pub(crate) fn truncate_words(text: &str, max_chars: usize) -> String {
     let text = text.trim();
     if text.chars().count() <= max_chars {
         return text.to_string();
@@ -152,7 +149,7 @@ pub fn rfc3339_now() -> String {
 }
 
 /// Formats Unix seconds as RFC 3339 UTC (Howard Hinnant's days-to-civil algorithm).
-pub fn rfc3339_from_unix(seconds: u64) -> String {
+pub(crate) fn rfc3339_from_unix(seconds: u64) -> String {
     let days = (seconds / 86_400) as i64;
     let second_of_day = seconds % 86_400;
     let z = days + 719_468;

@@ -22,13 +22,13 @@ impl Default for ChunkingConfig {
 
 /// A word-based estimate of subword tokens: short words are one token, longer ones one more per
 /// six characters (XLM-R style vocabularies split long Russian words into 2–3 pieces).
-pub fn estimate_tokens(word: &str) -> usize {
+pub(crate) fn estimate_tokens(word: &str) -> usize {
     1 + word.chars().count() / 6
 }
 
 /// Splits `text` into windows of at most `max_tokens` (a single longer word is its own window),
 /// consecutive windows sharing up to `overlap_tokens` of words. Empty text gives no windows.
-pub fn split_into_chunks(text: &str, config: &ChunkingConfig) -> Vec<String> {
+pub(crate) fn split_into_chunks(text: &str, config: &ChunkingConfig) -> Vec<String> {
     let words = word_spans(text);
     if words.is_empty() {
         return Vec::new();

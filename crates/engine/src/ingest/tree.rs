@@ -9,7 +9,7 @@ use super::split::ChunkingConfig;
 use std::path::Path;
 
 /// Summaries taken from the first paragraph are cut to this many characters.
-pub const SUMMARY_MAX_CHARS: usize = 300;
+pub(crate) const SUMMARY_MAX_CHARS: usize = 300;
 
 /// Everything a loader needs besides the input itself.
 #[derive(Debug, Clone)]
@@ -108,7 +108,7 @@ fn collect_pages(root: &Path, directory: &Path, files: &mut Vec<(std::path::Path
 /// Summary: front matter `description`, else the first paragraph (cut to `SUMMARY_MAX_CHARS`).
 /// Broken front matter → the page is kept with defaults and a warning is returned. A page
 /// without any text is an `Err` with the reason (the caller skips it).
-pub fn page_to_doc(
+pub(crate) fn page_to_doc(
     relative_path: &str,
     content: &str,
     options: &LoadOptions<'_>,
@@ -158,7 +158,7 @@ pub fn page_to_doc(
 /// `base_url` + the page's route: an absolute slug as is, a relative slug under the page's
 /// folder, else the path without extension, with `index`/`README`/`<folder>/<folder>` pages
 /// standing for their folder (Docusaurus conventions).
-pub fn page_url(base_url: &str, relative_path: &str, slug: &str) -> String {
+pub(crate) fn page_url(base_url: &str, relative_path: &str, slug: &str) -> String {
     let (folder, file_name) = relative_path.rsplit_once('/').unwrap_or(("", relative_path));
     let stem = file_name.rsplit_once('.').map(|(stem, _)| stem).unwrap_or(file_name);
     let route = if let Some(absolute) = slug.strip_prefix('/') {

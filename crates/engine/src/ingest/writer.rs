@@ -30,7 +30,7 @@ pub struct SourceScope {
 
 impl SourceScope {
     /// True when the record with `meta` came from this tenant's source.
-    pub fn owns(&self, meta: &Metadata) -> bool {
+    pub(crate) fn owns(&self, meta: &Metadata) -> bool {
         meta.tenant_id == self.tenant_id
             && (meta.source == self.source_name
                 || meta.doc_id.strip_prefix(self.source_name.as_str()).is_some_and(|rest| rest.starts_with('/')))
@@ -153,7 +153,7 @@ impl IndexWriter for SnapshotWriter {
 
 /// Merges a run into an existing snapshot (or a new one); returns it and the number of docs of
 /// the source that were removed. Mixing dimensions or models with records that stay is refused.
-pub fn merge_snapshot(
+pub(crate) fn merge_snapshot(
     existing: Option<Snapshot>,
     scope: &SourceScope,
     batch: IngestBatch,

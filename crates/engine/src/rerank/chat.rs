@@ -48,7 +48,7 @@ impl Reranker for ChatReranker {
 }
 
 /// The user message: the question and as many size-capped candidates as fit `MAX_PROMPT_CHARS`.
-pub fn build_user_prompt(query: &str, candidates: &[RerankCandidate]) -> String {
+pub(crate) fn build_user_prompt(query: &str, candidates: &[RerankCandidate]) -> String {
     let mut prompt = format!("Question: {}\n\nSections:\n", cap(query, MAX_QUERY_CHARS));
     for candidate in candidates {
         let entry = format!(
@@ -81,7 +81,7 @@ fn cap(text: &str, max_chars: usize) -> String {
 /// (`section_id` or `id`) may be strings or numbers, scores numbers or numeric strings. Unknown ids,
 /// repeated ids (the first wins) and non-numeric or non-finite scores are dropped. An empty array is
 /// an empty answer; an answer with no usable entry at all is `InvalidResponse`.
-pub fn parse_rerank_answer(answer: &str, known_ids: &[String]) -> Result<Vec<RerankScore>> {
+pub(crate) fn parse_rerank_answer(answer: &str, known_ids: &[String]) -> Result<Vec<RerankScore>> {
     let sanitized = replace_non_json_numbers(answer);
     let mut saw_empty_array = false;
     let mut loose_items = Vec::new();

@@ -1,7 +1,7 @@
 //! What both rerank clients share: their settings, the status classification and one bounded POST.
 
 use super::RerankClientSettings;
-use super::{RerankError, RerankErrorKind, Result};
+use super::{RerankError, Result};
 use crate::metrics::Metrics;
 use crate::secret::Secret;
 use crate::upstream::{Call, RetryPolicy};
@@ -20,7 +20,7 @@ pub struct RerankClientConfig {
 }
 
 impl RerankClientConfig {
-    pub fn from_settings(settings: &RerankClientSettings) -> Self {
+    pub(crate) fn from_settings(settings: &RerankClientSettings) -> Self {
         Self {
             api_base: settings.api_base.clone(),
             api_key: settings.api_key.clone(),
@@ -29,12 +29,6 @@ impl RerankClientConfig {
             metrics: None,
         }
     }
-}
-
-/// Classifies a non-success answer of a rerank provider (`upstream::classify`); a 2xx here
-/// means an unusable body.
-pub fn classify(status: u16, body: &str) -> RerankErrorKind {
-    crate::upstream::classify(status, body)
 }
 
 impl From<crate::upstream::UpstreamError> for RerankError {
@@ -93,6 +87,13 @@ impl RerankHttp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rerank::RerankErrorKind;
+
+    /// Classifies a non-success answer of a rerank provider (`upstream::classify`); a 2xx here
+    /// means an unusable body.
+    fn classify(status: u16, body: &str) -> RerankErrorKind {
+        crate::upstream::classify(status, body)
+    }
 
     #[test]
     fn classify_table() {

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use std::sync::Arc;
 
 pub use chat::ChatReranker;
-pub use client::{classify, RerankClientConfig};
+pub use client::RerankClientConfig;
 pub use merge::merge_rerank;
 pub use rerank_api::RerankApiReranker;
 
@@ -65,8 +65,8 @@ pub struct RerankCandidate {
 /// A score the reranker gave one section id.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RerankScore {
-    pub section_id: String,
-    pub score: f32,
+    pub(crate) section_id: String,
+    pub(crate) score: f32,
 }
 
 /// Why a rerank call failed: the outbound core's kinds (`NotConfigured` when no reranker is set
@@ -77,16 +77,16 @@ pub type RerankErrorKind = crate::upstream::UpstreamErrorKind;
 #[error("rerank failed ({kind:?}): {message}")]
 pub struct RerankError {
     pub kind: RerankErrorKind,
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl RerankError {
-    pub fn new(kind: RerankErrorKind, message: impl Into<String>) -> Self {
+    pub(crate) fn new(kind: RerankErrorKind, message: impl Into<String>) -> Self {
         Self { kind, message: message.into() }
     }
 }
 
-pub type Result<T> = std::result::Result<T, RerankError>;
+pub(crate) type Result<T> = std::result::Result<T, RerankError>;
 
 /// Scores candidates for a query. The answer may be partial or contain unknown ids; the search
 /// layer (`search::rerank::apply`) keeps every original candidate exactly once.

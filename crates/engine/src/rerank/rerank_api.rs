@@ -55,7 +55,7 @@ fn document_text(candidate: &RerankCandidate) -> String {
 ///
 /// Out-of-range or repeated indices (the first wins) and non-finite scores are dropped; a body of
 /// another shape is `InvalidResponse`.
-pub fn parse_rerank_api_answer(body: &str, candidates: &[RerankCandidate]) -> Result<Vec<RerankScore>> {
+pub(crate) fn parse_rerank_api_answer(body: &str, candidates: &[RerankCandidate]) -> Result<Vec<RerankScore>> {
     let invalid = |message: String| RerankError::new(RerankErrorKind::InvalidResponse, message);
     let value: Value = serde_json::from_str(body).map_err(|error| {
         tracing::warn!(%error, "malformed rerank answer");

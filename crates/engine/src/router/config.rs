@@ -16,33 +16,33 @@ pub struct RouterConfig {
     /// LLM: minimal confidence of the primary theme for a hard metadata filter.
     pub llm_hard_filter_min_score: f32,
     /// Themes whose score is within this gap of the top score are "close" (candidates for clarification).
-    pub ambiguity_gap: f32,
+    pub(crate) ambiguity_gap: f32,
     /// Extra weight per additional word of a multi-word keyword (a phrase is stronger evidence).
-    pub phrase_bonus: f32,
+    pub(crate) phrase_bonus: f32,
     /// Evidence added to themes whose role (or section) equals `user_metadata.role`.
-    pub user_role_weight: f32,
+    pub(crate) user_role_weight: f32,
     /// Evidence added to themes whose platform equals `user_metadata.platform`.
-    pub user_platform_weight: f32,
+    pub(crate) user_platform_weight: f32,
     /// Evidence added to themes whose id, domain or section equals `user_metadata.product`.
-    pub user_product_weight: f32,
+    pub(crate) user_product_weight: f32,
     /// At most this many themes are returned in `RoutingResult::themes`.
-    pub max_themes: usize,
+    pub(crate) max_themes: usize,
     /// A hard filter proposed by the router is applied only when this many best hits of the
     /// unfiltered search all belong to its theme (a keyword *mentioned* is not proof). On the
     /// AdGuard dev questions: 1 → MRR 0.822, 3 → 0.838 (5 ≈ never filtering: 0.838).
-    pub hard_filter_agreeing_hits: usize,
+    pub(crate) hard_filter_agreeing_hits: usize,
     /// A question that names no theme is ambiguous when its best hit is of a specific theme and
     /// the first this-many hits span at least two specific themes (themes with more than a domain).
     /// On the AdGuard dev questions: 5 → ambiguous flagged 0.82, clear wrongly flagged 0.10.
-    pub ambiguity_top_hits: usize,
+    pub(crate) ambiguity_top_hits: usize,
     /// ... and the best hit of the second theme scores at least this share of the first hit's
     /// score (0 = any split flags). Fitted out-of-fold by `eval` (docs/quality.md): a split whose
     /// second theme trails far behind is not a question that really splits across products.
-    pub ambiguity_min_ratio: f32,
+    pub(crate) ambiguity_min_ratio: f32,
 }
 
 /// The default `ambiguity_min_ratio`.
-pub const AMBIGUITY_MIN_RATIO: f32 = 0.82;
+pub(crate) const AMBIGUITY_MIN_RATIO: f32 = 0.82;
 
 impl Default for RouterConfig {
     fn default() -> Self {
@@ -64,7 +64,7 @@ impl Default for RouterConfig {
 
 impl RouterConfig {
     /// Every out-of-range value as a readable problem; empty when valid.
-    pub fn problems(&self) -> Vec<String> {
+    pub(crate) fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
         let unit = [
             ("heuristic_hard_filter_gap", self.heuristic_hard_filter_gap),

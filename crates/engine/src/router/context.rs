@@ -5,10 +5,10 @@
 use serde::Serialize;
 
 /// Heading of every non-empty context (seed 002).
-pub const CONTEXT_HEADER: &str = "Найденные документы:";
+pub(crate) const CONTEXT_HEADER: &str = "Найденные документы:";
 
 /// Group label of sources without a theme when the others are grouped by theme.
-pub const UNLABELLED_THEME: &str = "other";
+pub(crate) const UNLABELLED_THEME: &str = "other";
 
 /// The system-prompt rule for contexts that span several themes (seed 003 §4.4).
 pub const MULTI_THEME_RULE: &str = "Если в контексте есть фрагменты с разными THEME, формируй ответ отдельными \
@@ -35,7 +35,7 @@ pub struct FormattedContext {
     /// `MULTI_THEME_RULE` when the context is grouped by theme, for the caller's system prompt.
     pub system_prompt_rule: Option<String>,
     /// How many sources made it into the context (fully or truncated).
-    pub used_sources: usize,
+    pub(crate) used_sources: usize,
     /// True when a source was cut or left out to respect the budget.
     pub truncated: bool,
     /// Indices into the input sources in the order they are numbered [1], [2], … in `context`.

@@ -5,10 +5,10 @@ use super::{RoutingResult, Theme};
 use serde::Serialize;
 
 /// The question shown to the user.
-pub const CLARIFICATION_QUESTION: &str = "Уточните, пожалуйста, о каком разделе идёт речь:";
+pub(crate) const CLARIFICATION_QUESTION: &str = "Уточните, пожалуйста, о каком разделе идёт речь:";
 
 /// At most this many options are offered.
-pub const MAX_CLARIFICATION_OPTIONS: usize = 5;
+pub(crate) const MAX_CLARIFICATION_OPTIONS: usize = 5;
 
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct ClarificationOption {

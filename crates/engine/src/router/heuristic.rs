@@ -57,7 +57,7 @@ struct KeywordRule {
 /// The keyword rules of a theme list, compiled (every keyword tokenized and stemmed) once when the
 /// themes are loaded: stemming every keyword of every theme was the largest cost of a search.
 #[derive(Default)]
-pub struct KeywordRules {
+pub(crate) struct KeywordRules {
     rules: Vec<KeywordRule>,
     /// Stem of a rule's first word → the rules starting with it (ascending).
     by_first_stem: HashMap<String, Vec<usize>>,
@@ -67,7 +67,7 @@ pub struct KeywordRules {
 }
 
 impl KeywordRules {
-    pub fn new(themes: &[Theme]) -> Self {
+    pub(crate) fn new(themes: &[Theme]) -> Self {
         let rules = keyword_rules(themes);
         let mut by_first_stem: HashMap<String, Vec<usize>> = HashMap::default();
         let mut by_first_letters: HashMap<String, Vec<usize>> = HashMap::default();
@@ -199,7 +199,7 @@ pub fn route_heuristic(
 }
 
 /// `route_heuristic` with `rules` compiled from `themes` beforehand (`KeywordRules::new`).
-pub fn route_with_rules(
+pub(crate) fn route_with_rules(
     query: &str,
     user_metadata: Option<&UserMetadata>,
     themes: &[Theme],

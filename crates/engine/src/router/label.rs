@@ -25,25 +25,25 @@ fn most_specific<'a>(matching: impl Iterator<Item = &'a Theme>) -> Option<String
 /// come from, the themes' fields are turned into topic numbers once, and a record with features is
 /// matched on its topic numbers (four integer comparisons per theme) instead of its metadata
 /// strings. Without a table, every record is matched on its strings.
-pub struct ThemeLabels<'a> {
+pub(crate) struct ThemeLabels<'a> {
     themes: &'a [Theme],
     topics: Option<Vec<TopicFields>>,
 }
 
 impl<'a> ThemeLabels<'a> {
-    pub fn new(themes: &'a [Theme], table: Option<&crate::index::features::TopicTable>) -> Self {
+    pub(crate) fn new(themes: &'a [Theme], table: Option<&crate::index::features::TopicTable>) -> Self {
         let topics =
             table.map(|table| themes.iter().map(|theme| TopicFields::of(theme.fields_view(), table)).collect());
         Self { themes, topics }
     }
 
-    pub fn themes(&self) -> &'a [Theme] {
+    pub(crate) fn themes(&self) -> &'a [Theme] {
         self.themes
     }
 
     /// `infer_theme_label(meta, themes)`; `topics`: the record's `RecordFeatures::topics`, when
     /// it has features.
-    pub fn label(&self, meta: &Metadata, topics: Option<&[u32; 4]>) -> Option<String> {
+    pub(crate) fn label(&self, meta: &Metadata, topics: Option<&[u32; 4]>) -> Option<String> {
         match (&self.topics, topics) {
             (Some(numbers), Some(topics)) => most_specific(
                 self.themes.iter().zip(numbers).filter(|(_, numbers)| numbers.matches(topics)).map(|(theme, _)| theme),

@@ -19,24 +19,24 @@ use crate::text;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Fewest docs an area needs to become a theme.
-pub const MIN_AREA_DOCS: usize = 3;
+pub(crate) const MIN_AREA_DOCS: usize = 3;
 /// Fewest of an area's pages a word must be on to be one of its keywords.
-pub const MIN_WORD_DOCS: usize = 2;
+pub(crate) const MIN_WORD_DOCS: usize = 2;
 /// How many times more often (by share of pages) a keyword appears in its area than elsewhere.
-pub const MIN_RATE_RATIO: f64 = 4.0;
+pub(crate) const MIN_RATE_RATIO: f64 = 4.0;
 /// Most keywords learned per area.
-pub const MAX_KEYWORDS: usize = 40;
+pub(crate) const MAX_KEYWORDS: usize = 40;
 
 /// Which metadata field the learned areas stand for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AreaField {
+pub(crate) enum AreaField {
     Platform,
     Section,
 }
 
 /// The themes learned from a tenant's docs (`docs`: doc-level records; `sections`: their
 /// sections, whose text gives the vocabulary). Empty when the tenant has fewer than two areas.
-pub fn learn_themes(docs: &[&Record], sections: &[&Record]) -> Vec<Theme> {
+pub(crate) fn learn_themes(docs: &[&Record], sections: &[&Record]) -> Vec<Theme> {
     let field =
         if docs.iter().any(|d| !d.meta.platform.trim().is_empty()) { AreaField::Platform } else { AreaField::Section };
     let area_of = |record: &Record| -> Option<String> {
@@ -101,7 +101,7 @@ pub fn learn_themes(docs: &[&Record], sections: &[&Record]) -> Vec<Theme> {
 
 /// Each area's distinctive words (most distinctive first, at most `MAX_KEYWORDS`), for the
 /// areas `area_of` gives at least `min_area_docs` of `docs`; `sections` give the pages' text.
-pub fn area_vocabulary(
+pub(crate) fn area_vocabulary(
     docs: &[&Record],
     sections: &[&Record],
     area_of: impl Fn(&Record) -> Option<String>,

@@ -14,13 +14,13 @@ use std::time::{Duration, Instant};
 
 /// Why a routing call failed: the shared kind of every outbound client (`upstream`);
 /// `InvalidResponse` also covers a 200 whose answer is not a usable theme list.
-pub type LlmRouterErrorKind = crate::upstream::UpstreamErrorKind;
+pub(crate) type LlmRouterErrorKind = crate::upstream::UpstreamErrorKind;
 
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{kind:?}: {message}")]
 pub struct LlmRouterError {
-    pub kind: LlmRouterErrorKind,
-    pub message: String,
+    pub(crate) kind: LlmRouterErrorKind,
+    pub(crate) message: String,
 }
 
 impl LlmRouterError {
@@ -53,7 +53,7 @@ enum ThemeAnswer {
 /// Accepts a bare JSON array or `{"themes": [...]}`, optionally inside a Markdown code fence.
 /// Unknown ids and zero confidences are dropped; a confidence outside [0, 1] or an answer that names
 /// no known theme is `InvalidResponse`.
-pub fn parse_theme_answer(content: &str, themes: &[Theme]) -> Result<Vec<(usize, f32)>, LlmRouterError> {
+pub(crate) fn parse_theme_answer(content: &str, themes: &[Theme]) -> Result<Vec<(usize, f32)>, LlmRouterError> {
     let invalid = |message: String| LlmRouterError::new(LlmRouterErrorKind::InvalidResponse, message);
     let start = content.find(['[', '{']).ok_or_else(|| invalid("no JSON in the answer".into()))?;
     let end =
@@ -88,7 +88,7 @@ pub fn parse_theme_answer(content: &str, themes: &[Theme]) -> Result<Vec<(usize,
 ///
 /// Hard filter when the top confidence ≥ `llm_hard_filter_min_score` and no other theme is within
 /// `ambiguity_gap`; clarification when two or more themes are that close and the top is below it.
-pub fn llm_routing_result(picked: &[(usize, f32)], themes: &[Theme], config: &RouterConfig) -> RoutingResult {
+pub(crate) fn llm_routing_result(picked: &[(usize, f32)], themes: &[Theme], config: &RouterConfig) -> RoutingResult {
     let mut scores = vec![0.0_f32; themes.len()];
     for &(index, confidence) in picked {
         scores[index] = confidence;
@@ -171,7 +171,7 @@ impl LlmRouter {
 
     /// Asks the model which of `themes` the query is about and builds the routing result.
     #[tracing::instrument(name = "llm_route", skip_all, fields(num_themes = themes.len()))]
-    pub async fn route(
+    pub(crate) async fn route(
         &self,
         query: &str,
         user_metadata: Option<&UserMetadata>,

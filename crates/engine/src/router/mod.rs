@@ -16,13 +16,16 @@ pub(crate) mod mode;
 pub(crate) mod themes;
 
 pub use config::RouterConfig;
-pub use context::{format_context, ContextSource, FormattedContext, MULTI_THEME_RULE};
+pub(crate) use context::FormattedContext;
+pub use context::{format_context, ContextSource, MULTI_THEME_RULE};
 pub use disambiguation::{build_clarification, Clarification, ClarificationOption};
-pub use heuristic::{route_heuristic, KeywordRules};
-pub use label::{infer_theme_label, ThemeLabels};
-pub use llm::{LlmRouter, LlmRouterError, LlmRouterErrorKind};
+pub use heuristic::route_heuristic;
+pub(crate) use heuristic::KeywordRules;
+pub use label::infer_theme_label;
+pub(crate) use label::ThemeLabels;
+pub use llm::LlmRouter;
 pub use mode::RouterMode;
-pub use themes::{parse_themes_yaml, Theme, ThemesError, ThemesFile, ThemesProvider, YamlThemesProvider};
+pub use themes::{parse_themes_yaml, Theme, ThemesProvider, YamlThemesProvider};
 
 use crate::index::RecordFilter;
 use crate::model::Metadata;
@@ -75,28 +78,28 @@ pub struct UserMetadata {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ThemeFields {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub domain: Option<String>,
+    pub(crate) domain: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub section: Option<String>,
+    pub(crate) section: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub platform: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub role: Option<String>,
+    pub(crate) role: Option<String>,
 }
 
 /// `ThemeFields` borrowed from where they are kept (a theme, a routing hint): what matching reads,
 /// without copying strings for every record matched.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct FieldsView<'a> {
-    pub domain: Option<&'a str>,
-    pub section: Option<&'a str>,
-    pub platform: Option<&'a str>,
-    pub role: Option<&'a str>,
+pub(crate) struct FieldsView<'a> {
+    pub(crate) domain: Option<&'a str>,
+    pub(crate) section: Option<&'a str>,
+    pub(crate) platform: Option<&'a str>,
+    pub(crate) role: Option<&'a str>,
 }
 
 impl FieldsView<'_> {
     /// The fields as an owned `ThemeFields` (a routing result, a filter).
-    pub fn to_fields(&self) -> ThemeFields {
+    pub(crate) fn to_fields(self) -> ThemeFields {
         ThemeFields {
             domain: self.domain.map(str::to_string),
             section: self.section.map(str::to_string),
@@ -106,12 +109,12 @@ impl FieldsView<'_> {
     }
 
     /// How many fields are set: the more, the more specific the theme.
-    pub fn specificity(&self) -> usize {
+    pub(crate) fn specificity(&self) -> usize {
         [self.domain, self.section, self.platform, self.role].iter().filter(|field| field.is_some()).count()
     }
 
     /// True when every set field equals the record's value (ASCII case-insensitive).
-    pub fn matches(&self, meta: &Metadata) -> bool {
+    pub(crate) fn matches(&self, meta: &Metadata) -> bool {
         let equal = |wanted: Option<&str>, actual: &str| {
             wanted.is_none_or(|wanted| wanted.eq_ignore_ascii_case(trimmed(actual)))
         };
@@ -123,7 +126,7 @@ impl FieldsView<'_> {
 }
 
 impl ThemeFields {
-    pub fn view(&self) -> FieldsView<'_> {
+    pub(crate) fn view(&self) -> FieldsView<'_> {
         FieldsView {
             domain: self.domain.as_deref(),
             section: self.section.as_deref(),
@@ -132,21 +135,16 @@ impl ThemeFields {
         }
     }
 
-    /// How many fields are set: the more, the more specific the theme.
-    pub fn specificity(&self) -> usize {
-        self.view().specificity()
-    }
-
     /// True when the record is of another platform than the one this theme sets. A record of
     /// no platform (a page for every product) never conflicts; roles and sections never do (a
     /// role mentioned in a question is not the role asking it).
-    pub fn conflicts(&self, meta: &Metadata) -> bool {
+    pub(crate) fn conflicts(&self, meta: &Metadata) -> bool {
         let actual = trimmed(&meta.platform);
         self.platform.as_deref().is_some_and(|wanted| !actual.is_empty() && !wanted.eq_ignore_ascii_case(actual))
     }
 
     /// True when every set field equals the record's value (ASCII case-insensitive).
-    pub fn matches(&self, meta: &Metadata) -> bool {
+    pub(crate) fn matches(&self, meta: &Metadata) -> bool {
         self.view().matches(meta)
     }
 
@@ -169,10 +167,10 @@ impl ThemeFields {
 /// (`index::features::TopicTable`): `None` any value, `Some(None)` a value no record has,
 /// `Some(Some(n))` the value numbered `n`. Matching the `RecordFeatures::topics` of a record of
 /// that index then compares four numbers, not four strings.
-pub struct TopicFields([Option<Option<u32>>; 4]);
+pub(crate) struct TopicFields([Option<Option<u32>>; 4]);
 
 impl TopicFields {
-    pub fn of(fields: FieldsView<'_>, table: &crate::index::features::TopicTable) -> Self {
+    pub(crate) fn of(fields: FieldsView<'_>, table: &crate::index::features::TopicTable) -> Self {
         Self(
             [fields.domain, fields.section, fields.platform, fields.role]
                 .map(|wanted| wanted.map(|value| table.number(value))),
@@ -180,12 +178,12 @@ impl TopicFields {
     }
 
     /// `FieldsView::matches` on the record's numbers.
-    pub fn matches(&self, topics: &[u32; 4]) -> bool {
+    pub(crate) fn matches(&self, topics: &[u32; 4]) -> bool {
         self.0.iter().zip(topics).all(|(wanted, &actual)| wanted.is_none_or(|wanted| wanted == Some(actual)))
     }
 
     /// `ThemeFields::conflicts`: another platform than the one wanted, when the record has one.
-    pub fn conflicts(&self, topics: &[u32; 4]) -> bool {
+    pub(crate) fn conflicts(&self, topics: &[u32; 4]) -> bool {
         let actual = topics[2];
         self.0[2].is_some_and(|wanted| actual != 0 && wanted != Some(actual))
     }
@@ -224,12 +222,12 @@ pub struct RoutingResult {
     /// The themes the question itself (a keyword only one theme lists) or the user's metadata
     /// named (the LLM router: those it is sure of), best first.
     #[serde(skip)]
-    pub named_themes: Vec<String>,
+    pub(crate) named_themes: Vec<String>,
 }
 
 impl RoutingResult {
     /// No themes, no filter: what mode `none` (or an empty themes list) produces.
-    pub fn empty(mode_used: RouterMode) -> Self {
+    pub(crate) fn empty(mode_used: RouterMode) -> Self {
         Self {
             themes: Vec::new(),
             primary_theme: None,

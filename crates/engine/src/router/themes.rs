@@ -16,21 +16,21 @@ pub struct Theme {
     #[serde(default)]
     pub id: String,
     #[serde(default)]
-    pub display_name: String,
+    pub(crate) display_name: String,
     #[serde(default)]
-    pub domain: String,
+    pub(crate) domain: String,
     #[serde(default)]
-    pub section: Option<String>,
+    pub(crate) section: Option<String>,
     #[serde(default)]
     pub platform: Option<String>,
     #[serde(default)]
-    pub role: Option<String>,
+    pub(crate) role: Option<String>,
     #[serde(default)]
-    pub description: String,
+    pub(crate) description: String,
     #[serde(default)]
-    pub keywords: Vec<String>,
+    pub(crate) keywords: Vec<String>,
     #[serde(default = "default_priority")]
-    pub priority: f32,
+    pub(crate) priority: f32,
 }
 
 fn default_priority() -> f32 {
@@ -44,7 +44,7 @@ impl Theme {
     }
 
     /// The theme's fields borrowed from it (nothing copied); an empty domain is no condition.
-    pub fn fields_view(&self) -> super::FieldsView<'_> {
+    pub(crate) fn fields_view(&self) -> super::FieldsView<'_> {
         super::FieldsView {
             domain: Some(self.domain.as_str()).filter(|value| !value.is_empty()),
             section: self.section.as_deref(),
@@ -88,7 +88,7 @@ pub enum ThemesError {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ThemesFile {
     pub themes: Vec<Theme>,
-    pub router: RouterConfig,
+    pub(crate) router: RouterConfig,
 }
 
 #[derive(Deserialize)]
@@ -143,7 +143,6 @@ pub fn parse_themes_yaml(text: &str) -> Result<ThemesFile, ThemesError> {
 /// makes the router behave as mode `none`; search keeps working.
 #[derive(Debug, Clone)]
 pub struct YamlThemesProvider {
-    path: PathBuf,
     file: ThemesFile,
     load_error: Option<ThemesError>,
 }
@@ -159,7 +158,7 @@ impl YamlThemesProvider {
             }
             Err(error) => {
                 tracing::warn!(path = %path.display(), reason = %error, "themes unavailable, theme routing disabled");
-                Self { path, file: ThemesFile::default(), load_error: Some(error) }
+                Self { file: ThemesFile::default(), load_error: Some(error) }
             }
         }
     }
@@ -170,16 +169,12 @@ impl YamlThemesProvider {
         let text = std::fs::read_to_string(&path)
             .map_err(|error| ThemesError::Read { path: path.clone(), message: error.to_string() })?;
         let file = parse_themes_yaml(&text)?;
-        Ok(Self { path, file, load_error: None })
+        Ok(Self { file, load_error: None })
     }
 
     /// A provider over themes already in memory (tests, other sources).
-    pub fn from_themes(themes: Vec<Theme>, router: RouterConfig) -> Self {
-        Self { path: PathBuf::new(), file: ThemesFile { themes, router }, load_error: None }
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
+    pub(crate) fn from_themes(themes: Vec<Theme>, router: RouterConfig) -> Self {
+        Self { file: ThemesFile { themes, router }, load_error: None }
     }
 
     /// The `router:` section of the file, or the defaults.

@@ -2,7 +2,7 @@
 //! from `BoostingConfig`. `keep_best` (through `boost_and_keep_best` and
 //! `sort_best_first`) is the one place where boosted hits are sorted.
 
-pub use crate::index::features::url_depth;
+pub(crate) use crate::index::features::url_depth;
 use crate::index::features::{BoostCacheKey, BOOST_RULES};
 use crate::index::{keep_first_sorted_by, RecordFeatures};
 use crate::model::Metadata;
@@ -14,11 +14,11 @@ use std::collections::BTreeMap;
 /// What the router suggests: the primary theme and the following ones, best first.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct RoutingHint {
-    pub primary: Option<ThemeFields>,
-    pub secondary: Vec<ThemeFields>,
+    pub(crate) primary: Option<ThemeFields>,
+    pub(crate) secondary: Vec<ThemeFields>,
     /// The question itself (a keyword only that theme lists) or the user's metadata named the
     /// primary theme.
-    pub named: bool,
+    pub(crate) named: bool,
 }
 
 /// Per-request context of boosting: the router's hint and request-level group boosts (label →
@@ -45,15 +45,15 @@ pub struct BoostContext {
 /// making a `&str` reads the string's pointer and length out of the record.)
 #[derive(Debug, Clone, Copy)]
 pub struct BoostInput<'a> {
-    pub meta: &'a Metadata,
-    pub text: Option<&'a String>,
-    pub features: Option<&'a RecordFeatures>,
+    pub(crate) meta: &'a Metadata,
+    pub(crate) text: Option<&'a String>,
+    pub(crate) features: Option<&'a RecordFeatures>,
 }
 
 /// The ten rules of seed 003 §2.5, in application order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum BoostRule {
+pub(crate) enum BoostRule {
     PageType,
     SectionPlatform,
     Theme,
@@ -67,7 +67,7 @@ pub enum BoostRule {
 }
 
 impl BoostRule {
-    pub const ORDER: [BoostRule; BOOST_RULES] = [
+    pub(crate) const ORDER: [BoostRule; BOOST_RULES] = [
         BoostRule::PageType,
         BoostRule::SectionPlatform,
         BoostRule::Theme,
@@ -84,16 +84,17 @@ impl BoostRule {
 /// How one rule changed the score: `Multiply(1.0)` and `Add(0.0)` mean it had no effect.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum BoostEffect {
+pub(crate) enum BoostEffect {
     Multiply(f32),
     Add(f32),
 }
 
+#[cfg(test)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BoostOutcome {
-    pub score: f32,
+pub(crate) struct BoostOutcome {
+    pub(crate) score: f32,
     /// One entry per rule, in `BoostRule::ORDER`.
-    pub factors: [(BoostRule, BoostEffect); BoostRule::ORDER.len()],
+    pub(crate) factors: [(BoostRule, BoostEffect); BoostRule::ORDER.len()],
 }
 
 /// A `BoostOutcome`'s effects in `BoostRule::ORDER`, a quarter of its size: the theme rule's slot
@@ -102,7 +103,7 @@ pub struct BoostOutcome {
 pub struct BoostFactors([f32; BOOST_RULES]);
 
 impl BoostFactors {
-    pub fn effects(&self) -> [(BoostRule, BoostEffect); BOOST_RULES] {
+    pub(crate) fn effects(&self) -> [(BoostRule, BoostEffect); BOOST_RULES] {
         std::array::from_fn(|slot| match BoostRule::ORDER[slot] {
             BoostRule::Theme => (BoostRule::Theme, BoostEffect::Add(self.0[slot])),
             rule => (rule, BoostEffect::Multiply(self.0[slot])),
@@ -329,13 +330,20 @@ fn config_factors(cfg: &BoostingConfig, hit: &BoostInput<'_>) -> [f32; BOOST_RUL
 /// multiplicative rules multiply the running score, the theme rule adds to it. With
 /// `BoostingConfig::default()` and an empty context the score is returned unchanged. The factors
 /// of the config-only rules come from the record's cache when `ctx.config_key` names the config.
-pub fn boost_score(base: f32, hit: &BoostInput<'_>, cfg: &BoostingConfig, ctx: &BoostContext) -> BoostOutcome {
+#[cfg(test)]
+pub(crate) fn boost_score(base: f32, hit: &BoostInput<'_>, cfg: &BoostingConfig, ctx: &BoostContext) -> BoostOutcome {
     let (score, factors) = boost_factors(base, hit, cfg, ctx);
     BoostOutcome { score, factors: factors.effects() }
 }
 
 /// `boost_score` as the cascade keeps it: the boosted score and each rule's effect by slot.
-pub fn boost_factors(base: f32, hit: &BoostInput<'_>, cfg: &BoostingConfig, ctx: &BoostContext) -> (f32, BoostFactors) {
+#[cfg(test)]
+pub(crate) fn boost_factors(
+    base: f32,
+    hit: &BoostInput<'_>,
+    cfg: &BoostingConfig,
+    ctx: &BoostContext,
+) -> (f32, BoostFactors) {
     boost_factors_with(base, hit, cfg, ctx, None)
 }
 
@@ -414,7 +422,7 @@ const PREFETCH_AHEAD: usize = 4;
 
 /// Sorts boosted hits by descending boosted score, ties by ascending id: the one order of boosted
 /// hits (after boosting, and after anything that adds to boosted scores).
-pub fn sort_best_first<T: Boostable>(hits: &mut Vec<T>) {
+pub(crate) fn sort_best_first<T: Boostable>(hits: &mut Vec<T>) {
     keep_best(hits, usize::MAX);
 }
 

@@ -42,7 +42,7 @@ pub enum FusionMethod {
 #[derive(Debug, Clone, PartialEq)]
 pub struct MatchRule {
     pub name: String,
-    pub needles: Vec<String>,
+    pub(crate) needles: Vec<String>,
     pub boost: f32,
 }
 
@@ -52,7 +52,7 @@ pub struct LengthConfig {
     pub optimal_min: Option<u32>,
     pub optimal_max: Option<u32>,
     pub optimal_boost: f32,
-    pub long_boost: f32,
+    pub(crate) long_boost: f32,
 }
 
 impl Default for LengthConfig {
@@ -63,10 +63,10 @@ impl Default for LengthConfig {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct StructureConfig {
-    pub well_structured_markers: Vec<String>,
+    pub(crate) well_structured_markers: Vec<String>,
     pub example_markers: Vec<String>,
-    pub well_structured_boost: f32,
-    pub example_boost: f32,
+    pub(crate) well_structured_boost: f32,
+    pub(crate) example_boost: f32,
 }
 
 impl Default for StructureConfig {
@@ -111,7 +111,7 @@ pub struct ThemeBoostConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CascadeConfig {
     pub k: f32,
-    pub doc_weight: f32,
+    pub(crate) doc_weight: f32,
     pub section_weight: f32,
     pub chunk_weight: f32,
     /// Added to every section's boosted score, times the boosted score of its page's
@@ -135,7 +135,7 @@ pub struct BoostingConfig {
     pub section_boosts: BTreeMap<String, f32>,
     pub platform_boosts: BTreeMap<String, f32>,
     pub theme_boosts: ThemeBoostConfig,
-    pub group_boosts: BTreeMap<String, f32>,
+    pub(crate) group_boosts: BTreeMap<String, f32>,
     pub url_patterns: Vec<MatchRule>,
     pub title_keywords: Vec<MatchRule>,
     pub length: LengthConfig,
@@ -148,7 +148,7 @@ pub struct BoostingConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigWarning {
     pub key: String,
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl fmt::Display for ConfigWarning {

@@ -15,39 +15,39 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::time::Duration;
 
 /// Everything one cascade run needs besides the index.
-pub struct CascadeInput<'a> {
-    pub filter: RecordFilter,
-    pub ranking: RankingContext<'a>,
-    pub settings: &'a RuntimeSettings,
-    pub rerank: Option<RerankStep<'a>>,
-    pub max_results: usize,
+pub(crate) struct CascadeInput<'a> {
+    pub(crate) filter: RecordFilter,
+    pub(crate) ranking: RankingContext<'a>,
+    pub(crate) settings: &'a RuntimeSettings,
+    pub(crate) rerank: Option<RerankStep<'a>>,
+    pub(crate) max_results: usize,
     /// Words of the query for the text fallback (original spelling).
-    pub query_words: Vec<String>,
+    pub(crate) query_words: Vec<String>,
     /// Whether the chunk step's list is wanted even when sections answer (`include_steps`):
     /// chunk hits are the answer only when no section is; otherwise nobody reads them.
-    pub chunks_wanted: bool,
+    pub(crate) chunks_wanted: bool,
 }
 
 /// The reranker call of the section level, when reranking is on for this request.
-pub struct RerankStep<'a> {
-    pub reranker: &'a dyn Reranker,
-    pub query: &'a str,
-    pub timeout: Duration,
+pub(crate) struct RerankStep<'a> {
+    pub(crate) reranker: &'a dyn Reranker,
+    pub(crate) query: &'a str,
+    pub(crate) timeout: Duration,
 }
 
 /// What the cascade found: final hits plus the stages' intermediate lists.
-pub struct CascadeOutput {
-    pub hits: Vec<Ranked>,
-    pub hits_level: Option<Level>,
-    pub docs: Vec<Ranked>,
-    pub sections: Vec<Ranked>,
-    pub chunks: Vec<Ranked>,
-    pub fallback_used: bool,
-    pub rerank_degradation: Option<Degradation>,
+pub(crate) struct CascadeOutput {
+    pub(crate) hits: Vec<Ranked>,
+    pub(crate) hits_level: Option<Level>,
+    pub(crate) docs: Vec<Ranked>,
+    pub(crate) sections: Vec<Ranked>,
+    pub(crate) chunks: Vec<Ranked>,
+    pub(crate) fallback_used: bool,
+    pub(crate) rerank_degradation: Option<Degradation>,
 }
 
 /// Runs the cascade. Section hits win when there are any; else chunk hits; else the text fallback.
-pub async fn run(index: &dyn VectorIndex, input: CascadeInput<'_>) -> Result<CascadeOutput> {
+pub(crate) async fn run(index: &dyn VectorIndex, input: CascadeInput<'_>) -> Result<CascadeOutput> {
     let settings = input.settings;
     let doc_filter = doc_level_filter(index, &input.filter).await?;
 
@@ -292,7 +292,7 @@ async fn pad_docs(
 }
 
 /// Keeps at most `per_doc` items of each doc, preserving order.
-pub fn cap_per_doc(items: Vec<Ranked>, per_doc: usize) -> Vec<Ranked> {
+pub(crate) fn cap_per_doc(items: Vec<Ranked>, per_doc: usize) -> Vec<Ranked> {
     let keep = kept_per_doc(&items, per_doc);
     items.into_iter().zip(keep).filter_map(|(item, keep)| keep.then_some(item)).collect()
 }
@@ -334,7 +334,7 @@ fn page_numbers<'a>(items: impl IntoIterator<Item = &'a Ranked>) -> Option<Vec<u
 }
 
 /// Spellings of each query word that a case-sensitive substring search should try.
-pub fn fallback_needles(words: &[String]) -> Vec<String> {
+pub(crate) fn fallback_needles(words: &[String]) -> Vec<String> {
     let mut needles = Vec::new();
     for word in words.iter().filter(|w| w.chars().count() >= 3) {
         let lower = word.to_lowercase();
@@ -379,7 +379,7 @@ async fn text_fallback(
 }
 
 /// Converts a ranked record into an API hit (never with text), labelled with its theme.
-pub fn to_hit(ranked: &Ranked, explain: bool, themes: &ThemeLabels<'_>) -> RetrievalHit {
+pub(crate) fn to_hit(ranked: &Ranked, explain: bool, themes: &ThemeLabels<'_>) -> RetrievalHit {
     let level = ranked.record.level();
     let mut hit = RetrievalHit::from_metadata(&ranked.record.id, level, &ranked.record.meta, ranked.score);
     hit.relevance = ranked.fused_normalized;
@@ -390,7 +390,7 @@ pub fn to_hit(ranked: &Ranked, explain: bool, themes: &ThemeLabels<'_>) -> Retri
     hit
 }
 
-pub fn steps(output: &CascadeOutput, explain: bool, themes: &ThemeLabels<'_>) -> Steps {
+pub(crate) fn steps(output: &CascadeOutput, explain: bool, themes: &ThemeLabels<'_>) -> Steps {
     let convert = |list: &[Ranked]| list.iter().map(|r| to_hit(r, explain, themes)).collect();
     Steps {
         docs: convert(&output.docs),

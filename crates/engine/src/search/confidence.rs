@@ -15,24 +15,24 @@
 use super::ranking::Ranked;
 
 /// How many features a search answer is described by.
-pub const FEATURES: usize = 9;
+pub(crate) const FEATURES: usize = 9;
 
 /// What the confidence is computed from: one answer's features.
-pub type Features = [f32; FEATURES];
+pub(crate) type Features = [f32; FEATURES];
 
 /// What the routing said about an answer, for its features.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct RoutingSignal {
+pub(crate) struct RoutingSignal {
     /// The router named a theme and the first hit is of it (`Some(true)`), of another
     /// (`Some(false)`); `None` when no theme was named.
-    pub first_hit_of_named_theme: Option<bool>,
+    pub(crate) first_hit_of_named_theme: Option<bool>,
     /// The hits split across themes and the question named none (a clarification is asked).
-    pub split: bool,
+    pub(crate) split: bool,
 }
 
 /// The features of an answer (`hits` best first, `docs` the page step's choice, best first);
 /// `None` when there is no hit.
-pub fn features(hits: &[Ranked], docs: &[Ranked], routing: RoutingSignal) -> Option<Features> {
+pub(crate) fn features(hits: &[Ranked], docs: &[Ranked], routing: RoutingSignal) -> Option<Features> {
     let first = hits.first()?;
     let first_doc = first.record.meta.doc_id.as_str();
     let dense_of = |r: &Ranked| r.dense.map_or(0.0, |(_, score)| score);
@@ -72,9 +72,9 @@ pub fn features(hits: &[Ranked], docs: &[Ranked], routing: RoutingSignal) -> Opt
 
 /// A logistic model: `p = 1 / (1 + exp(-(bias + Σ weight·feature)))`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ConfidenceModel {
-    pub weights: Features,
-    pub bias: f32,
+pub(crate) struct ConfidenceModel {
+    pub(crate) weights: Features,
+    pub(crate) bias: f32,
 }
 
 impl Default for ConfidenceModel {
@@ -88,7 +88,7 @@ impl Default for ConfidenceModel {
 
 impl ConfidenceModel {
     /// The probability that the first hit answers the question; 0 for an answer without hits.
-    pub fn probability(&self, features: Option<&Features>) -> f32 {
+    pub(crate) fn probability(&self, features: Option<&Features>) -> f32 {
         let Some(features) = features else { return 0.0 };
         let z = self.bias + self.weights.iter().zip(features).map(|(w, x)| w * x).sum::<f32>();
         let p = 1.0 / (1.0 + (-z).exp());
@@ -98,7 +98,7 @@ impl ConfidenceModel {
 
     /// Fits the model to labelled answers (features, first hit relevant) by L2-regularised
     /// logistic regression (Newton's method on standardised features, then mapped back).
-    pub fn fit(samples: &[(Features, bool)]) -> Self {
+    pub(crate) fn fit(samples: &[(Features, bool)]) -> Self {
         let n = samples.len().max(1) as f64;
         let mut mean = [0.0f64; FEATURES];
         let mut scale = [0.0f64; FEATURES];
@@ -194,7 +194,7 @@ fn solve<const D: usize>(mut a: [[f64; D]; D], mut b: [f64; D]) -> Option<[f64; 
 
 /// The area under the ROC curve of `scores` for `labels` (ties count a half); `None` when one
 /// class is missing.
-pub fn auc(scored: &[(f32, bool)]) -> Option<f64> {
+pub(crate) fn auc(scored: &[(f32, bool)]) -> Option<f64> {
     let positives = scored.iter().filter(|(_, label)| *label).count();
     let negatives = scored.len() - positives;
     if positives == 0 || negatives == 0 {
@@ -215,7 +215,7 @@ pub fn auc(scored: &[(f32, bool)]) -> Option<f64> {
 
 /// Reliability of predicted probabilities: `bins` equal-width bins of (mean predicted, observed
 /// rate, count), empty bins left out.
-pub fn reliability(scored: &[(f32, bool)], bins: usize) -> Vec<(f64, f64, usize)> {
+pub(crate) fn reliability(scored: &[(f32, bool)], bins: usize) -> Vec<(f64, f64, usize)> {
     let bins = bins.max(1);
     let mut sums = vec![(0.0f64, 0usize, 0usize); bins];
     for (p, label) in scored {

@@ -22,9 +22,9 @@ pub enum SearchError {
 }
 
 impl SearchError {
-    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
         SearchError::InvalidRequest { field: field.into(), message: message.into() }
     }
 }
 
-pub type Result<T> = std::result::Result<T, SearchError>;
+pub(crate) type Result<T> = std::result::Result<T, SearchError>;

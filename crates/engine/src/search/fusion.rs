@@ -8,8 +8,8 @@ use std::hash::Hash;
 /// One input list of a fusion: ids best first, and the weight of the list.
 #[derive(Debug, Clone, Copy)]
 pub struct RankedList<'a, Id> {
-    pub ids: &'a [Id],
-    pub weight: f32,
+    pub(crate) ids: &'a [Id],
+    pub(crate) weight: f32,
 }
 
 impl<'a, Id> RankedList<'a, Id> {
@@ -22,10 +22,10 @@ impl<'a, Id> RankedList<'a, Id> {
 /// the score normalised to [0, 1].
 #[derive(Debug, Clone, PartialEq)]
 pub struct FusedItem<Id> {
-    pub id: Id,
-    pub ranks: Vec<Option<usize>>,
-    pub score: f32,
-    pub normalized: f32,
+    pub(crate) id: Id,
+    pub(crate) ranks: Vec<Option<usize>>,
+    pub(crate) score: f32,
+    pub(crate) normalized: f32,
 }
 
 /// Weighted reciprocal-rank fusion: `score(d) = Σ_i w_i / (k + rank_i(d))`, ranks from 1.
@@ -36,7 +36,7 @@ pub struct FusedItem<Id> {
 /// reported for explanation.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ReciprocalRankFusion {
-    pub k: f32,
+    pub(crate) k: f32,
 }
 
 impl Default for ReciprocalRankFusion {
@@ -48,7 +48,7 @@ impl Default for ReciprocalRankFusion {
 impl ReciprocalRankFusion {
     /// k = 60 is the constant of the paper, chosen there on TREC runs and widely reused since: it
     /// damps the influence of the very top ranks so that one list cannot dominate.
-    pub const DEFAULT_K: f32 = 60.0;
+    pub(crate) const DEFAULT_K: f32 = 60.0;
 
     /// A fusion with constant `k`; a negative or non-finite `k` falls back to the default.
     pub fn new(k: f32) -> Self {

@@ -12,7 +12,7 @@ pub(crate) mod error;
 pub mod fusion;
 pub mod ranking;
 pub(crate) mod rerank;
-pub mod routing;
+pub(crate) mod routing;
 pub mod schema;
 pub mod settings;
 pub(crate) mod synonyms;
@@ -20,7 +20,8 @@ pub(crate) mod tenant;
 pub mod tuning;
 pub(crate) mod types;
 
-pub use error::{Result, SearchError};
+pub(crate) use error::Result;
+pub use error::SearchError;
 pub use tenant::TenantId;
 pub use types::*;
 
@@ -30,7 +31,7 @@ use crate::metrics::Metrics;
 use crate::model::Record;
 use crate::rerank::Reranker;
 use crate::router::RouterMode;
-use crate::router::{route_query, LlmRouter, RouterConfig, RoutingResult, ThemeLabels, ThemesProvider};
+use crate::router::{route_query, LlmRouter, RoutingResult, ThemeLabels};
 use boosting::BoostContext;
 use boosting_config::BoostingConfig;
 use ranking::{RankingContext, RankingMode};
@@ -39,13 +40,13 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-pub use crate::model::MAX_TENANT_ID_CHARS;
+pub(crate) use crate::model::MAX_TENANT_ID_CHARS;
 /// Longest accepted id list in a filter: each list the caller sends, and their union.
 pub const MAX_ID_LIST: usize = 1000;
 /// Longest accepted id (doc, section or chunk id), in characters.
-pub const MAX_ID_CHARS: usize = 1024;
+pub(crate) const MAX_ID_CHARS: usize = 1024;
 /// Most tags in `filters.tags`, and the longest tag (also `product`, `version`) in characters.
-pub const MAX_TAGS: usize = 100;
+pub(crate) const MAX_TAGS: usize = 100;
 pub const MAX_TAG_CHARS: usize = 200;
 
 /// Runs searches against one index with one embedder; shared by every handler through `AppState`.
@@ -90,13 +91,13 @@ pub fn validate_tenant(tenant_id: &str) -> Result<()> {
 }
 
 /// Longest accepted `trace_id`, in characters.
-pub const MAX_TRACE_ID_CHARS: usize = 256;
+pub(crate) const MAX_TRACE_ID_CHARS: usize = 256;
 
 /// The characters that alone make a text blank: whitespace, control characters and invisible
 /// format characters (zero-width spaces and joiners, direction marks, soft hyphens, variation
 /// selectors, BOM, tag characters). [`is_blank`] and the OpenAPI document's `query` pattern
 /// (`schema::query`) both read this table.
-pub const BLANK_CHARS: [std::ops::RangeInclusive<char>; 18] = [
+pub(crate) const BLANK_CHARS: [std::ops::RangeInclusive<char>; 18] = [
     '\u{0}'..='\u{20}',
     '\u{7F}'..='\u{A0}',
     '\u{AD}'..='\u{AD}',
@@ -118,7 +119,7 @@ pub const BLANK_CHARS: [std::ops::RangeInclusive<char>; 18] = [
 ];
 
 /// Whether a text has nothing but [`BLANK_CHARS`].
-pub fn is_blank(text: &str) -> bool {
+pub(crate) fn is_blank(text: &str) -> bool {
     text.chars().all(|c| BLANK_CHARS.iter().any(|range| range.contains(&c)))
 }
 
@@ -131,7 +132,7 @@ fn check_chars(field: &str, what: &str, value: &str, max: usize) -> Result<()> {
 }
 
 /// Checks an id (doc, section or chunk id) from a request: non-empty, at most `MAX_ID_CHARS`.
-pub fn validate_id(field: &str, value: &str) -> Result<()> {
+pub(crate) fn validate_id(field: &str, value: &str) -> Result<()> {
     if value.trim().is_empty() {
         return Err(SearchError::invalid(field, "must not be empty"));
     }
@@ -185,7 +186,7 @@ fn tag_list(tags: &[String]) -> Result<Vec<String>> {
 /// filters only when enabled.
 /// Top-level `doc_ids`/`section_ids` and those under `filters` are merged (union). Every list
 /// and value is validated (and bounded) also when filters are disabled.
-pub fn build_filter(request: &SearchRequest, enable_filters: bool) -> Result<RecordFilter> {
+pub(crate) fn build_filter(request: &SearchRequest, enable_filters: bool) -> Result<RecordFilter> {
     let mut filter = RecordFilter::tenant(request.tenant_id.clone());
     filter.condition = request.condition.clone();
     let doc_ids = id_list("doc_ids", &[request.doc_ids.as_deref(), request.filters.doc_ids.as_deref()])?;
@@ -240,26 +241,13 @@ impl SearchService {
         }
     }
 
-    /// The themes and the router settings (both from the themes file).
-    pub fn with_themes(mut self, themes: Arc<dyn ThemesProvider>, router_config: RouterConfig) -> Self {
-        let tuning = self.tuning().as_ref().clone().with_themes(themes.as_ref(), router_config);
-        self.set_tuning(tuning);
-        self
-    }
-
     pub fn with_llm_router(mut self, llm_router: Option<Arc<LlmRouter>>) -> Self {
         self.llm_router = llm_router;
         self
     }
 
-    pub fn with_boosting(mut self, boosting: Arc<BoostingConfig>) -> Self {
+    pub(crate) fn with_boosting(mut self, boosting: Arc<BoostingConfig>) -> Self {
         let tuning = self.tuning().as_ref().clone().with_boosting(boosting);
-        self.set_tuning(tuning);
-        self
-    }
-
-    pub fn with_synonyms(mut self, synonyms: Arc<synonyms::Synonyms>) -> Self {
-        let tuning = self.tuning().as_ref().clone().with_synonyms(synonyms);
         self.set_tuning(tuning);
         self
     }
@@ -406,7 +394,7 @@ impl SearchService {
     /// some of the tenant's docs (the file overrides), else the themes learned from the tenant's
     /// own index (`router::learned`), so a site nobody wrote a file for still gets routing and
     /// clarification. Chosen once per tenant and index version.
-    pub async fn themes_for(&self, index: &dyn VectorIndex, tenant: &TenantId) -> Arc<crate::router::ThemeSet> {
+    pub(crate) async fn themes_for(&self, index: &dyn VectorIndex, tenant: &TenantId) -> Arc<crate::router::ThemeSet> {
         self.themes_with(&self.tuning(), index, tenant).await
     }
 

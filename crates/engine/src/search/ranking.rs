@@ -11,7 +11,7 @@ use serde_json::json;
 use std::sync::Arc;
 
 /// Candidates taken from each ranker before fusion (the reference RRF fuses each system's top 100).
-pub const FUSION_DEPTH: usize = 100;
+pub(crate) const FUSION_DEPTH: usize = 100;
 
 /// Which rankers feed the fusion; `Hybrid` is the service's mode, the others exist for `eval`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,16 +22,16 @@ pub enum RankingMode {
 }
 
 /// Per-request ranking inputs shared by the three levels.
-pub struct RankingContext<'a> {
-    pub mode: RankingMode,
-    pub vector: &'a [f32],
-    pub terms: &'a [String],
-    pub boosting: &'a BoostingConfig,
-    pub boost_context: BoostContext,
+pub(crate) struct RankingContext<'a> {
+    pub(crate) mode: RankingMode,
+    pub(crate) vector: &'a [f32],
+    pub(crate) terms: &'a [String],
+    pub(crate) boosting: &'a BoostingConfig,
+    pub(crate) boost_context: BoostContext,
 }
 
 /// The theme label of a ranked record (`infer_theme_label` over its metadata).
-pub fn theme_label(ranked: &Ranked, labels: &crate::router::ThemeLabels<'_>) -> Option<String> {
+pub(crate) fn theme_label(ranked: &Ranked, labels: &crate::router::ThemeLabels<'_>) -> Option<String> {
     labels.label(&ranked.record.meta, ranked.record.features().map(|features| &features.topics))
 }
 
@@ -39,19 +39,19 @@ pub fn theme_label(ranked: &Ranked, labels: &crate::router::ThemeLabels<'_>) -> 
 #[derive(Debug, Clone)]
 pub struct Ranked {
     /// The record, with its derived features when the index keeps them (boosting reads them).
-    pub record: RecordRef,
+    pub(crate) record: RecordRef,
     /// The final score: boosted normalised fused score (0 for padded docs).
-    pub score: f32,
-    pub dense: Option<(usize, f32)>,
-    pub lexical: Option<(usize, f32)>,
-    pub fused: f32,
-    pub fused_normalized: f32,
-    pub boost: Option<BoostFactors>,
-    pub padded: bool,
-    pub rerank_score: Option<f32>,
+    pub(crate) score: f32,
+    pub(crate) dense: Option<(usize, f32)>,
+    pub(crate) lexical: Option<(usize, f32)>,
+    pub(crate) fused: f32,
+    pub(crate) fused_normalized: f32,
+    pub(crate) boost: Option<BoostFactors>,
+    pub(crate) padded: bool,
+    pub(crate) rerank_score: Option<f32>,
     /// What the page's second-best section added to this section's score
     /// (`cascade.second_section_weight`).
-    pub page_evidence: Option<f32>,
+    pub(crate) page_evidence: Option<f32>,
 }
 
 impl Ranked {
@@ -71,7 +71,7 @@ impl Ranked {
     }
 
     /// How the score was made (`explain: true`).
-    pub fn explain(&self) -> serde_json::Value {
+    pub(crate) fn explain(&self) -> serde_json::Value {
         let factors: Vec<serde_json::Value> = self
             .boost
             .iter()
@@ -262,7 +262,7 @@ fn by_bitmap<'a>(entries: &[&'a ScoredRecord], numbers: &[u32]) -> Option<(Vec<&
 }
 
 /// The top `k` records of `level` matching `filter`, best first.
-pub async fn rank_level(
+pub(crate) async fn rank_level(
     index: &dyn VectorIndex,
     level: Level,
     filter: &RecordFilter,
@@ -274,7 +274,7 @@ pub async fn rank_level(
 
 /// `rank_level` with boosting optional: the doc step's evidence lists only need the fused order
 /// of relevance, and boosting (which reads every candidate's metadata and text) is not free.
-pub async fn rank_level_with(
+pub(crate) async fn rank_level_with(
     index: &dyn VectorIndex,
     level: Level,
     filter: &RecordFilter,

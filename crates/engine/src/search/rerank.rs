@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 /// Characters of section text offered to the reranker per candidate.
-pub const EXCERPT_CHARS: usize = 500;
+pub(crate) const EXCERPT_CHARS: usize = 500;
 
 /// Slack on top of the client's own timeout before the search stops waiting for the reranker.
 const TIMEOUT_SLACK: Duration = Duration::from_millis(250);
@@ -19,7 +19,7 @@ fn excerpt(text: &str) -> String {
 
 /// Reorders the first `top_n` of `sections` by the reranker's scores; the rest keep their place.
 /// Every original section stays exactly once whatever the reranker answers.
-pub async fn rerank_sections(
+pub(crate) async fn rerank_sections(
     reranker: &dyn Reranker,
     query: &str,
     sections: Vec<Ranked>,

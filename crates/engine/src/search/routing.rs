@@ -8,16 +8,15 @@ use crate::model::Level;
 use crate::router::{build_clarification, Clarification, RoutingResult, Theme, ThemeLabels};
 
 /// Hits whose theme labels decide whether a clarification is offered.
-pub const CLARIFICATION_TOP_HITS: usize = 5;
+pub(crate) const CLARIFICATION_TOP_HITS: usize = 5;
 
-pub use super::ranking::theme_label as label;
-pub use super::types::RoutingInfo;
+pub(crate) use super::ranking::theme_label as label;
 
 /// The soft boost hint: the primary theme and the next themes; with no primary (a tie), every
 /// leading theme is a secondary one. When the question named its primary theme, the next themes
 /// are only those it named too: a theme that merely shares a topic word («сафари» for iOS, Mac
 /// and Safari) is then another product, not a runner-up.
-pub fn routing_hint(result: &RoutingResult, themes: &[Theme]) -> Option<RoutingHint> {
+pub(crate) fn routing_hint(result: &RoutingResult, themes: &[Theme]) -> Option<RoutingHint> {
     if result.themes.is_empty() {
         return None;
     }
@@ -35,7 +34,11 @@ pub fn routing_hint(result: &RoutingResult, themes: &[Theme]) -> Option<RoutingH
 }
 
 /// A clarification when routing was unsure and the top hits span several themes.
-pub fn clarification(result: &RoutingResult, hits: &[Ranked], themes: &ThemeLabels<'_>) -> Option<Clarification> {
+pub(crate) fn clarification(
+    result: &RoutingResult,
+    hits: &[Ranked],
+    themes: &ThemeLabels<'_>,
+) -> Option<Clarification> {
     if !result.requires_disambiguation {
         return None;
     }
@@ -48,7 +51,7 @@ pub fn clarification(result: &RoutingResult, hits: &[Ranked], themes: &ThemeLabe
 /// another of the first `n` hits to a second specific theme; then the score of the best hit of
 /// that second theme as a share of the first hit's score, in [0, 1]. Hits of domain-only themes
 /// (general knowledge pages) answer for every product and do not split a question.
-pub fn split_ratio(hits: &[Ranked], n: usize, labels: &ThemeLabels<'_>) -> Option<f32> {
+pub(crate) fn split_ratio(hits: &[Ranked], n: usize, labels: &ThemeLabels<'_>) -> Option<f32> {
     let themes = labels.themes();
     let specific = |hit: &Ranked| {
         label(hit, labels).filter(|id| themes.iter().any(|t| &t.id == id && t.fields_view().specificity() >= 2))
@@ -62,7 +65,7 @@ pub fn split_ratio(hits: &[Ranked], n: usize, labels: &ThemeLabels<'_>) -> Optio
 /// A question that names several themes equally (no primary theme, e.g. «как оператору и
 /// администратору…») gets an answer from each: a tied leading theme without a hit in the answer
 /// gets its best ranked section in place of the answer's last hit of an over-represented theme.
-pub fn cover_named_themes(
+pub(crate) fn cover_named_themes(
     output: &mut CascadeOutput,
     result: &RoutingResult,
     themes: &ThemeLabels<'_>,

@@ -12,7 +12,7 @@ use utoipa::openapi::schema::{
 };
 
 /// `char::is_whitespace` (Unicode White_Space) as ranges: what `str::trim` removes.
-pub const WHITESPACE_CHARS: [RangeInclusive<char>; 10] = [
+pub(crate) const WHITESPACE_CHARS: [RangeInclusive<char>; 10] = [
     '\t'..='\r',
     ' '..=' ',
     '\u{85}'..='\u{85}',
@@ -27,7 +27,7 @@ pub const WHITESPACE_CHARS: [RangeInclusive<char>; 10] = [
 
 /// A pattern matching a text that holds one character outside `chars` (ranges beyond U+FFFF are
 /// left out: see the module docs).
-pub fn not_only(chars: &[RangeInclusive<char>]) -> String {
+pub(crate) fn not_only(chars: &[RangeInclusive<char>]) -> String {
     let mut class = String::from("[^");
     for range in chars.iter().filter(|range| u32::from(*range.end()) <= 0xFFFF) {
         class.push_str(&format!("\\u{:04x}", u32::from(*range.start())));
@@ -68,7 +68,7 @@ pub fn id() -> Object {
 
 /// `doc_ids` / `section_ids` (`search::id_list`): at most `MAX_ID_LIST` non-empty ids of at most
 /// `MAX_ID_CHARS` characters; `null` is absent.
-pub fn id_list() -> Array {
+pub(crate) fn id_list() -> Array {
     let id = string(false).min_length(Some(1)).max_length(Some(MAX_ID_CHARS));
     ArrayBuilder::new()
         .schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
@@ -78,23 +78,23 @@ pub fn id_list() -> Array {
 }
 
 /// `filters.tags` (`search::tag_list`): at most `MAX_TAGS` tags of at most `MAX_TAG_CHARS`.
-pub fn tags() -> Array {
+pub(crate) fn tags() -> Array {
     ArrayBuilder::new().items(string(false).max_length(Some(MAX_TAG_CHARS))).max_items(Some(MAX_TAGS)).build()
 }
 
 /// `filters.product` / `filters.version`: at most `MAX_TAG_CHARS` characters; `null` is absent.
-pub fn tag_value() -> Object {
+pub(crate) fn tag_value() -> Object {
     string(true).max_length(Some(MAX_TAG_CHARS)).build()
 }
 
 /// `trace_id`: at most `MAX_TRACE_ID_CHARS` characters; `null` is absent.
-pub fn trace_id() -> Object {
+pub(crate) fn trace_id() -> Object {
     string(true).max_length(Some(MAX_TRACE_ID_CHARS)).build()
 }
 
 /// `query_embedding`: numbers an `f32` holds; `null` is absent. Its length is the index's
 /// dimension, added to the served document.
-pub fn query_embedding() -> Array {
+pub(crate) fn query_embedding() -> Array {
     let component = ObjectBuilder::new()
         .schema_type(Type::Number)
         .format(Some(SchemaFormat::KnownFormat(KnownFormat::Float)))

@@ -7,9 +7,9 @@ use serde::{Deserialize, Serialize};
 /// The hard cap of `max_results` (SPEC §2): larger request values are capped, larger settings rejected.
 pub const MAX_RESULTS_CAP: usize = 50;
 /// The largest `doc_top_k`, `section_top_k`, `chunk_top_k`, `rerank_top_n` and `min_docs`.
-pub const MAX_TOP_K: usize = 1000;
+pub(crate) const MAX_TOP_K: usize = 1000;
 /// The largest `topk_per_doc` (hits per doc): more than `MAX_RESULTS_CAP` could never show.
-pub const MAX_TOPK_PER_DOC: usize = 50;
+pub(crate) const MAX_TOPK_PER_DOC: usize = 50;
 /// The search knobs that `GET/POST /internal/retrieval/config` expose and change at run time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RuntimeSettings {

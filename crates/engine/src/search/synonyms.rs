@@ -24,7 +24,7 @@ struct Rule {
 
 /// The synonym rules of every tenant (`_all` rules are merged into each lookup).
 #[derive(Debug, Clone, Default)]
-pub struct Synonyms {
+pub(crate) struct Synonyms {
     common: Vec<Rule>,
     by_tenant: HashMap<String, Vec<Rule>>,
 }
@@ -76,7 +76,7 @@ fn txt_files(dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
 impl Synonyms {
     /// Loads `_all.txt` and every `<tenant>.txt` of `dir`. A missing directory means no synonyms;
     /// unreadable files and malformed lines are logged and skipped (a search never fails on them).
-    pub fn load_dir(dir: &Path) -> Self {
+    pub(crate) fn load_dir(dir: &Path) -> Self {
         let mut synonyms = Self::default();
         for path in txt_files(dir).unwrap_or_default() {
             let Some(name) = path.file_stem().and_then(|s| s.to_str()).map(str::to_string) else { continue };
@@ -103,7 +103,7 @@ impl Synonyms {
     /// What is wrong with the `.txt` files of `dir`: the directory or a file unreadable, a line
     /// malformed (`file: line N: reason`). `load_dir` skips all of these; start-up and a reload
     /// refuse them instead, so a typo cannot silently drop a rule.
-    pub fn problems_in_dir(dir: &Path) -> Vec<String> {
+    pub(crate) fn problems_in_dir(dir: &Path) -> Vec<String> {
         let paths = match txt_files(dir) {
             Ok(paths) => paths,
             Err(error) => return vec![format!("cannot read the directory: {error}")],
@@ -121,7 +121,8 @@ impl Synonyms {
     }
 
     /// Rules from text (tests, and callers without files): `tenant` `None` = every tenant.
-    pub fn from_text(tenant: Option<&str>, text: &str) -> Self {
+    #[cfg(test)]
+    pub(crate) fn from_text(tenant: Option<&str>, text: &str) -> Self {
         let (rules, _) = parse(text);
         let mut synonyms = Self::default();
         match tenant {
@@ -133,12 +134,8 @@ impl Synonyms {
         synonyms
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.common.is_empty() && self.by_tenant.values().all(Vec::is_empty)
-    }
-
     /// The terms the query gains from `tenant`'s rules (those not already in it).
-    pub fn expand(&self, tenant: &str, query_terms: &[String]) -> Vec<String> {
+    pub(crate) fn expand(&self, tenant: &str, query_terms: &[String]) -> Vec<String> {
         let mut added: Vec<String> = Vec::new();
         let tenant_rules = self.by_tenant.get(tenant).map(Vec::as_slice).unwrap_or_default();
         for rule in self.common.iter().chain(tenant_rules) {

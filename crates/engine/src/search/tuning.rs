@@ -13,19 +13,19 @@ use std::sync::Arc;
 
 /// The setting names of the three files, as `/health` and errors name them.
 pub const THEMES_SETTING: &str = "RETR_THEMES_PATH";
-pub const BOOSTING_SETTING: &str = "RETR_BOOSTING_PATH";
-pub const SYNONYMS_SETTING: &str = "RETR_SYNONYMS_DIR";
+pub(crate) const BOOSTING_SETTING: &str = "RETR_BOOSTING_PATH";
+pub(crate) const SYNONYMS_SETTING: &str = "RETR_SYNONYMS_DIR";
 
 /// The themes, boosting and synonyms a search uses, loaded together.
 #[derive(Clone)]
 pub struct Tuning {
     /// The themes file's themes, their keyword rules compiled once.
     pub theme_set: Arc<ThemeSet>,
-    pub router_config: RouterConfig,
-    pub boosting: Arc<BoostingConfig>,
+    pub(crate) router_config: RouterConfig,
+    pub(crate) boosting: Arc<BoostingConfig>,
     /// Names `boosting` (which never changes once loaded) for the records' boost factor caches.
-    pub boost_key: BoostCacheKey,
-    pub synonyms: Arc<Synonyms>,
+    pub(crate) boost_key: BoostCacheKey,
+    pub(crate) synonyms: Arc<Synonyms>,
     /// Which reload loaded it (0: start-up), for what is cached per tuning.
     pub generation: u64,
 }
@@ -39,7 +39,7 @@ impl Default for Tuning {
 
 impl Tuning {
     /// No boosting and no synonyms over `themes`.
-    pub fn new(themes: &dyn ThemesProvider, router_config: RouterConfig) -> Self {
+    pub(crate) fn new(themes: &dyn ThemesProvider, router_config: RouterConfig) -> Self {
         Self {
             theme_set: Arc::new(ThemeSet::new(themes.list_themes())),
             router_config,
@@ -50,19 +50,13 @@ impl Tuning {
         }
     }
 
-    pub fn with_themes(mut self, themes: &dyn ThemesProvider, router_config: RouterConfig) -> Self {
-        self.theme_set = Arc::new(ThemeSet::new(themes.list_themes()));
-        self.router_config = router_config;
-        self
-    }
-
-    pub fn with_boosting(mut self, boosting: Arc<BoostingConfig>) -> Self {
+    pub(crate) fn with_boosting(mut self, boosting: Arc<BoostingConfig>) -> Self {
         self.boosting = boosting;
         self.boost_key = BoostCacheKey::new();
         self
     }
 
-    pub fn with_synonyms(mut self, synonyms: Arc<Synonyms>) -> Self {
+    pub(crate) fn with_synonyms(mut self, synonyms: Arc<Synonyms>) -> Self {
         self.synonyms = synonyms;
         self
     }

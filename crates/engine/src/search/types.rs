@@ -9,16 +9,16 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct SearchFilters {
     #[schema(schema_with = super::schema::tag_value)]
-    pub product: Option<String>,
+    pub(crate) product: Option<String>,
     #[schema(schema_with = super::schema::tag_value)]
-    pub version: Option<String>,
+    pub(crate) version: Option<String>,
     #[serde(default)]
     #[schema(schema_with = super::schema::tags)]
-    pub tags: Vec<String>,
+    pub(crate) tags: Vec<String>,
     #[schema(schema_with = super::schema::id_list)]
-    pub doc_ids: Option<Vec<String>>,
+    pub(crate) doc_ids: Option<Vec<String>>,
     #[schema(schema_with = super::schema::id_list)]
-    pub section_ids: Option<Vec<String>>,
+    pub(crate) section_ids: Option<Vec<String>>,
 }
 
 /// `POST /internal/retrieval/search`. Unknown fields are rejected so that a misspelt filter
@@ -140,8 +140,8 @@ pub struct HitMetadata {
     pub page_type: String,
     pub heading: String,
     pub heading_path: Vec<String>,
-    pub page: u32,
-    pub chunk_index: u32,
+    pub(crate) page: u32,
+    pub(crate) chunk_index: u32,
     pub theme_label: Option<String>,
 }
 
@@ -154,7 +154,7 @@ pub struct RetrievalHit {
     pub section_id: Option<String>,
     pub chunk_id: Option<String>,
     pub title: String,
-    pub summary: String,
+    pub(crate) summary: String,
     /// The final ranking score: the fused relevance after boosts (may exceed 1).
     pub score: f32,
     /// The fused dense+lexical relevance normalised to [0, 1], before boosts; `min_score` applies to it.
@@ -163,40 +163,40 @@ pub struct RetrievalHit {
     /// How the score was made (`explain: true`).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Explain>)]
-    pub explain: Option<serde_json::Value>,
+    pub(crate) explain: Option<serde_json::Value>,
 }
 
 /// The schema of `RetrievalHit::explain` (built by `Ranked::explain`; a test keeps the two equal).
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Explain {
-    pub dense_rank: Option<usize>,
-    pub dense_score: Option<f32>,
-    pub lexical_rank: Option<usize>,
-    pub lexical_score: Option<f32>,
-    pub fused_score: f32,
-    pub fused_normalized: f32,
+    pub(crate) dense_rank: Option<usize>,
+    pub(crate) dense_score: Option<f32>,
+    pub(crate) lexical_rank: Option<usize>,
+    pub(crate) lexical_score: Option<f32>,
+    pub(crate) fused_score: f32,
+    pub(crate) fused_normalized: f32,
     /// The boosting rules in the order applied, each with `multiply` or `add`.
-    pub boosts: Vec<ExplainBoost>,
-    pub rerank_score: Option<f32>,
+    pub(crate) boosts: Vec<ExplainBoost>,
+    pub(crate) rerank_score: Option<f32>,
     /// What the page's second-best ranked section added to a section's score
     /// (`cascade.second_section_weight` of boosting.yaml); null at the other levels.
-    pub page_evidence: Option<f32>,
-    pub padded: bool,
-    pub final_score: f32,
+    pub(crate) page_evidence: Option<f32>,
+    pub(crate) padded: bool,
+    pub(crate) final_score: f32,
 }
 
 /// One boosting rule's effect in `Explain::boosts`.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ExplainBoost {
-    pub rule: String,
+    pub(crate) rule: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub multiply: Option<f32>,
+    pub(crate) multiply: Option<f32>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub add: Option<f32>,
+    pub(crate) add: Option<f32>,
 }
 
 impl RetrievalHit {
-    pub fn from_metadata(id: &str, level: Level, meta: &Metadata, score: f32) -> Self {
+    pub(crate) fn from_metadata(id: &str, level: Level, meta: &Metadata, score: f32) -> Self {
         Self {
             id: id.to_string(),
             level,
@@ -232,19 +232,19 @@ impl RetrievalHit {
 /// The intermediate hits of each cascade stage (`include_steps: true`).
 #[derive(Debug, Clone, Default, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct Steps {
-    pub docs: Vec<RetrievalHit>,
-    pub sections: Vec<RetrievalHit>,
-    pub chunks: Vec<RetrievalHit>,
+    pub(crate) docs: Vec<RetrievalHit>,
+    pub(crate) sections: Vec<RetrievalHit>,
+    pub(crate) chunks: Vec<RetrievalHit>,
     /// Doc ids added by `min_docs` padding rather than by similarity.
-    pub padded_doc_ids: Vec<String>,
-    pub fallback_used: bool,
+    pub(crate) padded_doc_ids: Vec<String>,
+    pub(crate) fallback_used: bool,
 }
 
 /// Something that went wrong but did not fail the search, so callers can judge the result.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct Degradation {
     pub code: String,
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl Degradation {
@@ -259,12 +259,12 @@ pub struct SearchResponse {
     /// `section` or `chunk`: which level the hits come from (`none` when there are no hits).
     pub hits_level: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub steps: Option<Steps>,
+    pub(crate) steps: Option<Steps>,
     pub trace_id: Option<String>,
-    pub took_ms: f64,
+    pub(crate) took_ms: f64,
     /// The version of the index this answer was read from (absent for a fixed snapshot).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub index_version: Option<String>,
+    pub(crate) index_version: Option<String>,
     pub degradations: Vec<Degradation>,
     /// The theme router's result and whether it filtered.
     pub routing: RoutingInfo,
@@ -274,24 +274,24 @@ pub struct SearchResponse {
     /// The probability that the first hit answers the question, in [0, 1] (0 without hits):
     /// a calibrated estimate an orchestrator can compare with a threshold to say "I don't know"
     /// instead of answering from the wrong page.
-    pub confidence: f32,
+    pub(crate) confidence: f32,
     /// What `confidence` was computed from (`eval` fits the model on them); not serialised.
     #[serde(skip)]
-    pub confidence_features: Option<super::confidence::Features>,
+    pub(crate) confidence_features: Option<super::confidence::Features>,
     /// How strongly the hits split across themes (the routing step's split ratio) when the question named
     /// none; `eval` fits `router.ambiguity_min_ratio` on it. Not serialised.
     #[serde(skip)]
-    pub split_ratio: Option<f32>,
+    pub(crate) split_ratio: Option<f32>,
 }
 
 /// The routing part of a search response.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct RoutingInfo {
     #[serde(flatten)]
-    pub result: RoutingResult,
+    pub(crate) result: RoutingResult,
     /// True when the hits were restricted to the primary theme's metadata (hard filter).
-    pub filter_applied: bool,
+    pub(crate) filter_applied: bool,
     /// The theme chosen by the caller (request field `theme`), which always filters.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub chosen_theme: Option<String>,
+    pub(crate) chosen_theme: Option<String>,
 }

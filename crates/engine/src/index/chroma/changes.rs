@@ -21,34 +21,34 @@ const ENTRY_EMBEDDING: [f32; 1] = [1.0];
 
 /// Entries newer than the newest seen minus this are polled again: an entry written with an
 /// older clock reading, or made visible late, is not missed.
-pub const LOOKBACK_MS: i64 = 60_000;
+pub(crate) const LOOKBACK_MS: i64 = 60_000;
 
 /// Writers delete entries older than this.
-pub const RETENTION_MS: i64 = 3_600_000;
+pub(crate) const RETENTION_MS: i64 = 3_600_000;
 
 /// A replica (or a local copy of one) last confirmed current longer ago than this cannot trust
 /// the log to hold every change it missed: it is reloaded in full.
-pub const TRUSTED_GAP_MS: i64 = RETENTION_MS / 2;
+pub(crate) const TRUSTED_GAP_MS: i64 = RETENTION_MS / 2;
 
 /// Ids per `$in` condition when a delta is fetched.
-pub const IDS_PER_FETCH: usize = 500;
+pub(crate) const IDS_PER_FETCH: usize = 500;
 
 pub use crate::index::change::ChangeScope;
 
 /// One entry of the change log.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChangeEntry {
-    pub id: String,
-    pub tenant_id: String,
+pub(crate) struct ChangeEntry {
+    pub(crate) id: String,
+    pub(crate) tenant_id: String,
     /// The write's version marker (the docs collection's `index_version` after it).
-    pub version: String,
+    pub(crate) version: String,
     /// Milliseconds since the epoch when the entry was written (the writer's clock).
-    pub at_ms: i64,
-    pub scope: ChangeScope,
+    pub(crate) at_ms: i64,
+    pub(crate) scope: ChangeScope,
 }
 
 /// The upsert body for the entries of one write.
-pub fn entries_body(version: &str, at_ms: i64, changes: &[(String, ChangeScope)]) -> Value {
+pub(crate) fn entries_body(version: &str, at_ms: i64, changes: &[(String, ChangeScope)]) -> Value {
     let ids: Vec<String> = changes.iter().map(|(tenant, _)| format!("{version}/{tenant}")).collect();
     let metadatas: Vec<Value> =
         changes.iter().map(|(tenant, _)| json!({"tenant_id": tenant, "version": version, "at_ms": at_ms})).collect();
@@ -65,7 +65,11 @@ pub fn entries_body(version: &str, at_ms: i64, changes: &[(String, ChangeScope)]
 
 /// One entry from Chroma's `get` columns; `None` when it is not one this service wrote (a
 /// malformed entry is then handled as a change nobody explains: a full reload).
-pub fn parse_entry(id: String, metadata: Option<Map<String, Value>>, document: Option<String>) -> Option<ChangeEntry> {
+pub(crate) fn parse_entry(
+    id: String,
+    metadata: Option<Map<String, Value>>,
+    document: Option<String>,
+) -> Option<ChangeEntry> {
     let metadata = metadata?;
     let tenant_id = metadata.get("tenant_id")?.as_str()?.to_string();
     let version = metadata.get("version")?.as_str()?.to_string();

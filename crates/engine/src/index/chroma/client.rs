@@ -14,17 +14,17 @@ use std::time::{Duration, Instant};
 /// The serving policy: a transient failure (no answer or a dropped connection, 429, 5xx) is
 /// retried twice (50 ms, then 100 ms, or what `Retry-After` asks up to 1 s): a local Chroma
 /// sometimes fails a read racing a write ("Error finding id"). Every call here is idempotent.
-pub const SERVING_RETRY: RetryPolicy =
+pub(crate) const SERVING_RETRY: RetryPolicy =
     RetryPolicy { max_attempts: 3, first_delay: Duration::from_millis(50), max_retry_after: Duration::from_secs(1) };
 
 /// The batch job's policy (`ingest`): a busy or restarting Chroma gets ~15 s of backoff (0.5 s
 /// doubling over six attempts, or `Retry-After` up to 30 s) before the run gives up.
-pub const INGEST_RETRY: RetryPolicy =
+pub(crate) const INGEST_RETRY: RetryPolicy =
     RetryPolicy { max_attempts: 6, first_delay: Duration::from_millis(500), max_retry_after: Duration::from_secs(30) };
 
 /// The kind of a Chroma error response (`upstream::classify`, seen as an index error): pure, so
 /// it is tested without a server.
-pub fn classify(status: u16, body: &str) -> IndexErrorKind {
+pub(crate) fn classify(status: u16, body: &str) -> IndexErrorKind {
     match crate::upstream::classify(status, body) {
         UpstreamErrorKind::NotFound => IndexErrorKind::NotFound,
         UpstreamErrorKind::BadRequest => IndexErrorKind::BadRequest,
@@ -58,7 +58,7 @@ fn error_message(status: u16, body: &str) -> String {
 }
 
 #[derive(Debug, Clone)]
-pub struct ChromaClient {
+pub(crate) struct ChromaClient {
     http: reqwest::Client,
     /// Where each call is recorded (`retrieval_upstream_request_duration_seconds`), once set.
     metrics: Arc<OnceLock<Arc<Metrics>>>,
@@ -69,7 +69,7 @@ pub struct ChromaClient {
 
 impl ChromaClient {
     /// `timeout` bounds each attempt; `retry` says how often a transient failure is tried again.
-    pub fn new(host: &str, tenant: &str, database: &str, timeout: Duration, retry: RetryPolicy) -> Result<Self> {
+    pub(crate) fn new(host: &str, tenant: &str, database: &str, timeout: Duration, retry: RetryPolicy) -> Result<Self> {
         let http = crate::upstream::build(crate::upstream::http_client_builder(timeout).pool_max_idle_per_host(32))
             .map_err(|error| IndexError::new(IndexErrorKind::Internal, error.message))?;
         let api_url = format!("{}/api/v2", host.trim_end_matches('/'));
@@ -78,17 +78,17 @@ impl ChromaClient {
     }
 
     /// Records every call from now on in `metrics`.
-    pub fn set_metrics(&self, metrics: Arc<Metrics>) {
+    pub(crate) fn set_metrics(&self, metrics: Arc<Metrics>) {
         let _ = self.metrics.set(metrics);
     }
 
     /// The server's advisory batch size and whether it accepts base64 embeddings.
-    pub async fn pre_flight_checks(&self) -> Result<PreFlightChecks> {
+    pub(crate) async fn pre_flight_checks(&self) -> Result<PreFlightChecks> {
         self.send(self.http.get(format!("{}/pre-flight-checks", self.api_url)), "pre-flight checks").await
     }
 
     /// Creates the tenant and the database when they are missing (409 means they exist).
-    pub async fn ensure_database(&self, tenant: &str, database: &str) -> Result<()> {
+    pub(crate) async fn ensure_database(&self, tenant: &str, database: &str) -> Result<()> {
         let tenants = self.http.post(format!("{}/tenants", self.api_url)).json(&json!({"name": tenant}));
         self.send_allowing_conflict(tenants, "create tenant").await?;
         let databases =
@@ -96,12 +96,12 @@ impl ChromaClient {
         self.send_allowing_conflict(databases, "create database").await
     }
 
-    pub async fn collection(&self, name: &str) -> Result<CollectionInfo> {
+    pub(crate) async fn collection(&self, name: &str) -> Result<CollectionInfo> {
         self.send(self.http.get(format!("{}/collections/{name}", self.database_url)), "get collection").await
     }
 
     /// Creates the collection with cosine space, or returns the existing one unchanged.
-    pub async fn get_or_create(&self, name: &str, metadata: &Map<String, Value>) -> Result<CollectionInfo> {
+    pub(crate) async fn get_or_create(&self, name: &str, metadata: &Map<String, Value>) -> Result<CollectionInfo> {
         let body = json!({
             "name": name,
             "configuration": {"hnsw": {"space": "cosine"}},
@@ -112,30 +112,30 @@ impl ChromaClient {
     }
 
     /// Replaces the collection metadata (Chroma does not merge it).
-    pub async fn set_metadata(&self, id: &str, metadata: &Map<String, Value>) -> Result<()> {
+    pub(crate) async fn set_metadata(&self, id: &str, metadata: &Map<String, Value>) -> Result<()> {
         let request =
             self.http.put(format!("{}/collections/{id}", self.database_url)).json(&json!({"new_metadata": metadata}));
         self.send::<Value>(request, "update collection").await.map(|_| ())
     }
 
-    pub async fn count(&self, id: &str) -> Result<usize> {
+    pub(crate) async fn count(&self, id: &str) -> Result<usize> {
         self.send(self.http.get(format!("{}/collections/{id}/count", self.database_url)), "count").await
     }
 
-    pub async fn get(&self, id: &str, body: &Value) -> Result<GetResponse> {
+    pub(crate) async fn get(&self, id: &str, body: &Value) -> Result<GetResponse> {
         self.post(id, "get", body).await
     }
 
-    pub async fn query(&self, id: &str, body: &Value) -> Result<QueryResponse> {
+    pub(crate) async fn query(&self, id: &str, body: &Value) -> Result<QueryResponse> {
         self.post(id, "query", body).await
     }
 
-    pub async fn upsert(&self, id: &str, body: &Value) -> Result<()> {
+    pub(crate) async fn upsert(&self, id: &str, body: &Value) -> Result<()> {
         self.post::<Value>(id, "upsert", body).await.map(|_| ())
     }
 
     /// Deletes the records matching `body` (`ids` and/or `where`); returns Chroma's count.
-    pub async fn delete(&self, id: &str, body: &Value) -> Result<usize> {
+    pub(crate) async fn delete(&self, id: &str, body: &Value) -> Result<usize> {
         let answer: Value = self.post(id, "delete", body).await?;
         Ok(answer.get("deleted").and_then(Value::as_u64).unwrap_or(0) as usize)
     }

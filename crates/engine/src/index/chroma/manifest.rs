@@ -23,42 +23,42 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// Record metadata keys of a versioned record (never part of `Metadata`).
-pub const PAGE_HASH_KEY: &str = "page_hash";
-pub const INGEST_SOURCE_KEY: &str = "ingest_source";
+pub(crate) const PAGE_HASH_KEY: &str = "page_hash";
+pub(crate) const INGEST_SOURCE_KEY: &str = "ingest_source";
 
 /// Separates the page hash from the rest of a versioned record's Chroma id.
-pub const HASH_SEPARATOR: &str = "::";
+pub(crate) const HASH_SEPARATOR: &str = "::";
 
 /// The one-dimensional embedding every manifest carries (Chroma stores no record without one).
 const MANIFEST_EMBEDDING: [f32; 1] = [1.0];
 
 /// The committed version of one source of one tenant.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Manifest {
-    pub tenant_id: String,
-    pub source: String,
+pub(crate) struct Manifest {
+    pub(crate) tenant_id: String,
+    pub(crate) source: String,
     /// The commit's version marker: a new one on every commit.
-    pub generation: String,
+    pub(crate) generation: String,
     /// doc id → the hash of the page's records that are served.
-    pub pages: BTreeMap<String, String>,
+    pub(crate) pages: BTreeMap<String, String>,
     /// doc id → how many records the page has on each level (docs, sections, chunks).
-    pub records: BTreeMap<String, [usize; 3]>,
+    pub(crate) records: BTreeMap<String, [usize; 3]>,
 }
 
 /// What a poll reads of a manifest: enough to tell whether it changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ManifestHead {
-    pub id: String,
-    pub generation: String,
+pub(crate) struct ManifestHead {
+    pub(crate) id: String,
+    pub(crate) generation: String,
 }
 
 /// The manifest record's id.
-pub fn manifest_id(tenant_id: &str, source: &str) -> String {
+pub(crate) fn manifest_id(tenant_id: &str, source: &str) -> String {
     format!("{tenant_id}::{source}")
 }
 
 impl Manifest {
-    pub fn id(&self) -> String {
+    pub(crate) fn id(&self) -> String {
         manifest_id(&self.tenant_id, &self.source)
     }
 
@@ -72,7 +72,7 @@ impl Manifest {
 }
 
 /// The upsert body committing `manifests` in one request.
-pub fn upsert_body(manifests: &[Manifest]) -> Value {
+pub(crate) fn upsert_body(manifests: &[Manifest]) -> Value {
     let ids: Vec<String> = manifests.iter().map(Manifest::id).collect();
     let metadatas: Vec<Value> = manifests
         .iter()
@@ -88,13 +88,13 @@ pub fn upsert_body(manifests: &[Manifest]) -> Value {
     json!({"ids": ids, "embeddings": embeddings, "metadatas": metadatas, "documents": documents})
 }
 
-pub fn parse_head(id: String, metadata: Option<&Map<String, Value>>) -> Option<ManifestHead> {
+pub(crate) fn parse_head(id: String, metadata: Option<&Map<String, Value>>) -> Option<ManifestHead> {
     let generation = metadata?.get("generation")?.as_str()?.to_string();
     Some(ManifestHead { id, generation })
 }
 
 /// One manifest from Chroma's `get` columns; `None` when it is not one this service wrote.
-pub fn parse_manifest(metadata: Option<&Map<String, Value>>, document: Option<&str>) -> Option<Manifest> {
+pub(crate) fn parse_manifest(metadata: Option<&Map<String, Value>>, document: Option<&str>) -> Option<Manifest> {
     let metadata = metadata?;
     let field = |key: &str| metadata.get(key).and_then(Value::as_str).map(str::to_string);
     let document: Value = serde_json::from_str(document?).ok()?;
@@ -119,12 +119,12 @@ pub fn parse_manifest(metadata: Option<&Map<String, Value>>, document: Option<&s
 
 /// Which stored records a replica serves, from the manifests of every tenant.
 #[derive(Debug, Clone, Default)]
-pub struct Visibility {
+pub(crate) struct Visibility {
     by_tenant: HashMap<String, Vec<Arc<Manifest>>>,
 }
 
 impl Visibility {
-    pub fn new<'a>(manifests: impl IntoIterator<Item = &'a Arc<Manifest>>) -> Self {
+    pub(crate) fn new<'a>(manifests: impl IntoIterator<Item = &'a Arc<Manifest>>) -> Self {
         let mut by_tenant: HashMap<String, Vec<Arc<Manifest>>> = HashMap::new();
         for manifest in manifests {
             by_tenant.entry(manifest.tenant_id.clone()).or_default().push(Arc::clone(manifest));
@@ -133,25 +133,25 @@ impl Visibility {
     }
 
     /// The record counts a manifest of `tenant` gives for `doc`, when one lists it with counts.
-    pub fn expected(&self, tenant: &str, doc: &str) -> Option<[usize; 3]> {
+    pub(crate) fn expected(&self, tenant: &str, doc: &str) -> Option<[usize; 3]> {
         let manifests = self.by_tenant.get(tenant)?;
         manifests.iter().find(|manifest| manifest.pages.contains_key(doc))?.records.get(doc).copied()
     }
 
     /// The docs the manifests of `tenant` list.
-    pub fn pages<'a>(&'a self, tenant: &str) -> impl Iterator<Item = &'a str> + 'a {
+    pub(crate) fn pages<'a>(&'a self, tenant: &str) -> impl Iterator<Item = &'a str> + 'a {
         self.by_tenant.get(tenant).into_iter().flatten().flat_map(|manifest| manifest.pages.keys().map(String::as_str))
     }
 
     /// The tenants that have manifests.
-    pub fn tenants(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn tenants(&self) -> impl Iterator<Item = &str> {
         self.by_tenant.keys().map(String::as_str)
     }
 
     /// Whether a record with `meta` (and `page_hash`, for a versioned record) is served: a
     /// versioned record when a manifest of its tenant names its hash for its doc, any other record
     /// when no manifest of its tenant lists its doc or owns its source.
-    pub fn admits(&self, meta: &Metadata, page_hash: Option<&str>) -> bool {
+    pub(crate) fn admits(&self, meta: &Metadata, page_hash: Option<&str>) -> bool {
         let manifests = self.by_tenant.get(&meta.tenant_id).map(Vec::as_slice).unwrap_or_default();
         match page_hash {
             Some(hash) => manifests.iter().any(|manifest| manifest.pages.get(&meta.doc_id).is_some_and(|h| h == hash)),
@@ -162,16 +162,16 @@ impl Visibility {
 
 /// How many served versioned records a read found per page and level.
 #[derive(Debug, Default)]
-pub struct Tally(HashMap<(String, String), [usize; 3]>);
+pub(crate) struct Tally(HashMap<(String, String), [usize; 3]>);
 
 impl Tally {
-    pub fn add(&mut self, slot: usize, meta: &Metadata) {
+    pub(crate) fn add(&mut self, slot: usize, meta: &Metadata) {
         self.0.entry((meta.tenant_id.clone(), meta.doc_id.clone())).or_default()[slot] += 1;
     }
 
     /// The first page among `docs` of `tenant` whose records the read did not find whole (their
     /// count per level differs from the manifest's), described for the log.
-    pub fn shortfall<'a>(
+    pub(crate) fn shortfall<'a>(
         &self,
         visibility: &Visibility,
         tenant: &str,
@@ -191,7 +191,7 @@ impl Tally {
 /// list names them). A source that gains its first manifest changes the docs it lists and the
 /// served docs it owns, whose unversioned records it hides: `served` gives the metadata of the
 /// tenant's served docs (read only then).
-pub fn tenant_change(
+pub(crate) fn tenant_change(
     before: &[&Manifest],
     after: &[&Manifest],
     served: impl FnOnce() -> Vec<Metadata>,

@@ -15,12 +15,12 @@ use std::sync::Arc;
 const TENANT_SEPARATOR: &str = "::";
 
 /// The Chroma id of a record: `{tenant_id}::{id}`.
-pub fn chroma_id(tenant_id: &str, record_id: &str) -> String {
+pub(crate) fn chroma_id(tenant_id: &str, record_id: &str) -> String {
     format!("{tenant_id}{TENANT_SEPARATOR}{record_id}")
 }
 
 /// The record id behind a Chroma id; ids written by other tools (no tenant prefix) are kept as is.
-pub fn record_id(chroma_id: &str, tenant_id: &str) -> String {
+pub(crate) fn record_id(chroma_id: &str, tenant_id: &str) -> String {
     chroma_id
         .strip_prefix(tenant_id)
         .and_then(|rest| rest.strip_prefix(TENANT_SEPARATOR))
@@ -31,7 +31,7 @@ pub fn record_id(chroma_id: &str, tenant_id: &str) -> String {
 /// Flat Chroma metadata of a record. Chroma rejects `null` and drops empty arrays, so absent
 /// optional ids and empty lists are omitted, and so are empty strings (every metadata key costs
 /// Chroma an inverted-index entry on write); `metadata_from_chroma` restores them as empty.
-pub fn metadata_to_chroma(meta: &Metadata) -> Result<Map<String, Value>> {
+pub(crate) fn metadata_to_chroma(meta: &Metadata) -> Result<Map<String, Value>> {
     let value = serde_json::to_value(meta)
         .map_err(|error| IndexError::new(IndexErrorKind::Internal, format!("metadata not serializable: {error}")))?;
     let Value::Object(mut map) = value else {
@@ -46,20 +46,20 @@ pub fn metadata_to_chroma(meta: &Metadata) -> Result<Map<String, Value>> {
     Ok(map)
 }
 
-pub fn metadata_from_chroma(map: Map<String, Value>) -> Result<Metadata> {
+pub(crate) fn metadata_from_chroma(map: Map<String, Value>) -> Result<Metadata> {
     serde_json::from_value(Value::Object(map))
         .map_err(|error| IndexError::new(IndexErrorKind::Corrupt, format!("unreadable chroma metadata: {error}")))
 }
 
 /// Little-endian f32 bytes in base64, the compact embedding form Chroma accepts on add/upsert.
-pub fn encode_embedding(embedding: &[f32]) -> String {
+pub(crate) fn encode_embedding(embedding: &[f32]) -> String {
     let bytes: Vec<u8> = embedding.iter().flat_map(|value| value.to_le_bytes()).collect();
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 /// How embeddings travel in an `upsert` body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EmbeddingEncoding {
+pub(crate) enum EmbeddingEncoding {
     /// Base64 strings of little-endian f32: about 4× smaller than JSON floats and cheaper to parse.
     Base64,
     /// JSON arrays of floats, for a server that does not announce base64 support.
@@ -69,14 +69,18 @@ pub enum EmbeddingEncoding {
 /// What makes written records versioned (`manifest`): the source they are staged for and the
 /// hash of each doc's page.
 #[derive(Debug, Clone, Copy)]
-pub struct Versioned<'a> {
-    pub source: &'a str,
-    pub page_hashes: &'a BTreeMap<String, String>,
+pub(crate) struct Versioned<'a> {
+    pub(crate) source: &'a str,
+    pub(crate) page_hashes: &'a BTreeMap<String, String>,
 }
 
 /// The `upsert` body of a batch of records; `versioned` records get their page hash in their id
 /// and metadata.
-pub fn upsert_body(records: &[Record], encoding: EmbeddingEncoding, versioned: Option<Versioned<'_>>) -> Result<Value> {
+pub(crate) fn upsert_body(
+    records: &[Record],
+    encoding: EmbeddingEncoding,
+    versioned: Option<Versioned<'_>>,
+) -> Result<Value> {
     let mut ids = Vec::with_capacity(records.len());
     let mut embeddings = Vec::with_capacity(records.len());
     let mut documents = Vec::with_capacity(records.len());
@@ -105,19 +109,19 @@ pub fn upsert_body(records: &[Record], encoding: EmbeddingEncoding, versioned: O
 
 /// `GET /api/v2/pre-flight-checks`: the server's write limits.
 #[derive(Debug, Clone, Deserialize)]
-pub struct PreFlightChecks {
+pub(crate) struct PreFlightChecks {
     /// Advisory upper bound of records per write request.
     #[serde(default)]
-    pub max_batch_size: Option<usize>,
+    pub(crate) max_batch_size: Option<usize>,
     #[serde(default)]
-    pub supports_base64_encoding: bool,
+    pub(crate) supports_base64_encoding: bool,
 }
 
 /// The `where` clause equivalent to `RecordFilter::matches`, always wrapped in `$and` (Chroma
 /// rejects two keys at the top level). `None` when the filter can match nothing (an empty id
 /// list), which Chroma cannot express (`$in: []` is a 400), and when it carries a metadata
 /// `condition`, which is checked on the replica only: never translated, so never widened.
-pub fn where_clause(filter: &RecordFilter) -> Option<Value> {
+pub(crate) fn where_clause(filter: &RecordFilter) -> Option<Value> {
     if filter.condition.is_some() {
         return None;
     }
@@ -150,40 +154,40 @@ pub fn where_clause(filter: &RecordFilter) -> Option<Value> {
 }
 
 /// One record's flat metadata as Chroma stores it.
-pub type ChromaMetadata = Map<String, Value>;
+pub(crate) type ChromaMetadata = Map<String, Value>;
 
 /// `GET /collections/{name}` and the create call.
 #[derive(Debug, Clone, Deserialize)]
-pub struct CollectionInfo {
-    pub id: String,
+pub(crate) struct CollectionInfo {
+    pub(crate) id: String,
     #[serde(default)]
-    pub metadata: Option<Map<String, Value>>,
+    pub(crate) metadata: Option<Map<String, Value>>,
 }
 
 impl CollectionInfo {
-    pub fn metadata_string(&self, key: &str) -> Option<&str> {
+    pub(crate) fn metadata_string(&self, key: &str) -> Option<&str> {
         self.metadata.as_ref()?.get(key)?.as_str()
     }
 }
 
 /// `POST …/get` with `include: [embeddings, metadatas, documents]`.
 #[derive(Debug, Deserialize)]
-pub struct GetResponse {
-    pub ids: Vec<String>,
+pub(crate) struct GetResponse {
+    pub(crate) ids: Vec<String>,
     #[serde(default)]
-    pub embeddings: Option<Vec<Vec<f32>>>,
+    pub(crate) embeddings: Option<Vec<Vec<f32>>>,
     #[serde(default)]
-    pub documents: Option<Vec<Option<String>>>,
+    pub(crate) documents: Option<Vec<Option<String>>>,
     #[serde(default)]
-    pub metadatas: Option<Vec<Option<ChromaMetadata>>>,
+    pub(crate) metadatas: Option<Vec<Option<ChromaMetadata>>>,
 }
 
 /// A record as stored, with the page hash of a versioned record.
-pub type StoredRecord = (Record, Option<String>);
+pub(crate) type StoredRecord = (Record, Option<String>);
 
 impl GetResponse {
     /// The records of the page; every entry must carry metadata with a tenant and an embedding.
-    pub fn into_records(self) -> Result<Vec<StoredRecord>> {
+    pub(crate) fn into_records(self) -> Result<Vec<StoredRecord>> {
         let count = self.ids.len();
         let corrupt = |what: &str| IndexError::new(IndexErrorKind::Corrupt, format!("chroma get returned {what}"));
         let embeddings = self.embeddings.ok_or_else(|| corrupt("no embeddings"))?;
@@ -218,7 +222,7 @@ impl GetResponse {
 
 impl GetResponse {
     /// The metadata of each record of the page (a `get` with `include: [metadatas]`).
-    pub fn into_metadatas(self) -> Result<Vec<crate::model::Metadata>> {
+    pub(crate) fn into_metadatas(self) -> Result<Vec<crate::model::Metadata>> {
         let metadatas = self
             .metadatas
             .ok_or_else(|| IndexError::new(IndexErrorKind::Corrupt, "chroma get returned no metadatas".to_string()))?;
@@ -228,19 +232,19 @@ impl GetResponse {
 
 /// `POST …/query` for one query vector.
 #[derive(Debug, Deserialize)]
-pub struct QueryResponse {
-    pub ids: Vec<Vec<String>>,
+pub(crate) struct QueryResponse {
+    pub(crate) ids: Vec<Vec<String>>,
     #[serde(default)]
-    pub distances: Option<Vec<Vec<Option<f32>>>>,
+    pub(crate) distances: Option<Vec<Vec<Option<f32>>>>,
     #[serde(default)]
-    pub documents: Option<Vec<Vec<Option<String>>>>,
+    pub(crate) documents: Option<Vec<Vec<Option<String>>>>,
     #[serde(default)]
-    pub metadatas: Option<Vec<Vec<Option<ChromaMetadata>>>>,
+    pub(crate) metadatas: Option<Vec<Vec<Option<ChromaMetadata>>>>,
 }
 
 /// The hits of a one-vector query as scored records (similarity = 1 − cosine distance), without
 /// embeddings.
-pub fn scored_records(response: QueryResponse) -> Result<Vec<ScoredRecord>> {
+pub(crate) fn scored_records(response: QueryResponse) -> Result<Vec<ScoredRecord>> {
     let corrupt = |what: &str| IndexError::new(IndexErrorKind::Corrupt, format!("chroma query returned {what}"));
     let ids = response.ids.into_iter().next().unwrap_or_default();
     let distances =
@@ -267,11 +271,11 @@ pub fn scored_records(response: QueryResponse) -> Result<Vec<ScoredRecord>> {
 
 /// `{"error": kind, "message": text}`, the body of Chroma's JSON errors.
 #[derive(Debug, Deserialize)]
-pub struct ErrorBody {
+pub(crate) struct ErrorBody {
     #[serde(default)]
-    pub error: String,
+    pub(crate) error: String,
     #[serde(default)]
-    pub message: String,
+    pub(crate) message: String,
 }
 
 #[cfg(test)]

@@ -22,13 +22,13 @@ pub(super) const INDEXED_AT_KEY: &str = "indexed_at";
 
 /// Records per upsert request at most: ~2.1 MB of base64 vectors at 384-d, far below Chroma's
 /// 40 MB body cap. A server announcing a smaller `max_batch_size` lowers it.
-pub const UPSERT_BATCH_SIZE: usize = 1000;
+pub(crate) const UPSERT_BATCH_SIZE: usize = 1000;
 
 /// How this server takes writes, from its pre-flight checks (asked once per index).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct WriteLimits {
-    pub batch_size: usize,
-    pub encoding: EmbeddingEncoding,
+    pub(crate) batch_size: usize,
+    pub(crate) encoding: EmbeddingEncoding,
 }
 
 impl WriteLimits {
@@ -99,7 +99,7 @@ fn validate(level: Level, record: &Record) -> Result<()> {
 impl ChromaIndex {
     /// Creates the tenant, database and the three cosine collections when missing; caches the
     /// collection UUIDs.
-    pub async fn ensure_collections(&self) -> Result<[String; 3]> {
+    pub(crate) async fn ensure_collections(&self) -> Result<[String; 3]> {
         self.client.ensure_database(&self.tenant, &self.database).await?;
         let mut ids: [String; 3] = Default::default();
         for level in Level::ALL {
@@ -168,7 +168,7 @@ impl ChromaIndex {
     /// content-hashed ids (`page_hashes`: doc id → page hash) tagged with `source`. Nobody serves
     /// them until `commit` names their pages; the change log hears of a write that changed nothing
     /// served (no doc named), so replicas neither re-read nor reload.
-    pub async fn stage(
+    pub(crate) async fn stage(
         &self,
         level: Level,
         records: &[Record],
@@ -290,7 +290,7 @@ impl ChromaIndex {
     }
 
     /// Stores the embedding model and indexing date on the docs collection (reported by stats).
-    pub async fn set_index_info(&self, embedding_model: &str, indexed_at: &str) -> Result<()> {
+    pub(crate) async fn set_index_info(&self, embedding_model: &str, indexed_at: &str) -> Result<()> {
         self.update_docs_metadata(&[(MODEL_KEY, embedding_model), (INDEXED_AT_KEY, indexed_at)]).await
     }
 
@@ -408,7 +408,7 @@ impl ChromaIndex {
     }
 
     /// The manifests of every source of one tenant, read from Chroma: what an ingest builds on.
-    pub async fn tenant_manifests(&self, tenant_id: &str) -> Result<Vec<Manifest>> {
+    pub(crate) async fn tenant_manifests(&self, tenant_id: &str) -> Result<Vec<Manifest>> {
         let Some(collection_id) = self.manifests_collection_if_any().await? else {
             return Ok(Vec::new());
         };
@@ -456,7 +456,7 @@ impl ChromaIndex {
     /// version marker. The commit is the manifest write alone: a replica that misses the entry
     /// still sees the manifest's new generation at its next poll.
     /// Each manifest gets a new generation (what replicas compare).
-    pub async fn commit(&self, manifests: &[Manifest], changed: Vec<(String, ChangeScope)>) -> Result<()> {
+    pub(crate) async fn commit(&self, manifests: &[Manifest], changed: Vec<(String, ChangeScope)>) -> Result<()> {
         let generation = next_version();
         let manifests: Vec<Manifest> =
             manifests.iter().map(|manifest| Manifest { generation: generation.clone(), ..manifest.clone() }).collect();
@@ -471,7 +471,7 @@ impl ChromaIndex {
     /// superseded records (whose page hash is not among `pages`' hashes), and every record of
     /// `docs` (docs the source took over, or owned before it had a manifest) other than the
     /// committed page. Nothing deleted is served, so the change log hears of no doc.
-    pub async fn sweep_source(
+    pub(crate) async fn sweep_source(
         &self,
         tenant_id: &str,
         source: &str,

@@ -106,7 +106,7 @@ impl PageNumbers {
 /// tenant by tenant. Each record's embedding is copied into its tenant level's buffer when it is
 /// added, so the records of a load never hold all their vectors at once next to the built index.
 #[derive(Debug, Default)]
-pub struct IndexBuilder {
+pub(crate) struct IndexBuilder {
     /// 0 until the first record sets it.
     pub(super) dimension: usize,
     pub(super) tenants: HashMap<String, [LevelRows; 3]>,
@@ -127,22 +127,22 @@ pub(super) struct UniqueIds {
 
 impl IndexBuilder {
     /// A builder for embeddings of `dimension` (0: that of the first record added).
-    pub fn new(dimension: usize) -> Self {
+    pub(crate) fn new(dimension: usize) -> Self {
         Self { dimension, ..Self::default() }
     }
 
     /// A builder for a snapshot's records: an id repeated in a tenant's level is `Corrupt`.
-    pub fn for_snapshot() -> Self {
+    pub(crate) fn for_snapshot() -> Self {
         Self { unique: Some(UniqueIds::default()), ..Self::default() }
     }
 
     /// The records' embedding dimension (0 before the first).
-    pub fn dimension(&self) -> usize {
+    pub(crate) fn dimension(&self) -> usize {
         self.dimension
     }
 
     /// Adds one record of `level`, validated like a snapshot's.
-    pub fn add(&mut self, level: Level, record: Record) -> Result<()> {
+    pub(crate) fn add(&mut self, level: Level, record: Record) -> Result<()> {
         if self.dimension == 0 {
             self.dimension = record.embedding.len();
             if self.dimension == 0 {
@@ -170,13 +170,13 @@ impl IndexBuilder {
     }
 
     /// The latest `indexed_at` of the docs added so far.
-    pub fn latest_doc_indexed_at(&self) -> &str {
+    pub(crate) fn latest_doc_indexed_at(&self) -> &str {
         &self.latest_doc_indexed_at
     }
 
     /// Indexes every tenant (freeing each one's gathered rows as it goes). No docs or no chunks
     /// is `Corrupt`, as for a snapshot.
-    pub fn finish(self, embedding_model: String, indexed_at: String) -> Result<LoadedIndex> {
+    pub(crate) fn finish(self, embedding_model: String, indexed_at: String) -> Result<LoadedIndex> {
         let [docs, _, chunks] = self.counts;
         if docs == 0 || chunks == 0 {
             return Err(corrupt("the snapshot has no docs or no chunks"));

@@ -116,13 +116,13 @@ pub struct LoadedIndex {
 
 impl LoadedIndex {
     /// The numbers of this index's topic values, which its records' features hold.
-    pub fn topics(&self) -> &Arc<TopicTable> {
+    pub(crate) fn topics(&self) -> &Arc<TopicTable> {
         &self.topics
     }
 
     /// A copy of this index with some tenants' parts replaced (`Some`) or removed (`None`); the
     /// other tenants' parts are shared with `self`.
-    pub fn with_tenants(&self, changes: Vec<(String, Option<Arc<TenantIndex>>)>) -> Self {
+    pub(crate) fn with_tenants(&self, changes: Vec<(String, Option<Arc<TenantIndex>>)>) -> Self {
         let mut next = self.clone();
         for (tenant, part) in changes {
             match part {
@@ -134,17 +134,17 @@ impl LoadedIndex {
     }
 
     /// The embedding model and indexing date `stats` reports.
-    pub fn stats_info(&self) -> (&str, &str) {
+    pub(crate) fn stats_info(&self) -> (&str, &str) {
         (&self.embedding_model, &self.indexed_at)
     }
 
     /// Sets the index-wide facts `stats` reports (after an incremental refresh).
-    pub fn set_info(&mut self, embedding_model: &str, indexed_at: &str) {
+    pub(crate) fn set_info(&mut self, embedding_model: &str, indexed_at: &str) {
         embedding_model.clone_into(&mut self.embedding_model);
         indexed_at.clone_into(&mut self.indexed_at);
     }
 
-    pub fn dimension(&self) -> usize {
+    pub(crate) fn dimension(&self) -> usize {
         self.dimension
     }
 
@@ -155,17 +155,18 @@ impl LoadedIndex {
 
     /// `TenantIndex::build_partitions` for every tenant: a run that must be approximate from its
     /// first search on (`eval`) builds them first.
-    pub fn build_partitions(&self, min_records: usize, timeout: std::time::Duration) -> bool {
+    pub(crate) fn build_partitions(&self, min_records: usize, timeout: std::time::Duration) -> bool {
         self.tenants.values().all(|tenant| tenant.build_partitions(min_records, timeout))
     }
 
     /// Records on all levels of all tenants.
-    pub fn record_count(&self) -> usize {
+    pub(crate) fn record_count(&self) -> usize {
         self.tenants.values().map(|tenant| tenant.record_count()).sum()
     }
 
     /// Records per level of all tenants: docs, sections, chunks.
-    pub fn level_counts(&self) -> [usize; 3] {
+    #[cfg(test)]
+    pub(crate) fn level_counts(&self) -> [usize; 3] {
         let mut counts = [0; 3];
         for tenant in self.tenants.values() {
             for (count, level) in counts.iter_mut().zip(&tenant.levels) {
@@ -272,12 +273,12 @@ impl LoadedIndex {
         data.scored_records(&scored)
     }
 
-    pub fn get(&self, level: Level, filter: &RecordFilter, limit: usize) -> Vec<Arc<Record>> {
+    pub(crate) fn get(&self, level: Level, filter: &RecordFilter, limit: usize) -> Vec<Arc<Record>> {
         let Some(data) = self.level_of(level, &filter.tenant_id) else { return Vec::new() };
         data.matching(filter).into_iter().take(limit).map(|number| Arc::clone(&data.store.records[number])).collect()
     }
 
-    pub fn text_search(
+    pub(crate) fn text_search(
         &self,
         level: Level,
         filter: &RecordFilter,
@@ -295,11 +296,11 @@ impl LoadedIndex {
     }
 
     /// Whether the tenant has any doc.
-    pub fn has_tenant(&self, tenant_id: &str) -> bool {
+    pub(crate) fn has_tenant(&self, tenant_id: &str) -> bool {
         self.tenants.get(tenant_id).is_some_and(|tenant| !tenant.records(Level::Doc).is_empty())
     }
 
-    pub fn stats(&self) -> IndexStats {
+    pub(crate) fn stats(&self) -> IndexStats {
         let tenants = self
             .tenants
             .iter()

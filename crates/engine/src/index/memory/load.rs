@@ -15,7 +15,7 @@ const BLOCK: usize = 8 << 20;
 
 /// Reads and indexes the snapshot at `path`, keeping the records `keep` accepts (the tenants an
 /// instance serves). Blocking: call it off the async threads.
-pub fn load_snapshot_file(path: &Path, keep: &(dyn Fn(&Record) -> bool + Sync)) -> Result<LoadedIndex> {
+pub(crate) fn load_snapshot_file(path: &Path, keep: &(dyn Fn(&Record) -> bool + Sync)) -> Result<LoadedIndex> {
     load_in_blocks(path, keep, BLOCK)
 }
 

@@ -58,11 +58,11 @@ static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// index sharing a part (the same `Arc`) skips its files. Held weakly, so no part outlives its
 /// index for it, and a freed part's address is never taken for a new part's.
 #[derive(Debug, Default, Clone)]
-pub struct Written(HashMap<String, Weak<TenantIndex>>);
+pub(crate) struct Written(HashMap<String, Weak<TenantIndex>>);
 
 impl Written {
     /// The parts of `index`, as a copy of it holds them.
-    pub fn of(index: &LoadedIndex) -> Self {
+    pub(crate) fn of(index: &LoadedIndex) -> Self {
         Self(index.tenants.iter().map(|(tenant, part)| (tenant.clone(), Arc::downgrade(part))).collect())
     }
 
@@ -71,7 +71,7 @@ impl Written {
     }
 
     /// Whether the directory holds exactly `index`'s parts (a note is then all a write changes).
-    pub fn is_all_of(&self, index: &LoadedIndex) -> bool {
+    pub(crate) fn is_all_of(&self, index: &LoadedIndex) -> bool {
         self.0.len() == index.tenants.len() && index.tenants.iter().all(|(tenant, part)| self.holds(tenant, part))
     }
 }
@@ -83,13 +83,13 @@ fn tenant_file(directory: &Path, tenant: &str) -> PathBuf {
 
 /// Writes `index` as the copy of `source` into `directory` (created when missing), replacing the
 /// copy there. A failure leaves either the old copy or none that matches `source`.
-pub fn write(directory: &Path, source: &str, index: &LoadedIndex) -> io::Result<()> {
+pub(crate) fn write(directory: &Path, source: &str, index: &LoadedIndex) -> io::Result<()> {
     write_with(directory, source, index, None, &Written::default()).map(drop)
 }
 
 /// `write`, with the source's `note` kept in the manifest, skipping the files of the tenant parts
 /// `written` says the directory holds. Returns what the directory holds afterwards.
-pub fn write_with(
+pub(crate) fn write_with(
     directory: &Path,
     source: &str,
     index: &LoadedIndex,
@@ -153,7 +153,7 @@ fn write_manifest(directory: &Path, manifest: &Manifest) -> io::Result<()> {
 
 /// Replaces the note of the whole copy of `source` in `directory`, leaving its data as it is.
 /// Returns false when there is no such copy.
-pub fn write_note(directory: &Path, source: &str, note: &serde_json::Value) -> io::Result<bool> {
+pub(crate) fn write_note(directory: &Path, source: &str, note: &serde_json::Value) -> io::Result<bool> {
     let _writing = WRITING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let Some(mut manifest) = read_manifest(directory, source)? else { return Ok(false) };
     manifest.note = Some(note.clone());
@@ -174,12 +174,15 @@ fn read_manifest(directory: &Path, source: &str) -> io::Result<Option<Manifest>>
 
 /// The copy in `directory` when it is a whole copy of `source` in this format; `Ok(None)` when
 /// there is none (or it is of something else); an error when it is damaged.
-pub fn read(directory: &Path, source: &str) -> io::Result<Option<LoadedIndex>> {
+pub(crate) fn read(directory: &Path, source: &str) -> io::Result<Option<LoadedIndex>> {
     Ok(read_with_note(directory, source)?.map(|(index, _)| index))
 }
 
 /// `read`, with the note the copy was written with.
-pub fn read_with_note(directory: &Path, source: &str) -> io::Result<Option<(LoadedIndex, Option<serde_json::Value>)>> {
+pub(crate) fn read_with_note(
+    directory: &Path,
+    source: &str,
+) -> io::Result<Option<(LoadedIndex, Option<serde_json::Value>)>> {
     let Some(manifest) = read_manifest(directory, source)? else { return Ok(None) };
     let mut tenants = HashMap::new();
     let topics = Arc::new(TopicTable::default());

@@ -9,15 +9,16 @@ pub(crate) mod local_copy;
 mod memo;
 mod snapshot;
 
-pub use build::{rebuild_tenant, IndexBuilder};
-pub use engine::{LoadedIndex, TenantIndex};
-pub use load::load_snapshot_file;
+pub use build::rebuild_tenant;
+pub(crate) use build::IndexBuilder;
+pub use engine::LoadedIndex;
+pub(crate) use load::load_snapshot_file;
 pub use snapshot::{read_snapshot_file, write_snapshot_file};
 
 /// Returns the heap a full load freed (the fetched pages, the records' embeddings once moved into
 /// the scan matrices) to the operating system. glibc keeps freed memory in its arenas, so without
 /// this the service's RSS after a load stays at the load's peak.
-pub fn release_freed_memory() {
+pub(crate) fn release_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks the allocator's own free lists; it has no preconditions.
     unsafe {
