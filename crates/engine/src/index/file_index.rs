@@ -133,7 +133,9 @@ impl InMemoryIndex {
         let from_copy = copy.is_some();
         let result = match copy {
             Some(loaded) => Ok(loaded),
-            None => load_snapshot_file(path, &|record| self.scope.serves(&record.meta.tenant_id)),
+            None => {
+                load_snapshot_file(path, &|record| self.scope.serves(&record.meta.tenant_id), self.replica.current())
+            }
         };
         *known = stamp;
         match result {

@@ -20,6 +20,8 @@ pub(super) struct LevelRows {
     pub(super) records: Vec<Arc<Record>>,
     pub(super) vectors: RowVectors,
     pub(super) base_numbers: Vec<Option<usize>>,
+    /// Rows kept from the base whose vectors were not gathered (`push_kept`): the base has them.
+    pub(super) unstored: usize,
 }
 
 /// The gathered rows' embeddings, back to back in blocks of `ROWS` rows: gathering never copies
@@ -57,6 +59,34 @@ impl LevelRows {
         self.records.push(record);
         self.vectors.push(embedding);
         self.base_numbers.push(base_number);
+    }
+
+    /// A record the base holds as it is, at `number`: its vector stays there until the tenant is
+    /// built (and, when the whole tenant is unchanged, is never copied).
+    fn push_kept(&mut self, record: Arc<Record>, number: usize) {
+        self.records.push(record);
+        self.base_numbers.push(Some(number));
+        self.unstored += 1;
+    }
+
+    /// These rows with every vector gathered: those of the rows kept by `push_kept` read from
+    /// `base`, the level they are kept from (the other rows' vectors are in order in `vectors`).
+    fn with_base_vectors(self, base: &LevelData) -> Self {
+        if self.unstored == 0 {
+            return self;
+        }
+        let mut vectors = RowVectors::default();
+        let mut gathered = 0;
+        for number in &self.base_numbers {
+            match number {
+                Some(number) => vectors.push(&base.index.vector(*number)),
+                None => {
+                    vectors.push(self.vectors.row(gathered));
+                    gathered += 1;
+                }
+            }
+        }
+        Self { vectors, unstored: 0, ..self }
     }
 
     /// A new record (whose embedding is taken out of it).
@@ -115,6 +145,9 @@ pub(crate) struct IndexBuilder {
     /// For a snapshot, where an id repeated in a tenant's level is a broken file (a Chroma load
     /// keeps one copy of a record offset paging repeated): what tells a repeat.
     pub(super) unique: Option<UniqueIds>,
+    /// The index a reload replaces: a record it holds as it is is kept from it, and a tenant all
+    /// of whose records are kept is its part, shared, not built again.
+    pub(super) base: Option<Arc<LoadedIndex>>,
 }
 
 /// The ids added so far, as hashes (a few bytes per record), and the ids whose hash was seen
@@ -131,9 +164,11 @@ impl IndexBuilder {
         Self { dimension, ..Self::default() }
     }
 
-    /// A builder for a snapshot's records: an id repeated in a tenant's level is `Corrupt`.
-    pub(crate) fn for_snapshot() -> Self {
-        Self { unique: Some(UniqueIds::default()), ..Self::default() }
+    /// A builder for a snapshot's records: an id repeated in a tenant's level is `Corrupt`. With
+    /// `base` (the index the snapshot replaces), the tenants the snapshot leaves as they were are
+    /// shared with it, and the records it leaves as they were are not tokenized again.
+    pub(crate) fn for_snapshot(base: Option<Arc<LoadedIndex>>) -> Self {
+        Self { unique: Some(UniqueIds::default()), base, ..Self::default() }
     }
 
     /// The records' embedding dimension (0 before the first).
@@ -161,11 +196,15 @@ impl IndexBuilder {
             }
         }
         self.counts[slot] += 1;
+        let kept = self.base.as_deref().and_then(|base| kept_in(base, level, &record));
         let levels = match self.tenants.get_mut(&record.meta.tenant_id) {
             Some(levels) => levels,
             None => self.tenants.entry(record.meta.tenant_id.clone()).or_default(),
         };
-        levels[slot].push_new(record);
+        match kept {
+            Some((kept, number)) => levels[slot].push_kept(kept, number),
+            None => levels[slot].push_new(record),
+        }
         Ok(())
     }
 
@@ -188,12 +227,26 @@ impl IndexBuilder {
             }
         }
         let dimension = self.dimension;
-        let topics = Arc::new(TopicTable::default());
+        // Kept records' features hold numbers of the base's topic table: new values go there too.
+        let topics =
+            self.base.as_ref().map_or_else(|| Arc::new(TopicTable::default()), |base| Arc::clone(&base.topics));
         let tenants = self
             .tenants
             .into_iter()
             .map(|(tenant, levels)| {
-                let part = Arc::new(TenantIndex::build(levels, dimension, None, &topics));
+                let base = self.base.as_ref().and_then(|base| base.tenant(&tenant));
+                let part = match base {
+                    Some(base) if unchanged(&levels, base) => Arc::clone(base),
+                    Some(base) => {
+                        let mut slots = levels.into_iter().zip(&base.levels);
+                        let levels = std::array::from_fn(|_| {
+                            let (rows, base) = slots.next().expect("three levels");
+                            rows.with_base_vectors(base)
+                        });
+                        Arc::new(TenantIndex::build(levels, dimension, Some(base), &topics))
+                    }
+                    None => Arc::new(TenantIndex::build(levels, dimension, None, &topics)),
+                };
                 // The tenant's gathered rows are freed: give their pages back before the next one.
                 super::release_freed_memory();
                 (tenant, part)
@@ -201,6 +254,25 @@ impl IndexBuilder {
             .collect();
         Ok(LoadedIndex { embedding_model, dimension, indexed_at, tenants, topics })
     }
+}
+
+/// The record of `base` that `record` repeats exactly (same id, metadata, text and embedding),
+/// with its number in its level.
+fn kept_in(base: &LoadedIndex, level: Level, record: &Record) -> Option<(Arc<Record>, usize)> {
+    let data = base.tenant(&record.meta.tenant_id)?.level(level);
+    let number = data.store.records.binary_search_by(|old| old.id.as_str().cmp(&record.id)).ok()?;
+    let old = &data.store.records[number];
+    (old.meta == record.meta && old.text == record.text && data.index.vector(number) == record.embedding)
+        .then(|| (Arc::clone(old), number))
+}
+
+/// Whether the gathered rows are `base`'s records, all of them and nothing else (ids are unique:
+/// `finish` checked).
+fn unchanged(levels: &[LevelRows; 3], base: &TenantIndex) -> bool {
+    levels
+        .iter()
+        .zip(&base.levels)
+        .all(|(rows, base)| rows.unstored == rows.records.len() && rows.records.len() == base.store.records.len())
 }
 
 /// Tenant `tenant`'s part after a change: its records in `base` outside `scope`, plus `fetched`

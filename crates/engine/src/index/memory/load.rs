@@ -9,19 +9,30 @@ use super::snapshot::{corrupt, open_snapshot_file};
 use crate::index::{IndexError, Result};
 use crate::model::{Level, Record, Snapshot};
 use std::path::Path;
+use std::sync::Arc;
 
 /// What one read adds to the buffer; a record is parsed from the buffer itself.
 const BLOCK: usize = 8 << 20;
 
 /// Reads and indexes the snapshot at `path`, keeping the records `keep` accepts (the tenants an
-/// instance serves). Blocking: call it off the async threads.
-pub(crate) fn load_snapshot_file(path: &Path, keep: &(dyn Fn(&Record) -> bool + Sync)) -> Result<LoadedIndex> {
-    load_in_blocks(path, keep, BLOCK)
+/// instance serves). A reload passes the index it replaces as `base`: what the file leaves as it
+/// was is taken from it (`IndexBuilder::for_snapshot`). Blocking: call it off the async threads.
+pub(crate) fn load_snapshot_file(
+    path: &Path,
+    keep: &(dyn Fn(&Record) -> bool + Sync),
+    base: Option<Arc<LoadedIndex>>,
+) -> Result<LoadedIndex> {
+    load_in_blocks(path, keep, base, BLOCK)
 }
 
-fn load_in_blocks(path: &Path, keep: &(dyn Fn(&Record) -> bool + Sync), block: usize) -> Result<LoadedIndex> {
+fn load_in_blocks(
+    path: &Path,
+    keep: &(dyn Fn(&Record) -> bool + Sync),
+    base: Option<Arc<LoadedIndex>>,
+    block: usize,
+) -> Result<LoadedIndex> {
     let file = open_snapshot_file(path)?;
-    let mut load = Load { builder: IndexBuilder::for_snapshot(), keep, header: Header::default() };
+    let mut load = Load { builder: IndexBuilder::for_snapshot(base), keep, header: Header::default() };
     let mut source = Source { file, buffer: Vec::new(), filled: 0, block, at: 0, ended: false };
     load.read(&mut source).map_err(|failure| match failure {
         Failure::Index(error) => error,
@@ -420,7 +431,7 @@ mod tests {
         let directory = tempfile::tempdir().unwrap();
         let path = directory.path().join("index.json");
         std::fs::write(&path, text).unwrap();
-        load_in_blocks(&path, &|_| true, block)
+        load_in_blocks(&path, &|_| true, None, block)
     }
 
     #[test]
@@ -445,10 +456,43 @@ mod tests {
         let directory = tempfile::tempdir().unwrap();
         let path = directory.path().join("index.json");
         write_snapshot_file(&path, &snapshot).unwrap();
-        assert_serves_alike(&load_snapshot_file(&path, &|_| true).unwrap(), &whole);
-        let t1 = load_snapshot_file(&path, &|record| record.meta.tenant_id == "t1").unwrap();
+        assert_serves_alike(&load_snapshot_file(&path, &|_| true, None).unwrap(), &whole);
+        let t1 = load_snapshot_file(&path, &|record| record.meta.tenant_id == "t1", None).unwrap();
         assert!(t1.tenant("t1").is_some() && t1.tenant("t2").is_none());
         assert_eq!(t1.tenant("t1").unwrap().records(Level::Chunk), whole.tenant("t1").unwrap().records(Level::Chunk));
+    }
+
+    #[test]
+    fn a_reload_shares_the_tenants_the_file_left_as_they_were() {
+        let before = snapshot();
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("index.json");
+        write_snapshot_file(&path, &before).unwrap();
+        let base = Arc::new(load_snapshot_file(&path, &|_| true, None).unwrap());
+        // t2 unchanged; in t1 one chunk's text, one section's embedding and one doc's title change
+        // and a chunk goes.
+        let mut after = before.clone();
+        let t1 = |records: &mut Vec<Record>| records.iter().position(|record| record.meta.tenant_id == "t1").unwrap();
+        let chunk = t1(&mut after.chunks);
+        after.chunks[chunk].text.push_str(" и ещё одна фраза про webhook");
+        let gone = after.chunks.iter().rposition(|record| record.meta.tenant_id == "t1").unwrap();
+        after.chunks.remove(gone);
+        let section = t1(&mut after.sections);
+        after.sections[section].embedding.reverse();
+        let doc = t1(&mut after.docs);
+        after.docs[doc].meta.title.push_str(" (новое)");
+        write_snapshot_file(&path, &after).unwrap();
+        let reloaded = load_snapshot_file(&path, &|_| true, Some(Arc::clone(&base))).unwrap();
+        assert!(Arc::ptr_eq(reloaded.tenant("t2").unwrap(), base.tenant("t2").unwrap()), "t2 is shared");
+        assert!(!Arc::ptr_eq(reloaded.tenant("t1").unwrap(), base.tenant("t1").unwrap()), "t1 is rebuilt");
+        assert_serves_alike(&reloaded, &LoadedIndex::build(after.clone()).unwrap());
+        // The same file again: every tenant shared.
+        let reloaded = Arc::new(reloaded);
+        let again = load_snapshot_file(&path, &|_| true, Some(Arc::clone(&reloaded))).unwrap();
+        for tenant in ["t1", "t2"] {
+            assert!(Arc::ptr_eq(again.tenant(tenant).unwrap(), reloaded.tenant(tenant).unwrap()), "{tenant}");
+        }
+        assert_serves_alike(&again, &LoadedIndex::build(after).unwrap());
     }
 
     #[test]
@@ -480,7 +524,7 @@ mod tests {
         corrupt(r#"{"format_version": 1, "docs": [], "chunks": []}"#, "no docs or no chunks");
         corrupt(r#"{"format_version": 1, "docs": {}}"#, "expected `[`");
         corrupt("[]", "expected `{`");
-        let missing = load_snapshot_file(Path::new("/nonexistent/index.json"), &|_| true).err().unwrap();
+        let missing = load_snapshot_file(Path::new("/nonexistent/index.json"), &|_| true, None).err().unwrap();
         assert_eq!(missing.kind, IndexErrorKind::NotFound);
     }
 }
