@@ -5,9 +5,9 @@
 
 use super::build::IndexBuilder;
 use super::engine::LoadedIndex;
-use super::snapshot::{corrupt, open_snapshot_file};
+use super::snapshot::{check_header, corrupt, open_snapshot_file};
 use crate::index::{IndexError, Result};
-use crate::model::{Level, Record, Snapshot};
+use crate::model::{Level, Record};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -39,20 +39,10 @@ fn load_in_blocks(
         Failure::Text(message) => corrupt(format!("{}: {message}", path.display())),
     })?;
     let Header { format_version, dimension, indexed_at, embedding_model } = load.header;
-    match format_version {
-        None => return Err(corrupt(format!("{}: missing field `format_version`", path.display()))),
-        Some(version) if version != Snapshot::FORMAT_VERSION => {
-            return Err(corrupt(format!(
-                "unsupported format_version {version} (expected {})",
-                Snapshot::FORMAT_VERSION
-            )))
-        }
-        Some(_) => {}
-    }
-    let found = load.builder.dimension();
-    if dimension != 0 && found != 0 && dimension != found {
-        return Err(corrupt(format!("dimension is {dimension} but records have {found}")));
-    }
+    let Some(format_version) = format_version else {
+        return Err(corrupt(format!("{}: missing field `format_version`", path.display())));
+    };
+    check_header(format_version, dimension, load.builder.dimension())?;
     load.builder.finish(embedding_model, indexed_at)
 }
 
@@ -417,6 +407,7 @@ mod tests {
     use super::*;
     use crate::fixtures;
     use crate::index::IndexErrorKind;
+    use crate::model::Snapshot;
 
     /// The fixture snapshot with texts that hold what the record scanner must see through: braces,
     /// brackets, quotes and backslashes inside strings.

@@ -13,13 +13,7 @@ pub(super) fn corrupt(message: impl Into<String>) -> IndexError {
 /// its format version, its declared dimension, and ids unique per tenant and level (a snapshot is
 /// written whole, so a repeated id is a broken file, not offset paging).
 pub(super) fn validate_snapshot(snapshot: &Snapshot) -> Result<()> {
-    if snapshot.format_version != Snapshot::FORMAT_VERSION {
-        return Err(corrupt(format!(
-            "unsupported format_version {} (expected {})",
-            snapshot.format_version,
-            Snapshot::FORMAT_VERSION
-        )));
-    }
+    check_header(snapshot.format_version, 0, 0)?;
     if snapshot.docs.is_empty() || snapshot.chunks.is_empty() {
         return Err(corrupt("the snapshot has no docs or no chunks"));
     }
@@ -27,9 +21,7 @@ pub(super) fn validate_snapshot(snapshot: &Snapshot) -> Result<()> {
     if dimension == 0 {
         return Err(corrupt("records carry no embeddings"));
     }
-    if snapshot.dimension != 0 && snapshot.dimension != dimension {
-        return Err(corrupt(format!("dimension is {} but records have {}", snapshot.dimension, dimension)));
-    }
+    check_header(snapshot.format_version, snapshot.dimension, dimension)?;
     for level in Level::ALL {
         let mut seen = HashSet::new();
         for record in snapshot.records(level) {
@@ -37,6 +29,21 @@ pub(super) fn validate_snapshot(snapshot: &Snapshot) -> Result<()> {
                 return Err(corrupt(format!("duplicate {} id {}", level.as_str(), record.id)));
             }
         }
+    }
+    Ok(())
+}
+
+/// A snapshot's format version is this build's, and the dimension it declares (0: none) is its
+/// records' (`found`; 0: not known yet).
+pub(super) fn check_header(format_version: u32, declared: usize, found: usize) -> Result<()> {
+    if format_version != Snapshot::FORMAT_VERSION {
+        return Err(corrupt(format!(
+            "unsupported format_version {format_version} (expected {})",
+            Snapshot::FORMAT_VERSION
+        )));
+    }
+    if declared != 0 && found != 0 && declared != found {
+        return Err(corrupt(format!("dimension is {declared} but records have {found}")));
     }
     Ok(())
 }
