@@ -39,13 +39,14 @@ from hostile import free_port, rss_mb  # noqa: E402
 WRK_SCRIPT = ROOT / "bench" / "search.lua"
 
 
-def data_files(docs: int) -> tuple[Path, Path]:
-    snapshot = ROOT / ".cache" / "big" / f"docs-{docs}.json"
+def data_files(docs: int, tenants: int = 1) -> tuple[Path, Path]:
+    name = f"docs-{docs}" if tenants == 1 else f"docs-{docs}-tenants-{tenants}"
+    snapshot = ROOT / ".cache" / "big" / f"{name}.json"
     queries = snapshot.with_suffix(".queries.jsonl")
     if not snapshot.exists():
         python = ROOT / ".cache" / "peer-venv" / "bin" / "python"
         subprocess.run([str(python if python.exists() else sys.executable), str(ROOT / "bench" / "big_tenant_data.py"),
-                        "--docs", str(docs), "--out", str(snapshot)], check=True)
+                        "--docs", str(docs), "--tenants", str(tenants), "--out", str(snapshot)], check=True)
     return snapshot, queries
 
 
@@ -149,12 +150,12 @@ def percentile(values: list[float], p: float) -> float:
 
 
 def measure(docs: int, args: argparse.Namespace) -> dict:
-    snapshot, queries = data_files(docs)
+    snapshot, queries = data_files(docs, args.tenants)
     requests = bodies(queries, args.queries)
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as handle:
         handle.write("\n".join(requests) + "\n")
         bodies_file = Path(handle.name)
-    row: dict = {"docs": docs, "records": docs * 31, "snapshot_gb": round(snapshot.stat().st_size / 1e9, 2)}
+    row: dict = {"docs": docs, "tenants": args.tenants, "records": docs * 31, "snapshot_gb": round(snapshot.stat().st_size / 1e9, 2)}
     service = Service(snapshot, requests[0], {"RETR_INDEX_LOCAL_COPY": "false"} if args.from_json else {})
     row["start_from"] = service.started_from()
     try:
@@ -235,6 +236,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--docs", default="400,4000,40000", help="tenant sizes in docs, comma-separated")
     parser.add_argument("--queries", type=int, default=500)
+    parser.add_argument("--tenants", type=int, default=1,
+                        help="spread the docs over this many tenants (a refresh then rebuilds only the edited one)")
     parser.add_argument("--warmup", type=float, default=5.0, help="seconds of searches before timing")
     parser.add_argument("--duration", type=int, default=15, help="seconds of wrk at concurrency 16 (0: skip)")
     parser.add_argument("--skip-exact", action="store_true", help="no recall run")

@@ -49,11 +49,12 @@ def main() -> int:
     parser.add_argument("--sections-per-doc", type=int, default=5)
     parser.add_argument("--chunks-per-section", type=int, default=5)
     parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--tenants", type=int, default=1, help="docs spread over this many tenants")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     corpus_args = argparse.Namespace(
         docs=args.docs, sections_per_doc=args.sections_per_doc, chunks_per_section=args.chunks_per_section,
-        tenants=1, dim=384, latent_dim=32, topics=24, seed=20261122, with_tags=False)
+        tenants=args.tenants, dim=384, latent_dim=32, topics=24, seed=20261122, with_tags=False)
     corpus = load_synthetic.Corpus(corpus_args)
     out = Path(args.out)
     partial = out.with_suffix(".partial")
