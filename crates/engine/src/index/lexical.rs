@@ -347,8 +347,7 @@ impl<'a, R: AsRef<crate::model::Record> + Sync> LexicalTermsOf<'a, R> {
     const PARALLEL_FROM: usize = 512;
 
     pub(crate) fn new(records: &'a [R]) -> Self {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
-        let memos = (0..threads).map(|_| crate::text::TermMemo::default()).collect();
+        let memos = (0..super::in_parts::build_workers()).map(|_| crate::text::TermMemo::default()).collect();
         Self { records, next: 0, ready: Vec::new().into_iter(), memos }
     }
 
@@ -356,26 +355,9 @@ impl<'a, R: AsRef<crate::model::Record> + Sync> LexicalTermsOf<'a, R> {
         let end = (self.next + Self::BATCH).min(self.records.len());
         let batch = &self.records[self.next..end];
         self.next = end;
-        if batch.len() < Self::PARALLEL_FROM || self.memos.len() == 1 {
-            return batch.iter().map(|record| lexical_terms_with(&mut self.memos[0], record.as_ref())).collect();
-        }
-        let part = batch.len().div_ceil(self.memos.len());
-        std::thread::scope(|scope| {
-            let mut parts = batch.chunks(part).zip(self.memos.iter_mut());
-            let own = parts.next();
-            let others: Vec<_> = parts
-                .map(|(records, memo)| {
-                    scope
-                        .spawn(move || records.iter().map(|r| lexical_terms_with(memo, r.as_ref())).collect::<Vec<_>>())
-                })
-                .collect();
-            let mut terms: Vec<Vec<String>> = own
-                .map(|(records, memo)| records.iter().map(|r| lexical_terms_with(memo, r.as_ref())).collect())
-                .unwrap_or_default();
-            for other in others {
-                terms.extend(other.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
-            }
-            terms
+        let workers = if batch.len() < Self::PARALLEL_FROM { 1 } else { self.memos.len() };
+        super::in_parts::map_in_parts(batch, &mut self.memos[..workers], |memo, record| {
+            lexical_terms_with(memo, record.as_ref())
         })
     }
 }

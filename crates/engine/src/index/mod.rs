@@ -8,6 +8,7 @@ pub mod condition;
 pub mod features;
 pub mod file_index;
 pub(crate) mod filter;
+mod in_parts;
 pub mod lexical;
 pub mod memory;
 pub mod partition;

@@ -380,23 +380,9 @@ fn skip_space(buffer: &[u8], mut at: usize) -> usize {
 
 /// Parses the records at `ranges` of `buffer`, in order, on up to four threads.
 fn parse_batch(buffer: &[u8], ranges: &[std::ops::Range<usize>]) -> Vec<serde_json::Result<Record>> {
-    let parse = |ranges: &[std::ops::Range<usize>]| {
-        ranges.iter().map(|range| serde_json::from_slice(&buffer[range.clone()])).collect::<Vec<_>>()
-    };
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
-    if threads == 1 || ranges.len() < 64 {
-        return parse(ranges);
-    }
-    let part = ranges.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let mut parts = ranges.chunks(part);
-        let own = parts.next().unwrap_or_default();
-        let others: Vec<_> = parts.map(|part| scope.spawn(move || parse(part))).collect();
-        let mut records = parse(own);
-        for other in others {
-            records.extend(other.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
-        }
-        records
+    let workers = if ranges.len() < 64 { 1 } else { crate::index::in_parts::build_workers() };
+    crate::index::in_parts::map_in_parts(ranges, &mut vec![(); workers], |(), range| {
+        serde_json::from_slice(&buffer[range.clone()])
     })
 }
 
