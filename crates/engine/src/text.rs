@@ -279,7 +279,12 @@ pub(crate) fn is_stopword(token: &str) -> bool {
 /// Tokenizes and stems `text` without function words: the terms the lexical index and the
 /// pseudo-embedder work on.
 pub fn terms(text: &str) -> Vec<String> {
-    tokenize(text).iter().filter(|token| !is_stopword(token)).map(|token| stem(token)).collect()
+    tokenize(text).iter().filter_map(|token| term_of(token)).collect()
+}
+
+/// A token's term: its stem, `None` for a function word.
+fn term_of(token: &str) -> Option<String> {
+    (!is_stopword(token)).then(|| stem(token))
 }
 
 /// `terms` for bulk work (an index build), remembering each distinct token's term: the same words
@@ -302,7 +307,7 @@ impl TermMemo {
                 terms.extend(term.iter().cloned());
                 return;
             }
-            let term = (!is_stopword(token)).then(|| stem(token));
+            let term = term_of(token);
             terms.extend(term.iter().cloned());
             if self.terms.len() < Self::MAX_REMEMBERED {
                 self.terms.insert(token.to_string(), term);
