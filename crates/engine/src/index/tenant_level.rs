@@ -148,11 +148,26 @@ impl PageRecords {
 /// whole block.
 const NARROW_SCAN_MIN_RECORDS: usize = 2_048;
 
+/// A level's embeddings as its searches read them: the scan matrix and each row's norm.
+pub(crate) struct ScanMatrix {
+    vectors: Arc<VectorBlocks>,
+    norms: Arc<Vec<f32>>,
+}
+
+impl ScanMatrix {
+    /// The matrix of `vectors` (rows of `dimension` values, in record number order).
+    pub(crate) fn build(vectors: &[&[f32]], dimension: usize) -> Self {
+        let norms = Arc::new(vectors.iter().map(|vector| norm(vector)).collect());
+        Self { vectors: Arc::new(VectorBlocks::build(vectors, dimension)), norms }
+    }
+}
+
 impl TenantLevel {
     /// Indexes `records` (sorted by id) whose embeddings are `vectors` (same order) and whose
     /// lexical index is `lexical` (`None`: built here from their texts).
     /// `pages`: the numbering of the tenant's pages and each record's page number there, when
     /// the index numbered them.
+    #[cfg(test)]
     pub(crate) fn build(
         records: &[Arc<Record>],
         vectors: &[&[f32]],
@@ -160,10 +175,19 @@ impl TenantLevel {
         lexical: Option<Bm25Index>,
         pages: Option<(&Arc<()>, &[u32])>,
     ) -> Self {
-        let norms = Arc::new(vectors.iter().map(|vector| norm(vector)).collect());
-        let vectors = Arc::new(VectorBlocks::build(vectors, dimension));
+        Self::build_from(records, ScanMatrix::build(vectors, dimension), lexical, pages)
+    }
+
+    /// `build` with the scan matrix already made (so that the rows it was made from can be freed
+    /// before the lexical index is built).
+    pub(crate) fn build_from(
+        records: &[Arc<Record>],
+        matrix: ScanMatrix,
+        lexical: Option<Bm25Index>,
+        pages: Option<(&Arc<()>, &[u32])>,
+    ) -> Self {
         let lexical = lexical.unwrap_or_else(|| Bm25Index::build(LexicalTermsOf::new(records), Bm25Params::default()));
-        Self::assemble(records, vectors, norms, lexical, pages)
+        Self::assemble(records, matrix.vectors, matrix.norms, lexical, pages)
     }
 
     /// The level from its records (id order) and what was computed from them; the id maps are

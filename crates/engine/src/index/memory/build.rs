@@ -3,7 +3,7 @@
 
 use super::{engine::*, snapshot::*};
 use crate::index::features::{IdOrder, RecordFeatures, TopicTable};
-use crate::index::tenant_level::TenantLevel;
+use crate::index::tenant_level::{ScanMatrix, TenantLevel};
 use crate::index::LevelStore;
 use crate::index::Result;
 use crate::model::{Level, Record, Snapshot};
@@ -354,14 +354,18 @@ impl LevelData {
             records.push(Arc::clone(record));
             vectors.push(rows.vectors.row(row));
         }
+        // The gathered rows are freed before the lexical index is built: a level's build never
+        // holds its vectors twice and its postings too.
+        let matrix = ScanMatrix::build(&vectors, dimension);
+        drop(vectors);
+        drop(rows);
         let lexical = base.map(|base| {
             let added_records: Vec<Arc<Record>> = added.iter().map(|&number| Arc::clone(&records[number])).collect();
             let terms = crate::index::lexical::LexicalTermsOf::new(&added_records);
             base.index.lexical.renumbered(&kept, added.iter().map(|&number| number as u32).zip(terms), records.len())
         });
         let page_of = PageNumbers::numbers_of(&features);
-        let index =
-            TenantLevel::build(&records, &vectors, dimension, lexical, page_of.as_deref().map(|of| (&pages.scope, of)));
+        let index = TenantLevel::build_from(&records, matrix, lexical, page_of.as_deref().map(|of| (&pages.scope, of)));
         Self { store: Arc::new(LevelStore::new(records, features)), index, memo: Default::default() }
     }
 }
@@ -379,13 +383,17 @@ impl TenantIndex {
         let pages = PageNumbers::new(
             levels.iter().flat_map(|rows| rows.records.iter().map(|record| record.meta.doc_id.as_str())),
         );
-        let mut slots = levels.into_iter().enumerate();
-        Self {
-            levels: std::array::from_fn(|_| {
-                let (slot, rows) = slots.next().expect("three levels");
-                LevelData::build(rows, dimension, base.map(|base| &base.levels[slot]), &pages, topics)
-            }),
-        }
+        // The levels are built side by side: much of a level's build is one thread's work.
+        let [docs, sections, chunks] = levels;
+        let build =
+            |slot: usize, rows| LevelData::build(rows, dimension, base.map(|base| &base.levels[slot]), &pages, topics);
+        let levels = std::thread::scope(|scope| {
+            let sections = scope.spawn(|| build(1, sections));
+            let docs = build(0, docs);
+            let chunks = build(2, chunks);
+            [docs, sections.join().expect("a level's build does not panic"), chunks]
+        });
+        Self { levels }
     }
 }
 
