@@ -30,6 +30,22 @@ fn shipped_file_loads_every_section_without_warnings() {
     assert_eq!(config.source_boosts["docs-site"], 1.02);
     assert_eq!(config.depth_penalty.min_depth, Some(4));
     assert_eq!(config.depth_penalty.factor, 0.98);
+    assert!(config.transliteration.enabled && !config.transliteration.reverse);
+    assert_eq!((config.transliteration.min_letters, config.transliteration.min_latin_ratio), (4, 2.0));
+}
+
+#[test]
+fn transliteration_is_off_unless_the_file_turns_it_on_and_bad_values_are_named() {
+    assert!(!BoostingConfig::default().transliteration.enabled);
+    let (config, warnings) = BoostingConfig::from_yaml(
+        "transliteration:\n  enabled: yes please\n  reverse: true\n  min_letters: -2\n  min_latin_ratio: 0.5\n  weight: 1\n",
+    );
+    assert_eq!(
+        keys(&warnings),
+        vec!["transliteration.weight", "transliteration.enabled", "transliteration.min_letters"]
+    );
+    assert!(!config.transliteration.enabled && config.transliteration.reverse);
+    assert_eq!((config.transliteration.min_letters, config.transliteration.min_latin_ratio), (4, 0.5));
 }
 
 #[test]

@@ -197,7 +197,9 @@ pub(crate) async fn evaluate(
             let ranking = ranker.rank(query, embedding, cutoff).await?;
             latencies.push(started.elapsed().as_secs_f64() * 1000.0);
             let judgments = &qrels[&query.id];
-            ndcg += ndcg_at_k(&ranking, judgments, cutoff);
+            let query_ndcg = ndcg_at_k(&ranking, judgments, cutoff);
+            tracing::debug!(system = ranker.name(), query = %query.id, ndcg = query_ndcg, "query scored");
+            ndcg += query_ndcg;
             recall += recall_at_k(&ranking, judgments, cutoff);
             mrr += mrr_at_k(&ranking, judgments, cutoff);
         }

@@ -196,7 +196,9 @@ fn add_words(text: &str, words: &mut BTreeSet<String>, surface: &mut HashMap<Str
 
 /// A Latin word of at least four letters spelled in Cyrillic the way Russian speakers say it
 /// («broker» → «брокер», «linux» → «линукс», «connect» → «коннект»); `None` for other words.
-fn to_cyrillic(word: &str) -> Option<String> {
+/// The learned themes' Cyrillic keywords, and the lexical query's transliterations
+/// (`search::transliteration`).
+pub(crate) fn to_cyrillic(word: &str) -> Option<String> {
     if word.chars().count() < 4 || !word.chars().all(|c| c.is_ascii_lowercase()) {
         return None;
     }

@@ -125,6 +125,42 @@ impl Default for CascadeConfig {
     }
 }
 
+/// Transliteration-aware lexical matching (`search::transliteration`): a Cyrillic query word
+/// spelled like a Latin word of the tenant's pages also asks BM25 for the Latin word, and with
+/// `reverse` a Latin query word spelled in Cyrillic as a word of the pages asks for that word.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TransliterationConfig {
+    pub enabled: bool,
+    pub reverse: bool,
+    /// Fewest letters of a Latin word that is spelled in Cyrillic.
+    pub min_letters: usize,
+    /// A Latin term is added only when the pages hold it in at least this share of the records
+    /// that hold its Cyrillic spelling (0: always).
+    pub min_latin_ratio: f32,
+}
+
+impl Default for TransliterationConfig {
+    fn default() -> Self {
+        let options = crate::search::transliteration::ExpandOptions::default();
+        Self {
+            enabled: false,
+            reverse: options.reverse,
+            min_letters: options.min_letters,
+            min_latin_ratio: options.min_latin_ratio,
+        }
+    }
+}
+
+impl TransliterationConfig {
+    pub(crate) fn options(&self) -> crate::search::transliteration::ExpandOptions {
+        crate::search::transliteration::ExpandOptions {
+            reverse: self.reverse,
+            min_letters: self.min_letters.max(4),
+            min_latin_ratio: self.min_latin_ratio,
+        }
+    }
+}
+
 /// The whole boosting configuration. `Default` is the no-op configuration: every factor 1.0,
 /// every addend 0, no rules, and the paper's fusion (k = 60, equal weights).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -142,6 +178,7 @@ pub struct BoostingConfig {
     pub structure: StructureConfig,
     pub source_boosts: BTreeMap<String, f32>,
     pub depth_penalty: DepthPenaltyConfig,
+    pub transliteration: TransliterationConfig,
 }
 
 /// A problem found while loading; `key` is the dotted path of the offending entry (or the file).
@@ -157,7 +194,7 @@ impl fmt::Display for ConfigWarning {
     }
 }
 
-const SECTIONS: [&str; 13] = [
+const SECTIONS: [&str; 14] = [
     "fusion",
     "cascade",
     "page_type_boosts",
@@ -171,6 +208,7 @@ const SECTIONS: [&str; 13] = [
     "structure",
     "source_boosts",
     "depth_penalty",
+    "transliteration",
 ];
 
 struct Parser {
@@ -232,6 +270,17 @@ impl Parser {
 
     fn factor(&mut self, key: &str, value: Option<&Value>) -> f32 {
         value.and_then(|v| self.number(key, v, true)).unwrap_or(1.0)
+    }
+
+    /// A boolean, else a warning and `None`.
+    fn flag(&mut self, key: &str, value: Option<&Value>) -> Option<bool> {
+        match value? {
+            Value::Bool(flag) => Some(*flag),
+            other => {
+                self.warn(key, format!("expected true or false, got {}", describe(other)));
+                None
+            }
+        }
     }
 
     fn count(&mut self, key: &str, value: Option<&Value>) -> Option<u32> {
@@ -413,6 +462,21 @@ impl Parser {
             config.depth_penalty = DepthPenaltyConfig {
                 min_depth: self.count("depth_penalty.min_depth", depth.get("min_depth")),
                 factor: self.factor("depth_penalty.factor", depth.get("factor")),
+            };
+        }
+        if let Some(spelling) = section("transliteration").and_then(|v| self.mapping("transliteration", v)) {
+            self.unknown_keys("transliteration", spelling, &["enabled", "reverse", "min_letters", "min_latin_ratio"]);
+            let defaults = TransliterationConfig::default();
+            config.transliteration = TransliterationConfig {
+                enabled: self.flag("transliteration.enabled", spelling.get("enabled")).unwrap_or(defaults.enabled),
+                reverse: self.flag("transliteration.reverse", spelling.get("reverse")).unwrap_or(defaults.reverse),
+                min_letters: self
+                    .count("transliteration.min_letters", spelling.get("min_letters"))
+                    .map_or(defaults.min_letters, |n| n as usize),
+                min_latin_ratio: spelling
+                    .get("min_latin_ratio")
+                    .and_then(|v| self.number("transliteration.min_latin_ratio", v, false))
+                    .unwrap_or(defaults.min_latin_ratio),
             };
         }
         config

