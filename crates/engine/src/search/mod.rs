@@ -218,7 +218,7 @@ pub(crate) fn build_filter(request: &SearchRequest, enable_filters: bool) -> Res
 type TenantThemes = ((Option<u64>, u64), Arc<crate::router::ThemeSet>);
 
 /// The index version a tenant's spellings were learned at, and them.
-type TenantTransliterations = (Option<u64>, Arc<transliteration::Transliterations>);
+type TenantTransliterations = (Option<u64>, Arc<tokio::sync::OnceCell<Arc<transliteration::Transliterations>>>);
 
 /// Most docs and sections read to learn a tenant's themes (a sample of a very large tenant).
 const LEARN_MAX_DOCS: usize = 50_000;
@@ -456,18 +456,31 @@ impl SearchService {
         tenant: &TenantId,
     ) -> Arc<transliteration::Transliterations> {
         let version = index.version();
-        let cached =
-            self.tenant_transliterations.lock().unwrap_or_else(|p| p.into_inner()).get(tenant.as_str()).cloned();
-        if let Some((at, learned)) = cached {
-            if at == version {
-                return learned;
+        // One learning per tenant and version: searches arriving while it runs wait for it.
+        let cell = {
+            let mut cache = self.tenant_transliterations.lock().unwrap_or_else(|p| p.into_inner());
+            match cache.get(tenant.as_str()) {
+                Some((at, cell)) if *at == version => Arc::clone(cell),
+                _ => {
+                    let cell = Arc::new(tokio::sync::OnceCell::new());
+                    cache.insert(tenant.as_str().to_string(), (version, Arc::clone(&cell)));
+                    cell
+                }
             }
-        }
+        };
+        Arc::clone(cell.get_or_init(|| self.learn_transliterations(index, tenant)).await)
+    }
+
+    async fn learn_transliterations(
+        &self,
+        index: &dyn VectorIndex,
+        tenant: &TenantId,
+    ) -> Arc<transliteration::Transliterations> {
         let filter = RecordFilter::tenant(tenant.as_str());
         let docs = index.get(crate::model::Level::Doc, &filter, SPELLINGS_MAX_PAGES).await.unwrap_or_default();
         let sections = index.get(crate::model::Level::Section, &filter, SPELLINGS_MAX_PAGES).await.unwrap_or_default();
         let started = Instant::now();
-        // Tokenizing up to 70,000 pages is CPU work: off the async workers, which serve requests.
+        // Tokenizing thousands of pages is CPU work: off the async workers, which serve requests.
         let learned = tokio::task::spawn_blocking(move || {
             transliteration::Transliterations::learn(docs.iter().chain(sections.iter()).map(Arc::as_ref))
         })
@@ -480,8 +493,6 @@ impl SearchService {
             took_ms = started.elapsed().as_secs_f64() * 1000.0,
             "Latin/Cyrillic spellings learned from the index"
         );
-        let mut cache = self.tenant_transliterations.lock().unwrap_or_else(|p| p.into_inner());
-        cache.insert(tenant.as_str().to_string(), (version, Arc::clone(&learned)));
         learned
     }
 

@@ -314,6 +314,23 @@ fn two_area_snapshot() -> crate::model::Snapshot {
 }
 
 #[tokio::test]
+async fn searches_arriving_together_after_a_load_learn_a_tenants_spellings_once() {
+    let index = Arc::new(InMemoryIndex::from_snapshot(two_area_snapshot()).unwrap());
+    let service = &fixtures::served(index.clone());
+    let (vdi, other) = (TenantId::new("vdi").unwrap(), TenantId::new("other").unwrap());
+    let (first, second, third) = tokio::join!(
+        service.transliterations(index.as_ref(), &vdi),
+        service.transliterations(index.as_ref(), &vdi),
+        service.transliterations(index.as_ref(), &vdi),
+    );
+    assert!(Arc::ptr_eq(&first, &second) && Arc::ptr_eq(&first, &third), "learned more than once");
+    assert!(first.spellings() > 0, "nothing learned from the tenant's Latin words");
+    let theirs = service.transliterations(index.as_ref(), &other).await;
+    assert!(!Arc::ptr_eq(&first, &theirs), "another tenant's spellings shared");
+    assert!(Arc::ptr_eq(&first, &service.transliterations(index.as_ref(), &vdi).await));
+}
+
+#[tokio::test]
 async fn a_tenant_without_written_themes_is_routed_over_themes_learned_from_its_own_pages() {
     let index = Arc::new(InMemoryIndex::from_snapshot(two_area_snapshot()).unwrap());
     let service = &fixtures::served(index.clone());
