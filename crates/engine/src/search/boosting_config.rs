@@ -132,32 +132,18 @@ impl Default for CascadeConfig {
 pub struct TransliterationConfig {
     pub enabled: bool,
     pub reverse: bool,
-    /// Fewest letters of a Latin word that is spelled in Cyrillic.
+    /// Fewest letters of a Latin word that is spelled in Cyrillic (fewer than 4 counts as 4,
+    /// which `to_cyrillic` needs).
     pub min_letters: usize,
     /// A Latin term is added only when the pages hold it in at least this share of the records
-    /// that hold its Cyrillic spelling (0: always).
+    /// that hold its Cyrillic spelling (0: always): the pages write the name in Latin, so the
+    /// Cyrillic query word is a name, not a Russian word the pages use themselves.
     pub min_latin_ratio: f32,
 }
 
 impl Default for TransliterationConfig {
     fn default() -> Self {
-        let options = crate::search::transliteration::ExpandOptions::default();
-        Self {
-            enabled: false,
-            reverse: options.reverse,
-            min_letters: options.min_letters,
-            min_latin_ratio: options.min_latin_ratio,
-        }
-    }
-}
-
-impl TransliterationConfig {
-    pub(crate) fn options(&self) -> crate::search::transliteration::ExpandOptions {
-        crate::search::transliteration::ExpandOptions {
-            reverse: self.reverse,
-            min_letters: self.min_letters.max(4),
-            min_latin_ratio: self.min_latin_ratio,
-        }
+        Self { enabled: false, reverse: false, min_letters: 4, min_latin_ratio: 0.0 }
     }
 }
 

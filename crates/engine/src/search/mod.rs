@@ -685,7 +685,7 @@ impl SearchService {
         let spelling = &tuning.boosting.transliteration;
         let transliterated = if spelling.enabled {
             let learned = self.transliterations(index, &request.tenant_id).await;
-            learned.expand(&request.query, &terms, spelling.options())
+            learned.expand(&request.query, &terms, spelling)
         } else {
             Vec::new()
         };

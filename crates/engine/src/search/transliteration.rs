@@ -12,6 +12,7 @@
 
 use crate::model::Record;
 use crate::router::learned::to_cyrillic;
+use crate::search::boosting_config::TransliterationConfig;
 use crate::text;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -32,25 +33,6 @@ struct LatinWord {
     records: usize,
     /// Letters of its longest written form.
     letters: usize,
-}
-
-/// How `Transliterations::expand` adds terms (`boosting.yaml`, `transliteration`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct ExpandOptions {
-    /// Also the Cyrillic terms of the query's Latin words.
-    pub reverse: bool,
-    /// Fewest letters of the Latin word (at least 4, which `to_cyrillic` needs).
-    pub min_letters: usize,
-    /// A Latin term is added only when its records are at least this share of the records of
-    /// the Cyrillic term it is spelled as (0: always): the pages write the name in Latin, so
-    /// the Cyrillic query word is a name, not a Russian word the pages use themselves.
-    pub min_latin_ratio: f32,
-}
-
-impl Default for ExpandOptions {
-    fn default() -> Self {
-        Self { reverse: false, min_letters: 4, min_latin_ratio: 0.0 }
-    }
 }
 
 impl Transliterations {
@@ -126,8 +108,10 @@ impl Transliterations {
 
     /// The terms to add to a lexical query of `query` (whose terms are `terms`): the Latin terms
     /// of its Cyrillic terms, and with `reverse` the Cyrillic terms of its Latin words; none
-    /// that `terms` already holds, each once.
-    pub(crate) fn expand(&self, query: &str, terms: &[String], options: ExpandOptions) -> Vec<String> {
+    /// that `terms` already holds, each once. `options.enabled` is the caller's to read; a Latin
+    /// word has at least 4 letters whatever `options.min_letters` says (`to_cyrillic` needs them).
+    pub(crate) fn expand(&self, query: &str, terms: &[String], options: &TransliterationConfig) -> Vec<String> {
+        let min_letters = options.min_letters.max(4);
         let mut added: Vec<String> = Vec::new();
         let add = |term: &String, added: &mut Vec<String>| {
             if !terms.contains(term) && !added.contains(term) {
@@ -138,16 +122,14 @@ impl Transliterations {
             let Some(words) = self.to_latin.get(term) else { continue };
             let cyrillic_records = self.cyrillic.get(term).copied().unwrap_or(0) as f32;
             for word in words {
-                if word.letters >= options.min_letters
-                    && word.records as f32 >= options.min_latin_ratio * cyrillic_records
-                {
+                if word.letters >= min_letters && word.records as f32 >= options.min_latin_ratio * cyrillic_records {
                     add(&word.term, &mut added);
                 }
             }
         }
         if options.reverse {
             for token in text::tokenize(query) {
-                if token.len() < options.min_letters || text::is_stopword(&token) {
+                if token.len() < min_letters || text::is_stopword(&token) {
                     continue;
                 }
                 if let Some(key) = to_cyrillic(&token).map(|spelled| text::stem(&spelled)) {
@@ -206,24 +188,24 @@ mod tests {
         let learned = learned();
         let query = "как поставить на линуксе и в сафари";
         let terms = text::terms(query);
-        let added = learned.expand(query, &terms, ExpandOptions::default());
+        let added = learned.expand(query, &terms, &TransliterationConfig::default());
         assert_eq!(added, vec![text::stem("linux"), text::stem("safari")]);
         // A word the pages never write in Latin adds nothing.
-        assert!(learned.expand("андроид", &text::terms("андроид"), ExpandOptions::default()).is_empty());
+        assert!(learned.expand("андроид", &text::terms("андроид"), &TransliterationConfig::default()).is_empty());
     }
 
     #[test]
     fn a_latin_query_word_asks_for_the_cyrillic_word_of_the_pages_only_in_reverse() {
         let learned = learned();
-        let reverse = ExpandOptions { reverse: true, ..ExpandOptions::default() };
+        let reverse = TransliterationConfig { reverse: true, ..TransliterationConfig::default() };
         let query = "klient broker settings";
         let terms = text::terms(query);
-        assert!(learned.expand(query, &terms, ExpandOptions::default()).is_empty());
-        let added = learned.expand(query, &terms, reverse);
+        assert!(learned.expand(query, &terms, &TransliterationConfig::default()).is_empty());
+        let added = learned.expand(query, &terms, &reverse);
         assert!(added.contains(&text::stem("клиент")), "{added:?}");
         assert!(added.contains(&text::stem("брокер")), "{added:?}");
         // Nothing twice, nothing the query holds already.
-        let again = learned.expand("broker брокер", &text::terms("broker брокер"), reverse);
+        let again = learned.expand("broker брокер", &text::terms("broker брокер"), &reverse);
         assert!(again.is_empty(), "{again:?}");
     }
 
@@ -240,13 +222,13 @@ mod tests {
         let learned = Transliterations::learn(records.iter());
         let query = "какой тип у сафари";
         let terms = text::terms(query);
-        let all = learned.expand(query, &terms, ExpandOptions::default());
+        let all = learned.expand(query, &terms, &TransliterationConfig::default());
         assert_eq!(all, vec![text::stem("type"), text::stem("safari")]);
-        let names = ExpandOptions { min_latin_ratio: 1.0, ..ExpandOptions::default() };
-        assert_eq!(learned.expand(query, &terms, names), vec![text::stem("safari")]);
-        let rarer = ExpandOptions { min_latin_ratio: 2.0, ..ExpandOptions::default() };
-        assert!(learned.expand(query, &terms, rarer).is_empty());
-        let long = ExpandOptions { min_letters: 6, ..ExpandOptions::default() };
-        assert_eq!(learned.expand(query, &terms, long), vec![text::stem("safari")]);
+        let names = TransliterationConfig { min_latin_ratio: 1.0, ..TransliterationConfig::default() };
+        assert_eq!(learned.expand(query, &terms, &names), vec![text::stem("safari")]);
+        let rarer = TransliterationConfig { min_latin_ratio: 2.0, ..TransliterationConfig::default() };
+        assert!(learned.expand(query, &terms, &rarer).is_empty());
+        let long = TransliterationConfig { min_letters: 6, ..TransliterationConfig::default() };
+        assert_eq!(learned.expand(query, &terms, &long), vec![text::stem("safari")]);
     }
 }

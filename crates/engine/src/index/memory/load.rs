@@ -468,21 +468,20 @@ fn parse_number(text: &[u8], start: usize) -> Option<(f32, usize)> {
     let mut at = start;
     let negative = text.get(at) == Some(&b'-');
     at += usize::from(negative);
-    let mut mantissa = 0u64;
-    let mut exact = true;
-    let mut power = 0i32;
-    let mut push = |mantissa: &mut u64, value: u64| {
-        if *mantissa >= 1 << 40 {
-            exact = false;
+    let (mut mantissa, mut exact, mut power) = (0u64, true, 0i32);
+    // Past 2^40 the digits no longer fit the fast path: the standard parser reads the number.
+    let mut push = |value: u64| {
+        if mantissa < 1 << 40 {
+            mantissa = mantissa * 10 + value;
         } else {
-            *mantissa = *mantissa * 10 + value;
+            exact = false;
         }
     };
     match digit(at)? {
         0 => at += 1,
         _ => {
             while let Some(value) = digit(at) {
-                push(&mut mantissa, value);
+                push(value);
                 at += 1;
             }
         }
@@ -491,7 +490,7 @@ fn parse_number(text: &[u8], start: usize) -> Option<(f32, usize)> {
         at += 1;
         digit(at)?;
         while let Some(value) = digit(at) {
-            push(&mut mantissa, value);
+            push(value);
             power -= 1;
             at += 1;
         }
