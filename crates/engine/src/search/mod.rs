@@ -10,6 +10,7 @@ pub(crate) mod confidence;
 pub mod context;
 pub(crate) mod error;
 pub mod fusion;
+pub(crate) mod learned;
 pub mod ranking;
 pub(crate) mod rerank;
 pub(crate) mod routing;
@@ -60,12 +61,9 @@ pub struct SearchService {
     tuning: RwLock<Arc<tuning::Tuning>>,
     /// The files' state: missing ones, the last rejected reload, the reload count.
     tuning_status: RwLock<tuning::TuningStatus>,
-    /// Per tenant: the index version and tuning generation its themes were chosen at, and the
-    /// themes (the file's when they describe the tenant's docs, else the ones learned from its
-    /// index).
-    tenant_themes: std::sync::Mutex<HashMap<String, TenantThemes>>,
-    /// Per tenant: the index version its Latin/Cyrillic spellings were learned at, and them.
-    tenant_transliterations: std::sync::Mutex<HashMap<String, TenantTransliterations>>,
+    /// Per tenant: the themes it is routed over and its spellings, learned from its pages once
+    /// per index version and tuning generation.
+    learned: learned::LearnedPerTenant,
     llm_router: Option<Arc<LlmRouter>>,
     reranker: Arc<dyn Reranker>,
     rerank_timeout: std::time::Duration,
@@ -214,21 +212,6 @@ pub(crate) fn build_filter(request: &SearchRequest, enable_filters: bool) -> Res
     Ok(filter)
 }
 
-/// The index version a tenant's themes were chosen at, and the themes.
-type TenantThemes = ((Option<u64>, u64), Arc<crate::router::ThemeSet>);
-
-/// The index version a tenant's spellings were learned at, and them.
-type TenantTransliterations = (Option<u64>, Arc<tokio::sync::OnceCell<Arc<transliteration::Transliterations>>>);
-
-/// Most docs and sections read to learn a tenant's themes (a sample of a very large tenant).
-const LEARN_MAX_DOCS: usize = 50_000;
-const LEARN_MAX_SECTIONS: usize = 20_000;
-/// Most docs and most sections read to learn a tenant's Latin/Cyrillic spellings: the first
-/// search after each load waits for the learning (~40 ms for AdGuard's 258 pages and 1,163
-/// sections; ~0.8 s for 4,000 docs and 20,000 sections of 3.4 KB, which this bound cuts to a
-/// tenth).
-const SPELLINGS_MAX_PAGES: usize = 3_000;
-
 impl SearchService {
     /// A service over `index` with `embedder` for queries and `runtime` as its starting runtime
     /// settings: no themes, no LLM router, neutral boosting, no synonyms, no reranker, its own
@@ -239,8 +222,7 @@ impl SearchService {
             embedder,
             tuning: Default::default(),
             tuning_status: Default::default(),
-            tenant_themes: Default::default(),
-            tenant_transliterations: Default::default(),
+            learned: Default::default(),
             llm_router: None,
             reranker: Arc::new(crate::rerank::NoopReranker),
             rerank_timeout: std::time::Duration::from_secs(10),
@@ -273,7 +255,7 @@ impl SearchService {
 
     fn set_tuning(&mut self, tuning: tuning::Tuning) {
         *self.tuning.get_mut().unwrap_or_else(|p| p.into_inner()) = Arc::new(tuning);
-        self.tenant_themes = Default::default();
+        self.learned = Default::default();
     }
 
     /// The themes, boosting and synonyms in use.
@@ -297,8 +279,8 @@ impl SearchService {
                 *self.tuning.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(tuning);
                 status.missing = missing;
                 status.reload_error = None;
-                // Themes chosen per tenant are keyed by the generation too; this only frees them.
-                self.tenant_themes.lock().unwrap_or_else(|p| p.into_inner()).clear();
+                // What was learned per tenant is keyed by the generation too; this only frees it.
+                self.learned.clear();
             }
             Err(problems) => status.reload_error = Some(problems),
         }
@@ -407,93 +389,7 @@ impl SearchService {
     /// own index (`router::learned`), so a site nobody wrote a file for still gets routing and
     /// clarification. Chosen once per tenant and index version.
     pub(crate) async fn themes_for(&self, index: &dyn VectorIndex, tenant: &TenantId) -> Arc<crate::router::ThemeSet> {
-        self.themes_with(&self.tuning(), index, tenant).await
-    }
-
-    /// `themes_for` with the tuning a search already holds.
-    async fn themes_with(
-        &self,
-        tuning: &tuning::Tuning,
-        index: &dyn VectorIndex,
-        tenant: &TenantId,
-    ) -> Arc<crate::router::ThemeSet> {
-        let version = (index.version(), tuning.generation);
-        let cached = self.tenant_themes.lock().unwrap_or_else(|p| p.into_inner()).get(tenant.as_str()).cloned();
-        if let Some((at, themes)) = cached {
-            if at == version {
-                return themes;
-            }
-        }
-        let file = Arc::clone(&tuning.theme_set);
-        let filter = RecordFilter::tenant(tenant.as_str());
-        let docs = index.get(crate::model::Level::Doc, &filter, LEARN_MAX_DOCS).await.unwrap_or_default();
-        let covered = docs.iter().any(|doc| file.iter().any(|theme| theme.fields_view().matches(&doc.meta)));
-        let chosen = if covered || docs.is_empty() {
-            file
-        } else {
-            let sections =
-                index.get(crate::model::Level::Section, &filter, LEARN_MAX_SECTIONS).await.unwrap_or_default();
-            let docs: Vec<&Record> = docs.iter().map(Arc::as_ref).collect();
-            let sections: Vec<&Record> = sections.iter().map(Arc::as_ref).collect();
-            let learned = crate::router::learned::learn_themes(&docs, &sections);
-            if learned.is_empty() {
-                file
-            } else {
-                tracing::info!(tenant_id = %tenant, themes = learned.len(), "themes learned from the index");
-                Arc::new(crate::router::ThemeSet::new(learned))
-            }
-        };
-        let mut cache = self.tenant_themes.lock().unwrap_or_else(|p| p.into_inner());
-        cache.insert(tenant.as_str().to_string(), (version, Arc::clone(&chosen)));
-        chosen
-    }
-
-    /// The Latin/Cyrillic spellings learned from the tenant's pages (docs and sections, at most
-    /// `SPELLINGS_MAX_PAGES` of each), once per index version.
-    async fn transliterations(
-        &self,
-        index: &dyn VectorIndex,
-        tenant: &TenantId,
-    ) -> Arc<transliteration::Transliterations> {
-        let version = index.version();
-        // One learning per tenant and version: searches arriving while it runs wait for it.
-        let cell = {
-            let mut cache = self.tenant_transliterations.lock().unwrap_or_else(|p| p.into_inner());
-            match cache.get(tenant.as_str()) {
-                Some((at, cell)) if *at == version => Arc::clone(cell),
-                _ => {
-                    let cell = Arc::new(tokio::sync::OnceCell::new());
-                    cache.insert(tenant.as_str().to_string(), (version, Arc::clone(&cell)));
-                    cell
-                }
-            }
-        };
-        Arc::clone(cell.get_or_init(|| self.learn_transliterations(index, tenant)).await)
-    }
-
-    async fn learn_transliterations(
-        &self,
-        index: &dyn VectorIndex,
-        tenant: &TenantId,
-    ) -> Arc<transliteration::Transliterations> {
-        let filter = RecordFilter::tenant(tenant.as_str());
-        let docs = index.get(crate::model::Level::Doc, &filter, SPELLINGS_MAX_PAGES).await.unwrap_or_default();
-        let sections = index.get(crate::model::Level::Section, &filter, SPELLINGS_MAX_PAGES).await.unwrap_or_default();
-        let started = Instant::now();
-        // Tokenizing thousands of pages is CPU work: off the async workers, which serve requests.
-        let learned = tokio::task::spawn_blocking(move || {
-            transliteration::Transliterations::learn(docs.iter().chain(sections.iter()).map(Arc::as_ref))
-        })
-        .await
-        .map(Arc::new)
-        .unwrap_or_default();
-        tracing::info!(
-            tenant_id = %tenant,
-            spellings = learned.spellings(),
-            took_ms = started.elapsed().as_secs_f64() * 1000.0,
-            "Latin/Cyrillic spellings learned from the index"
-        );
-        learned
+        Arc::clone(&self.learned.get(&self.tuning(), index, tenant).await.themes)
     }
 
     pub fn runtime_settings(&self) -> RuntimeSettings {
@@ -637,7 +533,8 @@ impl SearchService {
             return Err(SearchError::UnknownTenant(request.tenant_id.to_string()));
         }
         let tuning = self.tuning();
-        let themes = self.themes_with(&tuning, index, &request.tenant_id).await;
+        let learned = self.learned.get(&tuning, index, &request.tenant_id).await;
+        let themes = Arc::clone(&learned.themes);
         let chosen_theme = match &request.theme {
             Some(id) => Some(
                 themes
@@ -683,12 +580,8 @@ impl SearchService {
         // Latin names written in Cyrillic and back, learned from the tenant's pages: from the
         // words the user wrote, not from the synonyms' («macos» → «мак» → «make»).
         let spelling = &tuning.boosting.transliteration;
-        let transliterated = if spelling.enabled {
-            let learned = self.transliterations(index, &request.tenant_id).await;
-            learned.expand(&request.query, &terms, spelling)
-        } else {
-            Vec::new()
-        };
+        let transliterated =
+            if spelling.enabled { learned.spellings.expand(&request.query, &terms, spelling) } else { Vec::new() };
         let synonyms = tuning.synonyms.expand(&request.tenant_id, &terms);
         terms.extend(synonyms);
         for term in transliterated {

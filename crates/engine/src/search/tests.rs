@@ -314,20 +314,20 @@ fn two_area_snapshot() -> crate::model::Snapshot {
 }
 
 #[tokio::test]
-async fn searches_arriving_together_after_a_load_learn_a_tenants_spellings_once() {
+async fn searches_arriving_together_after_a_load_learn_a_tenants_themes_and_spellings_once() {
     let index = Arc::new(InMemoryIndex::from_snapshot(two_area_snapshot()).unwrap());
     let service = &fixtures::served(index.clone());
     let (vdi, other) = (TenantId::new("vdi").unwrap(), TenantId::new("other").unwrap());
-    let (first, second, third) = tokio::join!(
-        service.transliterations(index.as_ref(), &vdi),
-        service.transliterations(index.as_ref(), &vdi),
-        service.transliterations(index.as_ref(), &vdi),
-    );
+    let tuning = service.tuning();
+    let learn = |tenant| service.learned.get(&tuning, index.as_ref(), tenant);
+    let (first, second, third) = tokio::join!(learn(&vdi), learn(&vdi), learn(&vdi));
     assert!(Arc::ptr_eq(&first, &second) && Arc::ptr_eq(&first, &third), "learned more than once");
-    assert!(first.spellings() > 0, "nothing learned from the tenant's Latin words");
-    let theirs = service.transliterations(index.as_ref(), &other).await;
-    assert!(!Arc::ptr_eq(&first, &theirs), "another tenant's spellings shared");
-    assert!(Arc::ptr_eq(&first, &service.transliterations(index.as_ref(), &vdi).await));
+    assert!(first.spellings.spellings() > 0, "nothing learned from the tenant's Latin words");
+    assert!(first.themes.iter().any(|theme| theme.id == "area_broker"), "no theme learned from the tenant's areas");
+    let theirs = learn(&other).await;
+    assert!(!Arc::ptr_eq(&first, &theirs), "another tenant's learning shared");
+    assert!(!Arc::ptr_eq(&first.themes, &theirs.themes) && !Arc::ptr_eq(&first.spellings, &theirs.spellings));
+    assert!(Arc::ptr_eq(&first, &learn(&vdi).await), "learned again at the same version");
 }
 
 #[tokio::test]
