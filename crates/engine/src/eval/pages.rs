@@ -344,7 +344,7 @@ pub async fn run_pages(
     cached.embed(&texts, crate::embed::InputKind::Query).await?;
     let service = build_service(Arc::clone(&index) as _, Arc::clone(&cached));
 
-    let themes = service.themes_for(index.as_ref(), &tenant_id).await;
+    let themes = service.themes_for(&(Arc::clone(&index) as _), &tenant_id).await;
     let mut modes = Vec::new();
     let mut failures = Vec::new();
     let mut all_outcomes = Vec::new();

@@ -46,7 +46,7 @@ pub async fn answer(service: &SearchService, request: &SearchRequest) -> Result<
 /// The two tenant-wide exact scans of a default search, their results dropped.
 async fn exact_scans(service: &SearchService, request: &SearchRequest) -> Result<()> {
     let pinned = service.pin_for(request).await?;
-    let index = pinned.as_deref().unwrap_or(service.index.as_ref());
+    let index = pinned.as_ref();
     let filter = build_filter(request, true)?;
     let vector = service.query_vector(index, request, &mut Vec::new()).await?;
     for level in [Level::Doc, Level::Section] {

@@ -3,7 +3,8 @@
 //! index version and tuning generation, from one read of the tenant's docs and sections, on a
 //! blocking thread: on a large tenant the learning takes seconds of CPU, which must not hold an
 //! async worker (every other search and `/health` wait for those), and searches that arrive while
-//! it runs wait for that one learning instead of starting their own.
+//! it runs wait for that one learning instead of starting their own. After a write, the learning
+//! of the version before serves until the new one is done.
 
 use super::transliteration::Transliterations;
 use super::tuning::Tuning;
@@ -40,27 +41,64 @@ type At = (Option<u64>, u64);
 /// A learning, done or under way: whoever asks first learns, the others wait for it.
 type Learning = Arc<OnceCell<Arc<Learned>>>;
 
+/// One tenant's learning at its version, and the one before it (at the same tuning generation)
+/// that searches use while it is under way.
+struct Tenant {
+    at: At,
+    learning: Learning,
+    previous: Option<Arc<Learned>>,
+}
+
 /// Per tenant: the last learning asked for.
 #[derive(Default)]
-pub(crate) struct LearnedPerTenant(Mutex<HashMap<String, (At, Learning)>>);
+pub(crate) struct LearnedPerTenant(Mutex<HashMap<String, Tenant>>);
 
 impl LearnedPerTenant {
-    /// The tenant's learning at `index`'s version and `tuning`'s generation: learned by the first
-    /// caller, waited for by the others.
-    pub(crate) async fn get(&self, tuning: &Arc<Tuning>, index: &dyn VectorIndex, tenant: &TenantId) -> Arc<Learned> {
+    /// The tenant's learning at `index`'s version and `tuning`'s generation.
+    ///
+    /// - The first time (or after a reload of the tuning), the first caller learns and the others
+    ///   wait for it.
+    /// - After a write (a new index version), the learning of the version before answers at
+    ///   once while the new one is learned in the background: a page written changes a tenant's
+    ///   themes and spellings little, and a search must not wait seconds for them.
+    pub(crate) async fn get(
+        &self,
+        tuning: &Arc<Tuning>,
+        index: &Arc<dyn VectorIndex>,
+        tenant: &TenantId,
+    ) -> Arc<Learned> {
         let at = (index.version(), tuning.generation);
-        let cell = {
+        let (learning, previous, start_in_background) = {
             let mut tenants = self.0.lock().unwrap_or_else(|p| p.into_inner());
-            match tenants.get(tenant.as_str()) {
-                Some((learned_at, cell)) if *learned_at == at => Arc::clone(cell),
-                _ => {
-                    let cell = Arc::new(OnceCell::new());
-                    tenants.insert(tenant.as_str().to_string(), (at, Arc::clone(&cell)));
-                    cell
+            match tenants.get_mut(tenant.as_str()) {
+                Some(entry) if entry.at == at => (Arc::clone(&entry.learning), entry.previous.clone(), false),
+                entry => {
+                    let previous = entry
+                        .filter(|entry| entry.at.1 == at.1)
+                        .and_then(|entry| entry.learning.get().cloned().or_else(|| entry.previous.clone()));
+                    let learning = Learning::default();
+                    let tenant_entry = Tenant { at, learning: Arc::clone(&learning), previous: previous.clone() };
+                    tenants.insert(tenant.as_str().to_string(), tenant_entry);
+                    let start_in_background = previous.is_some();
+                    (learning, previous, start_in_background)
                 }
             }
         };
-        Arc::clone(cell.get_or_init(|| learn(Arc::clone(tuning), index, tenant)).await)
+        if let Some(done) = learning.get() {
+            return Arc::clone(done);
+        }
+        match previous {
+            Some(previous) => {
+                if start_in_background {
+                    let (tuning, index, tenant) = (Arc::clone(tuning), Arc::clone(index), tenant.clone());
+                    tokio::spawn(async move {
+                        learning.get_or_init(|| learn(tuning, index.as_ref(), &tenant)).await;
+                    });
+                }
+                previous
+            }
+            None => Arc::clone(learning.get_or_init(|| learn(Arc::clone(tuning), index.as_ref(), tenant)).await),
+        }
     }
 
     /// Forgets every learning (a reload of the tuning; the generation key would skip them anyway).

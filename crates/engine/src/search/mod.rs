@@ -388,7 +388,11 @@ impl SearchService {
     /// some of the tenant's docs (the file overrides), else the themes learned from the tenant's
     /// own index (`router::learned`), so a site nobody wrote a file for still gets routing and
     /// clarification. Chosen once per tenant and index version.
-    pub(crate) async fn themes_for(&self, index: &dyn VectorIndex, tenant: &TenantId) -> Arc<crate::router::ThemeSet> {
+    pub(crate) async fn themes_for(
+        &self,
+        index: &Arc<dyn VectorIndex>,
+        tenant: &TenantId,
+    ) -> Arc<crate::router::ThemeSet> {
         Arc::clone(&self.learned.get(&self.tuning(), index, tenant).await.themes)
     }
 
@@ -491,8 +495,8 @@ impl SearchService {
 
     /// Runs one search with the given ranking mode (`eval` compares the modes).
     pub async fn search_with_mode(&self, request: &SearchRequest, mode: RankingMode) -> Result<SearchResponse> {
-        let pinned = self.pin_for(request).await?;
-        self.search_on(pinned.as_deref().unwrap_or(self.index.as_ref()), request, mode).await
+        let index = self.pin_for(request).await?;
+        self.search_on(&index, request, mode).await
     }
 
     /// Searches, then reads the hits' texts from the same snapshot (`/context`, the Dify API).
@@ -500,31 +504,31 @@ impl SearchService {
         &self,
         request: &SearchRequest,
     ) -> Result<(SearchResponse, HashMap<String, String>)> {
-        let pinned = self.pin_for(request).await?;
-        let index = pinned.as_deref().unwrap_or(self.index.as_ref());
-        let response = self.search_on(index, request, RankingMode::Hybrid).await?;
-        let texts = context::hit_texts(index, &request.tenant_id, &response.hits).await?;
+        let index = self.pin_for(request).await?;
+        let response = self.search_on(&index, request, RankingMode::Hybrid).await?;
+        let texts = context::hit_texts(index.as_ref(), &request.tenant_id, &response.hits).await?;
         Ok((response, texts))
     }
 
     /// What every search does before it reads: the tenant is this instance's, the index has
-    /// reached the request's `min_index_version`, and the current snapshot is pinned (`None`:
-    /// nothing loaded, the index's own calls say why).
-    async fn pin_for(&self, request: &SearchRequest) -> Result<Option<Arc<dyn VectorIndex>>> {
+    /// reached the request's `min_index_version`, and the current snapshot is pinned (nothing
+    /// loaded: the index itself, whose own calls say why).
+    async fn pin_for(&self, request: &SearchRequest) -> Result<Arc<dyn VectorIndex>> {
         self.check_served(&request.tenant_id)?;
         if let Some(version) = &request.min_index_version {
             self.wait_for_version(version).await?;
         }
-        Ok(self.index.pin().await)
+        Ok(self.index.pin().await.unwrap_or_else(|| Arc::clone(&self.index)))
     }
 
     /// One search, every index call on `index` (one pinned snapshot).
     async fn search_on(
         &self,
-        index: &dyn VectorIndex,
+        pinned: &Arc<dyn VectorIndex>,
         request: &SearchRequest,
         mode: RankingMode,
     ) -> Result<SearchResponse> {
+        let index = pinned.as_ref();
         let started = Instant::now();
         let runtime = self.request_runtime(request)?;
         let max_results = self.validate(request, &runtime)?;
@@ -533,7 +537,7 @@ impl SearchService {
             return Err(SearchError::UnknownTenant(request.tenant_id.to_string()));
         }
         let tuning = self.tuning();
-        let learned = self.learned.get(&tuning, index, &request.tenant_id).await;
+        let learned = self.learned.get(&tuning, pinned, &request.tenant_id).await;
         let themes = Arc::clone(&learned.themes);
         let chosen_theme = match &request.theme {
             Some(id) => Some(

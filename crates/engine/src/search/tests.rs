@@ -250,6 +250,27 @@ async fn a_request_may_override_the_router_mode_and_the_top_k_knobs_for_itself_o
 /// Two tenants whose pages sit in two folders each and that no theme of the themes file
 /// describes: the router learns each tenant's areas from that tenant's pages only.
 fn two_area_snapshot() -> crate::model::Snapshot {
+    snapshot_of_pages(&TWO_AREA_PAGES)
+}
+
+/// (tenant, area, title, text) of `two_area_snapshot`'s pages.
+const TWO_AREA_PAGES: [(&str, &str, &str, &str); 12] = [
+    ("vdi", "broker", "Установка брокера", "Брокер ставится на Astra Linux, пулы виртуальных машин брокера."),
+    ("vdi", "broker", "Пулы брокера", "Пулы виртуальных машин брокера и шаблоны Astra."),
+    ("vdi", "broker", "Обновление брокера", "Обновление брокера на Astra Linux из репозитория."),
+    ("vdi", "connect", "Установка клиента", "Клиент Connect ставится на Windows и тонкий клиент."),
+    ("vdi", "connect", "Настройки клиента", "Клиент Connect: настройки подключения к рабочему столу, freerdp."),
+    ("vdi", "connect", "Обновление клиента", "Обновление клиента Connect на Windows через freerdp."),
+    ("other", "alpha", "Альфа один", "Секретслово альфа процессор альфа."),
+    ("other", "alpha", "Альфа два", "Секретслово альфа процессор."),
+    ("other", "alpha", "Альфа три", "Секретслово альфа процессор альфа."),
+    ("other", "beta", "Бета один", "Бета модуль."),
+    ("other", "beta", "Бета два", "Бета модуль бета."),
+    ("other", "beta", "Бета три", "Бета модуль."),
+];
+
+/// A doc, a section and a chunk per page, each page in its area's folder.
+fn snapshot_of_pages(pages: &[(&str, &str, &str, &str)]) -> crate::model::Snapshot {
     use crate::model::{Metadata, Record, Snapshot};
     let embedder = PseudoEmbedder::new(fixtures::DIMENSION);
     let mut snapshot = Snapshot {
@@ -258,21 +279,7 @@ fn two_area_snapshot() -> crate::model::Snapshot {
         dimension: fixtures::DIMENSION,
         ..Snapshot::default()
     };
-    let pages = [
-        ("vdi", "broker", "Установка брокера", "Брокер ставится на Astra Linux, пулы виртуальных машин брокера."),
-        ("vdi", "broker", "Пулы брокера", "Пулы виртуальных машин брокера и шаблоны Astra."),
-        ("vdi", "broker", "Обновление брокера", "Обновление брокера на Astra Linux из репозитория."),
-        ("vdi", "connect", "Установка клиента", "Клиент Connect ставится на Windows и тонкий клиент."),
-        ("vdi", "connect", "Настройки клиента", "Клиент Connect: настройки подключения к рабочему столу, freerdp."),
-        ("vdi", "connect", "Обновление клиента", "Обновление клиента Connect на Windows через freerdp."),
-        ("other", "alpha", "Альфа один", "Секретслово альфа процессор альфа."),
-        ("other", "alpha", "Альфа два", "Секретслово альфа процессор."),
-        ("other", "alpha", "Альфа три", "Секретслово альфа процессор альфа."),
-        ("other", "beta", "Бета один", "Бета модуль."),
-        ("other", "beta", "Бета два", "Бета модуль бета."),
-        ("other", "beta", "Бета три", "Бета модуль."),
-    ];
-    for (number, (tenant, area, title, text)) in pages.into_iter().enumerate() {
+    for (number, &(tenant, area, title, text)) in pages.iter().enumerate() {
         let doc_id = format!("{area}/page{number}.md");
         let meta = Metadata {
             tenant_id: tenant.into(),
@@ -319,7 +326,8 @@ async fn searches_arriving_together_after_a_load_learn_a_tenants_themes_and_spel
     let service = &fixtures::served(index.clone());
     let (vdi, other) = (TenantId::new("vdi").unwrap(), TenantId::new("other").unwrap());
     let tuning = service.tuning();
-    let learn = |tenant| service.learned.get(&tuning, index.as_ref(), tenant);
+    let index: Arc<dyn VectorIndex> = index;
+    let learn = |tenant| service.learned.get(&tuning, &index, tenant);
     let (first, second, third) = tokio::join!(learn(&vdi), learn(&vdi), learn(&vdi));
     assert!(Arc::ptr_eq(&first, &second) && Arc::ptr_eq(&first, &third), "learned more than once");
     assert!(first.spellings.spellings() > 0, "nothing learned from the tenant's Latin words");
@@ -331,11 +339,50 @@ async fn searches_arriving_together_after_a_load_learn_a_tenants_themes_and_spel
 }
 
 #[tokio::test]
+async fn after_a_write_the_last_learning_answers_while_the_new_one_is_learned() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("index.json");
+    crate::index::memory::write_snapshot_file(&path, &two_area_snapshot()).unwrap();
+    let index = Arc::new(InMemoryIndex::from_file(&path));
+    let service = fixtures::served(index.clone());
+    let (tuning, vdi) = (service.tuning(), TenantId::new("vdi").unwrap());
+    let before_write = index.pin().await.unwrap();
+    let learned = service.learned.get(&tuning, &before_write, &vdi).await;
+
+    let mut pages = TWO_AREA_PAGES.to_vec();
+    pages.push(("vdi", "broker", "Кластер брокера", "Брокер в кластере kubernetes и keycloak."));
+    crate::index::memory::write_snapshot_file(&path, &snapshot_of_pages(&pages)).unwrap();
+    assert!(index.reload_if_changed());
+    let after_write = index.pin().await.unwrap();
+    assert_ne!(after_write.version(), before_write.version());
+    let meanwhile = service.learned.get(&tuning, &after_write, &vdi).await;
+    assert!(Arc::ptr_eq(&learned, &meanwhile), "the search waited for the new version's learning");
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let relearned = loop {
+        let now = service.learned.get(&tuning, &after_write, &vdi).await;
+        if !Arc::ptr_eq(&now, &learned) {
+            break now;
+        }
+        assert!(Instant::now() < deadline, "the new version was never learned");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    assert!(
+        relearned.spellings.spellings() > learned.spellings.spellings(),
+        "the written page's Latin words were not learned: {} then {}",
+        learned.spellings.spellings(),
+        relearned.spellings.spellings()
+    );
+    assert!(Arc::ptr_eq(&relearned, &service.learned.get(&tuning, &after_write, &vdi).await));
+}
+
+#[tokio::test]
 async fn a_tenant_without_written_themes_is_routed_over_themes_learned_from_its_own_pages() {
     let index = Arc::new(InMemoryIndex::from_snapshot(two_area_snapshot()).unwrap());
     let service = &fixtures::served(index.clone());
     let vdi = TenantId::new("vdi").unwrap();
-    let themes = service.themes_for(index.as_ref(), &vdi).await;
+    let dyn_index: Arc<dyn VectorIndex> = index.clone();
+    let themes = service.themes_for(&dyn_index, &vdi).await;
     let mut ids: Vec<&str> = themes.iter().map(|t| t.id.as_str()).collect();
     ids.sort_unstable();
     assert_eq!(ids, ["area_broker", "area_connect"]);
@@ -344,7 +391,7 @@ async fn a_tenant_without_written_themes_is_routed_over_themes_learned_from_its_
         !every_keyword.iter().any(|k| k.contains("секретслово") || k.contains("альфа")),
         "another tenant's words: {every_keyword:?}"
     );
-    let other = service.themes_for(index.as_ref(), &TenantId::new("other").unwrap()).await;
+    let other = service.themes_for(&dyn_index, &TenantId::new("other").unwrap()).await;
     assert!(other.iter().all(|t| t.id == "area_alpha" || t.id == "area_beta"));
 
     let mut request = request("как обновить брокер на астре", "vdi");
