@@ -207,16 +207,25 @@ unsafe fn block_dots_avx(columns: [&[Column]; GROUP], query: &[f32]) -> [[f32; L
     block_dots_portable(columns, query)
 }
 
+/// Plain index loops over slices cut to one length up front (no bounds check is left in the
+/// loop): written with iterator adapters (`array::map`, nested `zip`s), the kernel's machine code
+/// depended on inlining choices made elsewhere in the crate, and an unrelated change once made
+/// it 2.7× slower (AdGuard searches 0.30 → 0.44 ms).
 #[inline(always)]
 fn block_dots_portable(columns: [&[Column]; GROUP], query: &[f32]) -> [[f32; LANES]; GROUP] {
     // -0.0 is the start of `Iterator::sum` for floats: the sign of an all-zero sum matches too.
     let mut sums = [[-0.0f32; LANES]; GROUP];
-    let [a, b, c, d] = columns.map(|block| block.iter());
-    for ((((&q, a), b), c), d) in query.iter().zip(a).zip(b).zip(c).zip(d) {
-        for (sums, column) in sums.iter_mut().zip([a, b, c, d]) {
-            for (sum, &value) in sums.iter_mut().zip(&column.0) {
-                *sum += q * value;
-            }
+    let [a, b, c, d] = columns;
+    let len = query.len().min(a.len()).min(b.len()).min(c.len()).min(d.len());
+    let (query, a, b, c, d) = (&query[..len], &a[..len], &b[..len], &c[..len], &d[..len]);
+    for dimension in 0..len {
+        let q = query[dimension];
+        let (a, b, c, d) = (&a[dimension].0, &b[dimension].0, &c[dimension].0, &d[dimension].0);
+        for lane in 0..LANES {
+            sums[0][lane] += q * a[lane];
+            sums[1][lane] += q * b[lane];
+            sums[2][lane] += q * c[lane];
+            sums[3][lane] += q * d[lane];
         }
     }
     sums
