@@ -38,22 +38,55 @@ use std::collections::BTreeMap;
 pub struct ThemeSet {
     themes: Vec<Theme>,
     rules: KeywordRules,
+    /// Themes learned from an index: every word of their areas' pages, for routing.
+    area_words: Option<learned::AreaWords>,
 }
+
+/// A learned theme is *named* by a question whose words give it at least this probability
+/// (`learned::AreaWords::posterior`): odds of 99 to 1.
+const NAMED_PROBABILITY: f64 = 0.99;
 
 impl ThemeSet {
     pub fn new(themes: Vec<Theme>) -> Self {
         let rules = KeywordRules::new(&themes);
-        Self { themes, rules }
+        Self { themes, rules, area_words: None }
+    }
+
+    /// Themes learned from an index (`learned::learn_routing`), `area_words` in their order.
+    pub(crate) fn learned(themes: Vec<Theme>, area_words: learned::AreaWords) -> Self {
+        Self { area_words: Some(area_words), ..Self::new(themes) }
     }
 
     /// `route_heuristic` over these themes, with the rules compiled once for all queries.
+    ///
+    /// Learned themes: when neither a keyword only one theme lists nor the user's metadata names
+    /// a theme, the themes are ranked by the question's words over all of their pages' words
+    /// instead (their probabilities are the scores); the most probable is named when it has at
+    /// least `NAMED_PROBABILITY`. No hard filter comes of it.
     pub fn route_heuristic(
         &self,
         query: &str,
         user_metadata: Option<&UserMetadata>,
         config: &RouterConfig,
     ) -> RoutingResult {
-        heuristic::route_with_rules(query, user_metadata, &self.themes, &self.rules, config)
+        let by_rules = heuristic::route_with_rules(query, user_metadata, &self.themes, &self.rules, config);
+        let Some(area_words) = &self.area_words else { return by_rules };
+        if !by_rules.named_themes.is_empty() {
+            return by_rules;
+        }
+        let Some(posterior) = area_words.posterior(query).filter(|p| p.len() == self.themes.len()) else {
+            return by_rules;
+        };
+        let scores: Vec<f32> = posterior.iter().map(|&p| p as f32).collect();
+        let order = heuristic::rank(&self.themes, &scores);
+        let mut result = RoutingResult::empty(RouterMode::Heuristic);
+        heuristic::fill_ranking(&mut result, &order, &scores, &self.themes, config.max_themes);
+        if let Some(&best) = order.first() {
+            if posterior[best] >= NAMED_PROBABILITY {
+                result.named_themes.push(self.themes[best].id.clone());
+            }
+        }
+        result
     }
 }
 

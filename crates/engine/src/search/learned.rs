@@ -127,11 +127,11 @@ async fn learn(tuning: Arc<Tuning>, index: &dyn VectorIndex, tenant: &TenantId) 
     let started = Instant::now();
     let learned = tokio::task::spawn_blocking(move || {
         let learned_themes = if described {
-            Vec::new()
+            (Vec::new(), Default::default())
         } else {
             let docs: Vec<&Record> = docs.iter().map(Arc::as_ref).collect();
             let sections: Vec<&Record> = sections.iter().map(Arc::as_ref).collect();
-            crate::router::learned::learn_themes(&docs, &sections)
+            crate::router::learned::learn_routing(&docs, &sections)
         };
         let spellings = if spell {
             let first = |records: &[Arc<Record>]| records.len().min(SPELLINGS_MAX_PAGES);
@@ -147,11 +147,12 @@ async fn learn(tuning: Arc<Tuning>, index: &dyn VectorIndex, tenant: &TenantId) 
         Ok(learned) => learned,
         Err(error) => {
             tracing::error!(tenant_id = %tenant, %error, "learning from the tenant's pages failed");
-            (Vec::new(), Transliterations::default())
+            ((Vec::new(), Default::default()), Transliterations::default())
         }
     };
+    let (learned_themes, area_words) = learned_themes;
     let learned_count = learned_themes.len();
-    let themes = if learned_themes.is_empty() { file } else { Arc::new(ThemeSet::new(learned_themes)) };
+    let themes = if learned_themes.is_empty() { file } else { Arc::new(ThemeSet::learned(learned_themes, area_words)) };
     tracing::info!(
         tenant_id = %tenant,
         learned_themes = learned_count,
