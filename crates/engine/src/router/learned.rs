@@ -406,9 +406,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn areas_get_their_own_distinctive_words_and_shared_words_go_to_none() {
-        let docs = [
+    /// Two areas of three pages each, and a page of none.
+    fn two_areas() -> (Vec<Record>, Vec<Record>) {
+        let docs = vec![
             doc("broker/index.md", "broker", "VeiL Broker"),
             doc("broker/install.md", "broker", "Установка брокера"),
             doc("broker/pools.md", "broker", "Пулы"),
@@ -417,7 +417,7 @@ mod tests {
             doc("connect/thin.md", "connect", "Тонкие клиенты"),
             doc("index.md", "", "Документация"),
         ];
-        let sections = [
+        let sections = vec![
             section("broker/index.md", "Брокер управляет пулами виртуальных машин. Установка на Astra Linux."),
             section("broker/install.md", "Установка брокера на Astra Linux: репозиторий и пулы."),
             section("broker/pools.md", "Пулы виртуальных машин брокера."),
@@ -425,6 +425,12 @@ mod tests {
             section("connect/install.md", "Установка клиента на Windows и тонкий клиент."),
             section("connect/thin.md", "Тонкий клиент подключается к рабочему столу."),
         ];
+        (docs, sections)
+    }
+
+    #[test]
+    fn areas_get_their_own_distinctive_words_and_shared_words_go_to_none() {
+        let (docs, sections) = two_areas();
         let docs_ref: Vec<&Record> = docs.iter().collect();
         let sections_ref: Vec<&Record> = sections.iter().collect();
         let (themes, area_words) = learn_routing(&docs_ref, &sections_ref);
@@ -464,22 +470,7 @@ mod tests {
     /// is on one broker page only, too few to be a keyword.
     #[test]
     fn learned_themes_route_a_question_no_keyword_names_by_their_pages_words() {
-        let docs = [
-            doc("broker/index.md", "broker", "VeiL Broker"),
-            doc("broker/install.md", "broker", "Установка брокера"),
-            doc("broker/pools.md", "broker", "Пулы"),
-            doc("connect/index.md", "connect", "VeiL Connect"),
-            doc("connect/install.md", "connect", "Установка клиента"),
-            doc("connect/thin.md", "connect", "Тонкие клиенты"),
-        ];
-        let sections = [
-            section("broker/index.md", "Брокер управляет пулами виртуальных машин."),
-            section("broker/install.md", "Установка брокера: подключите репозиторий и создайте пулы."),
-            section("broker/pools.md", "Пулы виртуальных машин брокера."),
-            section("connect/index.md", "Клиент подключается к рабочему столу."),
-            section("connect/install.md", "Установка клиента на Windows."),
-            section("connect/thin.md", "Тонкий клиент подключается к рабочему столу."),
-        ];
+        let (docs, sections) = two_areas();
         let docs: Vec<&Record> = docs.iter().collect();
         let sections: Vec<&Record> = sections.iter().collect();
         let (themes, area_words) = learn_routing(&docs, &sections);
