@@ -80,53 +80,87 @@ pub struct CrossValidation {
     pub(crate) shipped_brier: f64,
     /// The model fitted on every question (what `ConfidenceModel::default` would become).
     pub(crate) fitted_on_all: ConfidenceModel,
-    /// `router.ambiguity_min_ratio` fitted per fold, and the held-out flag rates with it:
-    /// (thresholds, ambiguous flagged, clear flagged).
-    pub(crate) ambiguity: (Vec<f32>, f64, f64),
-    /// The threshold fitted on every question.
-    pub(crate) ambiguity_on_all: f32,
+    /// `router.ambiguity_min_ratio` and `router.learned_named_probability` fitted per fold, and
+    /// the held-out flag rates with them: (thresholds, ambiguous flagged, clear flagged).
+    pub(crate) ambiguity: (Vec<Thresholds>, f64, f64),
+    /// The thresholds fitted on every question.
+    pub(crate) ambiguity_on_all: Thresholds,
+    /// Whether any answer was routed by the question's words over learned themes (else the
+    /// named probability is not fitted: nothing depends on it).
+    pub(crate) words_routed: bool,
 }
 
 /// Most wrongly flagged clear questions a fitted ambiguity threshold may cost (training rate).
 pub(crate) const MAX_CLEAR_FLAGGED: f64 = 0.08;
 
-/// Flag rates of a threshold: (ambiguous flagged, clear flagged) over `members`.
-fn flag_rates(members: &[(bool, Option<f32>)], threshold: f32) -> (f64, f64) {
-    let flagged = |ratio: &Option<f32>| ratio.is_some_and(|r| r >= threshold);
+/// A question for the clarification thresholds: is it ambiguous, its split ratio, and the
+/// probability its words gave the best learned theme.
+type SplitMember = (bool, Option<f32>, Option<f32>);
+
+/// `router.ambiguity_min_ratio` and `router.learned_named_probability` (above 1: never named).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Thresholds {
+    pub(crate) ratio: f32,
+    pub(crate) named: f32,
+}
+
+/// The named probabilities tried (1.01: a learned theme is never named by words).
+const NAMED_CANDIDATES: [f32; 5] = [0.9, 0.95, 0.99, 0.999, 1.01];
+
+/// Whether a member is flagged: its hits split at least `ratio` and its words did not name a
+/// learned theme.
+fn flagged(member: &SplitMember, thresholds: Thresholds) -> bool {
+    let (_, ratio, words) = member;
+    ratio.is_some_and(|r| r >= thresholds.ratio) && !words.is_some_and(|p| p >= thresholds.named)
+}
+
+/// Flag rates of thresholds: (ambiguous flagged, clear flagged) over `members`.
+fn flag_rates(members: &[SplitMember], thresholds: Thresholds) -> (f64, f64) {
     let (mut ambiguous, mut ambiguous_flagged, mut clear, mut clear_flagged) = (0usize, 0usize, 0usize, 0usize);
-    for (is_ambiguous, ratio) in members {
-        if *is_ambiguous {
+    for member in members {
+        if member.0 {
             ambiguous += 1;
-            ambiguous_flagged += usize::from(flagged(ratio));
+            ambiguous_flagged += usize::from(flagged(member, thresholds));
         } else {
             clear += 1;
-            clear_flagged += usize::from(flagged(ratio));
+            clear_flagged += usize::from(flagged(member, thresholds));
         }
     }
     (ambiguous_flagged as f64 / ambiguous.max(1) as f64, clear_flagged as f64 / clear.max(1) as f64)
 }
 
-/// The ambiguity threshold for `members` (is ambiguous, split ratio): the one that flags the most
-/// ambiguous questions while wrongly flagging at most `MAX_CLEAR_FLAGGED` of the clear ones (the
-/// fewest clear ones when none does); ties go to the higher threshold.
-pub(crate) fn fit_ambiguity_threshold(members: &[(bool, Option<f32>)]) -> f32 {
-    let mut candidates: Vec<f32> = members.iter().filter_map(|(_, r)| *r).collect();
-    candidates.push(0.0);
-    candidates.push(1.01);
-    candidates.sort_by(f32::total_cmp);
-    candidates.dedup();
-    let rated: Vec<(f32, f64, f64)> = candidates
+/// The clarification thresholds for `members`: the pair that flags the most ambiguous questions
+/// while wrongly flagging at most `MAX_CLEAR_FLAGGED` of the clear ones (the fewest clear ones
+/// when none does); ties go to the higher ratio, then the higher named probability. With no
+/// member routed by words, the named probability stays the default.
+pub(crate) fn fit_ambiguity_thresholds(members: &[SplitMember]) -> Thresholds {
+    let mut ratios: Vec<f32> = members.iter().filter_map(|(_, r, _)| *r).collect();
+    ratios.push(0.0);
+    ratios.push(1.01);
+    ratios.sort_by(f32::total_cmp);
+    ratios.dedup();
+    let named: Vec<f32> = if members.iter().any(|(_, _, words)| words.is_some()) {
+        NAMED_CANDIDATES.to_vec()
+    } else {
+        vec![crate::router::LEARNED_NAMED_PROBABILITY]
+    };
+    let rated: Vec<(Thresholds, f64, f64)> = named
         .iter()
-        .map(|&t| {
+        .flat_map(|&named| ratios.iter().map(move |&ratio| Thresholds { ratio, named }))
+        .map(|t| {
             let (ambiguous, clear) = flag_rates(members, t);
             (t, ambiguous, clear)
         })
         .collect();
+    let higher = |a: &Thresholds, b: &Thresholds| a.ratio.total_cmp(&b.ratio).then(a.named.total_cmp(&b.named));
     let feasible = rated.iter().filter(|(_, _, clear)| *clear <= MAX_CLEAR_FLAGGED);
-    let best = feasible.max_by(|a, b| a.1.total_cmp(&b.1).then(a.0.total_cmp(&b.0)));
+    let best = feasible.max_by(|a, b| a.1.total_cmp(&b.1).then(higher(&a.0, &b.0)));
     match best {
         Some(best) => best.0,
-        None => rated.iter().min_by(|a, b| a.2.total_cmp(&b.2).then(b.0.total_cmp(&a.0))).map_or(1.01, |r| r.0),
+        None => rated
+            .iter()
+            .min_by(|a, b| a.2.total_cmp(&b.2).then(higher(&b.0, &a.0)))
+            .map_or(Thresholds { ratio: 1.01, named: 1.01 }, |r| r.0),
     }
 }
 
@@ -162,7 +196,9 @@ pub fn cross_validate(
     let mut held_out_scored: Vec<(f32, bool)> = Vec::new();
     let mut thresholds = Vec::new();
     let mut held_out_flags: Vec<(bool, bool)> = Vec::new();
-    let split_of = |mode: usize, i: usize| (plain[i].ambiguous, outcomes[mode][i].split_ratio);
+    let split_of = |mode: usize, i: usize| {
+        (plain[i].ambiguous, outcomes[mode][i].split_ratio, outcomes[mode][i].words_probability)
+    };
     // The confidence model is fitted and judged on the answers of the mode chosen in each fold.
     for fold in 0..folds {
         let best = (0..modes.len())
@@ -175,13 +211,13 @@ pub fn cross_validate(
         }
         let train: Vec<(Features, bool)> =
             (0..plain.len()).filter(|&i| fold_of[i] != fold).filter_map(|i| sample(&outcomes[best][i])).collect();
-        let train_splits: Vec<(bool, Option<f32>)> =
+        let train_splits: Vec<SplitMember> =
             (0..plain.len()).filter(|&i| fold_of[i] != fold).map(|i| split_of(best, i)).collect();
-        let threshold = fit_ambiguity_threshold(&train_splits);
-        thresholds.push(threshold);
+        let fitted = fit_ambiguity_thresholds(&train_splits);
+        thresholds.push(fitted);
         for i in (0..plain.len()).filter(|&i| fold_of[i] == fold) {
-            let (ambiguous, ratio) = split_of(best, i);
-            held_out_flags.push((ambiguous, ratio.is_some_and(|r| r >= threshold)));
+            let member = split_of(best, i);
+            held_out_flags.push((member.0, flagged(&member, fitted)));
         }
         let model = ConfidenceModel::fit(&train);
         for i in (0..plain.len()).filter(|&i| fold_of[i] == fold) {
@@ -199,11 +235,12 @@ pub fn cross_validate(
         members.iter().filter(|f| **f).count() as f64 / members.len().max(1) as f64
     };
     let ambiguity = (thresholds, rate(true), rate(false));
-    let every_split: Vec<(bool, Option<f32>)> =
+    let every_split: Vec<SplitMember> =
         (0..plain.len()).map(|i| split_of(serve_mode.min(outcomes.len().saturating_sub(1)), i)).collect();
     CrossValidation {
         ambiguity,
-        ambiguity_on_all: fit_ambiguity_threshold(&every_split),
+        ambiguity_on_all: fit_ambiguity_thresholds(&every_split),
+        words_routed: outcomes.iter().flatten().any(|outcome| outcome.words_probability.is_some()),
         folds,
         seed,
         mode_folds,
@@ -259,12 +296,22 @@ impl std::fmt::Display for CrossValidation {
             self.confidence_bins.iter().map(|(p, rate, n)| format!("{p:.2}->{rate:.2} (n={n})")).collect();
         writeln!(f, "  reliability (mean predicted -> observed): {}", bins.join(", "))?;
         let (thresholds, ambiguous, clear) = &self.ambiguity;
-        let list: Vec<String> = thresholds.iter().map(|t| format!("{t:.2}")).collect();
+        let named = |t: &Thresholds| if t.named > 1.0 { "never".to_string() } else { format!("{}", t.named) };
+        let show = |t: &Thresholds| {
+            if self.words_routed {
+                format!("{:.2}/{}", t.ratio, named(t))
+            } else {
+                format!("{:.2}", t.ratio)
+            }
+        };
+        let list: Vec<String> = thresholds.iter().map(show).collect();
+        let what =
+            if self.words_routed { "ambiguity_min_ratio/learned_named_probability" } else { "ambiguity_min_ratio" };
         writeln!(
             f,
-            "  ambiguity_min_ratio fitted per fold [{}]: held-out ambiguous flagged {ambiguous:.3}, clear flagged {clear:.3}; fitted on every question {:.2}",
+            "  {what} fitted per fold [{}]: held-out ambiguous flagged {ambiguous:.3}, clear flagged {clear:.3}; fitted on every question {}",
             list.join(", "),
-            self.ambiguity_on_all
+            show(&self.ambiguity_on_all)
         )?;
         let m = &self.fitted_on_all;
         let weights: Vec<String> = m.weights.iter().map(|w| format!("{w:.3}")).collect();
@@ -293,14 +340,30 @@ mod tests {
     #[test]
     fn the_ambiguity_threshold_keeps_clear_questions_unflagged() {
         // Ambiguous questions split strongly (0.8–0.9), clear ones weakly (0.2–0.5) or not at all.
-        let mut members = vec![(true, Some(0.9)), (true, Some(0.8)), (true, Some(0.85)), (true, None)];
-        members.extend((0..20).map(|i| (false, if i % 2 == 0 { Some(0.2 + i as f32 * 0.015) } else { None })));
-        let threshold = fit_ambiguity_threshold(&members);
-        assert!(threshold > 0.5 && threshold <= 0.8, "{threshold}");
-        assert_eq!(flag_rates(&members, threshold), (0.75, 0.0));
+        let mut members = vec![(true, Some(0.9), None), (true, Some(0.8), None), (true, Some(0.85), None)];
+        members.push((true, None, None));
+        members.extend((0..20).map(|i| (false, if i % 2 == 0 { Some(0.2 + i as f32 * 0.015) } else { None }, None)));
+        let fitted = fit_ambiguity_thresholds(&members);
+        assert!(fitted.ratio > 0.5 && fitted.ratio <= 0.8, "{fitted:?}");
+        assert_eq!(fitted.named, crate::router::LEARNED_NAMED_PROBABILITY, "no answer was routed by words");
+        assert_eq!(flag_rates(&members, fitted), (0.75, 0.0));
         // Nothing separates them: the fewest clear flags win, i.e. flag nothing.
-        let hopeless = vec![(true, Some(0.5)), (false, Some(0.5)), (false, Some(0.9))];
-        assert_eq!(flag_rates(&hopeless, fit_ambiguity_threshold(&hopeless)).1, 0.0);
+        let hopeless = vec![(true, Some(0.5), None), (false, Some(0.5), None), (false, Some(0.9), None)];
+        assert_eq!(flag_rates(&hopeless, fit_ambiguity_thresholds(&hopeless)).1, 0.0);
+    }
+
+    /// Clear questions split as much as ambiguous ones, but their words name a learned theme
+    /// with more certainty: the named probability is what separates them.
+    #[test]
+    fn the_named_probability_is_fitted_where_the_words_separate_clear_from_ambiguous() {
+        let mut members: Vec<SplitMember> = (0..5).map(|_| (true, Some(0.9), Some(0.8))).collect();
+        members.extend((0..20).map(|i| (false, Some(0.9), Some(if i < 19 { 0.999 } else { 0.8 }))));
+        let fitted = fit_ambiguity_thresholds(&members);
+        assert!(fitted.named > 0.8 && fitted.named <= 0.999, "{fitted:?}");
+        assert_eq!(flag_rates(&members, fitted), (1.0, 0.05));
+        // The ratio alone could only flag everything or nothing.
+        let never = Thresholds { ratio: fitted.ratio, named: 1.01 };
+        assert_eq!(flag_rates(&members, never), (1.0, 1.0));
     }
 
     #[test]

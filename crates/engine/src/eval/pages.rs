@@ -77,8 +77,11 @@ pub struct QuestionOutcome {
     pub(crate) confidence_features: Option<crate::search::confidence::Features>,
     /// For a question about one platform: whether the router's primary theme is of that platform.
     pub(crate) router_right: Option<bool>,
-    /// How strongly the hits split across themes when the question named none (`None`: no split).
+    /// How strongly the hits split across themes when no keyword or user metadata named a theme
+    /// (`None`: no split).
     pub(crate) split_ratio: Option<f32>,
+    /// Learned themes ranked by the question's words: the best one's probability.
+    pub(crate) words_probability: Option<f32>,
 }
 
 /// Aggregates of one router mode.
@@ -145,6 +148,7 @@ pub(crate) fn judge(question: &PageQuestion, response: &SearchResponse, mode: &s
         confidence_features: response.confidence_features,
         router_right: None,
         split_ratio: response.split_ratio,
+        words_probability: response.words_probability,
     }
 }
 

@@ -39,10 +39,18 @@ pub struct RouterConfig {
     /// score (0 = any split flags). Fitted out-of-fold by `eval` (docs/quality.md): a split whose
     /// second theme trails far behind is not a question that really splits across products.
     pub(crate) ambiguity_min_ratio: f32,
+    /// Themes learned from an index: a question no keyword names names the theme its words give
+    /// at least this probability over their pages' words (`ThemeSet::route_heuristic`), and is
+    /// then not asked to clarify. Fitted out-of-fold by `eval` together with
+    /// `ambiguity_min_ratio`.
+    pub(crate) learned_named_probability: f32,
 }
 
 /// The default `ambiguity_min_ratio`.
 pub(crate) const AMBIGUITY_MIN_RATIO: f32 = 0.82;
+
+/// The default `learned_named_probability`: odds of 99 to 1.
+pub(crate) const LEARNED_NAMED_PROBABILITY: f32 = 0.99;
 
 impl Default for RouterConfig {
     fn default() -> Self {
@@ -58,6 +66,7 @@ impl Default for RouterConfig {
             hard_filter_agreeing_hits: 3,
             ambiguity_top_hits: 5,
             ambiguity_min_ratio: AMBIGUITY_MIN_RATIO,
+            learned_named_probability: LEARNED_NAMED_PROBABILITY,
         }
     }
 }
@@ -71,6 +80,7 @@ impl RouterConfig {
             ("llm_hard_filter_min_score", self.llm_hard_filter_min_score),
             ("ambiguity_gap", self.ambiguity_gap),
             ("ambiguity_min_ratio", self.ambiguity_min_ratio),
+            ("learned_named_probability", self.learned_named_probability),
         ];
         for (name, value) in unit {
             if !(0.0..=1.0).contains(&value) {

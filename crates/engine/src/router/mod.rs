@@ -16,6 +16,7 @@ pub(crate) mod mode;
 pub(crate) mod themes;
 
 pub use config::RouterConfig;
+pub(crate) use config::LEARNED_NAMED_PROBABILITY;
 pub(crate) use context::FormattedContext;
 pub use context::{format_context, ContextSource, MULTI_THEME_RULE};
 pub use disambiguation::{build_clarification, Clarification, ClarificationOption};
@@ -42,10 +43,6 @@ pub struct ThemeSet {
     area_words: Option<learned::AreaWords>,
 }
 
-/// A learned theme is *named* by a question whose words give it at least this probability
-/// (`learned::AreaWords::posterior`): odds of 99 to 1.
-const NAMED_PROBABILITY: f64 = 0.99;
-
 impl ThemeSet {
     pub fn new(themes: Vec<Theme>) -> Self {
         let rules = KeywordRules::new(&themes);
@@ -62,7 +59,7 @@ impl ThemeSet {
     /// Learned themes: when neither a keyword only one theme lists nor the user's metadata names
     /// a theme, the themes are ranked by the question's words over all of their pages' words
     /// instead (their probabilities are the scores); the most probable is named when it has at
-    /// least `NAMED_PROBABILITY`. No hard filter comes of it.
+    /// least `router.learned_named_probability`. No hard filter comes of it.
     pub fn route_heuristic(
         &self,
         query: &str,
@@ -82,7 +79,8 @@ impl ThemeSet {
         let mut result = RoutingResult::empty(RouterMode::Heuristic);
         heuristic::fill_ranking(&mut result, &order, &scores, &self.themes, config.max_themes);
         if let Some(&best) = order.first() {
-            if posterior[best] >= NAMED_PROBABILITY {
+            result.words_probability = Some(posterior[best] as f32);
+            if posterior[best] >= f64::from(config.learned_named_probability) {
                 result.named_themes.push(self.themes[best].id.clone());
             }
         }
@@ -256,6 +254,10 @@ pub struct RoutingResult {
     /// named (the LLM router: those it is sure of), best first.
     #[serde(skip)]
     pub(crate) named_themes: Vec<String>,
+    /// Learned themes ranked by the question's words (no keyword named one): the best one's
+    /// probability. `None` when the rules decided.
+    #[serde(skip)]
+    pub(crate) words_probability: Option<f32>,
 }
 
 impl RoutingResult {
@@ -267,6 +269,7 @@ impl RoutingResult {
             scores: BTreeMap::new(),
             requires_disambiguation: false,
             named_themes: Vec::new(),
+            words_probability: None,
             mode_used,
             hard_filter: None,
             degradation: None,
@@ -277,6 +280,12 @@ impl RoutingResult {
     /// be ambiguous when its hits split.
     pub fn named(&self) -> bool {
         self.themes.first().is_some_and(|best| self.named_themes.contains(best))
+    }
+
+    /// `named`, by a keyword or the user's metadata (not by the question's words over learned
+    /// themes' pages).
+    pub(crate) fn named_by_rules(&self) -> bool {
+        self.named() && self.words_probability.is_none()
     }
 }
 

@@ -652,15 +652,18 @@ impl SearchService {
             }
         }
         let mut routing = routing;
+        let words_probability = routing.words_probability;
         let labels = ThemeLabels::new(&themes, topics.as_deref());
         let mut split = None;
         if chosen_theme.is_none() && !filter_applied {
             if routing.mode_used != RouterMode::None {
-                // Ambiguity from the evidence: the question names no theme and its hits split.
+                // Ambiguity from the evidence: the question names no theme and its hits split. The
+                // split is kept when only the question's words named a learned theme: `eval`
+                // fits the probability that names one together with the ratio.
                 split = routing::split_ratio(&output.hits, tuning.router_config.ambiguity_top_hits, &labels)
-                    .filter(|_| !routing.named());
+                    .filter(|_| !routing.named_by_rules());
                 routing.requires_disambiguation =
-                    split.is_some_and(|ratio| ratio >= tuning.router_config.ambiguity_min_ratio);
+                    !routing.named() && split.is_some_and(|ratio| ratio >= tuning.router_config.ambiguity_min_ratio);
             }
             routing::cover_named_themes(&mut output, &routing, &labels, max_results);
         }
@@ -708,6 +711,7 @@ impl SearchService {
             confidence,
             confidence_features,
             split_ratio: split,
+            words_probability,
         })
     }
 

@@ -282,6 +282,10 @@ pub struct SearchResponse {
     /// none; `eval` fits `router.ambiguity_min_ratio` on it. Not serialised.
     #[serde(skip)]
     pub(crate) split_ratio: Option<f32>,
+    /// Learned themes ranked by the question's words: the best one's probability (`eval` fits
+    /// `router.learned_named_probability` on it). Not serialised.
+    #[serde(skip)]
+    pub(crate) words_probability: Option<f32>,
 }
 
 /// The routing part of a search response.
