@@ -253,7 +253,9 @@ impl AreaWords {
     /// on any area's page.
     pub(crate) fn posterior(&self, query: &str) -> Option<Vec<f64>> {
         let mut stems = BTreeSet::new();
-        add_words(query, &mut stems, &mut HashMap::new());
+        for_each_content_word(query, |_, stem| {
+            stems.insert(stem);
+        });
         let mut log_p = vec![0.0_f64; self.pages.len()];
         let mut known = false;
         for counts in stems.iter().filter_map(|stem| self.words.get(stem)) {
@@ -273,13 +275,22 @@ impl AreaWords {
 
 /// Adds the content words of `text` to a page's stems and counts their surface forms.
 fn add_words(text: &str, words: &mut BTreeSet<String>, surface: &mut HashMap<String, HashMap<String, usize>>) {
+    for_each_content_word(text, |token, stem| {
+        *surface.entry(stem.clone()).or_default().entry(token).or_default() += 1;
+        words.insert(stem);
+    });
+}
+
+/// Calls `each` with every content word of `text` (at least three characters, not a function
+/// word, not a number) and its stem: what the areas are counted by, and what a question is
+/// weighed by.
+fn for_each_content_word(text: &str, mut each: impl FnMut(String, String)) {
     for token in text::tokenize(text) {
         if token.chars().count() < 3 || text::is_stopword(&token) || token.chars().all(|c| c.is_ascii_digit()) {
             continue;
         }
         let stem = text::stem(&token);
-        *surface.entry(stem.clone()).or_default().entry(token).or_default() += 1;
-        words.insert(stem);
+        each(token, stem);
     }
 }
 

@@ -126,7 +126,7 @@ async fn learn(tuning: Arc<Tuning>, index: &dyn VectorIndex, tenant: &TenantId) 
     };
     let started = Instant::now();
     let learned = tokio::task::spawn_blocking(move || {
-        let learned_themes = if described {
+        let routing = if described {
             (Vec::new(), Default::default())
         } else {
             let docs: Vec<&Record> = docs.iter().map(Arc::as_ref).collect();
@@ -140,17 +140,16 @@ async fn learn(tuning: Arc<Tuning>, index: &dyn VectorIndex, tenant: &TenantId) 
         } else {
             Transliterations::default()
         };
-        (learned_themes, spellings)
+        (routing, spellings)
     })
     .await;
-    let (learned_themes, spellings) = match learned {
+    let ((learned_themes, area_words), spellings) = match learned {
         Ok(learned) => learned,
         Err(error) => {
             tracing::error!(tenant_id = %tenant, %error, "learning from the tenant's pages failed");
             ((Vec::new(), Default::default()), Transliterations::default())
         }
     };
-    let (learned_themes, area_words) = learned_themes;
     let learned_count = learned_themes.len();
     let themes = if learned_themes.is_empty() { file } else { Arc::new(ThemeSet::learned(learned_themes, area_words)) };
     tracing::info!(
