@@ -6,10 +6,11 @@ use super::filter::PageHint;
 use super::lexical::LexicalTermsOf;
 use super::lexical::{Bm25Index, Bm25Params};
 use super::partition::{LazyPartition, PROBE_SHARE};
-use super::vectors::{Columns, VectorBlocks, GROUP, LANES};
+use super::vectors::{Columns, SegmentSource, VectorBlocks, GROUP, LANES, SEGMENT_ROWS};
 use super::RecordFilter;
 use crate::model::Record;
 use rustc_hash::FxHashMap as HashMap;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// One tenant's records of one level: their vectors as one contiguous matrix, their lexical
@@ -156,9 +157,43 @@ pub(crate) struct ScanMatrix {
 
 impl ScanMatrix {
     /// The matrix of `vectors` (rows of `dimension` values, in record number order).
+    #[cfg(test)]
     pub(crate) fn build(vectors: &[&[f32]], dimension: usize) -> Self {
         let norms = Arc::new(vectors.iter().map(|vector| norm(vector)).collect());
         Self { vectors: Arc::new(VectorBlocks::build(vectors, dimension)), norms }
+    }
+
+    /// The matrix of a level of `len` records of `dimension` that replaces `base`: record
+    /// `number` is the base's record `base_of[number]` as it was (same vector), or new, with the
+    /// vector `row(number)`. A segment all of whose records the base holds in the same places is
+    /// shared with the base's matrix, not copied; only the others are built (and only their rows
+    /// read).
+    pub(crate) fn build_on<'a>(
+        len: usize,
+        dimension: usize,
+        base: Option<&TenantLevel>,
+        base_of: &[Option<usize>],
+        row: &'a dyn Fn(usize) -> Cow<'a, [f32]>,
+    ) -> Self {
+        let base = base.filter(|base| base.vectors.dimension() == dimension);
+        let base_len = base.map_or(0, |base| base.len);
+        let norms = (0..len)
+            .map(|number| match (base_of[number], base) {
+                (Some(old), Some(base)) => base.norms[old],
+                _ => norm(&row(number)),
+            })
+            .collect();
+        let vectors = VectorBlocks::build_with(len, dimension, base.map(|base| &*base.vectors), |segment| {
+            let first = segment * SEGMENT_ROWS;
+            let end = (first + SEGMENT_ROWS).min(len);
+            let same_size = end <= base_len && end - first == SEGMENT_ROWS.min(base_len - first);
+            if same_size && (first..end).all(|number| base_of[number] == Some(number)) {
+                SegmentSource::Shared(segment)
+            } else {
+                SegmentSource::Rows(row)
+            }
+        });
+        Self { vectors: Arc::new(vectors), norms: Arc::new(norms) }
     }
 }
 
@@ -320,6 +355,12 @@ impl TenantLevel {
         }
         self.partition.get_or_start(&self.vectors, &self.norms);
         self.partition.wait(timeout)
+    }
+
+    /// Whether segment `segment` of this level's scan matrix is the one `other` holds (shared).
+    #[cfg(test)]
+    pub(crate) fn shares_vector_segment(&self, other: &TenantLevel, segment: usize) -> bool {
+        self.vectors.shares_segment(&other.vectors, segment)
     }
 
     /// The embedding of record `number`, read back from the scan matrix.

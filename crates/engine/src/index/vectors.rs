@@ -8,35 +8,36 @@ use std::sync::Arc;
 /// Rows per block of `VectorBlocks`: four SSE registers of partial sums.
 pub(super) const LANES: usize = 16;
 
-/// A tenant level's embeddings as one contiguous matrix, in blocks of `LANES` rows stored
-/// dimension-major (`[dimension][LANES]`, the last block padded with zero rows). One pass over a
-/// block yields `LANES` dot products; each is summed in dimension order, exactly like a sequential
-/// loop over one row, so scores are bit-identical to the row-by-row cosine while the lanes run
-/// side by side in SIMD registers.
-#[derive(Debug)]
+/// Blocks per segment of a `VectorBlocks` (4,096 rows: 6 MB at 384 dimensions). A refresh that
+/// leaves a segment's rows as they were shares the segment with the level it replaces instead of
+/// building it again, so an edit inside a big tenant does not hold its matrix twice.
+pub(super) const SEGMENT_BLOCKS: usize = 256;
+
+/// Rows per segment of a `VectorBlocks`.
+pub(super) const SEGMENT_ROWS: usize = SEGMENT_BLOCKS * LANES;
+
+/// A tenant level's embeddings as a matrix in blocks of `LANES` rows stored dimension-major
+/// (`[dimension][LANES]`, the last block padded with zero rows), held in segments of
+/// `SEGMENT_BLOCKS` blocks (the last one shorter). One pass over a block yields `LANES` dot
+/// products; each is summed in dimension order, exactly like a sequential loop over one row, so
+/// scores are bit-identical to the row-by-row cosine while the lanes run side by side in SIMD
+/// registers.
+#[derive(Debug, Default)]
 pub(super) struct VectorBlocks {
     dimension: usize,
-    /// `dimension` columns per block.
-    data: Columns,
+    /// `SEGMENT_BLOCKS × dimension` columns each (the last: what is left).
+    segments: Vec<Segment>,
 }
 
-impl Default for VectorBlocks {
-    fn default() -> Self {
-        Self { dimension: 0, data: Columns::Owned(Vec::new()) }
-    }
-}
-
-/// The columns of a scan matrix: built in memory, or mapped from the local copy's file.
+/// Columns of a scan matrix, as a loaded level gets them: read into memory in segments, or mapped
+/// from the local copy's file.
 #[derive(Debug)]
 pub(crate) enum Columns {
-    Owned(Vec<Column>),
+    /// Segments of `SEGMENT_BLOCKS × dimension` columns (the last: what is left).
+    Read(Vec<Arc<[Column]>>),
     /// `len` columns from byte `start` (a multiple of 64) of a mapped file that nothing writes
     /// to (the local copy replaces a file by renaming a new one over it, never in place).
-    Mapped {
-        map: Arc<memmap2::Mmap>,
-        start: usize,
-        len: usize,
-    },
+    Mapped { map: Arc<memmap2::Mmap>, start: usize, len: usize },
 }
 
 impl Columns {
@@ -52,32 +53,55 @@ impl Columns {
         })
     }
 
-    /// `len` columns read from `input` (raw little-endian floats).
-    pub(crate) fn read(input: &mut impl std::io::Read, len: usize) -> std::io::Result<Self> {
-        let mut data = Vec::with_capacity(len);
+    /// `len` columns of a matrix of `dimension` read from `input` (raw little-endian floats).
+    pub(crate) fn read(input: &mut impl std::io::Read, len: usize, dimension: usize) -> std::io::Result<Self> {
+        let per_segment = (SEGMENT_BLOCKS * dimension).max(1);
+        let mut segments = Vec::with_capacity(len.div_ceil(per_segment));
         let mut bytes = [0u8; std::mem::size_of::<Column>()];
-        for _ in 0..len {
-            input.read_exact(&mut bytes)?;
-            let mut column = Column::default();
-            for (value, word) in column.0.iter_mut().zip(bytes.chunks_exact(4)) {
-                *value = f32::from_le_bytes([word[0], word[1], word[2], word[3]]);
+        let mut left = len;
+        while left > 0 {
+            let mut data = zeroed_columns(left.min(per_segment));
+            for column in Arc::get_mut(&mut data).expect("not shared yet").iter_mut() {
+                input.read_exact(&mut bytes)?;
+                for (value, word) in column.0.iter_mut().zip(bytes.chunks_exact(4)) {
+                    *value = f32::from_le_bytes([word[0], word[1], word[2], word[3]]);
+                }
             }
-            data.push(column);
+            left -= data.len();
+            segments.push(data);
         }
-        Ok(Columns::Owned(data))
+        Ok(Columns::Read(segments))
+    }
+
+    /// How many columns there are.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Columns::Read(segments) => segments.iter().map(|segment| segment.len()).sum(),
+            Columns::Mapped { len, .. } => *len,
+        }
     }
 }
 
-impl std::ops::Deref for Columns {
+/// One segment of a matrix's columns: its own allocation, or a window of a mapped file. Cloning
+/// shares it.
+#[derive(Debug, Clone)]
+enum Segment {
+    Owned(Arc<[Column]>),
+    Mapped { map: Arc<memmap2::Mmap>, start: usize, len: usize },
+}
+
+impl std::ops::Deref for Segment {
     type Target = [Column];
 
+    #[inline]
     fn deref(&self) -> &[Column] {
         match self {
-            Columns::Owned(columns) => columns,
-            // SAFETY: `mapped` checked that the `len` columns from `start` lie inside the map and
-            // are aligned for `Column`, which is plain floats (any bit pattern is a valid `f32`);
-            // the map lives as long as `self`, and the file is never written in place.
-            Columns::Mapped { map, start, len } => unsafe {
+            Segment::Owned(columns) => columns,
+            // SAFETY: `Columns::mapped` checked that the columns from `start` lie inside the map
+            // and are aligned for `Column`, which is plain floats (any bit pattern is a valid
+            // `f32`); a segment's window lies inside those; the map lives as long as `self`, and
+            // the file is never written in place.
+            Segment::Mapped { map, start, len } => unsafe {
                 std::slice::from_raw_parts(map.as_ptr().add(*start).cast::<Column>(), *len)
             },
         }
@@ -90,31 +114,112 @@ impl std::ops::Deref for Columns {
 #[repr(C, align(64))]
 pub(crate) struct Column([f32; LANES]);
 
+/// `len` zero columns in one allocation of their own (to be filled through `Arc::get_mut`).
+fn zeroed_columns(len: usize) -> Arc<[Column]> {
+    (0..len).map(|_| Column::default()).collect()
+}
+
+/// Where the rows of one segment of a matrix being built come from (`VectorBlocks::build_with`).
+pub(super) enum SegmentSource<'a> {
+    /// The same segment of `base`, whose rows these are, in the same places.
+    Shared(usize),
+    /// Row by row: `row(number)` is row `number`'s vector.
+    Rows(&'a dyn Fn(usize) -> std::borrow::Cow<'a, [f32]>),
+}
+
 impl VectorBlocks {
     pub(super) fn build(rows: &[&[f32]], dimension: usize) -> Self {
-        let blocks = rows.len().div_ceil(LANES);
-        let mut data = vec![Column::default(); blocks * dimension];
-        for (number, row) in rows.iter().enumerate() {
-            let block = &mut data[(number / LANES) * dimension..][..dimension];
-            for (column, &value) in block.iter_mut().zip(row.iter()) {
-                column.0[number % LANES] = value;
+        let row = |number: usize| std::borrow::Cow::Borrowed(rows[number]);
+        Self::build_with(rows.len(), dimension, None, |_| SegmentSource::Rows(&row))
+    }
+
+    /// The matrix of `len` rows of `dimension`, segment by segment: each one either shared with
+    /// `base` (`SegmentSource::Shared`, which must hold these very rows) or built from rows.
+    pub(super) fn build_with<'a>(
+        len: usize,
+        dimension: usize,
+        base: Option<&VectorBlocks>,
+        mut source: impl FnMut(usize) -> SegmentSource<'a>,
+    ) -> Self {
+        let segments = (0..len.div_ceil(SEGMENT_ROWS))
+            .map(|segment| {
+                let first = segment * SEGMENT_ROWS;
+                let rows = SEGMENT_ROWS.min(len - first);
+                match (source(segment), base) {
+                    (SegmentSource::Shared(of), Some(base)) if base.dimension == dimension => {
+                        Segment::clone(&base.segments[of])
+                    }
+                    (SegmentSource::Shared(of), _) => panic!("segment {of} shared without a base of its dimension"),
+                    (SegmentSource::Rows(row), _) => Self::segment_of(first, rows, dimension, row),
+                }
+            })
+            .collect();
+        Self { dimension, segments }
+    }
+
+    /// One segment built from rows `first..first + rows`.
+    fn segment_of<'a>(
+        first: usize,
+        rows: usize,
+        dimension: usize,
+        row: &dyn Fn(usize) -> std::borrow::Cow<'a, [f32]>,
+    ) -> Segment {
+        let mut data = zeroed_columns(rows.div_ceil(LANES) * dimension);
+        let columns = Arc::get_mut(&mut data).expect("not shared yet");
+        for offset in 0..rows {
+            let vector = row(first + offset);
+            let block = &mut columns[(offset / LANES) * dimension..][..dimension];
+            for (column, &value) in block.iter_mut().zip(vector.iter()) {
+                column.0[offset % LANES] = value;
             }
         }
-        Self { dimension, data: Columns::Owned(data) }
+        Segment::Owned(data)
     }
 
     /// A matrix of `data` (`dimension` columns per block of `LANES` rows).
     pub(super) fn from_columns(dimension: usize, data: Columns) -> Self {
-        Self { dimension, data }
+        let per_segment = SEGMENT_BLOCKS * dimension;
+        let segments = match data {
+            Columns::Read(segments) => segments.into_iter().map(Segment::Owned).collect(),
+            Columns::Mapped { map, start, len } => (0..len.div_ceil(per_segment.max(1)))
+                .map(|segment| Segment::Mapped {
+                    map: Arc::clone(&map),
+                    start: start + segment * per_segment * std::mem::size_of::<Column>(),
+                    len: per_segment.min(len - segment * per_segment),
+                })
+                .collect(),
+        };
+        Self { dimension, segments }
     }
 
     pub(super) fn dimension(&self) -> usize {
         self.dimension
     }
 
+    /// Whether segment `segment` of `self` and of `other` are one (shared, not copies).
+    #[cfg(test)]
+    pub(super) fn shares_segment(&self, other: &VectorBlocks, segment: usize) -> bool {
+        match (&self.segments[segment], &other.segments[segment]) {
+            (Segment::Owned(a), Segment::Owned(b)) => Arc::ptr_eq(a, b),
+            (Segment::Mapped { map: a, start: x, .. }, Segment::Mapped { map: b, start: y, .. }) => {
+                Arc::ptr_eq(a, b) && x == y
+            }
+            _ => false,
+        }
+    }
+
     /// The columns as raw little-endian floats (`Columns::read` and `Columns::mapped` read them).
     pub(super) fn write_columns<W: std::io::Write>(&self, out: &mut super::codec::Writer<W>) -> std::io::Result<()> {
-        out.words(self.data.iter().flat_map(|column| column.0.map(f32::to_le_bytes)))
+        out.words(
+            self.segments.iter().flat_map(|segment| segment.iter()).flat_map(|column| column.0.map(f32::to_le_bytes)),
+        )
+    }
+
+    /// The columns of block `block`.
+    #[inline]
+    fn block(&self, block: usize) -> &[Column] {
+        let size = self.dimension;
+        &self.segments[block / SEGMENT_BLOCKS][(block % SEGMENT_BLOCKS) * size..][..size]
     }
 
     /// The dot products of `query` with the first `len` rows, a block at a time in row order:
@@ -131,17 +236,15 @@ impl VectorBlocks {
     }
 
     pub(super) fn row(&self, number: usize) -> Vec<f32> {
-        let block = &self.data[(number / LANES) * self.dimension..][..self.dimension];
-        block.iter().map(|column| column.0[number % LANES]).collect()
+        self.block(number / LANES).iter().map(|column| column.0[number % LANES]).collect()
     }
 
     /// The dot products of `query` with the rows of each of `blocks` (at most `GROUP` of them;
     /// `query.len() == dimension`).
     pub(super) fn dots(&self, blocks: &[usize], query: &[f32]) -> [[f32; LANES]; GROUP] {
-        let size = self.dimension;
         // Missing blocks of a short group repeat the first one: their sums are ignored.
         let columns: [&[Column]; GROUP] =
-            std::array::from_fn(|slot| &self.data[blocks.get(slot).unwrap_or(&blocks[0]) * size..][..size]);
+            std::array::from_fn(|slot| self.block(*blocks.get(slot).unwrap_or(&blocks[0])));
         block_dots(columns, query)
     }
 }

@@ -7,6 +7,7 @@ use crate::index::tenant_level::{ScanMatrix, TenantLevel};
 use crate::index::LevelStore;
 use crate::index::Result;
 use crate::model::{Level, Record, Snapshot};
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
 use std::sync::Arc;
@@ -67,26 +68,6 @@ impl LevelRows {
         self.records.push(record);
         self.base_numbers.push(Some(number));
         self.unstored += 1;
-    }
-
-    /// These rows with every vector gathered: those of the rows kept by `push_kept` read from
-    /// `base`, the level they are kept from (the other rows' vectors are in order in `vectors`).
-    fn with_base_vectors(self, base: &LevelData) -> Self {
-        if self.unstored == 0 {
-            return self;
-        }
-        let mut vectors = RowVectors::default();
-        let mut gathered = 0;
-        for number in &self.base_numbers {
-            match number {
-                Some(number) => vectors.push(&base.index.vector(*number)),
-                None => {
-                    vectors.push(self.vectors.row(gathered));
-                    gathered += 1;
-                }
-            }
-        }
-        Self { vectors, unstored: 0, ..self }
     }
 
     /// A new record (whose embedding is taken out of it).
@@ -237,14 +218,7 @@ impl IndexBuilder {
                 let base = self.base.as_ref().and_then(|base| base.tenant(&tenant));
                 let part = match base {
                     Some(base) if unchanged(&levels, base) => Arc::clone(base),
-                    Some(base) => {
-                        let mut slots = levels.into_iter().zip(&base.levels);
-                        let levels = std::array::from_fn(|_| {
-                            let (rows, base) = slots.next().expect("three levels");
-                            rows.with_base_vectors(base)
-                        });
-                        Arc::new(TenantIndex::build(levels, dimension, Some(base), &topics))
-                    }
+                    Some(base) => Arc::new(TenantIndex::build(levels, dimension, Some(base), &topics)),
                     None => Arc::new(TenantIndex::build(levels, dimension, None, &topics)),
                 };
                 // The tenant's gathered rows are freed: give their pages back before the next one.
@@ -303,7 +277,7 @@ pub fn rebuild_tenant(
                     crate::index::change::ChangeScope::Docs(docs) => !docs.contains(&record.meta.doc_id),
                 };
                 if kept {
-                    rows.push(Arc::clone(record), &old.index.vector(number), Some(number));
+                    rows.push_kept(Arc::clone(record), number);
                 }
             }
         }
@@ -335,8 +309,18 @@ impl LevelData {
         let order = rows.id_order();
         let mut kept: Vec<Option<u32>> = vec![None; base.map_or(0, |base| base.store.records.len())];
         let mut added = Vec::new();
-        let (mut records, mut vectors, mut features) =
-            (Vec::with_capacity(order.len()), Vec::with_capacity(order.len()), Vec::with_capacity(order.len()));
+        let (mut records, mut features) = (Vec::with_capacity(order.len()), Vec::with_capacity(order.len()));
+        // Each row's place among the gathered vectors (those of the rows the base does not hold).
+        let gathered_at: Vec<usize> = rows
+            .base_numbers
+            .iter()
+            .scan(0, |gathered, number| {
+                let at = *gathered;
+                *gathered += usize::from(number.is_none());
+                Some(at)
+            })
+            .collect();
+        let base_of: Vec<Option<usize>> = order.iter().map(|&row| rows.base_numbers[row]).collect();
         for (number, &row) in order.iter().enumerate() {
             let record = &rows.records[row];
             let mut derived = match (rows.base_numbers[row], base) {
@@ -352,12 +336,18 @@ impl LevelData {
             derived.page = pages.of(&record.meta.doc_id);
             features.push(derived);
             records.push(Arc::clone(record));
-            vectors.push(rows.vectors.row(row));
         }
+        // A kept record's vector is the base's (shared with it where a whole segment of the
+        // matrix is kept); a new one's was gathered.
+        let row = |number: usize| -> Cow<'_, [f32]> {
+            match (base_of[number], base) {
+                (Some(old), Some(base)) => Cow::Owned(base.index.vector(old)),
+                _ => Cow::Borrowed(rows.vectors.row(gathered_at[order[number]])),
+            }
+        };
+        let matrix = ScanMatrix::build_on(order.len(), dimension, base.map(|base| &base.index), &base_of, &row);
         // The gathered rows are freed before the lexical index is built: a level's build never
         // holds its vectors twice and its postings too.
-        let matrix = ScanMatrix::build(&vectors, dimension);
-        drop(vectors);
         drop(rows);
         let lexical = base.map(|base| {
             let added_records: Vec<Arc<Record>> = added.iter().map(|&number| Arc::clone(&records[number])).collect();

@@ -227,14 +227,14 @@ fn file_header(source: &str, path: &Path) -> [u8; FILE_HEADER] {
     header
 }
 
-/// The `columns` columns of a level's scan matrix: mapped from its file when the platform allows,
-/// else read.
+/// The `columns` columns of a level's scan matrix of `dimension`: mapped from its file when the
+/// platform allows, else read.
 fn read_vectors(
     directory: &Path,
     source: &str,
     tenant: &str,
     slot: usize,
-    columns: usize,
+    (columns, dimension): (usize, usize),
 ) -> io::Result<crate::index::vectors::Columns> {
     use crate::index::vectors::Columns;
     let path = vectors_file(directory, tenant, slot);
@@ -253,7 +253,7 @@ fn read_vectors(
             return Ok(mapped);
         }
     }
-    Columns::read(&mut BufReader::with_capacity(1 << 20, file), columns)
+    Columns::read(&mut BufReader::with_capacity(1 << 20, file), columns, dimension)
 }
 
 fn write_atomically(
@@ -410,8 +410,13 @@ fn read_tenant<R: io::Read>(
     let pages = PageNumbers::new(levels.iter().flatten().map(|record| record.meta.doc_id.as_str()));
     let mut built = Vec::with_capacity(3);
     for (slot, records) in levels.into_iter().enumerate() {
-        let columns =
-            read_vectors(directory, source, tenant, slot, TenantLevel::column_count(records.len(), dimension))?;
+        let columns = read_vectors(
+            directory,
+            source,
+            tenant,
+            slot,
+            (TenantLevel::column_count(records.len(), dimension), dimension),
+        )?;
         let features: Vec<RecordFeatures> = records
             .iter()
             .map(|record| {

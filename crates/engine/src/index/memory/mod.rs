@@ -444,6 +444,56 @@ mod tests {
         assert!(Arc::ptr_eq(rebuilt.tenant("t2").unwrap(), base.tenant("t2").unwrap()), "t2 is shared, not copied");
     }
 
+    /// A reload that leaves most of a big level as it was shares the scan matrix's unchanged
+    /// segments with the index it replaces (an edit does not hold the matrix twice), and the
+    /// result serves exactly like a build from scratch.
+    #[test]
+    fn a_reload_shares_the_unchanged_segments_of_a_scan_matrix() {
+        use crate::index::vectors::SEGMENT_ROWS;
+        let embedder = PseudoEmbedder::new(fixtures::DIMENSION);
+        let mut snapshot = fixtures::snapshot();
+        let template = snapshot.chunks.iter().find(|chunk| chunk.meta.tenant_id == "t1").unwrap().clone();
+        for i in 0..2 * SEGMENT_ROWS + 100 {
+            let mut chunk = template.clone();
+            chunk.id = format!("{}#bulk{i:05}", template.meta.doc_id);
+            chunk.meta.chunk_id = Some(chunk.id.clone());
+            chunk.text = format!("запись {i}");
+            chunk.embedding = embedder.embed_one(&chunk.text);
+            snapshot.chunks.push(chunk);
+        }
+        let build = |snapshot: &Snapshot, base: Option<Arc<LoadedIndex>>| {
+            let mut builder = IndexBuilder::for_snapshot(base);
+            for (level, records) in Level::ALL.into_iter().zip([&snapshot.docs, &snapshot.sections, &snapshot.chunks]) {
+                for record in records {
+                    builder.add(level, record.clone()).unwrap();
+                }
+            }
+            builder.finish(snapshot.embedding_model.clone(), snapshot.indexed_at.clone()).unwrap()
+        };
+        let base = Arc::new(build(&snapshot, None));
+        // One record of the middle segment gets a new text and vector.
+        let mut next = snapshot.clone();
+        let edited =
+            next.chunks.iter_mut().find(|chunk| chunk.id.ends_with(&format!("bulk{:05}", SEGMENT_ROWS))).unwrap();
+        edited.text = "запись исправлена".into();
+        edited.embedding = embedder.embed_one(&edited.text);
+        let reloaded = build(&next, Some(Arc::clone(&base)));
+        fn chunks(index: &LoadedIndex) -> &crate::index::tenant_level::TenantLevel {
+            &index.tenant("t1").unwrap().level(Level::Chunk).index
+        }
+        let records = reloaded.tenant("t1").unwrap().records(Level::Chunk);
+        let edited_number = records.iter().position(|record| record.text == "запись исправлена").unwrap();
+        let edited_segment = edited_number / SEGMENT_ROWS;
+        for segment in 0..records.len().div_ceil(SEGMENT_ROWS) {
+            let shared = chunks(&reloaded).shares_vector_segment(chunks(&base), segment);
+            assert_eq!(shared, segment != edited_segment, "segment {segment} of {}", records.len());
+        }
+        assert_serves_alike(&reloaded, &LoadedIndex::build(next).unwrap());
+        let query = embedder.embed_one("запись исправлена");
+        let best = reloaded.knn(Level::Chunk, &RecordFilter::tenant("t1"), &query, 1).unwrap();
+        assert_eq!(best[0].record.text, "запись исправлена");
+    }
+
     /// A refresh numbers a topic value no record had in the table it shares with the index it
     /// derives from: the refreshed records are labelled on numbers exactly as on strings, and
     /// another build numbers its own values.
