@@ -426,20 +426,7 @@ pub(super) fn top_k_of(scores: &[f32], k: usize, keep: impl Fn(f32) -> bool) -> 
     // Each block's best kept score (NEG_INFINITY: none kept), unless a NaN is kept somewhere (it
     // has no place in `<`; then no block is skipped).
     let mut nan = false;
-    let best_of_block: Vec<f32> = scores
-        .chunks(BLOCK)
-        .map(|block| {
-            block.iter().fold(f32::NEG_INFINITY, |best, &score| {
-                let kept = keep(score);
-                nan |= kept && score.is_nan();
-                if kept && score > best {
-                    score
-                } else {
-                    best
-                }
-            })
-        })
-        .collect();
+    let best_of_block: Vec<f32> = scores.chunks(BLOCK).map(|block| best_kept(block, &keep, &mut nan)).collect();
     let mut floor_score = f32::NEG_INFINITY;
     if !nan && k > 0 && k <= best_of_block.len() {
         let mut maxima = best_of_block.clone();
@@ -458,6 +445,35 @@ pub(super) fn top_k_of(scores: &[f32], k: usize, keep: impl Fn(f32) -> bool) -> 
         }
     }
     best.into_best()
+}
+
+/// The best score of `block` that `keep` accepts (NEG_INFINITY: none), and whether a NaN is
+/// kept there (into `nan`). Eight running maxima side by side, merged at the end: a single one
+/// is a chain of dependent comparisons the compiler may not reorder (floats), eight fill a vector
+/// register. A NaN never wins `>`, so it is only noted.
+#[inline]
+fn best_kept(block: &[f32], keep: &impl Fn(f32) -> bool, nan: &mut bool) -> f32 {
+    const WIDTH: usize = 8;
+    let mut best = [f32::NEG_INFINITY; WIDTH];
+    let mut nans = [false; WIDTH];
+    let mut step = |lane: usize, score: f32| {
+        let kept = keep(score);
+        nans[lane] |= kept & score.is_nan();
+        let candidate = if kept { score } else { f32::NEG_INFINITY };
+        best[lane] = if candidate > best[lane] { candidate } else { best[lane] };
+    };
+    let chunks = block.chunks_exact(WIDTH);
+    let rest = chunks.remainder();
+    for chunk in chunks {
+        for (lane, &score) in chunk.iter().enumerate() {
+            step(lane, score);
+        }
+    }
+    for (lane, &score) in rest.iter().enumerate() {
+        step(lane, score);
+    }
+    *nan |= nans.contains(&true);
+    best.into_iter().fold(f32::NEG_INFINITY, |best, score| if score > best { score } else { best })
 }
 
 /// A (score, number) pair as a `u64` whose ascending order is descending `score.total_cmp`, then
