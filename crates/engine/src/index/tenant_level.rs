@@ -6,7 +6,7 @@ use super::filter::PageHint;
 use super::lexical::LexicalTermsOf;
 use super::lexical::{Bm25Index, Bm25Params};
 use super::partition::{LazyPartition, PROBE_SHARE};
-use super::vectors::{Columns, SegmentSource, VectorBlocks, GROUP, LANES, SEGMENT_ROWS};
+use super::vectors::{norm, BlockRows, Columns, SegmentSource, VectorBlocks, GROUP, LANES, SEGMENT_ROWS};
 use super::RecordFilter;
 use crate::model::Record;
 use rustc_hash::FxHashMap as HashMap;
@@ -161,6 +161,12 @@ impl ScanMatrix {
     pub(crate) fn build(vectors: &[&[f32]], dimension: usize) -> Self {
         let norms = Arc::new(vectors.iter().map(|vector| norm(vector)).collect());
         Self { vectors: Arc::new(VectorBlocks::build(vectors, dimension)), norms }
+    }
+
+    /// The matrix of rows gathered in record number order, as they are (no copy).
+    pub(super) fn of_rows(rows: BlockRows) -> Self {
+        let (vectors, norms) = rows.into_matrix();
+        Self { vectors: Arc::new(vectors), norms: Arc::new(norms) }
     }
 
     /// The matrix of a level of `len` records of `dimension` that replaces `base`: record
@@ -433,11 +439,6 @@ impl TenantLevel {
             scores.extend(dots.iter().zip(norms).map(|(&dot, &norm)| cosine(dot, query_norm, norm)));
         });
     }
-}
-
-/// A vector's Euclidean norm, summed in dimension order.
-fn norm(vector: &[f32]) -> f32 {
-    vector.iter().map(|v| v * v).sum::<f32>().sqrt()
 }
 
 /// The cosine of a row from its dot product with the query and the two norms, clamped to

@@ -34,7 +34,7 @@ pub(super) struct VectorBlocks {
 #[derive(Debug)]
 pub(crate) enum Columns {
     /// Segments of `SEGMENT_BLOCKS × dimension` columns (the last: what is left).
-    Read(Vec<Arc<[Column]>>),
+    Read(Vec<Vec<Column>>),
     /// `len` columns from byte `start` (a multiple of 64) of a mapped file that nothing writes
     /// to (the local copy replaces a file by renaming a new one over it, never in place).
     Mapped { map: Arc<memmap2::Mmap>, start: usize, len: usize },
@@ -60,8 +60,8 @@ impl Columns {
         let mut bytes = [0u8; std::mem::size_of::<Column>()];
         let mut left = len;
         while left > 0 {
-            let mut data = zeroed_columns(left.min(per_segment));
-            for column in Arc::get_mut(&mut data).expect("not shared yet").iter_mut() {
+            let mut data = vec![Column::default(); left.min(per_segment)];
+            for column in &mut data {
                 input.read_exact(&mut bytes)?;
                 for (value, word) in column.0.iter_mut().zip(bytes.chunks_exact(4)) {
                     *value = f32::from_le_bytes([word[0], word[1], word[2], word[3]]);
@@ -86,8 +86,13 @@ impl Columns {
 /// shares it.
 #[derive(Debug, Clone)]
 enum Segment {
-    Owned(Arc<[Column]>),
-    Mapped { map: Arc<memmap2::Mmap>, start: usize, len: usize },
+    /// Filled where it was made (`BlockRows`, a build, a read) and never changed after.
+    Owned(Arc<Vec<Column>>),
+    Mapped {
+        map: Arc<memmap2::Mmap>,
+        start: usize,
+        len: usize,
+    },
 }
 
 impl std::ops::Deref for Segment {
@@ -114,9 +119,75 @@ impl std::ops::Deref for Segment {
 #[repr(C, align(64))]
 pub(crate) struct Column([f32; LANES]);
 
-/// `len` zero columns in one allocation of their own (to be filled through `Arc::get_mut`).
-fn zeroed_columns(len: usize) -> Arc<[Column]> {
-    (0..len).map(|_| Column::default()).collect()
+/// Rows gathered one at a time (a load's records as they arrive) straight into the layout of a
+/// scan matrix: when they turn out to be in record number order, they are the matrix (no second
+/// copy of a level's vectors is made, nor its fresh pages zeroed); otherwise rows are read back
+/// one by one.
+#[derive(Debug, Default)]
+pub(super) struct BlockRows {
+    dimension: usize,
+    rows: usize,
+    /// Segments as `VectorBlocks` holds them; the last one's blocks are added as rows arrive
+    /// (its capacity is a whole segment's, so it never moves).
+    segments: Vec<Vec<Column>>,
+    /// Row → the Euclidean norm of its vector.
+    norms: Vec<f32>,
+}
+
+impl BlockRows {
+    /// Appends a row (of the dimension of every row).
+    pub(super) fn push(&mut self, row: &[f32]) {
+        if self.rows == 0 {
+            self.dimension = row.len();
+        }
+        let dimension = self.dimension;
+        let (segment, offset) = (self.rows / SEGMENT_ROWS, self.rows % SEGMENT_ROWS);
+        if offset == 0 {
+            self.segments.push(Vec::with_capacity(SEGMENT_BLOCKS * dimension));
+        }
+        let columns = &mut self.segments[segment];
+        if offset % LANES == 0 {
+            columns.resize(columns.len() + dimension, Column::default());
+        }
+        let block = &mut columns[(offset / LANES) * dimension..][..dimension];
+        for (column, &value) in block.iter_mut().zip(row) {
+            column.0[offset % LANES] = value;
+        }
+        self.norms.push(norm(row));
+        self.rows += 1;
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.rows
+    }
+
+    /// Row `row`'s vector.
+    pub(super) fn row(&self, row: usize) -> Vec<f32> {
+        let (segment, offset) = (row / SEGMENT_ROWS, row % SEGMENT_ROWS);
+        let block = &self.segments[segment][(offset / LANES) * self.dimension..][..self.dimension];
+        block.iter().map(|column| column.0[offset % LANES]).collect()
+    }
+
+    /// The norm of row `row`'s vector (as `norm` computes it).
+    #[cfg(test)]
+    pub(super) fn norm(&self, row: usize) -> f32 {
+        self.norms[row]
+    }
+
+    /// The rows as the matrix of a level numbered in their order, with their norms.
+    pub(super) fn into_matrix(mut self) -> (VectorBlocks, Vec<f32>) {
+        if let Some(last) = self.segments.last_mut() {
+            last.shrink_to_fit();
+        }
+        let segments = self.segments.into_iter().map(|columns| Segment::Owned(Arc::new(columns))).collect();
+        (VectorBlocks { dimension: self.dimension, segments }, self.norms)
+    }
+}
+
+/// The Euclidean norm of `vector`, summed in dimension order (what the cosine of every ranking
+/// divides by).
+pub(super) fn norm(vector: &[f32]) -> f32 {
+    vector.iter().map(|v| v * v).sum::<f32>().sqrt()
 }
 
 /// Where the rows of one segment of a matrix being built come from (`VectorBlocks::build_with`).
@@ -164,23 +235,22 @@ impl VectorBlocks {
         dimension: usize,
         row: &dyn Fn(usize) -> std::borrow::Cow<'a, [f32]>,
     ) -> Segment {
-        let mut data = zeroed_columns(rows.div_ceil(LANES) * dimension);
-        let columns = Arc::get_mut(&mut data).expect("not shared yet");
+        let mut data = vec![Column::default(); rows.div_ceil(LANES) * dimension];
         for offset in 0..rows {
             let vector = row(first + offset);
-            let block = &mut columns[(offset / LANES) * dimension..][..dimension];
+            let block = &mut data[(offset / LANES) * dimension..][..dimension];
             for (column, &value) in block.iter_mut().zip(vector.iter()) {
                 column.0[offset % LANES] = value;
             }
         }
-        Segment::Owned(data)
+        Segment::Owned(Arc::new(data))
     }
 
     /// A matrix of `data` (`dimension` columns per block of `LANES` rows).
     pub(super) fn from_columns(dimension: usize, data: Columns) -> Self {
         let per_segment = SEGMENT_BLOCKS * dimension;
         let segments = match data {
-            Columns::Read(segments) => segments.into_iter().map(Segment::Owned).collect(),
+            Columns::Read(segments) => segments.into_iter().map(|columns| Segment::Owned(Arc::new(columns))).collect(),
             Columns::Mapped { map, start, len } => (0..len.div_ceil(per_segment.max(1)))
                 .map(|segment| Segment::Mapped {
                     map: Arc::clone(&map),

@@ -4,6 +4,7 @@
 use super::{engine::*, snapshot::*};
 use crate::index::features::{IdOrder, RecordFeatures, TopicTable};
 use crate::index::tenant_level::{ScanMatrix, TenantLevel};
+use crate::index::vectors::BlockRows;
 use crate::index::LevelStore;
 use crate::index::Result;
 use crate::model::{Level, Record, Snapshot};
@@ -19,40 +20,11 @@ use std::sync::Arc;
 #[derive(Debug, Default)]
 pub(super) struct LevelRows {
     pub(super) records: Vec<Arc<Record>>,
-    pub(super) vectors: RowVectors,
+    /// The vectors of the rows the base does not hold, in the order they were added.
+    pub(super) vectors: BlockRows,
     pub(super) base_numbers: Vec<Option<usize>>,
     /// Rows kept from the base whose vectors were not gathered (`push_kept`): the base has them.
     pub(super) unstored: usize,
-}
-
-/// The gathered rows' embeddings, back to back in blocks of `ROWS` rows: gathering never copies
-/// what it holds to grow (one doubling buffer would copy it, and for a moment hold half as much
-/// again: 0.75 GB for a million 384-d chunks).
-#[derive(Debug, Default)]
-pub(super) struct RowVectors {
-    blocks: Vec<Vec<f32>>,
-    rows: usize,
-    dimension: usize,
-}
-
-impl RowVectors {
-    const ROWS: usize = 4096;
-
-    /// Appends a row (of the dimension of every row).
-    fn push(&mut self, embedding: &[f32]) {
-        if self.rows.is_multiple_of(Self::ROWS) {
-            self.dimension = embedding.len();
-            self.blocks.push(Vec::with_capacity(Self::ROWS * self.dimension));
-        }
-        if let Some(block) = self.blocks.last_mut() {
-            block.extend_from_slice(embedding);
-        }
-        self.rows += 1;
-    }
-
-    fn row(&self, row: usize) -> &[f32] {
-        &self.blocks[row / Self::ROWS][(row % Self::ROWS) * self.dimension..][..self.dimension]
-    }
 }
 
 impl LevelRows {
@@ -337,18 +309,27 @@ impl LevelData {
             features.push(derived);
             records.push(Arc::clone(record));
         }
-        // A kept record's vector is the base's (shared with it where a whole segment of the
-        // matrix is kept); a new one's was gathered.
-        let row = |number: usize| -> Cow<'_, [f32]> {
-            match (base_of[number], base) {
-                (Some(old), Some(base)) => Cow::Owned(base.index.vector(old)),
-                _ => Cow::Borrowed(rows.vectors.row(gathered_at[order[number]])),
-            }
+        // Rows gathered in number order (a snapshot's records are written in id order) are the
+        // matrix as they are. Otherwise a kept record's vector is the base's (shared with it where
+        // a whole segment of the matrix is kept), and a new one's was gathered.
+        let in_order = rows.unstored == 0
+            && order.len() == rows.vectors.len()
+            && order.iter().enumerate().all(|(n, &row)| n == row);
+        let matrix = if in_order {
+            ScanMatrix::of_rows(rows.vectors)
+        } else {
+            let row = |number: usize| -> Cow<'_, [f32]> {
+                match (base_of[number], base) {
+                    (Some(old), Some(base)) => Cow::Owned(base.index.vector(old)),
+                    _ => Cow::Owned(rows.vectors.row(gathered_at[order[number]])),
+                }
+            };
+            let matrix = ScanMatrix::build_on(order.len(), dimension, base.map(|base| &base.index), &base_of, &row);
+            // The gathered rows are freed before the lexical index is built: a level's build
+            // never holds its vectors twice and its postings too.
+            drop(rows);
+            matrix
         };
-        let matrix = ScanMatrix::build_on(order.len(), dimension, base.map(|base| &base.index), &base_of, &row);
-        // The gathered rows are freed before the lexical index is built: a level's build never
-        // holds its vectors twice and its postings too.
-        drop(rows);
         let lexical = base.map(|base| {
             let added_records: Vec<Arc<Record>> = added.iter().map(|&number| Arc::clone(&records[number])).collect();
             let terms = crate::index::lexical::LexicalTermsOf::new(&added_records);
@@ -404,17 +385,18 @@ impl LoadedIndex {
 
 #[cfg(test)]
 mod tests {
-    use super::RowVectors;
+    use crate::index::vectors::{BlockRows, SEGMENT_ROWS};
 
     #[test]
-    fn gathered_vectors_read_back_row_by_row_across_blocks() {
-        let mut vectors = RowVectors::default();
+    fn gathered_vectors_read_back_row_by_row_across_segments() {
+        let mut vectors = BlockRows::default();
         let row = |n: usize| [n as f32, -(n as f32), 0.5];
-        let rows = RowVectors::ROWS * 2 + 7;
+        let rows = SEGMENT_ROWS * 2 + 7;
         (0..rows).for_each(|n| vectors.push(&row(n)));
-        assert_eq!(vectors.blocks.len(), 3);
+        assert_eq!(vectors.len(), rows);
         for n in 0..rows {
             assert_eq!(vectors.row(n), row(n), "row {n}");
+            assert_eq!(vectors.norm(n).to_bits(), (2.0 * (n * n) as f32 + 0.25).sqrt().to_bits(), "row {n}");
         }
     }
 }
