@@ -33,7 +33,7 @@ fn load_in_blocks(
 ) -> Result<LoadedIndex> {
     let file = open_snapshot_file(path)?;
     let mut load = Load { builder: IndexBuilder::for_snapshot(base), keep, header: Header::default() };
-    let mut source = Source { file, buffer: Vec::new(), filled: 0, block, at: 0, ended: false };
+    let mut source = Source { file, buffer: Vec::new(), spare: Vec::new(), filled: 0, block, at: 0, ended: false };
     load.read(&mut source).map_err(|failure| match failure {
         Failure::Index(error) => error,
         Failure::Text(message) => corrupt(format!("{}: {message}", path.display())),
@@ -75,6 +75,9 @@ struct Source {
     file: std::fs::File,
     /// Allocated (and zeroed) once, grown only for a value longer than a block.
     buffer: Vec<u8>,
+    /// Where the next block is read while the records of `buffer` are parsed (`more_beside`);
+    /// then the two change places.
+    spare: Vec<u8>,
     /// How much of `buffer` holds text.
     filled: usize,
     /// Bytes read at a time.
@@ -86,7 +89,6 @@ struct Source {
 impl Source {
     /// Drops what was consumed and reads another block; false at the end of the file.
     fn more(&mut self) -> std::io::Result<bool> {
-        use std::io::Read;
         if self.ended {
             return Ok(false);
         }
@@ -96,15 +98,39 @@ impl Source {
         if self.buffer.len() < self.filled + self.block {
             self.buffer.resize(self.filled + self.block, 0);
         }
-        let read = loop {
-            match self.file.read(&mut self.buffer[self.filled..self.filled + self.block]) {
-                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
-                read => break read,
-            }
-        }?;
+        let read = read_block(&mut self.file, &mut self.buffer[self.filled..self.filled + self.block])?;
         self.filled += read;
         self.ended = read == 0;
         Ok(read > 0)
+    }
+
+    /// `more` done beside `work` on the text (on another thread: reading a block is a copy the
+    /// parsing threads would otherwise wait for), keeping the text from `keep` on; returns what
+    /// `work` returned and whether a block was read.
+    fn more_beside<R>(&mut self, keep: usize, work: impl FnOnce(&[u8]) -> R) -> std::io::Result<(R, bool)> {
+        if self.ended {
+            let done = work(self.text());
+            self.at = keep;
+            return Ok((done, self.more()?));
+        }
+        let tail = self.filled - keep;
+        if self.spare.len() < tail + self.block {
+            self.spare.resize(tail + self.block, 0);
+        }
+        self.spare[..tail].copy_from_slice(&self.buffer[keep..self.filled]);
+        let (file, text, into) =
+            (&mut self.file, &self.buffer[..self.filled], &mut self.spare[tail..tail + self.block]);
+        let (done, read) = std::thread::scope(|scope| {
+            let reading = scope.spawn(move || read_block(file, into));
+            let done = work(text);
+            (done, reading.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+        });
+        let read = read?;
+        std::mem::swap(&mut self.buffer, &mut self.spare);
+        self.filled = tail + read;
+        self.at = 0;
+        self.ended = read == 0;
+        Ok((done, read > 0))
     }
 
     fn text(&self) -> &[u8] {
@@ -150,6 +176,17 @@ impl Source {
             if !self.more()? {
                 return Err(Failure::Text("the file ends inside a value".into()));
             }
+        }
+    }
+}
+
+/// One read of `file` into `into`, retried when interrupted; 0 at the end of the file.
+fn read_block(file: &mut std::fs::File, into: &mut [u8]) -> std::io::Result<usize> {
+    use std::io::Read;
+    loop {
+        match file.read(into) {
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            read => return read,
         }
     }
 }
@@ -307,6 +344,8 @@ impl Load<'_> {
             source.at += 1;
             return Ok(());
         }
+        // Parsed, not yet added.
+        let mut pending: Option<Vec<serde_json::Result<Record>>> = None;
         loop {
             // Every record the buffer holds whole, with what follows each.
             let mut records = Vec::new();
@@ -343,11 +382,29 @@ impl Load<'_> {
                 }
                 continue;
             }
-            self.add_parsed(level, parse_batch(source.text(), &records))?;
-            source.at = at;
             if closed {
+                if let Some(parsed) = pending.take() {
+                    self.add_parsed(level, parsed)?;
+                }
+                self.add_parsed(level, parse_batch(source.text(), &records))?;
+                source.at = at;
                 return Ok(());
             }
+            // These records are parsed while the next block is read and the records parsed
+            // before them are added (copying their vectors into the level's matrix).
+            let earlier = pending.take();
+            let ((added, parsed), _) = source.more_beside(at, |text| {
+                std::thread::scope(|scope| {
+                    let adding = earlier.map(|parsed| scope.spawn(|| self.add_parsed(level, parsed)));
+                    let parsed = parse_batch(text, &records);
+                    let added = adding.map_or(Ok(()), |adding| {
+                        adding.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                    });
+                    (added, parsed)
+                })
+            })?;
+            added?;
+            pending = Some(parsed);
         }
     }
 
