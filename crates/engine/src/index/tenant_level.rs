@@ -171,22 +171,23 @@ impl ScanMatrix {
 
     /// The matrix of a level of `len` records of `dimension` that replaces `base`: record
     /// `number` is the base's record `base_of[number]` as it was (same vector), or new, with the
-    /// vector `row(number)`. A segment all of whose records the base holds in the same places is
-    /// shared with the base's matrix, not copied; only the others are built (and only their rows
-    /// read).
+    /// vector `row(number)` and its norm `new_norm(number)`. A segment all of whose records the
+    /// base holds in the same places is shared with the base's matrix, not copied; only the
+    /// others are built (and only their rows read).
     pub(crate) fn build_on<'a>(
         len: usize,
         dimension: usize,
         base: Option<&TenantLevel>,
         base_of: &[Option<usize>],
         row: &'a dyn Fn(usize) -> Cow<'a, [f32]>,
+        new_norm: &dyn Fn(usize) -> f32,
     ) -> Self {
         let base = base.filter(|base| base.vectors.dimension() == dimension);
         let base_len = base.map_or(0, |base| base.len);
         let norms = (0..len)
             .map(|number| match (base_of[number], base) {
                 (Some(old), Some(base)) => base.norms[old],
-                _ => norm(&row(number)),
+                _ => new_norm(number),
             })
             .collect();
         let vectors = VectorBlocks::build_with(len, dimension, base.map(|base| &*base.vectors), |segment| {

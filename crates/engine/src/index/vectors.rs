@@ -149,10 +149,7 @@ impl BlockRows {
         if offset % LANES == 0 {
             columns.resize(columns.len() + dimension, Column::default());
         }
-        let block = &mut columns[(offset / LANES) * dimension..][..dimension];
-        for (column, &value) in block.iter_mut().zip(row) {
-            column.0[offset % LANES] = value;
-        }
+        set_lane(&mut columns[(offset / LANES) * dimension..][..dimension], offset % LANES, row);
         self.norms.push(norm(row));
         self.rows += 1;
     }
@@ -164,12 +161,10 @@ impl BlockRows {
     /// Row `row`'s vector.
     pub(super) fn row(&self, row: usize) -> Vec<f32> {
         let (segment, offset) = (row / SEGMENT_ROWS, row % SEGMENT_ROWS);
-        let block = &self.segments[segment][(offset / LANES) * self.dimension..][..self.dimension];
-        block.iter().map(|column| column.0[offset % LANES]).collect()
+        lane(&self.segments[segment][(offset / LANES) * self.dimension..][..self.dimension], offset % LANES)
     }
 
-    /// The norm of row `row`'s vector (as `norm` computes it).
-    #[cfg(test)]
+    /// The norm of row `row`'s vector (as `norm` computes it when the row is gathered).
     pub(super) fn norm(&self, row: usize) -> f32 {
         self.norms[row]
     }
@@ -182,6 +177,18 @@ impl BlockRows {
         let segments = self.segments.into_iter().map(|columns| Segment::Owned(Arc::new(columns))).collect();
         (VectorBlocks { dimension: self.dimension, segments }, self.norms)
     }
+}
+
+/// Writes `row` into lane `lane` of `block` (one block's columns).
+fn set_lane(block: &mut [Column], lane: usize, row: &[f32]) {
+    for (column, &value) in block.iter_mut().zip(row) {
+        column.0[lane] = value;
+    }
+}
+
+/// Lane `lane` of `block` (one block's columns): one row's vector.
+fn lane(block: &[Column], lane: usize) -> Vec<f32> {
+    block.iter().map(|column| column.0[lane]).collect()
 }
 
 /// The Euclidean norm of `vector`, summed in dimension order (what the cosine of every ranking
@@ -237,11 +244,7 @@ impl VectorBlocks {
     ) -> Segment {
         let mut data = vec![Column::default(); rows.div_ceil(LANES) * dimension];
         for offset in 0..rows {
-            let vector = row(first + offset);
-            let block = &mut data[(offset / LANES) * dimension..][..dimension];
-            for (column, &value) in block.iter_mut().zip(vector.iter()) {
-                column.0[offset % LANES] = value;
-            }
+            set_lane(&mut data[(offset / LANES) * dimension..][..dimension], offset % LANES, &row(first + offset));
         }
         Segment::Owned(Arc::new(data))
     }
@@ -306,7 +309,7 @@ impl VectorBlocks {
     }
 
     pub(super) fn row(&self, number: usize) -> Vec<f32> {
-        self.block(number / LANES).iter().map(|column| column.0[number % LANES]).collect()
+        lane(self.block(number / LANES), number % LANES)
     }
 
     /// The dot products of `query` with the rows of each of `blocks` (at most `GROUP` of them;

@@ -28,12 +28,6 @@ pub(super) struct LevelRows {
 }
 
 impl LevelRows {
-    pub(super) fn push(&mut self, record: Arc<Record>, embedding: &[f32], base_number: Option<usize>) {
-        self.records.push(record);
-        self.vectors.push(embedding);
-        self.base_numbers.push(base_number);
-    }
-
     /// A record the base holds as it is, at `number`: its vector stays there until the tenant is
     /// built (and, when the whole tenant is unchanged, is never copied).
     fn push_kept(&mut self, record: Arc<Record>, number: usize) {
@@ -42,10 +36,12 @@ impl LevelRows {
         self.unstored += 1;
     }
 
-    /// A new record (whose embedding is taken out of it).
+    /// A new record (whose embedding is taken out of it and gathered).
     pub(super) fn push_new(&mut self, mut record: Record) {
         let embedding = std::mem::take(&mut record.embedding);
-        self.push(Arc::new(record), &embedding, None);
+        self.vectors.push(&embedding);
+        self.records.push(Arc::new(record));
+        self.base_numbers.push(None);
     }
 
     /// The row numbers by ascending record id; of rows with the same id (a record repeated by
@@ -324,7 +320,9 @@ impl LevelData {
                     _ => Cow::Owned(rows.vectors.row(gathered_at[order[number]])),
                 }
             };
-            let matrix = ScanMatrix::build_on(order.len(), dimension, base.map(|base| &base.index), &base_of, &row);
+            let gathered_norm = |number: usize| rows.vectors.norm(gathered_at[order[number]]);
+            let base_index = base.map(|base| &base.index);
+            let matrix = ScanMatrix::build_on(order.len(), dimension, base_index, &base_of, &row, &gathered_norm);
             // The gathered rows are freed before the lexical index is built: a level's build
             // never holds its vectors twice and its postings too.
             drop(rows);

@@ -106,12 +106,12 @@ impl Source {
 
     /// `more` done beside `work` on the text (on another thread: reading a block is a copy the
     /// parsing threads would otherwise wait for), keeping the text from `keep` on; returns what
-    /// `work` returned and whether a block was read.
-    fn more_beside<R>(&mut self, keep: usize, work: impl FnOnce(&[u8]) -> R) -> std::io::Result<(R, bool)> {
+    /// `work` returned.
+    fn more_beside<R>(&mut self, keep: usize, work: impl FnOnce(&[u8]) -> R) -> std::io::Result<R> {
         if self.ended {
             let done = work(self.text());
             self.at = keep;
-            return Ok((done, self.more()?));
+            return Ok(done);
         }
         let tail = self.filled - keep;
         if self.spare.len() < tail + self.block {
@@ -130,7 +130,7 @@ impl Source {
         self.filled = tail + read;
         self.at = 0;
         self.ended = read == 0;
-        Ok((done, read > 0))
+        Ok(done)
     }
 
     fn text(&self) -> &[u8] {
@@ -393,7 +393,7 @@ impl Load<'_> {
             // These records are parsed while the next block is read and the records parsed
             // before them are added (copying their vectors into the level's matrix).
             let earlier = pending.take();
-            let ((added, parsed), _) = source.more_beside(at, |text| {
+            let (added, parsed) = source.more_beside(at, |text| {
                 std::thread::scope(|scope| {
                     let adding = earlier.map(|parsed| scope.spawn(|| self.add_parsed(level, parsed)));
                     let parsed = parse_batch(text, &records);
