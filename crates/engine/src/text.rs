@@ -290,10 +290,16 @@ fn term_of(token: &str) -> Option<String> {
 /// `terms` for bulk work (an index build), remembering each distinct token's term: the same words
 /// recur in every record, and stemming is most of the cost of a build's tokenizing. Owned by one
 /// build and dropped with it; past `MAX_REMEMBERED` tokens it stems without remembering more.
+/// Terms are numbered as they are met (`term_numbers`, `name`), so that a build need not make a
+/// `String` for every term of every record; the numbers are this memo's own.
 #[derive(Debug, Default)]
 pub(crate) struct TermMemo {
-    /// Token → its term (`None`: a function word).
-    terms: rustc_hash::FxHashMap<String, Option<String>>,
+    /// Token → its term's number (`None`: a function word).
+    tokens: rustc_hash::FxHashMap<String, Option<u32>>,
+    /// Term → its number: the distinct terms met (the vocabulary, which the index holds anyway).
+    numbers: rustc_hash::FxHashMap<String, u32>,
+    /// Number → term.
+    names: Vec<String>,
 }
 
 impl TermMemo {
@@ -301,19 +307,39 @@ impl TermMemo {
 
     /// The same terms as `terms(text)`.
     pub(crate) fn terms(&mut self, text: &str) -> Vec<String> {
-        let mut terms = Vec::new();
+        let mut numbers = Vec::new();
+        self.term_numbers(text, &mut numbers);
+        numbers.into_iter().map(|number| self.names[number as usize].clone()).collect()
+    }
+
+    /// The numbers of the terms of `text` (those of `terms(text)`, in order), appended to `out`.
+    pub(crate) fn term_numbers(&mut self, text: &str, out: &mut Vec<u32>) {
         for_each_token(text, |token| {
-            if let Some(term) = self.terms.get(token) {
-                terms.extend(term.iter().cloned());
+            if let Some(number) = self.tokens.get(token) {
+                out.extend(*number);
                 return;
             }
-            let term = term_of(token);
-            terms.extend(term.iter().cloned());
-            if self.terms.len() < Self::MAX_REMEMBERED {
-                self.terms.insert(token.to_string(), term);
+            let number = term_of(token).map(|term| self.number(term));
+            out.extend(number);
+            if self.tokens.len() < Self::MAX_REMEMBERED {
+                self.tokens.insert(token.to_string(), number);
             }
         });
-        terms
+    }
+
+    /// Term number `number`'s text.
+    pub(crate) fn name(&self, number: u32) -> &str {
+        &self.names[number as usize]
+    }
+
+    fn number(&mut self, term: String) -> u32 {
+        if let Some(&number) = self.numbers.get(&term) {
+            return number;
+        }
+        let number = self.names.len() as u32;
+        self.names.push(term.clone());
+        self.numbers.insert(term, number);
+        number
     }
 }
 

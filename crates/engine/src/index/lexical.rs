@@ -40,6 +40,7 @@ const DENSE_SHARE: f32 = 1.0 / 3.0;
 /// weight in it. The weight is a function of the build alone (the term's document frequency, the
 /// document's length, the average length), so `finish` computes it once for every search.
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(test, derive(PartialEq))]
 struct Posting {
     number: u32,
     count: u32,
@@ -132,11 +133,65 @@ impl Bm25Index {
     /// Builds the index from each document's terms (already tokenized and stemmed).
     pub fn build(documents: impl IntoIterator<Item = Vec<String>>, params: Bm25Params) -> Self {
         let mut index = Self { params, ..Self::default() };
+        let mut counts = HashMap::default();
         for (number, terms) in documents.into_iter().enumerate() {
             index.lengths.push(0);
-            index.add(number as u32, terms);
+            index.add(number as u32, terms, &mut counts);
         }
         index.finish()
+    }
+
+    /// `build` over the records' `lexical_terms` (the terms `LexicalTermsOf` gives), tokenized
+    /// a batch at a time on the machine's cores, without a `String` for each term of each
+    /// record: each thread's memo numbers the terms it meets, each of its numbers is looked up
+    /// by name once, and a record's terms are counted by sorting their numbers.
+    pub(crate) fn build_from_records<R: AsRef<crate::model::Record> + Sync>(records: &[R], params: Bm25Params) -> Self {
+        let mut memos: Vec<(usize, crate::text::TermMemo)> =
+            (0..super::in_parts::build_workers()).map(|id| (id, crate::text::TermMemo::default())).collect();
+        // Per memo: its term number → the term's place in `terms` and `postings` (MAX: not met yet).
+        let mut places: Vec<Vec<u32>> = vec![Vec::new(); memos.len()];
+        let (mut place_of, mut terms, mut postings) = (HashMap::<String, u32>::default(), Vec::new(), Vec::new());
+        let mut lengths = Vec::with_capacity(records.len());
+        let mut record_places = Vec::new();
+        for (batch_number, batch) in records.chunks(TOKENIZE_BATCH).enumerate() {
+            let workers = if batch.len() < TOKENIZE_PARALLEL_FROM { 1 } else { memos.len() };
+            let numbered = super::in_parts::map_in_parts(batch, &mut memos[..workers], |(id, memo), record| {
+                let mut numbers = Vec::new();
+                lexical_term_numbers(memo, record.as_ref(), &mut numbers);
+                (*id, numbers)
+            });
+            for (offset, (memo, numbers)) in numbered.into_iter().enumerate() {
+                let number = (batch_number * TOKENIZE_BATCH + offset) as u32;
+                lengths.push(numbers.len() as u32);
+                record_places.clear();
+                let table = &mut places[memo];
+                for term in numbers {
+                    if term as usize >= table.len() {
+                        table.resize(term as usize + 1, u32::MAX);
+                    }
+                    if table[term as usize] == u32::MAX {
+                        let name = memos[memo].1.name(term);
+                        table[term as usize] = match place_of.get(name) {
+                            Some(&place) => place,
+                            None => {
+                                let place = terms.len() as u32;
+                                place_of.insert(name.to_string(), place);
+                                terms.push(name.to_string());
+                                postings.push(Vec::new());
+                                place
+                            }
+                        };
+                    }
+                    record_places.push(table[term as usize]);
+                }
+                record_places.sort_unstable();
+                for run in record_places.chunk_by(|a, b| a == b) {
+                    postings[run[0] as usize].push(Posting { number, count: run.len() as u32, weight: 0.0 });
+                }
+            }
+        }
+        let postings = terms.into_iter().zip(postings).collect();
+        Self { params, postings, lengths, ..Self::default() }.finish()
     }
 
     /// This index over a new numbering of its documents plus some new ones, without tokenizing
@@ -164,20 +219,22 @@ impl Bm25Index {
                 index.postings.insert(term.clone(), moved);
             }
         }
+        let mut counts = HashMap::default();
         for (number, terms) in added {
-            index.add(number, terms);
+            index.add(number, terms, &mut counts);
         }
         index.finish()
     }
 
     /// Counts the terms of document `number` (whose slot in `lengths` exists) into the postings.
-    fn add(&mut self, number: u32, terms: Vec<String>) {
+    /// Adds document `number`'s terms; `counts` is an empty map the caller lends from one
+    /// document to the next (a map made for each document was a tenth of a level's build).
+    fn add(&mut self, number: u32, terms: Vec<String>, counts: &mut HashMap<String, u32>) {
         self.lengths[number as usize] = terms.len() as u32;
-        let mut counts: HashMap<String, u32> = HashMap::default();
         for term in terms {
             *counts.entry(term).or_default() += 1;
         }
-        for (term, count) in counts {
+        for (term, count) in counts.drain() {
             self.postings.entry(term).or_default().push(Posting { number, count, weight: 0.0 });
         }
     }
@@ -329,6 +386,17 @@ fn lexical_terms_with(memo: &mut crate::text::TermMemo, record: &crate::model::R
     }
 }
 
+/// `lexical_terms_with` as the memo's term numbers, appended to `out`.
+fn lexical_term_numbers(memo: &mut crate::text::TermMemo, record: &crate::model::Record, out: &mut Vec<u32>) {
+    if record.text.contains(&record.meta.title) {
+        memo.term_numbers(&record.text, out);
+    } else {
+        memo.term_numbers(&record.meta.title, out);
+        memo.term_numbers("\n", out);
+        memo.term_numbers(&record.text, out);
+    }
+}
+
 /// Every record's `lexical_terms`, in order, for a build: tokenized a batch at a time on the
 /// machine's cores (up to four), each thread with its own `TermMemo`. A batch at a time, so the
 /// terms of a whole level are never held at once.
@@ -340,22 +408,22 @@ pub(crate) struct LexicalTermsOf<'a, R> {
     memos: Vec<crate::text::TermMemo>,
 }
 
-impl<'a, R: AsRef<crate::model::Record> + Sync> LexicalTermsOf<'a, R> {
-    /// Records per batch: enough to keep the threads' start-up cost small.
-    const BATCH: usize = 8192;
-    /// Below this many records a batch is tokenized on the calling thread alone.
-    const PARALLEL_FROM: usize = 512;
+/// Records tokenized per batch: enough to keep the threads' start-up cost small.
+const TOKENIZE_BATCH: usize = 8192;
+/// Below this many records a batch is tokenized on the calling thread alone.
+const TOKENIZE_PARALLEL_FROM: usize = 512;
 
+impl<'a, R: AsRef<crate::model::Record> + Sync> LexicalTermsOf<'a, R> {
     pub(crate) fn new(records: &'a [R]) -> Self {
         let memos = (0..super::in_parts::build_workers()).map(|_| crate::text::TermMemo::default()).collect();
         Self { records, next: 0, ready: Vec::new().into_iter(), memos }
     }
 
     fn tokenize_batch(&mut self) -> Vec<Vec<String>> {
-        let end = (self.next + Self::BATCH).min(self.records.len());
+        let end = (self.next + TOKENIZE_BATCH).min(self.records.len());
         let batch = &self.records[self.next..end];
         self.next = end;
-        let workers = if batch.len() < Self::PARALLEL_FROM { 1 } else { self.memos.len() };
+        let workers = if batch.len() < TOKENIZE_PARALLEL_FROM { 1 } else { self.memos.len() };
         super::in_parts::map_in_parts(batch, &mut self.memos[..workers], |memo, record| {
             lexical_terms_with(memo, record.as_ref())
         })
@@ -405,6 +473,15 @@ mod tests {
         let expected: Vec<Vec<String>> = records.iter().map(|record| lexical_terms(record)).collect();
         assert_eq!(built.len(), records.len());
         assert!(built == expected, "terms differ from lexical_terms");
+        // The index a level's build makes from the term numbers is the one built from those terms.
+        let numbered = Bm25Index::build_from_records(&records, Bm25Params::default());
+        let from_terms = Bm25Index::build(expected, Bm25Params::default());
+        assert_eq!(numbered.lengths, from_terms.lengths);
+        assert_eq!(numbered.average_length.to_bits(), from_terms.average_length.to_bits());
+        assert_eq!(numbered.postings.len(), from_terms.postings.len());
+        for (term, posting) in &from_terms.postings {
+            assert_eq!(numbered.postings.get(term), Some(posting), "{term}");
+        }
     }
 
     #[test]

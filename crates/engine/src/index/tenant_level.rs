@@ -3,7 +3,6 @@
 
 use super::codec::{damaged, Reader, Writer};
 use super::filter::PageHint;
-use super::lexical::LexicalTermsOf;
 use super::lexical::{Bm25Index, Bm25Params};
 use super::partition::{LazyPartition, PROBE_SHARE};
 use super::vectors::{norm, BlockRows, Columns, SegmentSource, VectorBlocks, GROUP, LANES, SEGMENT_ROWS};
@@ -228,7 +227,7 @@ impl TenantLevel {
         lexical: Option<Bm25Index>,
         pages: Option<(&Arc<()>, &[u32])>,
     ) -> Self {
-        let lexical = lexical.unwrap_or_else(|| Bm25Index::build(LexicalTermsOf::new(records), Bm25Params::default()));
+        let lexical = lexical.unwrap_or_else(|| Bm25Index::build_from_records(records, Bm25Params::default()));
         Self::assemble(records, matrix.vectors, matrix.norms, lexical, pages)
     }
 
