@@ -370,31 +370,33 @@ fn distinct(query_terms: &[String]) -> Vec<&String> {
     terms
 }
 
-/// The terms BM25 indexes (what `LexicalTermsOf` gives, one record at a time).
+/// The terms BM25 indexes, by their definition (what `LexicalTermsOf` and a level's build must
+/// give, one record at a time): those of the title and the text, the title left out when the
+/// text holds it.
 #[cfg(test)]
 pub(crate) fn lexical_terms(record: &crate::model::Record) -> Vec<String> {
-    lexical_terms_with(&mut crate::text::TermMemo::default(), record)
+    if record.text.contains(&record.meta.title) {
+        crate::text::terms(&record.text)
+    } else {
+        crate::text::terms(&format!("{}\n{}", record.meta.title, record.text))
+    }
 }
 
 /// The terms BM25 indexes: those of the record's text plus its title, so a page title always
 /// counts.
 fn lexical_terms_with(memo: &mut crate::text::TermMemo, record: &crate::model::Record) -> Vec<String> {
-    if record.text.contains(&record.meta.title) {
-        memo.terms(&record.text)
-    } else {
-        memo.terms(&format!("{}\n{}", record.meta.title, record.text))
-    }
+    let mut numbers = Vec::new();
+    lexical_term_numbers(memo, record, &mut numbers);
+    numbers.into_iter().map(|number| memo.name(number).to_string()).collect()
 }
 
-/// `lexical_terms_with` as the memo's term numbers, appended to `out`.
+/// `lexical_terms_with` as the memo's term numbers, appended to `out` (the title's, when the text
+/// does not hold it, then the text's: no token spans the two).
 fn lexical_term_numbers(memo: &mut crate::text::TermMemo, record: &crate::model::Record, out: &mut Vec<u32>) {
-    if record.text.contains(&record.meta.title) {
-        memo.term_numbers(&record.text, out);
-    } else {
+    if !record.text.contains(&record.meta.title) {
         memo.term_numbers(&record.meta.title, out);
-        memo.term_numbers("\n", out);
-        memo.term_numbers(&record.text, out);
     }
+    memo.term_numbers(&record.text, out);
 }
 
 /// Every record's `lexical_terms`, in order, for a build: tokenized a batch at a time on the
