@@ -226,9 +226,9 @@ impl Bm25Index {
         index.finish()
     }
 
-    /// Counts the terms of document `number` (whose slot in `lengths` exists) into the postings.
-    /// Adds document `number`'s terms; `counts` is an empty map the caller lends from one
-    /// document to the next (a map made for each document was a tenth of a level's build).
+    /// Counts the terms of document `number` (whose slot in `lengths` exists) into the postings;
+    /// `counts` is an empty map the caller lends from one document to the next (a map made for
+    /// each document cost a tenth of a level's build when levels were built from strings).
     fn add(&mut self, number: u32, terms: Vec<String>, counts: &mut HashMap<String, u32>) {
         self.lengths[number as usize] = terms.len() as u32;
         for term in terms {

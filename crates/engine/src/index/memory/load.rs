@@ -718,7 +718,8 @@ mod tests {
             format!("[{}]", values.iter().map(|v| format!("{v:.8}")).collect::<Vec<_>>().join(",")),
             format!("[ {} ]", values.iter().map(|v| format!("{v:e}")).collect::<Vec<_>>().join(" ,\n ")),
             "[1, -0, 0, 25, 1E+2, 5e-0]".to_string(),
-            // Digit runs longer than eight bytes (read eight at a time) and than 19 digits.
+            // More digits than the fast path takes (24 bits, powers of ten up to 10) or than a u64
+            // holds: the standard parser's reading.
             "[0.000000000000000000001234,12345678901234567890,1.00000000000000000000001,0.12345678,\
              -98765432.1,0.0000000001,0.00000000001,16777217,0.16777217,123456789012345678.9]"
                 .to_string(),
