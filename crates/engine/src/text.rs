@@ -291,7 +291,9 @@ fn term_of(token: &str) -> Option<String> {
 /// recur in every record, and stemming is most of the cost of a build's tokenizing. Owned by one
 /// build and dropped with it; past `MAX_REMEMBERED` tokens it stems without remembering more.
 /// Terms are numbered as they are met (`term_numbers`, `name`), so that a build need not make a
-/// `String` for every term of every record; the numbers are this memo's own.
+/// `String` for every term of every record; the numbers are this memo's own. A build replaces a
+/// memo that is `full` between batches, so a text of endless distinct words (ids, hashes) cannot
+/// grow it without bound.
 #[derive(Debug, Default)]
 pub(crate) struct TermMemo {
     /// Token → its term's number (`None`: a function word).
@@ -318,6 +320,11 @@ impl TermMemo {
                 self.tokens.insert(token.to_string(), number);
             }
         });
+    }
+
+    /// Whether the memo has numbered `MAX_REMEMBERED` terms or more.
+    pub(crate) fn full(&self) -> bool {
+        self.names.len() >= Self::MAX_REMEMBERED
     }
 
     /// Term number `number`'s text.

@@ -189,6 +189,12 @@ impl Bm25Index {
                     postings[run[0] as usize].push(Posting { number, count: run.len() as u32, weight: 0.0 });
                 }
             }
+            for ((_, memo), table) in memos.iter_mut().zip(&mut places) {
+                if memo.full() {
+                    *memo = crate::text::TermMemo::default();
+                    table.clear();
+                }
+            }
         }
         let postings = terms.into_iter().zip(postings).collect();
         Self { params, postings, lengths, ..Self::default() }.finish()
@@ -426,9 +432,13 @@ impl<'a, R: AsRef<crate::model::Record> + Sync> LexicalTermsOf<'a, R> {
         let batch = &self.records[self.next..end];
         self.next = end;
         let workers = if batch.len() < TOKENIZE_PARALLEL_FROM { 1 } else { self.memos.len() };
-        super::in_parts::map_in_parts(batch, &mut self.memos[..workers], |memo, record| {
+        let terms = super::in_parts::map_in_parts(batch, &mut self.memos[..workers], |memo, record| {
             lexical_terms_with(memo, record.as_ref())
-        })
+        });
+        for memo in self.memos.iter_mut().filter(|memo| memo.full()) {
+            *memo = crate::text::TermMemo::default();
+        }
+        terms
     }
 }
 
@@ -481,6 +491,30 @@ mod tests {
         assert_eq!(numbered.lengths, from_terms.lengths);
         assert_eq!(numbered.average_length.to_bits(), from_terms.average_length.to_bits());
         assert_eq!(numbered.postings.len(), from_terms.postings.len());
+        for (term, posting) in &from_terms.postings {
+            assert_eq!(numbered.postings.get(term), Some(posting), "{term}");
+        }
+    }
+
+    #[test]
+    fn a_build_past_the_memos_capacity_starts_them_over_and_indexes_the_same() {
+        // 9,000 records of 70 words each that no other record has (630,000 distinct terms): each
+        // memo fills up in the first batch and is replaced before the second; the postings are
+        // still those of a build from the plain terms.
+        let base = crate::fixtures::snapshot().chunks;
+        let records: Vec<std::sync::Arc<crate::model::Record>> = (0..9000)
+            .map(|n| {
+                let mut record = base[n % base.len()].clone();
+                record.text = (0..70).map(|k| format!("w{n}q{k}")).collect::<Vec<_>>().join(" ");
+                record.meta.title = "общий".to_string();
+                std::sync::Arc::new(record)
+            })
+            .collect();
+        let numbered = Bm25Index::build_from_records(&records, Bm25Params::default());
+        let from_terms = Bm25Index::build(records.iter().map(|record| lexical_terms(record)), Bm25Params::default());
+        assert_eq!(numbered.lengths, from_terms.lengths);
+        assert_eq!(numbered.postings.len(), from_terms.postings.len());
+        assert!(numbered.postings.len() > 630_000);
         for (term, posting) in &from_terms.postings {
             assert_eq!(numbered.postings.get(term), Some(posting), "{term}");
         }
