@@ -470,24 +470,40 @@ mod tests {
     fn a_build_tokenizes_every_record_in_order_across_batches_and_threads() {
         // More records than a batch, titles in and out of the text: the parallel, remembered
         // tokenizing gives each record the terms `lexical_terms` gives it, in the records' order.
-        let base = crate::fixtures::snapshot().chunks;
-        let records: Vec<std::sync::Arc<crate::model::Record>> = (0..9000)
-            .map(|n| {
-                let mut record = base[n % base.len()].clone();
-                record.text = format!("{} шаг {n} Настройка-{} v{}", record.text, n % 97, n % 13);
-                if n % 3 == 0 {
-                    record.meta.title = format!("Страница {n}");
-                }
-                std::sync::Arc::new(record)
-            })
-            .collect();
+        let records = fixture_chunks(9000, |n, record| {
+            record.text = format!("{} шаг {n} Настройка-{} v{}", record.text, n % 97, n % 13);
+            if n % 3 == 0 {
+                record.meta.title = format!("Страница {n}");
+            }
+        });
         let built: Vec<Vec<String>> = LexicalTermsOf::new(&records).collect();
         let expected: Vec<Vec<String>> = records.iter().map(|record| lexical_terms(record)).collect();
         assert_eq!(built.len(), records.len());
         assert!(built == expected, "terms differ from lexical_terms");
         // The index a level's build makes from the term numbers is the one built from those terms.
-        let numbered = Bm25Index::build_from_records(&records, Bm25Params::default());
-        let from_terms = Bm25Index::build(expected, Bm25Params::default());
+        assert_numbered_build_is_the_build_from_terms(&records);
+    }
+
+    /// `count` records: the fixture's chunks in turn, each changed by `edit` (given its place).
+    fn fixture_chunks(
+        count: usize,
+        edit: impl Fn(usize, &mut crate::model::Record),
+    ) -> Vec<std::sync::Arc<crate::model::Record>> {
+        let base = crate::fixtures::snapshot().chunks;
+        (0..count)
+            .map(|n| {
+                let mut record = base[n % base.len()].clone();
+                edit(n, &mut record);
+                std::sync::Arc::new(record)
+            })
+            .collect()
+    }
+
+    /// A level's build of `records` (from the term numbers) against `build` over the terms of
+    /// their definition: every posting, the lengths, the average length.
+    fn assert_numbered_build_is_the_build_from_terms(records: &[std::sync::Arc<crate::model::Record>]) {
+        let numbered = Bm25Index::build_from_records(records, Bm25Params::default());
+        let from_terms = Bm25Index::build(records.iter().map(|record| lexical_terms(record)), Bm25Params::default());
         assert_eq!(numbered.lengths, from_terms.lengths);
         assert_eq!(numbered.average_length.to_bits(), from_terms.average_length.to_bits());
         assert_eq!(numbered.postings.len(), from_terms.postings.len());
@@ -501,23 +517,12 @@ mod tests {
         // 9,000 records of 70 words each that no other record has (630,000 distinct terms): each
         // memo fills up in the first batch and is replaced before the second; the postings are
         // still those of a build from the plain terms.
-        let base = crate::fixtures::snapshot().chunks;
-        let records: Vec<std::sync::Arc<crate::model::Record>> = (0..9000)
-            .map(|n| {
-                let mut record = base[n % base.len()].clone();
-                record.text = (0..70).map(|k| format!("w{n}q{k}")).collect::<Vec<_>>().join(" ");
-                record.meta.title = "общий".to_string();
-                std::sync::Arc::new(record)
-            })
-            .collect();
-        let numbered = Bm25Index::build_from_records(&records, Bm25Params::default());
-        let from_terms = Bm25Index::build(records.iter().map(|record| lexical_terms(record)), Bm25Params::default());
-        assert_eq!(numbered.lengths, from_terms.lengths);
-        assert_eq!(numbered.postings.len(), from_terms.postings.len());
-        assert!(numbered.postings.len() > 630_000);
-        for (term, posting) in &from_terms.postings {
-            assert_eq!(numbered.postings.get(term), Some(posting), "{term}");
-        }
+        let records = fixture_chunks(9000, |n, record| {
+            record.text = (0..70).map(|k| format!("w{n}q{k}")).collect::<Vec<_>>().join(" ");
+            record.meta.title = "общий".to_string();
+        });
+        assert_numbered_build_is_the_build_from_terms(&records);
+        assert!(Bm25Index::build_from_records(&records, Bm25Params::default()).postings.len() > 630_000);
     }
 
     #[test]
