@@ -14,7 +14,7 @@
 //! The partition is built off the request path, on a background thread, the first time a
 //! tenant-wide ranking of a big enough level asks for it; rankings stay exact until it is ready.
 
-use super::vectors::{row_dots, top_k, BestK, VectorBlocks};
+use super::vectors::{norm, row_dots, top_k, BestK, VectorBlocks};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -213,11 +213,6 @@ impl Partition {
 /// How many candidates of the 8-bit scan get their exact score for the best `k`.
 fn rescored(k: usize) -> usize {
     k.saturating_mul(RESCORED_PER_RESULT).max(MIN_RESCORED)
-}
-
-/// A vector's Euclidean norm.
-fn norm(vector: &[f32]) -> f32 {
-    vector.iter().map(|v| v * v).sum::<f32>().sqrt()
 }
 
 /// The query's unit vector (zero when its norm `norm` is not positive) as 8-bit codes.
