@@ -530,10 +530,19 @@ fn skip_space(buffer: &[u8], mut at: usize) -> usize {
     at
 }
 
+/// What one parsing thread reuses from record to record.
+#[derive(Clone, Default)]
+struct Scratch {
+    /// The record's text with `[]` for its embedding.
+    text: Vec<u8>,
+    /// How many numbers the last embedding had.
+    numbers: usize,
+}
+
 /// Parses the records at `ranges` of `buffer`, in order, on up to four threads.
 fn parse_batch(buffer: &[u8], ranges: &[std::ops::Range<usize>]) -> Vec<serde_json::Result<Record>> {
     let workers = if ranges.len() < 64 { 1 } else { crate::index::in_parts::build_workers() };
-    crate::index::in_parts::map_in_parts(ranges, &mut vec![Vec::new(); workers], |scratch, range| {
+    crate::index::in_parts::map_in_parts(ranges, &mut vec![Scratch::default(); workers], |scratch, range| {
         parse_record(&buffer[range.clone()], scratch)
     })
 }
@@ -542,19 +551,27 @@ fn parse_batch(buffer: &[u8], ranges: &[std::ops::Range<usize>]) -> Vec<serde_js
 /// serde_json from a copy of the record with `[]` for them (serde_json reads a number as an
 /// `f64` first, its own way, ~3x slower). Anything this fast path does not expect is read by
 /// serde_json whole, so errors are serde_json's.
-fn parse_record(text: &[u8], scratch: &mut Vec<u8>) -> serde_json::Result<Record> {
-    let mut embedding = Vec::new();
+fn parse_record(text: &[u8], scratch: &mut Scratch) -> serde_json::Result<Record> {
+    // The records of a snapshot have one dimension: the previous record's is the capacity.
+    let mut embedding = Vec::with_capacity(scratch.numbers);
     let Some((start, end)) = embedding_at(text).and_then(|start| {
         let length = parse_numbers(&text[start..], &mut embedding)?;
         Some((start, start + length))
     }) else {
         return serde_json::from_slice(text);
     };
-    scratch.clear();
-    scratch.extend_from_slice(&text[..start]);
-    scratch.extend_from_slice(b"[]");
-    scratch.extend_from_slice(&text[end..]);
-    let mut record: Record = serde_json::from_slice(scratch)?;
+    scratch.numbers = embedding.len();
+    // A record shorter than the one before (only in a file of mixed dimensions, which the
+    // index refuses) keeps no more than it holds while its batch waits.
+    if embedding.capacity() > 2 * embedding.len() {
+        embedding.shrink_to_fit();
+    }
+    let copy = &mut scratch.text;
+    copy.clear();
+    copy.extend_from_slice(&text[..start]);
+    copy.extend_from_slice(b"[]");
+    copy.extend_from_slice(&text[end..]);
+    let mut record: Record = serde_json::from_slice(copy)?;
     record.embedding = embedding;
     Ok(record)
 }
@@ -878,7 +895,7 @@ mod tests {
         }
         // A record: the fast path reads what serde_json reads, and leaves anything else, with
         // serde_json's errors, to serde_json.
-        let mut scratch = Vec::new();
+        let mut scratch = Scratch::default();
         for text in [
             r#"{"id":"c","tenant_id":"t","doc_id":"d","embedding":[0.5, 2],"text":"x [1] {}"}"#,
             r#" { "embedding" : [ -1e-3 ] , "id" : "c", "tenant_id":"t","doc_id":"d"} "#,
