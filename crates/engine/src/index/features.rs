@@ -13,7 +13,7 @@ pub(crate) const BOOST_RULES: usize = 10;
 /// Longest line start kept per line; a marker longer than this is looked up in the text itself.
 const LINE_HEAD_BYTES: usize = 16;
 
-/// Derived facts of one record; `RecordFeatures::of` is the one place they are computed.
+/// Derived facts of one record; `RecordFeatures::of_after` is the one place they are computed.
 ///
 /// The fields every ranked candidate reads (its page number, topics, cached boost factors and whether
 /// it has labels) come first and in this order (`repr(C)`), and the features of a level are kept
@@ -38,10 +38,10 @@ pub(crate) struct RecordFeatures {
     labels: Vec<String>,
     /// `url_depth(meta.url)`.
     pub(crate) url_depth: u32,
-    /// `meta.title` lower-cased.
-    pub(crate) title_lower: String,
-    /// `meta.url` lower-cased.
-    pub(crate) url_lower: String,
+    /// `meta.title` lower-cased (one copy for a page's records in a row: `of_after`).
+    pub(crate) title_lower: Arc<str>,
+    /// `meta.url` lower-cased (shared as `title_lower` is).
+    pub(crate) url_lower: Arc<str>,
     /// The distinct starts of the text's lines (leading whitespace removed, at most
     /// `LINE_HEAD_BYTES` bytes cut at a character boundary), sorted, each followed by `\n`.
     line_heads: String,
@@ -60,13 +60,10 @@ pub struct TopicTable(RwLock<FxHashMap<String, u32>>);
 impl TopicTable {
     /// The number of a topic value, numbering it when it is new (records, at load).
     pub(crate) fn intern(&self, value: &str) -> u32 {
-        if value.is_empty() {
-            return 0;
-        }
-        let key = value.to_ascii_lowercase();
-        if let Some(&number) = self.0.read().unwrap_or_else(|poisoned| poisoned.into_inner()).get(&key) {
+        if let Some(number) = self.number(value) {
             return number;
         }
+        let key = value.to_ascii_lowercase();
         let mut table = self.0.write().unwrap_or_else(|poisoned| poisoned.into_inner());
         let next = table.len() as u32 + 1;
         *table.entry(key).or_insert(next)
@@ -107,6 +104,15 @@ impl Default for BoostCacheKey {
     }
 }
 
+/// What `RecordFeatures::of_after` keeps of the record before: the values its features derived
+/// from them, reused when the next record has the same.
+pub(crate) struct Previous<'r> {
+    record: &'r Record,
+    title_lower: Arc<str>,
+    url_lower: Arc<str>,
+    topics: [u32; 4],
+}
+
 /// A place in an id order numbered once per loaded index (a tenant's pages by ascending doc id):
 /// two places with the same `scope` (pointer-equal) compare by `number` exactly as by id.
 #[derive(Debug, Clone, PartialEq)]
@@ -124,8 +130,31 @@ impl IdOrder {
 
 impl RecordFeatures {
     /// The features of `record`, its topic values numbered in `topics` (its index's table).
+    #[cfg(test)]
     pub(crate) fn of(record: &Record, topics: &TopicTable) -> Self {
+        Self::of_after(record, topics, &mut None)
+    }
+
+    /// `of`, reusing what `previous` (the record this was last asked of) has in common with
+    /// `record`, then remembering `record` in its place. Records in a row with the same title,
+    /// URL or topic values (a page's sections or chunks, in id order) share the lower-cased
+    /// strings and are numbered without looking the values up again.
+    pub(crate) fn of_after<'r>(record: &'r Record, topics: &TopicTable, previous: &mut Option<Previous<'r>>) -> Self {
         let meta = &record.meta;
+        let before = previous.as_ref().map(|previous| (&previous.record.meta, previous));
+        let title_lower = match before {
+            Some((old, previous)) if old.title == meta.title => Arc::clone(&previous.title_lower),
+            _ => Arc::from(meta.title.to_lowercase()),
+        };
+        let url_lower = match before {
+            Some((old, previous)) if old.url == meta.url => Arc::clone(&previous.url_lower),
+            _ => Arc::from(meta.url.to_lowercase()),
+        };
+        let topic_values = |meta: &'r crate::model::Metadata| [&meta.domain, &meta.section, &meta.platform, &meta.role];
+        let numbers = match before {
+            Some((old, previous)) if topic_values(old) == topic_values(meta) => previous.topics,
+            _ => topic_values(meta).map(|value| topics.intern(value.trim())),
+        };
         let mut labels: Vec<String> = meta.tags.iter().map(|tag| tag.trim().to_lowercase()).collect();
         labels.sort();
         labels.dedup();
@@ -141,16 +170,22 @@ impl RecordFeatures {
             line_heads.push_str(head);
             line_heads.push('\n');
         }
+        *previous = Some(Previous {
+            record,
+            title_lower: Arc::clone(&title_lower),
+            url_lower: Arc::clone(&url_lower),
+            topics: numbers,
+        });
         Self {
-            title_lower: meta.title.to_lowercase(),
-            url_lower: meta.url.to_lowercase(),
+            title_lower,
+            url_lower,
             url_depth: url_depth(&meta.url),
             labeled: !labels.is_empty(),
             labels,
             line_heads,
             first_bytes,
             page: None,
-            topics: [&meta.domain, &meta.section, &meta.platform, &meta.role].map(|value| topics.intern(value.trim())),
+            topics: numbers,
             boosts: OnceLock::new(),
         }
     }
@@ -293,14 +328,45 @@ mod tests {
         }
     }
 
+    /// Records in runs of equal and different titles, URLs and topic values: each record's
+    /// features made after the one before are those it has alone, and a run shares one
+    /// lower-cased title.
+    #[test]
+    fn features_made_in_a_row_are_each_records_own() {
+        let records: Vec<Record> = (0..1_000)
+            .map(|i| {
+                let mut record = record(&format!("## Шаг {}\nтекст", i % 7), &format!("Страница {}", i / 5), "", &[]);
+                record.meta.url = format!("https://Docs.example.com/P{}", i / 3);
+                record.meta.platform = ["Windows", "windows", "Mac", ""][i / 4 % 4].into();
+                record.meta.domain = format!("Area{}", i / 11 % 3);
+                record
+            })
+            .collect();
+        let (together, alone) = (TopicTable::default(), TopicTable::default());
+        let mut previous = None;
+        let made: Vec<RecordFeatures> =
+            records.iter().map(|record| RecordFeatures::of_after(record, &together, &mut previous)).collect();
+        for (features, record) in made.iter().zip(&records) {
+            let own = RecordFeatures::of(record, &alone);
+            let numbered = |table: &TopicTable, numbers: [u32; 4]| {
+                let names = [&record.meta.domain, &record.meta.section, &record.meta.platform, &record.meta.role];
+                names.map(|name| table.number(name.trim())).iter().zip(numbers).all(|(n, m)| *n == Some(m))
+            };
+            assert!(numbered(&together, features.topics) && numbered(&alone, own.topics), "{}", record.meta.platform);
+            assert_eq!(RecordFeatures { topics: own.topics, ..features.clone() }, own);
+        }
+        assert!(Arc::ptr_eq(&made[5].title_lower, &made[9].title_lower));
+        assert!(!Arc::ptr_eq(&made[9].title_lower, &made[10].title_lower));
+    }
+
     #[test]
     fn lower_cased_fields_depth_and_labels() {
         let features = RecordFeatures::of(
             &record("", "Что Такое SDK", "https://Docs.example.com/A/b/?x#y", &[" B", "a", "b"]),
             &TopicTable::default(),
         );
-        assert_eq!(features.title_lower, "что такое sdk");
-        assert_eq!(features.url_lower, "https://docs.example.com/a/b/?x#y");
+        assert_eq!(&*features.title_lower, "что такое sdk");
+        assert_eq!(&*features.url_lower, "https://docs.example.com/a/b/?x#y");
         assert_eq!(features.url_depth, 2);
         assert_eq!(features.labels(), Some(&["a".to_string(), "b".to_string()][..]));
     }

@@ -244,9 +244,16 @@ impl TenantLevel {
         let mut by_section: HashMap<String, Vec<usize>> = HashMap::default();
         for (number, record) in records.iter().enumerate() {
             let meta = &record.meta;
-            by_doc.entry(meta.doc_id.clone()).or_default().push(number);
+            // A key is copied once, for the first of its records.
+            match by_doc.get_mut(meta.doc_id.as_str()) {
+                Some(numbers) => numbers.push(number),
+                None => drop(by_doc.insert(meta.doc_id.clone(), vec![number])),
+            }
             if let Some(section_id) = &meta.section_id {
-                by_section.entry(section_id.clone()).or_default().push(number);
+                match by_section.get_mut(section_id.as_str()) {
+                    Some(numbers) => numbers.push(number),
+                    None => drop(by_section.insert(section_id.clone(), vec![number])),
+                }
             }
         }
         let by_page = pages.map(|(scope, page_of)| PageRecords::build(scope, page_of));

@@ -314,10 +314,8 @@ fn config_factors(cfg: &BoostingConfig, hit: &BoostInput<'_>) -> [f32; BOOST_RUL
         BoostRule::SectionPlatform => {
             lookup(&cfg.section_boosts, &meta.section) * lookup(&cfg.platform_boosts, &meta.platform)
         }
-        BoostRule::UrlPattern => match_rules(&cfg.url_patterns, &meta.url, features.map(|f| f.url_lower.as_str())),
-        BoostRule::TitleKeyword => {
-            match_rules(&cfg.title_keywords, &meta.title, features.map(|f| f.title_lower.as_str()))
-        }
+        BoostRule::UrlPattern => match_rules(&cfg.url_patterns, &meta.url, features.map(|f| &*f.url_lower)),
+        BoostRule::TitleKeyword => match_rules(&cfg.title_keywords, &meta.title, features.map(|f| &*f.title_lower)),
         BoostRule::Length => length_factor(cfg, meta.content_length),
         BoostRule::Structure => structure_factor(cfg, hit.text.map(String::as_str), features),
         BoostRule::Source => lookup(&cfg.source_boosts, &meta.source),

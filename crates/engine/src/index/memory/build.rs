@@ -289,6 +289,7 @@ impl LevelData {
             })
             .collect();
         let base_of: Vec<Option<usize>> = order.iter().map(|&row| rows.base_numbers[row]).collect();
+        let mut previous = None;
         for (number, &row) in order.iter().enumerate() {
             let record = &rows.records[row];
             let mut derived = match (rows.base_numbers[row], base) {
@@ -298,7 +299,7 @@ impl LevelData {
                 }
                 _ => {
                     added.push(number);
-                    RecordFeatures::of(record, topics)
+                    RecordFeatures::of_after(record, topics, &mut previous)
                 }
             };
             derived.page = pages.of(&record.meta.doc_id);

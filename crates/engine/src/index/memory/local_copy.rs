@@ -417,10 +417,11 @@ fn read_tenant<R: io::Read>(
             slot,
             (TenantLevel::column_count(records.len(), dimension), dimension),
         )?;
+        let mut previous = None;
         let features: Vec<RecordFeatures> = records
             .iter()
             .map(|record| {
-                let mut features = RecordFeatures::of(record, topics);
+                let mut features = RecordFeatures::of_after(record, topics, &mut previous);
                 features.page = pages.of(&record.meta.doc_id);
                 features
             })
