@@ -38,6 +38,14 @@ pub(super) struct TenantLevel {
     groups: FilterGroups,
 }
 
+/// Adds `number` to the list under `key`, copying the key only for the first number it gets.
+fn push_under(map: &mut HashMap<String, Vec<usize>>, key: &str, number: usize) {
+    match map.get_mut(key) {
+        Some(numbers) => numbers.push(number),
+        None => drop(map.insert(key.to_string(), vec![number])),
+    }
+}
+
 /// A level's records grouped by the fields `RecordFilter::matches` compares for equality
 /// (product, version, tags, domain, section, platform, role; the tenant is the level's own): a
 /// filter with no id list and no condition gives every record of a group the same verdict, so a
@@ -244,16 +252,9 @@ impl TenantLevel {
         let mut by_section: HashMap<String, Vec<usize>> = HashMap::default();
         for (number, record) in records.iter().enumerate() {
             let meta = &record.meta;
-            // A key is copied once, for the first of its records.
-            match by_doc.get_mut(meta.doc_id.as_str()) {
-                Some(numbers) => numbers.push(number),
-                None => drop(by_doc.insert(meta.doc_id.clone(), vec![number])),
-            }
+            push_under(&mut by_doc, &meta.doc_id, number);
             if let Some(section_id) = &meta.section_id {
-                match by_section.get_mut(section_id.as_str()) {
-                    Some(numbers) => numbers.push(number),
-                    None => drop(by_section.insert(section_id.clone(), vec![number])),
-                }
+                push_under(&mut by_section, section_id, number);
             }
         }
         let by_page = pages.map(|(scope, page_of)| PageRecords::build(scope, page_of));

@@ -123,10 +123,7 @@ impl Source {
 
     /// Stops bypassing the page cache (after slow or refused direct reads).
     fn read_cached(&mut self) {
-        if self.direct {
-            set_direct(&self.file, false);
-            self.direct = false;
-        }
+        stop_direct(&self.file, &mut self.direct);
     }
 
     /// Where in `buffer` a kept tail of `tail` bytes goes so that the read after it starts on an
@@ -147,8 +144,7 @@ impl Source {
     fn read_into(file: &mut std::fs::File, direct: &mut bool, into: &mut [u8]) -> std::io::Result<usize> {
         match read_block(file, into) {
             Err(error) if *direct && error.raw_os_error() == Some(libc::EINVAL) => {
-                set_direct(file, false);
-                *direct = false;
+                stop_direct(file, direct);
                 read_block(file, into)
             }
             read => read,
@@ -284,6 +280,14 @@ fn set_direct(file: &std::fs::File, on: bool) -> bool {
 #[cfg(not(target_os = "linux"))]
 fn set_direct(_file: &std::fs::File, _on: bool) -> bool {
     false
+}
+
+/// Reads of `file` go through the page cache from now on; `direct` says so.
+fn stop_direct(file: &std::fs::File, direct: &mut bool) {
+    if *direct {
+        set_direct(file, false);
+        *direct = false;
+    }
 }
 
 /// The length of the JSON value `text` starts with, if `text` holds all of it (a number or
