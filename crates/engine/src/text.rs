@@ -23,28 +23,80 @@ pub(crate) fn tokenize(text: &str) -> Vec<String> {
     tokens
 }
 
-/// Calls `each` with every token of `text` in order, as `tokenize` returns them, from one reused
-/// buffer.
+/// Calls `each` with every token of `text` in order, as `tokenize` returns them. A token that is
+/// lower case already (most words) is handed over as a slice of `text`; the others are folded into
+/// one reused buffer.
 pub(crate) fn for_each_token(text: &str, mut each: impl FnMut(&str)) {
-    let mut current = String::new();
-    for ch in text.chars() {
-        match fold(ch) {
-            Folded::One(lower) => current.push(lower),
-            Folded::Other => {
-                for lower in ch.to_lowercase() {
-                    current.push(if lower == 'ё' { 'е' } else { lower });
-                }
+    let mut folded = String::new();
+    let mut at = 0;
+    while at < text.len() {
+        let (start, mut plain) = (at, true);
+        while at < text.len() {
+            let (kind, length) = kind_at(text, at);
+            if kind == Kind::Break {
+                break;
             }
-            Folded::Break => {
-                if !current.is_empty() {
-                    each(&current);
-                    current.clear();
+            plain &= kind == Kind::Plain;
+            at += length;
+        }
+        if at == start {
+            // A character between tokens.
+            at += kind_at(text, at).1;
+            continue;
+        }
+        let Some(token) = text.get(start..at) else { continue };
+        if plain {
+            each(token);
+        } else {
+            folded.clear();
+            fold_into(token, &mut folded);
+            each(&folded);
+        }
+    }
+}
+
+/// What the character at byte `at` (a character boundary) of a text is to its token.
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    /// Not alphanumeric: it ends the token, and is not in one.
+    Break,
+    /// A token's character that is its own lower case (ASCII small letters and digits, `а`–`я`).
+    Plain,
+    /// A token's character that lower-casing or `ё` folding changes (or may: any other letter).
+    Fold,
+}
+
+/// The kind of the character at byte `at` of `text` and its length in bytes, read from its bytes
+/// for ASCII and the basic Cyrillic letters, which make nearly all the text here.
+#[inline(always)]
+fn kind_at(text: &str, at: usize) -> (Kind, usize) {
+    let bytes = text.as_bytes();
+    match (bytes[at], bytes.get(at + 1).copied().unwrap_or(0)) {
+        (b'a'..=b'z' | b'0'..=b'9', _) => (Kind::Plain, 1),
+        (b'A'..=b'Z', _) => (Kind::Fold, 1),
+        (0..=0x7f, _) => (Kind::Break, 1),
+        // а–п and р–я; А–Я, Ё and ё.
+        (0xd0, 0xb0..=0xbf) | (0xd1, 0x80..=0x8f) => (Kind::Plain, 2),
+        (0xd0, 0x81 | 0x90..=0xaf) | (0xd1, 0x91) => (Kind::Fold, 2),
+        _ => match text.get(at..).and_then(|rest| rest.chars().next()) {
+            Some(ch) if ch.is_alphanumeric() => (Kind::Fold, ch.len_utf8()),
+            Some(ch) => (Kind::Break, ch.len_utf8()),
+            None => (Kind::Break, 1),
+        },
+    }
+}
+
+/// `token` (alphanumeric characters only) lower-cased with `ё` folded to `е`, appended to `out`.
+fn fold_into(token: &str, out: &mut String) {
+    for ch in token.chars() {
+        match fold(ch) {
+            Folded::One(lower) => out.push(lower),
+            Folded::Other | Folded::Break => {
+                for lower in ch.to_lowercase() {
+                    out.push(if lower == 'ё' { 'е' } else { lower });
                 }
             }
         }
-    }
-    if !current.is_empty() {
-        each(&current);
     }
 }
 
@@ -380,6 +432,39 @@ mod tests {
             assert_eq!(fast, general(ch), "{ch:?} (U+{:04X})", ch as u32);
         }
         assert_eq!(tokenize("ÄÖ straße İx ǅ Ωμέγα ①"), vec!["äö", "straße", "i̇x", "ǆ", "ωμέγα", "①"]);
+    }
+
+    #[test]
+    fn tokens_are_those_of_folding_every_character_in_turn() {
+        // The character-by-character definition: each alphanumeric character lower-cased (ё → е)
+        // and added to the token, anything else ending it.
+        fn by_characters(text: &str) -> Vec<String> {
+            let (mut tokens, mut current) = (Vec::new(), String::new());
+            for ch in text.chars() {
+                if ch.is_alphanumeric() {
+                    current.extend(ch.to_lowercase().map(|c| if c == 'ё' { 'е' } else { c }));
+                } else if !current.is_empty() {
+                    tokens.push(std::mem::take(&mut current));
+                }
+            }
+            tokens.extend((!current.is_empty()).then_some(current));
+            tokens
+        }
+        // Both cases of Latin and Cyrillic, the letters next to the basic Cyrillic block (Ѐ ѐ Ђ ђ),
+        // ё and Ё, digits, punctuation, and other scripts, marks and symbols.
+        let alphabet: Vec<char> = "aZz09 .-_/\tаАпПрРяЯёЁЀѐЂђӀӁ Ωμέİıǅ①½é\u{301}€😀中".chars().collect();
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        for _ in 0..20_000 {
+            let text: String = (0..(state % 24) as usize)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    alphabet[(state % alphabet.len() as u64) as usize]
+                })
+                .collect();
+            assert_eq!(tokenize(&text), by_characters(&text), "{text:?}");
+        }
     }
 
     #[test]
