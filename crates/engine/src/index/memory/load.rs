@@ -876,7 +876,7 @@ mod tests {
         // A record's text that is not UTF-8 (a byte 0xff in it) is refused with serde_json's error.
         let mut bytes = text.clone().into_bytes();
         bytes.insert(text.find(r#""text":""#).unwrap() + 8, 0xff);
-        let error = load(&bytes, BLOCK).err().expect("not UTF-8: loaded");
+        let error = load(&bytes, BLOCK).expect_err("not UTF-8: loaded");
         assert_eq!(error.kind, IndexErrorKind::Corrupt, "{error}");
         assert!(error.message.contains("invalid unicode code point"), "{error}");
         corrupt(r#"{"format_version": 1, "docs": [], "chunks": []}"#, "no docs or no chunks");
