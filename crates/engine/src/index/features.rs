@@ -141,18 +141,17 @@ impl RecordFeatures {
     /// strings and are numbered without looking the values up again.
     pub(crate) fn of_after<'r>(record: &'r Record, topics: &TopicTable, previous: &mut Option<Previous<'r>>) -> Self {
         let meta = &record.meta;
-        let before = previous.as_ref().map(|previous| (&previous.record.meta, previous));
-        let title_lower = match before {
-            Some((old, previous)) if old.title == meta.title => Arc::clone(&previous.title_lower),
+        let title_lower = match previous {
+            Some(previous) if previous.record.meta.title == meta.title => Arc::clone(&previous.title_lower),
             _ => Arc::from(meta.title.to_lowercase()),
         };
-        let url_lower = match before {
-            Some((old, previous)) if old.url == meta.url => Arc::clone(&previous.url_lower),
+        let url_lower = match previous {
+            Some(previous) if previous.record.meta.url == meta.url => Arc::clone(&previous.url_lower),
             _ => Arc::from(meta.url.to_lowercase()),
         };
         let topic_values = |meta: &'r crate::model::Metadata| [&meta.domain, &meta.section, &meta.platform, &meta.role];
-        let numbers = match before {
-            Some((old, previous)) if topic_values(old) == topic_values(meta) => previous.topics,
+        let numbers = match previous {
+            Some(previous) if topic_values(&previous.record.meta) == topic_values(meta) => previous.topics,
             _ => topic_values(meta).map(|value| topics.intern(value.trim())),
         };
         let mut labels: Vec<String> = meta.tags.iter().map(|tag| tag.trim().to_lowercase()).collect();

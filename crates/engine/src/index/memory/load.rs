@@ -668,13 +668,13 @@ fn parse_number(text: &[u8], start: usize) -> Option<(f32, usize)> {
             Some(b'+') => 1,
             _ => 0,
         };
-        at += usize::from(sign != 0);
-        text.get(at).filter(|byte| byte.is_ascii_digit())?;
-        let mut exponent = 0i32;
-        while let Some(byte) = text.get(at).filter(|byte| byte.is_ascii_digit()) {
-            exponent = (exponent * 10 + i32::from(byte - b'0')).min(100_000);
-            at += 1;
+        let from = at + usize::from(sign != 0);
+        let mut exponent = 0u64;
+        at = digit_run(text, from, &mut exponent);
+        if at == from {
+            return None;
         }
+        let exponent = exponent.min(100_000) as i32;
         power = power.saturating_add(if sign < 0 { -exponent } else { exponent });
     }
     let value = if mantissa <= 1 << 24 && power.unsigned_abs() <= 10 {
