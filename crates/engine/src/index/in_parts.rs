@@ -7,34 +7,60 @@ pub(crate) fn build_workers() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
 }
 
-/// `each` applied to every item of `items`, in order, over as many parts as `states` has, each
-/// part with its own state (one state: on the calling thread alone). A panic in a part is the
-/// caller's.
+/// `each` applied to every item of `items`, in order, by as many workers as `states` has, each
+/// with its own state (one state: on the calling thread alone). The items are cut into
+/// `PIECES_PER_WORKER` pieces per worker, which the workers take in turn as each finishes one:
+/// a worker the machine's other work slows down takes fewer, instead of the others waiting for
+/// its equal share. A panic in a worker is the caller's.
 pub(crate) fn map_in_parts<T: Sync, S: Send, R: Send>(
     items: &[T],
     states: &mut [S],
     each: impl Fn(&mut S, &T) -> R + Sync,
 ) -> Vec<R> {
-    let map = |state: &mut S, part: &[T]| part.iter().map(|item| each(state, item)).collect::<Vec<R>>();
     let Some((own_state, other_states)) = states.split_first_mut() else {
         return Vec::new();
     };
     if other_states.is_empty() || items.len() < 2 {
-        return map(own_state, items);
+        return items.iter().map(|item| each(own_state, item)).collect();
     }
-    let mut parts = items.chunks(items.len().div_ceil(other_states.len() + 1));
-    let own = parts.next().unwrap_or_default();
-    std::thread::scope(|scope| {
-        let map = &map;
-        let others: Vec<_> =
-            parts.zip(other_states.iter_mut()).map(|(part, state)| scope.spawn(move || map(state, part))).collect();
-        let mut results = map(own_state, own);
-        for other in others {
-            results.extend(other.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
+    let workers = other_states.len() + 1;
+    let piece = items.len().div_ceil(workers * PIECES_PER_WORKER).max(1);
+    let pieces = items.len().div_ceil(piece);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    // Each worker's pieces, by number, mapped.
+    let work = |state: &mut S| {
+        let mut done: Vec<(usize, Vec<R>)> = Vec::new();
+        loop {
+            let number = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if number >= pieces {
+                return done;
+            }
+            let part = &items[number * piece..((number + 1) * piece).min(items.len())];
+            done.push((number, part.iter().map(|item| each(state, item)).collect()));
         }
-        results
-    })
+    };
+    let mut mapped: Vec<Option<Vec<R>>> = (0..pieces).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let work = &work;
+        let others: Vec<_> = other_states.iter_mut().map(|state| scope.spawn(move || work(state))).collect();
+        let own = work(own_state);
+        for done in std::iter::once(own).chain(
+            others.into_iter().map(|other| other.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))),
+        ) {
+            for (number, results) in done {
+                mapped[number] = Some(results);
+            }
+        }
+    });
+    let mut results = Vec::with_capacity(items.len());
+    for part in mapped {
+        results.extend(part.expect("every piece is taken by exactly one worker"));
+    }
+    results
 }
+
+/// Pieces a worker's share of the items is cut into (see `map_in_parts`).
+const PIECES_PER_WORKER: usize = 8;
 
 #[cfg(test)]
 mod tests {
@@ -51,8 +77,24 @@ mod tests {
             });
             assert_eq!(doubled, items.iter().map(|item| item * 2).collect::<Vec<_>>(), "{workers} workers");
             assert_eq!(seen.iter().sum::<usize>(), items.len());
-            assert!(seen.iter().all(|&count| count > 0), "every worker had a part: {seen:?}");
         }
         assert!(map_in_parts(&items, &mut [(); 0], |_, item| *item).is_empty());
+    }
+
+    #[test]
+    fn a_slow_worker_leaves_its_share_to_the_others() {
+        // The calling thread's worker (state 0) takes 5 ms an item; the other none.
+        let items: Vec<u32> = (0..64).collect();
+        let mut seen = vec![(0usize, 0usize), (1, 0)];
+        let mapped = map_in_parts(&items, &mut seen, |(worker, count), item| {
+            if *worker == 0 {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            *count += 1;
+            item + 1
+        });
+        assert_eq!(mapped, (1..65).collect::<Vec<_>>());
+        assert_eq!(seen[0].1 + seen[1].1, 64);
+        assert!(seen[1].1 > 32, "the fast worker took more than an equal share: {seen:?}");
     }
 }
