@@ -77,7 +77,12 @@ pub(crate) fn validate_tenant_id(tenant_id: &str) -> Result<(), String> {
 ///
 /// `text` is what dense and lexical search see (doc: title + summary; section: heading path +
 /// section text; chunk: chunk text). Only `/chunks/window` and `/context` ever return it.
+///
+/// It is written with its metadata's fields beside `id`, `text` and `embedding`, and read through
+/// `RecordFields`, the same fields in one flat struct: serde's `flatten` would first copy every
+/// field of every record into a buffer of its own (a snapshot holds millions of records).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "RecordFields")]
 pub struct Record {
     pub id: String,
     #[serde(flatten)]
@@ -86,6 +91,118 @@ pub struct Record {
     pub text: String,
     #[serde(default)]
     pub embedding: Vec<f32>,
+}
+
+/// A `Record` as it is read: `id`, `Metadata`'s fields, `text` and `embedding`, each but `id`
+/// defaulted when absent, as `Record` with a flattened `Metadata` reads them.
+#[derive(Deserialize)]
+struct RecordFields {
+    id: String,
+    #[serde(default)]
+    tenant_id: String,
+    #[serde(default)]
+    doc_id: String,
+    #[serde(default)]
+    section_id: Option<String>,
+    #[serde(default)]
+    chunk_id: Option<String>,
+    #[serde(default)]
+    title: String,
+    #[serde(default)]
+    summary: String,
+    #[serde(default)]
+    url: String,
+    #[serde(default)]
+    source: String,
+    #[serde(default)]
+    product: String,
+    #[serde(default)]
+    version: String,
+    #[serde(default)]
+    tags: Vec<String>,
+    #[serde(default)]
+    domain: String,
+    #[serde(default)]
+    section: String,
+    #[serde(default)]
+    platform: String,
+    #[serde(default)]
+    role: String,
+    #[serde(default)]
+    page_type: String,
+    #[serde(default)]
+    heading: String,
+    #[serde(default)]
+    heading_path: Vec<String>,
+    #[serde(default)]
+    page: u32,
+    #[serde(default)]
+    chunk_index: u32,
+    #[serde(default)]
+    content_length: u32,
+    #[serde(default)]
+    indexed_at: String,
+    #[serde(default)]
+    text: String,
+    #[serde(default)]
+    embedding: Vec<f32>,
+}
+
+impl From<RecordFields> for Record {
+    fn from(fields: RecordFields) -> Self {
+        let RecordFields {
+            id,
+            tenant_id,
+            doc_id,
+            section_id,
+            chunk_id,
+            title,
+            summary,
+            url,
+            source,
+            product,
+            version,
+            tags,
+            domain,
+            section,
+            platform,
+            role,
+            page_type,
+            heading,
+            heading_path,
+            page,
+            chunk_index,
+            content_length,
+            indexed_at,
+            text,
+            embedding,
+        } = fields;
+        let meta = Metadata {
+            tenant_id,
+            doc_id,
+            section_id,
+            chunk_id,
+            title,
+            summary,
+            url,
+            source,
+            product,
+            version,
+            tags,
+            domain,
+            section,
+            platform,
+            role,
+            page_type,
+            heading,
+            heading_path,
+            page,
+            chunk_index,
+            content_length,
+            indexed_at,
+        };
+        Record { id, meta, text, embedding }
+    }
 }
 
 impl Record {
@@ -126,6 +243,81 @@ impl Snapshot {
             Level::Doc => &self.docs,
             Level::Section => &self.sections,
             Level::Chunk => &self.chunks,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `Record` read with its metadata flattened reads: `id`, `text` and `embedding` beside
+    /// `Metadata` read from the same object.
+    fn as_flattened(text: &str) -> serde_json::Result<Record> {
+        #[derive(Deserialize)]
+        struct Own {
+            id: String,
+            #[serde(default)]
+            text: String,
+            #[serde(default)]
+            embedding: Vec<f32>,
+        }
+        let own: Own = serde_json::from_str(text)?;
+        let meta: Metadata = serde_json::from_str(text)?;
+        Ok(Record { id: own.id, meta, text: own.text, embedding: own.embedding })
+    }
+
+    #[test]
+    fn a_record_reads_its_metadata_beside_its_own_fields() {
+        let full = Record {
+            id: "c1".into(),
+            meta: Metadata {
+                tenant_id: "t".into(),
+                doc_id: "d".into(),
+                section_id: Some("s".into()),
+                chunk_id: Some("c1".into()),
+                title: "Заголовок".into(),
+                summary: "summary".into(),
+                url: "/d".into(),
+                source: "d.md".into(),
+                product: "p".into(),
+                version: "2".into(),
+                tags: vec!["a".into(), "b".into()],
+                domain: "dom".into(),
+                section: "sec".into(),
+                platform: "ios".into(),
+                role: "user".into(),
+                page_type: "faq".into(),
+                heading: "H".into(),
+                heading_path: vec!["H0".into(), "H".into()],
+                page: 3,
+                chunk_index: 4,
+                content_length: 5,
+                indexed_at: "2026-11-28T00:00:00Z".into(),
+            },
+            text: "text".into(),
+            embedding: vec![0.5, -1.0],
+        };
+        let written = serde_json::to_string(&full).unwrap();
+        assert_eq!(serde_json::from_str::<Record>(&written).unwrap(), full);
+        for text in [
+            written.as_str(),
+            r#"{"id":"c"}"#,
+            r#"{"id":"c","section_id":null,"tags":[],"unknown":{"nested":[1,2]},"page":7}"#,
+            r#"{"tenant_id":"t","doc_id":"d","chunk_id":"x","id":"c","text":"x","embedding":[1]}"#,
+        ] {
+            assert_eq!(serde_json::from_str::<Record>(text).unwrap(), as_flattened(text).unwrap(), "{text}");
+        }
+        for bad in [
+            r#"{"tenant_id":"t"}"#,
+            r#"{"id":"c","page":-1}"#,
+            r#"{"id":"c","title":null}"#,
+            r#"{"id":"c","tags":"a"}"#,
+            r#"{"id":"c","text":5}"#,
+            r#"{"id":"c","title":"a","title":"b"}"#,
+        ] {
+            assert!(serde_json::from_str::<Record>(bad).is_err(), "{bad}");
+            assert!(as_flattened(bad).is_err(), "{bad}");
         }
     }
 }
