@@ -641,6 +641,70 @@ fn parse_numbers(text: &[u8], numbers: &mut Vec<f32>) -> Option<usize> {
 /// power of ten is at most 10 (one correctly rounded operation on two exact values); otherwise
 /// the standard library's parser.
 fn parse_number(text: &[u8], start: usize) -> Option<(f32, usize)> {
+    short_fraction(text, start).or_else(|| any_number(text, start))
+}
+
+/// `parse_number` for the numbers most of an embedding is written in: one digit, a point and one
+/// to eight digits (`-0.01953443`), with no exponent and at least 16 bytes of text from `start`.
+/// Read in a few word-wide steps, with the fast path's arithmetic of `any_number`, which reads
+/// anything else.
+#[inline(always)]
+fn short_fraction(text: &[u8], start: usize) -> Option<(f32, usize)> {
+    const POWERS: [f32; 9] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8];
+    const TENS: [u64; 9] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000];
+    let bytes: &[u8; 16] = text.get(start..start + 16)?.try_into().ok()?;
+    let negative = bytes[0] == b'-';
+    let at = usize::from(negative);
+    let whole = bytes[at].wrapping_sub(b'0');
+    if whole > 9 || bytes[at + 1] != b'.' {
+        return None;
+    }
+    let fraction: &[u8; 8] = bytes[at + 2..at + 10].try_into().ok()?;
+    let (digits, count) = leading_digits(u64::from_le_bytes(*fraction));
+    let end = at + 2 + count;
+    // No digits after the point, more than eight, or an exponent: `any_number`'s.
+    if count == 0 || matches!(bytes[end], b'0'..=b'9' | b'e' | b'E') {
+        return None;
+    }
+    let mantissa = u64::from(whole) * TENS[count] + digits;
+    if mantissa > 1 << 24 {
+        return None;
+    }
+    let magnitude = mantissa as f32 / POWERS[count];
+    Some((if negative { -magnitude } else { magnitude }, start + end))
+}
+
+/// How many of the eight bytes of `word` (little-endian: the first is the lowest) are ASCII
+/// digits before the first that is not, and the value of those digits.
+#[inline(always)]
+fn leading_digits(word: u64) -> (u64, usize) {
+    let less = word.wrapping_sub(0x3030_3030_3030_3030);
+    // As in `eight_digits`; a borrow or carry only reaches the bytes after the first byte that
+    // is not a digit, which are not read.
+    let others = (word.wrapping_add(0x4646_4646_4646_4646) | less) & 0x8080_8080_8080_8080;
+    let count = (others.trailing_zeros() / 8) as usize;
+    if count == 0 {
+        return (0, 0);
+    }
+    // The digits moved to the last bytes, zeros (leading zeros of the same value) before them.
+    let digits = if count == 8 { less } else { less << (8 * (8 - count)) };
+    (eight_digit_value(digits), count)
+}
+
+/// The value of eight digits, each byte one (0–9), the first the lowest byte.
+#[inline(always)]
+fn eight_digit_value(less: u64) -> u64 {
+    // Pairs of digits, then pairs of pairs.
+    let pairs = less.wrapping_mul(10).wrapping_add(less >> 8);
+    let value = (pairs & 0x0000_00ff_0000_00ff)
+        .wrapping_mul(100 + (1_000_000 << 32))
+        .wrapping_add(((pairs >> 16) & 0x0000_00ff_0000_00ff).wrapping_mul(1 + (10_000 << 32)))
+        >> 32;
+    value & 0xffff_ffff
+}
+
+/// `parse_number` for any number.
+fn any_number(text: &[u8], start: usize) -> Option<(f32, usize)> {
     const POWERS: [f32; 11] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10];
     let mut at = start;
     let negative = text.get(at) == Some(&b'-');
@@ -714,13 +778,7 @@ fn eight_digits(bytes: &[u8]) -> Option<u64> {
     if (word.wrapping_add(0x4646_4646_4646_4646) | less) & 0x8080_8080_8080_8080 != 0 {
         return None;
     }
-    // Pairs of digits, then pairs of pairs: the first digit is the lowest byte.
-    let pairs = less.wrapping_mul(10).wrapping_add(less >> 8);
-    let value = (pairs & 0x0000_00ff_0000_00ff)
-        .wrapping_mul(100 + (1_000_000 << 32))
-        .wrapping_add(((pairs >> 16) & 0x0000_00ff_0000_00ff).wrapping_mul(1 + (10_000 << 32)))
-        >> 32;
-    Some(value & 0xffff_ffff)
+    Some(eight_digit_value(less))
 }
 
 #[cfg(test)]
@@ -911,6 +969,42 @@ mod tests {
             assert_eq!(end, text.len());
             assert_eq!(value.to_bits(), text.parse::<f32>().unwrap().to_bits(), "{text}");
         }
+    }
+
+    #[test]
+    fn a_short_fraction_reads_as_any_number_reads_it() {
+        let mut state = 0x1234_5678_9abc_def1_u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut fast = 0;
+        for _ in 0..50_000 {
+            // A sign or not, one or two digits, a point or not, 0 to 10 digits, an exponent or
+            // not, then a byte of any kind and bytes enough for the fast path or not.
+            let mut text = Vec::new();
+            if next() % 2 == 0 {
+                text.push(b'-');
+            }
+            text.extend((0..1 + next() % 8 / 7).map(|_| b'0' + (next() % 10) as u8));
+            if next() % 8 != 0 {
+                text.push(b'.');
+            }
+            text.extend((0..next() % 11).map(|_| b'0' + (next() % 10) as u8));
+            if next() % 8 == 0 {
+                text.extend_from_slice(b"e-3");
+            }
+            let after = [b',', b']', b' ', b'.', b'e', b'E', b'5', b'x', 0x80, 0xff][next() as usize % 10];
+            text.push(after);
+            text.extend((0..next() % 20).map(|_| [b'0', b',', b' ', b'"'][next() as usize % 4]));
+            let ours = parse_number(&text, 0).map(|(value, end)| (value.to_bits(), end));
+            let theirs = any_number(&text, 0).map(|(value, end)| (value.to_bits(), end));
+            assert_eq!(ours, theirs, "{}", String::from_utf8_lossy(&text));
+            fast += usize::from(short_fraction(&text, 0).is_some());
+        }
+        assert!(fast > 5_000, "the fast path read {fast} numbers");
     }
 
     #[test]
