@@ -625,6 +625,15 @@ fn parse_numbers(text: &[u8], numbers: &mut Vec<f32>) -> Option<usize> {
         return Some(at + 1);
     }
     loop {
+        // Numbers as `ingest` and most writers put them, `a,b,c` with no space, in a loop of
+        // their own; anything else below.
+        while let Some((number, end)) = short_fraction(text, at) {
+            if text[end] != b',' {
+                break;
+            }
+            numbers.push(number);
+            at = end + 1;
+        }
         let (number, end) = parse_number(text, at)?;
         numbers.push(number);
         at = skip_space(text, end);
