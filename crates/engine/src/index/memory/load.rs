@@ -647,8 +647,9 @@ fn parse_numbers(text: &[u8], numbers: &mut Vec<f32>) -> Option<usize> {
 
 /// One number of JSON's grammar (`-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`) at `start`:
 /// the nearest `f32` and where the number ends. Exact when its digits fit `f32`'s 24 bits and its
-/// power of ten is at most 10 (one correctly rounded operation on two exact values); otherwise
-/// the standard library's parser.
+/// power of ten is at most 10 (one correctly rounded operation on two exact values), or `f64`'s
+/// 53 bits and 22 (the same in `f64`, then rounded to `f32` as serde_json does); otherwise the
+/// standard library's parser.
 fn parse_number(text: &[u8], start: usize) -> Option<(f32, usize)> {
     short_fraction(text, start).or_else(|| any_number(text, start))
 }
@@ -758,6 +759,17 @@ fn any_number(text: &[u8], start: usize) -> Option<(f32, usize)> {
         } else {
             magnitude
         }
+    } else if mantissa <= 1 << 53 && power.unsigned_abs() <= 22 {
+        // Nine digits and more (the shortest text of an `f32` often has nine): the same one
+        // operation in `f64`, whose result is the nearest `f64`, then the nearest `f32` to that,
+        // which is exactly how serde_json reads an `f32`.
+        const POWERS64: [f64; 23] = [
+            1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18,
+            1e19, 1e20, 1e21, 1e22,
+        ];
+        let scale = POWERS64[power.unsigned_abs() as usize];
+        let magnitude = if power < 0 { mantissa as f64 / scale } else { mantissa as f64 * scale };
+        (if negative { -magnitude } else { magnitude }) as f32
     } else {
         std::str::from_utf8(&text[start..at]).ok()?.parse().ok()?
     };
