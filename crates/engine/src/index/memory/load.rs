@@ -625,17 +625,13 @@ fn parse_numbers(text: &[u8], numbers: &mut Vec<f32>) -> Option<usize> {
         return Some(at + 1);
     }
     loop {
-        // Numbers as `ingest` and most writers put them, `a,b,c` with no space, in a loop of
-        // their own; anything else below.
-        while let Some((number, end)) = short_fraction(text, at) {
-            if text[end] != b',' {
-                break;
-            }
-            numbers.push(number);
-            at = end + 1;
-        }
         let (number, end) = parse_number(text, at)?;
         numbers.push(number);
+        // A comma straight after the number, as `ingest` and most writers put it.
+        if text.get(end) == Some(&b',') {
+            at = skip_space(text, end + 1);
+            continue;
+        }
         at = skip_space(text, end);
         match text.get(at) {
             Some(b',') => at = skip_space(text, at + 1),
@@ -650,9 +646,13 @@ fn parse_numbers(text: &[u8], numbers: &mut Vec<f32>) -> Option<usize> {
 /// power of ten is at most 10 (one correctly rounded operation on two exact values), or `f64`'s
 /// 53 bits and 22 (the same in `f64`, then rounded to `f32` as serde_json does); otherwise the
 /// standard library's parser.
+#[inline(always)]
 fn parse_number(text: &[u8], start: usize) -> Option<(f32, usize)> {
     short_fraction(text, start).or_else(|| any_number(text, start))
 }
+
+/// The powers of ten an `f32` holds exactly that the fast paths multiply or divide by.
+const POWERS_F32: [f32; 11] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10];
 
 /// `parse_number` for the numbers most of an embedding is written in: one digit, a point and one
 /// to eight digits (`-0.01953443`), with no exponent and at least 16 bytes of text from `start`.
@@ -660,7 +660,6 @@ fn parse_number(text: &[u8], start: usize) -> Option<(f32, usize)> {
 /// anything else.
 #[inline(always)]
 fn short_fraction(text: &[u8], start: usize) -> Option<(f32, usize)> {
-    const POWERS: [f32; 9] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8];
     const TENS: [u64; 9] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000];
     let bytes: &[u8; 16] = text.get(start..start + 16)?.try_into().ok()?;
     let negative = bytes[0] == b'-';
@@ -680,17 +679,18 @@ fn short_fraction(text: &[u8], start: usize) -> Option<(f32, usize)> {
     if mantissa > 1 << 24 {
         return None;
     }
-    let magnitude = mantissa as f32 / POWERS[count];
+    let magnitude = mantissa as f32 / POWERS_F32[count];
     Some((if negative { -magnitude } else { magnitude }, start + end))
 }
 
 /// How many of the eight bytes of `word` (little-endian: the first is the lowest) are ASCII
-/// digits before the first that is not, and the value of those digits.
+/// digits before the first that is not, and the value of those digits: checked and combined in a
+/// few word-wide operations (the SWAR method of fast_float).
 #[inline(always)]
 fn leading_digits(word: u64) -> (u64, usize) {
     let less = word.wrapping_sub(0x3030_3030_3030_3030);
-    // As in `eight_digits`; a borrow or carry only reaches the bytes after the first byte that
-    // is not a digit, which are not read.
+    // A byte below b'0' wraps past 0x7f; one above b'9' passes 0x7f once 0x46 is added. A borrow
+    // or carry only reaches the bytes after the first byte that is not a digit, which are not read.
     let others = (word.wrapping_add(0x4646_4646_4646_4646) | less) & 0x8080_8080_8080_8080;
     let count = (others.trailing_zeros() / 8) as usize;
     if count == 0 {
@@ -715,7 +715,6 @@ fn eight_digit_value(less: u64) -> u64 {
 
 /// `parse_number` for any number.
 fn any_number(text: &[u8], start: usize) -> Option<(f32, usize)> {
-    const POWERS: [f32; 11] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10];
     let mut at = start;
     let negative = text.get(at) == Some(&b'-');
     at += usize::from(negative);
@@ -752,7 +751,7 @@ fn any_number(text: &[u8], start: usize) -> Option<(f32, usize)> {
         power = power.saturating_add(if sign < 0 { -exponent } else { exponent });
     }
     let value = if mantissa <= 1 << 24 && power.unsigned_abs() <= 10 {
-        let scale = POWERS[power.unsigned_abs() as usize];
+        let scale = POWERS_F32[power.unsigned_abs() as usize];
         let magnitude = if power < 0 { mantissa as f32 / scale } else { mantissa as f32 * scale };
         if negative {
             -magnitude
@@ -790,16 +789,12 @@ fn digit_run(text: &[u8], mut at: usize, mantissa: &mut u64) -> usize {
     at
 }
 
-/// The value of eight ASCII digits, or `None` when any of the eight bytes is not one: all eight
-/// checked and combined in a few word-wide operations (the SWAR method of fast_float).
+/// The value of eight ASCII digits, or `None` when any of the eight bytes is not one.
 fn eight_digits(bytes: &[u8]) -> Option<u64> {
-    let word = u64::from_le_bytes(bytes.try_into().ok()?);
-    let less = word.wrapping_sub(0x3030_3030_3030_3030);
-    // A byte below b'0' wraps past 0x7f; one above b'9' passes 0x7f once 0x46 is added.
-    if (word.wrapping_add(0x4646_4646_4646_4646) | less) & 0x8080_8080_8080_8080 != 0 {
-        return None;
+    match leading_digits(u64::from_le_bytes(bytes.try_into().ok()?)) {
+        (value, 8) => Some(value),
+        _ => None,
     }
-    Some(eight_digit_value(less))
 }
 
 #[cfg(test)]
@@ -965,13 +960,19 @@ mod tests {
         assert_eq!(missing.kind, IndexErrorKind::NotFound);
     }
 
+    /// The next number of a xorshift sequence (`state` is its last).
+    fn xorshift(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
     #[test]
     fn eight_digits_at_once_are_their_value_and_anything_else_is_refused() {
         let mut state = 0x9e37_79b9_7f4a_7c15_u64;
         for _ in 0..20_000 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
+            let state = xorshift(&mut state);
             let text = format!("{:08}", state % 100_000_000);
             assert_eq!(eight_digits(text.as_bytes()), Some(state % 100_000_000), "{text}");
             // Any byte that is not a digit, at any of the eight places, refuses the whole word.
@@ -995,12 +996,7 @@ mod tests {
     #[test]
     fn a_short_fraction_reads_as_any_number_reads_it() {
         let mut state = 0x1234_5678_9abc_def1_u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = || xorshift(&mut state);
         let mut fast = 0;
         for _ in 0..50_000 {
             // A sign or not, one or two digits, a point or not, 0 to 10 digits, an exponent or
@@ -1035,10 +1031,7 @@ mod tests {
         let mut state = 0x2545_f491_4f6c_dd1d_u64;
         let mut values = vec![0.0f32, -0.0, 1.0, -1.0, 1e-5, 3.4e38, -1.17e-38, 1e-45];
         for _ in 0..20_000 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            values.push(f32::from_bits(state as u32 & 0xbfff_ffff) % 1.0);
+            values.push(f32::from_bits(xorshift(&mut state) as u32 & 0xbfff_ffff) % 1.0);
         }
         let texts = [
             serde_json::to_string(&values).unwrap(),
