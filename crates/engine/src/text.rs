@@ -28,23 +28,7 @@ pub(crate) fn tokenize(text: &str) -> Vec<String> {
 /// one reused buffer.
 pub(crate) fn for_each_token(text: &str, mut each: impl FnMut(&str)) {
     let mut folded = String::new();
-    let mut at = 0;
-    while at < text.len() {
-        let (start, mut plain) = (at, true);
-        while at < text.len() {
-            let (kind, length) = kind_at(text, at);
-            if kind == Kind::Break {
-                break;
-            }
-            plain &= kind == Kind::Plain;
-            at += length;
-        }
-        if at == start {
-            // A character between tokens.
-            at += kind_at(text, at).1;
-            continue;
-        }
-        let Some(token) = text.get(start..at) else { continue };
+    let mut token = |token: &str, plain: bool| {
         if plain {
             each(token);
         } else {
@@ -52,6 +36,23 @@ pub(crate) fn for_each_token(text: &str, mut each: impl FnMut(&str)) {
             fold_into(token, &mut folded);
             each(&folded);
         }
+    };
+    // The token read so far is `text[start..at]`; `plain` while all its characters are.
+    let (mut start, mut at, mut plain) = (0, 0, true);
+    while at < text.len() {
+        let (kind, length) = kind_at(text, at);
+        if kind == Kind::Break {
+            if let Some(read) = text.get(start..at).filter(|read| !read.is_empty()) {
+                token(read, plain);
+            }
+            (start, plain) = (at + length, true);
+        } else {
+            plain &= kind == Kind::Plain;
+        }
+        at += length;
+    }
+    if let Some(read) = text.get(start..).filter(|read| !read.is_empty()) {
+        token(read, plain);
     }
 }
 
