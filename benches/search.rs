@@ -106,11 +106,11 @@ fn add_tenant(snapshot: &mut Snapshot, tenant: &str, rng: &mut Pseudo) {
         let title = words(rng, 3);
         let base = Metadata {
             tenant_id: tenant.into(),
-            doc_id: doc_id.clone(),
-            title: title.clone(),
-            summary: words(rng, 12),
-            url: format!("https://docs.example.com/kb/{}/guide/page-{doc:03}", platforms[doc % platforms.len()]),
-            source: format!("{doc_id}.md"),
+            doc_id: doc_id.as_str().into(),
+            title: title.as_str().into(),
+            summary: words(rng, 12).into(),
+            url: format!("https://docs.example.com/kb/{}/guide/page-{doc:03}", platforms[doc % platforms.len()]).into(),
+            source: format!("{doc_id}.md").into(),
             product: "product".into(),
             platform: platforms[doc % platforms.len()].into(),
             page_type: page_types[doc % page_types.len()].into(),
@@ -239,7 +239,7 @@ fn queries_near(snapshot: &Snapshot, count: usize) -> Vec<SearchRequest> {
             let vector: Vec<f32> = section.embedding.iter().map(|&value| value + noise * rng.unit()).collect();
             let words: Vec<&str> = section.text.split_whitespace().filter(|word| word.len() > 3).collect();
             let query = (0..4).map(|_| words[rng.below(words.len())]).collect::<Vec<_>>().join(" ");
-            let tenant = TenantId::new(&section.meta.tenant_id).expect("a valid tenant id");
+            let tenant = TenantId::new(section.meta.tenant_id.as_str()).expect("a valid tenant id");
             SearchRequest { query_embedding: Some(vector), ..SearchRequest::new(tenant, query) }
         })
         .collect()
@@ -338,7 +338,7 @@ fn bench_refresh(c: &mut Criterion) {
         records.iter().filter(|record| record.meta.doc_id == doc_id).cloned().collect()
     };
     let fetched = [page(&snapshot.docs), page(&snapshot.sections), page(&snapshot.chunks)];
-    let scope = ChangeScope::Docs([doc_id.clone()].into());
+    let scope = ChangeScope::Docs([doc_id.to_string()].into());
     c.bench_function("refresh/one_page_of_5200_records", |b| {
         b.iter(|| {
             let part = rebuild_tenant(&base, TENANT, &scope, fetched.clone(), DIMENSION).expect("rebuild");

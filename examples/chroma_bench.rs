@@ -85,10 +85,10 @@ fn corpus(args: &Args) -> Snapshot {
         let doc_id = format!("doc{doc_number}");
         let doc_vector = rng.vector_near(&topics[doc_number % topics.len()], 0.6);
         let meta = Metadata {
-            tenant_id: tenant,
-            doc_id: doc_id.clone(),
-            title: format!("Документ {doc_number}"),
-            source: format!("docs/{doc_id}.md"),
+            tenant_id: tenant.into(),
+            doc_id: doc_id.as_str().into(),
+            title: format!("Документ {doc_number}").into(),
+            source: format!("docs/{doc_id}.md").into(),
             product: ["chatcenter", "sdk", "api"][doc_number % 3].into(),
             tags: vec![format!("tag{}", doc_number % 7)],
             ..Metadata::default()
@@ -152,7 +152,7 @@ async fn knn(
 async fn cascade(index: &ChromaIndex, plan: Plan, tenant: &str, query: &[f32]) -> Vec<String> {
     let filter = RecordFilter::tenant(tenant);
     let docs = knn(index, plan, Level::Doc, &filter, query, 5).await;
-    let doc_ids: Vec<String> = docs.iter().map(|hit| hit.record.meta.doc_id.clone()).collect();
+    let doc_ids: Vec<String> = docs.iter().map(|hit| hit.record.meta.doc_id.to_string()).collect();
     let filter = RecordFilter { doc_ids: Some(doc_ids.clone()), ..RecordFilter::tenant(tenant) };
     let sections = knn(index, plan, Level::Section, &filter, query, 10).await;
     let section_ids: Vec<String> = sections.iter().filter_map(|hit| hit.record.meta.section_id.clone()).collect();

@@ -27,7 +27,7 @@ fn main() {
     let snapshot = read_snapshot_file(&args.snapshot).expect("snapshot");
     let queries: Vec<(String, Vec<f32>)> = {
         let step = (snapshot.chunks.len() / args.queries).max(1);
-        snapshot.chunks.iter().step_by(step).map(|c| (c.meta.tenant_id.clone(), c.embedding.clone())).collect()
+        snapshot.chunks.iter().step_by(step).map(|c| (c.meta.tenant_id.to_string(), c.embedding.clone())).collect()
     };
     let index = LoadedIndex::build(snapshot).expect("index");
     let tenants: HashSet<&String> = queries.iter().map(|(tenant, _)| tenant).collect();

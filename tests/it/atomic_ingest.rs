@@ -53,9 +53,9 @@ impl Version {
             let doc_id = format!("{SOURCE}/page{page}.md");
             let base = Metadata {
                 tenant_id: TENANT.into(),
-                doc_id: doc_id.clone(),
-                title: format!("Настройка оператора {page}"),
-                source: format!("page{page}.md"),
+                doc_id: doc_id.as_str().into(),
+                title: format!("Настройка оператора {page}").into(),
+                source: format!("page{page}.md").into(),
                 indexed_at: "2026-01-02T03:04:05Z".into(),
                 ..Metadata::default()
             };
@@ -85,7 +85,7 @@ impl Version {
     }
 
     fn doc_texts(&self) -> BTreeSet<(String, String)> {
-        self.records.docs.iter().map(|doc| (doc.meta.doc_id.clone(), doc.text.clone())).collect()
+        self.records.docs.iter().map(|doc| (doc.meta.doc_id.to_string(), doc.text.clone())).collect()
     }
 
     fn counts(&self) -> [usize; 3] {
@@ -130,7 +130,7 @@ async fn check(reader: &ChromaIndex, versions: &[Version; 2], query: &[f32]) -> 
         let records = pinned.get(level, &tenant, usize::MAX).await.map_err(|error| error.to_string())?;
         counts[slot] = records.len();
         if level == Level::Doc {
-            docs = records.iter().map(|doc| (doc.meta.doc_id.clone(), doc.text.clone())).collect();
+            docs = records.iter().map(|doc| (doc.meta.doc_id.to_string(), doc.text.clone())).collect();
         }
     }
     let Some(version) = versions.iter().find(|version| version.doc_texts() == docs) else {

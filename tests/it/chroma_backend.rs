@@ -72,21 +72,21 @@ fn snapshot() -> Snapshot {
                 _ => vec!["faq".into(), format!("t{doc_number}")],
             };
             let base = Metadata {
-                tenant_id: tenant.to_string(),
-                doc_id: doc_id.clone(),
-                title: format!("Страница {doc_number}: {topic}"),
-                summary: format!("Кратко про {topic}"),
-                url: format!("https://docs.example/{tenant}/{doc_id}"),
-                source: format!("docs/{doc_id}.md"),
+                tenant_id: (*tenant).into(),
+                doc_id: doc_id.as_str().into(),
+                title: format!("Страница {doc_number}: {topic}").into(),
+                summary: format!("Кратко про {topic}").into(),
+                url: format!("https://docs.example/{tenant}/{doc_id}").into(),
+                source: format!("docs/{doc_id}.md").into(),
                 product: PRODUCTS[doc_number % 2].into(),
                 version: "1.0".into(),
                 tags,
                 domain: "chatcenter_user_docs".into(),
                 section: if doc_number % 2 == 0 { "agent".into() } else { "admin".into() },
-                platform: if doc_number == 3 { String::new() } else { "web".into() },
+                platform: if doc_number == 3 { Default::default() } else { "web".into() },
                 role: "operator".into(),
                 page_type: "howto".into(),
-                indexed_at: format!("2026-01-0{}T00:00:00Z", doc_number + 1),
+                indexed_at: format!("2026-01-0{}T00:00:00Z", doc_number + 1).into(),
                 ..Metadata::default()
             };
             let doc_text = format!("{} {} {tenant}", base.title, base.summary);
@@ -97,7 +97,11 @@ fn snapshot() -> Snapshot {
                 let section_meta = Metadata {
                     section_id: Some(section_id.clone()),
                     heading: heading.clone(),
-                    heading_path: if section_number == 0 { vec![] } else { vec![base.title.clone(), heading.clone()] },
+                    heading_path: if section_number == 0 {
+                        vec![]
+                    } else {
+                        vec![base.title.to_string(), heading.clone()]
+                    },
                     ..base.clone()
                 };
                 let section_text = format!("{heading}\nКак {topic} шаг {section_number} для {tenant}. Пример Quick.");
@@ -384,11 +388,16 @@ async fn large_writes_are_batched_concurrently_and_replace_without_duplicates() 
         for doc_number in 0..docs {
             let meta = Metadata {
                 tenant_id: "bulk".into(),
-                doc_id: format!("doc{doc_number}"),
-                source: format!("docs/doc{doc_number}.md"),
+                doc_id: format!("doc{doc_number}").into(),
+                source: format!("docs/doc{doc_number}.md").into(),
                 ..Metadata::default()
             };
-            snapshot.docs.push(record(meta.doc_id.clone(), meta.clone(), format!("{text} {doc_number}"), &embedder));
+            snapshot.docs.push(record(
+                meta.doc_id.to_string(),
+                meta.clone(),
+                format!("{text} {doc_number}"),
+                &embedder,
+            ));
             for chunk_number in 0..250 {
                 let chunk_id = format!("doc{doc_number}#s0-c{chunk_number}");
                 let chunk_meta = Metadata {

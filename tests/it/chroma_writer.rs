@@ -103,7 +103,7 @@ fn chunks(count: usize) -> Vec<Record> {
             id: format!("d{}#s0-c{number}", number % 7),
             meta: Metadata {
                 tenant_id: "acme".into(),
-                doc_id: format!("d{}", number % 7),
+                doc_id: format!("d{}", number % 7).into(),
                 section_id: Some(format!("d{}#s0", number % 7)),
                 chunk_id: Some(format!("d{}#s0-c{number}", number % 7)),
                 ..Metadata::default()

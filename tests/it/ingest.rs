@@ -504,7 +504,7 @@ async fn chroma_reingest_is_read_back_incrementally() {
     assert_eq!(report.removed_docs, 1);
     assert!(reader.refresh().await.unwrap());
     let docs: Vec<String> =
-        reader.get(Level::Doc, &t1, 100).await.unwrap().iter().map(|doc| doc.meta.doc_id.clone()).collect();
+        reader.get(Level::Doc, &t1, 100).await.unwrap().iter().map(|doc| doc.meta.doc_id.to_string()).collect();
     assert_eq!(docs.len(), 2, "{docs:?}");
     assert!(docs.iter().all(|doc| !doc.contains("chats")), "the dropped page is gone: {docs:?}");
     assert!(docs.iter().any(|doc| doc.contains("install")), "the other source is untouched: {docs:?}");

@@ -27,7 +27,7 @@ fn corpus() -> Vec<Metadata> {
         tenant_id: "demo".into(),
         doc_id: doc_id.into(),
         title: doc_id.into(),
-        url: format!("https://docs.example/{doc_id}"),
+        url: format!("https://docs.example/{doc_id}").into(),
         domain: domain.into(),
         section: section.into(),
         platform: platform.into(),
@@ -146,8 +146,8 @@ fn scenario_two_roles_gives_two_themes_and_a_grouped_context() {
         .map(|doc_id| {
             let meta = find(&corpus, doc_id);
             ContextSource {
-                title: meta.title.clone(),
-                url: meta.url.clone(),
+                title: meta.title.to_string(),
+                url: meta.url.to_string(),
                 source: format!("{doc_id}.md"),
                 relevance: 0.8,
                 theme_label: infer_theme_label(meta, &themes),

@@ -29,6 +29,7 @@ pub mod router;
 pub mod scope;
 pub mod search;
 pub mod secret;
+pub mod shared_str;
 pub mod text;
 pub mod upstream;
 pub mod yaml;

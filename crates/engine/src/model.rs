@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::shared_str::SharedStr;
+
 /// One of the three levels of the index (SPEC §1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -27,33 +29,35 @@ impl Level {
 ///
 /// Doc records leave `section_id`, `chunk_id`, `heading` empty; section records leave `chunk_id`
 /// empty. The topic fields (`domain`, `section`, `platform`, `role`, `page_type`) are on every level.
+/// The fields a page's records repeat (its ids, title, summary, URL, source, topics, product,
+/// version, `indexed_at`) are `SharedStr`s: one allocation for all the records that carry them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Metadata {
-    pub tenant_id: String,
-    pub doc_id: String,
+    pub tenant_id: SharedStr,
+    pub doc_id: SharedStr,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub section_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chunk_id: Option<String>,
-    pub title: String,
-    pub summary: String,
-    pub url: String,
-    pub source: String,
-    pub product: String,
-    pub version: String,
+    pub title: SharedStr,
+    pub summary: SharedStr,
+    pub url: SharedStr,
+    pub source: SharedStr,
+    pub product: SharedStr,
+    pub version: SharedStr,
     pub tags: Vec<String>,
-    pub domain: String,
-    pub section: String,
-    pub platform: String,
-    pub role: String,
-    pub page_type: String,
+    pub domain: SharedStr,
+    pub section: SharedStr,
+    pub platform: SharedStr,
+    pub role: SharedStr,
+    pub page_type: SharedStr,
     pub heading: String,
     pub heading_path: Vec<String>,
     pub page: u32,
     pub chunk_index: u32,
     pub content_length: u32,
-    pub indexed_at: String,
+    pub indexed_at: SharedStr,
 }
 
 /// Longest accepted tenant id; tenant ids are `[A-Za-z0-9._-]`.
@@ -99,37 +103,37 @@ pub struct Record {
 struct RecordFields {
     id: String,
     #[serde(default)]
-    tenant_id: String,
+    tenant_id: SharedStr,
     #[serde(default)]
-    doc_id: String,
+    doc_id: SharedStr,
     #[serde(default)]
     section_id: Option<String>,
     #[serde(default)]
     chunk_id: Option<String>,
     #[serde(default)]
-    title: String,
+    title: SharedStr,
     #[serde(default)]
-    summary: String,
+    summary: SharedStr,
     #[serde(default)]
-    url: String,
+    url: SharedStr,
     #[serde(default)]
-    source: String,
+    source: SharedStr,
     #[serde(default)]
-    product: String,
+    product: SharedStr,
     #[serde(default)]
-    version: String,
+    version: SharedStr,
     #[serde(default)]
     tags: Vec<String>,
     #[serde(default)]
-    domain: String,
+    domain: SharedStr,
     #[serde(default)]
-    section: String,
+    section: SharedStr,
     #[serde(default)]
-    platform: String,
+    platform: SharedStr,
     #[serde(default)]
-    role: String,
+    role: SharedStr,
     #[serde(default)]
-    page_type: String,
+    page_type: SharedStr,
     #[serde(default)]
     heading: String,
     #[serde(default)]
@@ -141,7 +145,7 @@ struct RecordFields {
     #[serde(default)]
     content_length: u32,
     #[serde(default)]
-    indexed_at: String,
+    indexed_at: SharedStr,
     #[serde(default)]
     text: String,
     #[serde(default)]

@@ -6,7 +6,7 @@ use super::metrics::{mrr_at_k, ndcg_at_k, recall_at_k};
 use super::EvalError;
 use crate::embed::{Embedder, InputKind};
 use crate::index::InMemoryIndex;
-use crate::model::{Metadata, Record, Snapshot};
+use crate::model::{Metadata, Record, SharedStr, Snapshot};
 use crate::router::RouterMode;
 use crate::search::boosting_config::{BoostingConfig, FusionConfig};
 use crate::search::ranking::RankingMode;
@@ -85,9 +85,9 @@ pub(crate) fn build_snapshot(corpus: &[Passage], embeddings: Vec<Vec<f32>>, opti
     };
     for (passage, embedding) in corpus.iter().zip(embeddings) {
         let meta = Metadata {
-            tenant_id: EVAL_TENANT.to_string(),
-            doc_id: passage.id.clone(),
-            title: if options.title_in_lexical { passage.title.clone() } else { String::new() },
+            tenant_id: EVAL_TENANT.into(),
+            doc_id: passage.id.as_str().into(),
+            title: if options.title_in_lexical { passage.title.as_str().into() } else { SharedStr::default() },
             content_length: passage.text.chars().count() as u32,
             ..Metadata::default()
         };

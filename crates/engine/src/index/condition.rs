@@ -70,7 +70,7 @@ impl Field {
     fn values(self, meta: &Metadata) -> Values<'_> {
         let scalar = match self {
             Field::Tags => return Values::Many(&meta.tags),
-            Field::Product => &meta.product,
+            Field::Product => meta.product.as_str(),
             Field::Version => &meta.version,
             Field::Domain => &meta.domain,
             Field::Section => &meta.section,
@@ -88,7 +88,7 @@ impl Field {
 }
 
 enum Values<'a> {
-    One(&'a String),
+    One(&'a str),
     Many(&'a [String]),
 }
 

@@ -335,9 +335,9 @@ mod tests {
         let records: Vec<Record> = (0..1_000)
             .map(|i| {
                 let mut record = record(&format!("## Шаг {}\nтекст", i % 7), &format!("Страница {}", i / 5), "", &[]);
-                record.meta.url = format!("https://Docs.example.com/P{}", i / 3);
+                record.meta.url = format!("https://Docs.example.com/P{}", i / 3).into();
                 record.meta.platform = ["Windows", "windows", "Mac", ""][i / 4 % 4].into();
-                record.meta.domain = format!("Area{}", i / 11 % 3);
+                record.meta.domain = format!("Area{}", i / 11 % 3).into();
                 record
             })
             .collect();

@@ -71,7 +71,7 @@ impl RecordFilter {
             return false;
         }
         if let Some(doc_ids) = &self.doc_ids {
-            if !doc_ids.contains(&meta.doc_id) {
+            if !doc_ids.iter().any(|id| *id == meta.doc_id) {
                 return false;
             }
         }

@@ -381,7 +381,7 @@ fn distinct(query_terms: &[String]) -> Vec<&String> {
 /// text holds it.
 #[cfg(test)]
 pub(crate) fn lexical_terms(record: &crate::model::Record) -> Vec<String> {
-    if record.text.contains(&record.meta.title) {
+    if record.text.contains(record.meta.title.as_str()) {
         crate::text::terms(&record.text)
     } else {
         crate::text::terms(&format!("{}\n{}", record.meta.title, record.text))
@@ -399,7 +399,7 @@ fn lexical_terms_with(memo: &mut crate::text::TermMemo, record: &crate::model::R
 /// `lexical_terms_with` as the memo's term numbers, appended to `out` (the title's, when the text
 /// does not hold it, then the text's: no token spans the two).
 fn lexical_term_numbers(memo: &mut crate::text::TermMemo, record: &crate::model::Record, out: &mut Vec<u32>) {
-    if !record.text.contains(&record.meta.title) {
+    if !record.text.contains(record.meta.title.as_str()) {
         memo.term_numbers(&record.meta.title, out);
     }
     memo.term_numbers(&record.text, out);
@@ -473,7 +473,7 @@ mod tests {
         let records = fixture_chunks(9000, |n, record| {
             record.text = format!("{} шаг {n} Настройка-{} v{}", record.text, n % 97, n % 13);
             if n % 3 == 0 {
-                record.meta.title = format!("Страница {n}");
+                record.meta.title = format!("Страница {n}").into();
             }
         });
         let built: Vec<Vec<String>> = LexicalTermsOf::new(&records).collect();
@@ -519,7 +519,7 @@ mod tests {
         // still those of a build from the plain terms.
         let records = fixture_chunks(9000, |n, record| {
             record.text = (0..70).map(|k| format!("w{n}q{k}")).collect::<Vec<_>>().join(" ");
-            record.meta.title = "общий".to_string();
+            record.meta.title = "общий".into();
         });
         assert_numbered_build_is_the_build_from_terms(&records);
         assert!(Bm25Index::build_from_records(&records, Bm25Params::default()).postings.len() > 630_000);

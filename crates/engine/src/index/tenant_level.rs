@@ -585,12 +585,12 @@ mod tests {
             .map(|n: usize| {
                 let meta = crate::model::Metadata {
                     tenant_id: "t".into(),
-                    doc_id: format!("d{}", n / 3),
+                    doc_id: format!("d{}", n / 3).into(),
                     platform: ["android", "ios", ""][n % 3].into(),
                     role: ["user", "admin"][n / 3 % 2].into(),
                     domain: ["apps", "sdk_docs", "apps", "kb"][n / 7 % 4].into(),
                     tags: if n.is_multiple_of(5) { vec!["a".into(), "b".into()] } else { vec!["a".into()] },
-                    version: if n.is_multiple_of(11) { "2".into() } else { String::new() },
+                    version: if n.is_multiple_of(11) { "2".into() } else { Default::default() },
                     ..Default::default()
                 };
                 Arc::new(Record { id: format!("r{n:02}"), meta, text: String::new(), embedding: Vec::new() })
@@ -633,7 +633,7 @@ mod tests {
             let records: Vec<Arc<Record>> = layout
                 .iter()
                 .map(|(id, doc)| {
-                    let meta = crate::model::Metadata { doc_id: doc.to_string(), ..Default::default() };
+                    let meta = crate::model::Metadata { doc_id: (*doc).into(), ..Default::default() };
                     Arc::new(Record { id: id.to_string(), meta, text: String::new(), embedding: Vec::new() })
                 })
                 .collect();

@@ -37,7 +37,10 @@ fn to_stage(
     committed: &BTreeMap<String, String>,
     pages: &BTreeMap<String, String>,
 ) -> Vec<Record> {
-    records.into_iter().filter(|record| committed.get(&record.meta.doc_id) != pages.get(&record.meta.doc_id)).collect()
+    records
+        .into_iter()
+        .filter(|record| committed.get(record.meta.doc_id.as_str()) != pages.get(record.meta.doc_id.as_str()))
+        .collect()
 }
 
 #[async_trait]
@@ -72,14 +75,14 @@ impl IndexWriter for ChromaSourceWriter {
             [&batch.records.docs, &batch.records.sections, &batch.records.chunks].into_iter().enumerate()
         {
             for record in level {
-                counts.entry(record.meta.doc_id.clone()).or_default()[slot] += 1;
+                counts.entry(record.meta.doc_id.to_string()).or_default()[slot] += 1;
             }
         }
 
         // Before the first versioned ingest of the source: the docs its unversioned records own.
         let unversioned: BTreeSet<String> = if previous.is_none() {
             let existing = self.index.tenant_doc_metadata(tenant).await.map_err(chroma_error)?;
-            existing.iter().filter(|meta| scope.owns(meta)).map(|meta| meta.doc_id.clone()).collect()
+            existing.iter().filter(|meta| scope.owns(meta)).map(|meta| meta.doc_id.to_string()).collect()
         } else {
             BTreeSet::new()
         };

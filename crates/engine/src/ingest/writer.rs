@@ -15,7 +15,7 @@ use super::records::RecordSet;
 use super::IngestError;
 use crate::index::memory::{read_snapshot_file, write_snapshot_file};
 use crate::index::IndexErrorKind;
-use crate::model::{Metadata, Record, Snapshot};
+use crate::model::{Metadata, Record, SharedStr, Snapshot};
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashSet};
@@ -64,7 +64,7 @@ pub fn page_hashes(records: &RecordSet, embedding_model: &str) -> BTreeMap<Strin
             let mut hasher = Sha256::new();
             hasher.update(embedding_model.as_bytes());
             for record in page {
-                let meta = Metadata { indexed_at: String::new(), ..record.meta.clone() };
+                let meta = Metadata { indexed_at: SharedStr::default(), ..record.meta.clone() };
                 hasher.update([0]);
                 hasher.update(record.id.as_bytes());
                 hasher.update([0]);
@@ -82,7 +82,7 @@ pub fn page_hashes(records: &RecordSet, embedding_model: &str) -> BTreeMap<Strin
 /// `records` without the records of `docs`.
 pub fn without_pages(records: RecordSet, docs: &BTreeMap<String, String>) -> RecordSet {
     let keep = |level: Vec<Record>| -> Vec<Record> {
-        level.into_iter().filter(|record| !docs.contains_key(&record.meta.doc_id)).collect()
+        level.into_iter().filter(|record| !docs.contains_key(record.meta.doc_id.as_str())).collect()
     };
     RecordSet { docs: keep(records.docs), sections: keep(records.sections), chunks: keep(records.chunks) }
 }
@@ -173,10 +173,11 @@ pub(crate) fn merge_snapshot(
                 && !kept.contains(r.meta.doc_id.as_str())
                 && (scope.owns(&r.meta) || new_doc_ids.contains(r.meta.doc_id.as_str()))
         })
-        .map(|r| r.meta.doc_id.clone())
+        .map(|r| r.meta.doc_id.to_string())
         .collect();
     let removed_docs = replaced.iter().filter(|id| !new_doc_ids.contains(id.as_str())).count();
-    let keep = |record: &Record| !(record.meta.tenant_id == scope.tenant_id && replaced.contains(&record.meta.doc_id));
+    let keep =
+        |record: &Record| !(record.meta.tenant_id == scope.tenant_id && replaced.contains(record.meta.doc_id.as_str()));
     snapshot.docs.retain(keep);
     snapshot.sections.retain(keep);
     snapshot.chunks.retain(keep);

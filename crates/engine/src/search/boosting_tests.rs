@@ -367,7 +367,7 @@ fn keep_best_is_the_head_of_the_full_order() {
             .map(|at| Hit {
                 id: format!("r{:02}", next(40)),
                 base: 0.0,
-                meta: Metadata { url: format!("{at}"), ..Metadata::default() },
+                meta: Metadata { url: format!("{at}").into(), ..Metadata::default() },
                 boosted: [0.5, 0.25, -0.0, 0.0, 1.0][next(5) as usize] + next(3) as f32 * 0.125,
             })
             .collect();

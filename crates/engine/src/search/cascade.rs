@@ -58,7 +58,7 @@ pub(crate) async fn run(index: &dyn VectorIndex, input: CascadeInput<'_>) -> Res
     if let Some(filter) = &doc_filter {
         pad_docs(index, filter, &mut docs, settings.min_docs).await?;
     }
-    let chosen_docs: Vec<String> = docs.iter().map(|d| d.record.meta.doc_id.clone()).collect();
+    let chosen_docs: Vec<String> = docs.iter().map(|d| d.record.meta.doc_id.to_string()).collect();
     // The same pages by number, when the index numbered them all in one build.
     let chosen_pages = page_numbers(&docs)
         .zip(docs.first().and_then(page_order))
@@ -156,7 +156,7 @@ async fn choose_docs(
     if !missing.is_empty() {
         let lookup = filter.with_doc_ids(missing.clone());
         for record in index.get(Level::Doc, &lookup, missing.len()).await? {
-            looked_up.insert(record.meta.doc_id.clone(), Ranked::unscored(record, 0.0, false));
+            looked_up.insert(record.meta.doc_id.to_string(), Ranked::unscored(record, 0.0, false));
         }
     }
     let mut direct: Vec<Option<Ranked>> = direct.into_iter().map(Some).collect();
@@ -201,7 +201,11 @@ fn fuse_pages<'a, K: Copy + Eq + std::hash::Hash + Ord>(
     let inputs: Vec<RankedList<'_, K>> = lists.iter().map(|(ids, w)| RankedList::new(ids, *w)).collect();
     let position: HashMap<K, usize> = lists[0].0.iter().enumerate().map(|(number, &page)| (page, number)).collect();
     let doc_id_of = |page: K| {
-        evidence.iter().flat_map(|(ranked, _)| ranked).find(|r| key(r) == page).map(|r| r.record.meta.doc_id.clone())
+        evidence
+            .iter()
+            .flat_map(|(ranked, _)| ranked)
+            .find(|r| key(r) == page)
+            .map(|r| r.record.meta.doc_id.to_string())
     };
     fusion
         .fuse(&inputs, k)
@@ -256,7 +260,7 @@ async fn doc_level_filter(index: &dyn VectorIndex, filter: &RecordFilter) -> Res
             .get(Level::Section, filter, usize::MAX)
             .await?
             .iter()
-            .map(|s| s.meta.doc_id.clone())
+            .map(|s| s.meta.doc_id.to_string())
             .collect::<HashSet<_>>()
             .into_iter()
             .collect();

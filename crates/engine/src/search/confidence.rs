@@ -112,7 +112,9 @@ fn absent_from_title(asked: &[String], meta: &crate::model::Metadata) -> f32 {
         return 0.0;
     }
     let mut titled = Vec::new();
-    for text in [&meta.title, &meta.heading].into_iter().chain(&meta.heading_path) {
+    for text in
+        [meta.title.as_str(), meta.heading.as_str()].into_iter().chain(meta.heading_path.iter().map(String::as_str))
+    {
         crate::text::for_each_token(text, |token| push_prefix(token, &mut titled));
     }
     let absent = asked.iter().filter(|word| !titled.contains(word)).count();

@@ -34,7 +34,7 @@ pub(crate) async fn rerank_sections(
         .iter()
         .map(|ranked| RerankCandidate {
             section_id: ranked.record.id.clone(),
-            title: ranked.record.meta.title.clone(),
+            title: ranked.record.meta.title.to_string(),
             heading: ranked.record.meta.heading.clone(),
             excerpt: excerpt(&ranked.record.text),
         })

@@ -283,9 +283,9 @@ fn snapshot_of_pages(pages: &[(&str, &str, &str, &str)]) -> crate::model::Snapsh
         let doc_id = format!("{area}/page{number}.md");
         let meta = Metadata {
             tenant_id: tenant.into(),
-            doc_id: doc_id.clone(),
+            doc_id: doc_id.as_str().into(),
             title: title.into(),
-            source: doc_id.clone(),
+            source: doc_id.as_str().into(),
             domain: "external_site".into(),
             section: area.into(),
             ..Metadata::default()

@@ -152,10 +152,14 @@ impl Visibility {
     /// versioned record when a manifest of its tenant names its hash for its doc, any other record
     /// when no manifest of its tenant lists its doc or owns its source.
     pub(crate) fn admits(&self, meta: &Metadata, page_hash: Option<&str>) -> bool {
-        let manifests = self.by_tenant.get(&meta.tenant_id).map(Vec::as_slice).unwrap_or_default();
+        let manifests = self.by_tenant.get(meta.tenant_id.as_str()).map(Vec::as_slice).unwrap_or_default();
         match page_hash {
-            Some(hash) => manifests.iter().any(|manifest| manifest.pages.get(&meta.doc_id).is_some_and(|h| h == hash)),
-            None => !manifests.iter().any(|manifest| manifest.pages.contains_key(&meta.doc_id) || manifest.owns(meta)),
+            Some(hash) => {
+                manifests.iter().any(|manifest| manifest.pages.get(meta.doc_id.as_str()).is_some_and(|h| h == hash))
+            }
+            None => !manifests
+                .iter()
+                .any(|manifest| manifest.pages.contains_key(meta.doc_id.as_str()) || manifest.owns(meta)),
         }
     }
 }
@@ -166,7 +170,7 @@ pub(crate) struct Tally(HashMap<(String, String), [usize; 3]>);
 
 impl Tally {
     pub(crate) fn add(&mut self, slot: usize, meta: &Metadata) {
-        self.0.entry((meta.tenant_id.clone(), meta.doc_id.clone())).or_default()[slot] += 1;
+        self.0.entry((meta.tenant_id.to_string(), meta.doc_id.to_string())).or_default()[slot] += 1;
     }
 
     /// The first page among `docs` of `tenant` whose records the read did not find whole (their
@@ -215,7 +219,7 @@ pub(crate) fn tenant_change(
     if !added.is_empty() {
         for meta in served() {
             if added.iter().any(|manifest| manifest.owns(&meta)) {
-                docs.insert(meta.doc_id);
+                docs.insert(meta.doc_id.to_string());
             }
         }
     }

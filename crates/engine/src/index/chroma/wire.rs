@@ -89,7 +89,7 @@ pub(crate) fn upsert_body(
         let mut metadata = metadata_to_chroma(&record.meta)?;
         let mut id = chroma_id(&record.meta.tenant_id, &record.id);
         if let Some(versioned) = versioned {
-            let hash = versioned.page_hashes.get(&record.meta.doc_id).ok_or_else(|| {
+            let hash = versioned.page_hashes.get(record.meta.doc_id.as_str()).ok_or_else(|| {
                 IndexError::new(IndexErrorKind::Internal, format!("no page hash for doc {:?}", record.meta.doc_id))
             })?;
             id = format!("{id}{}{hash}", manifest::HASH_SEPARATOR);

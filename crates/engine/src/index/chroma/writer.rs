@@ -75,7 +75,7 @@ fn unchanged_tenants<'a>(tenants: impl IntoIterator<Item = &'a str>) -> Vec<(Str
 fn changed_docs(records: &[Record]) -> Vec<(String, ChangeScope)> {
     let mut docs: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
     for record in records {
-        docs.entry(record.meta.tenant_id.as_str()).or_default().insert(record.meta.doc_id.clone());
+        docs.entry(record.meta.tenant_id.as_str()).or_default().insert(record.meta.doc_id.to_string());
     }
     docs.into_iter().map(|(tenant, docs)| (tenant.to_string(), ChangeScope::Docs(docs))).collect()
 }

@@ -134,21 +134,21 @@ impl IndexBuilder {
             }
         }
         validate_records(level, std::iter::once(&record), self.dimension)?;
-        if level == Level::Doc && record.meta.indexed_at > self.latest_doc_indexed_at {
-            self.latest_doc_indexed_at.clone_from(&record.meta.indexed_at);
+        if level == Level::Doc && *record.meta.indexed_at > *self.latest_doc_indexed_at {
+            self.latest_doc_indexed_at = record.meta.indexed_at.to_string();
         }
         let slot = level_slot(level);
         if let Some(unique) = &mut self.unique {
             let hash = rustc_hash::FxBuildHasher.hash_one((slot, &record.meta.tenant_id, &record.id));
             if !unique.hashes.insert(hash) {
-                unique.suspects.push((slot, record.meta.tenant_id.clone(), record.id.clone()));
+                unique.suspects.push((slot, record.meta.tenant_id.to_string(), record.id.clone()));
             }
         }
         self.counts[slot] += 1;
         let kept = self.base.as_deref().and_then(|base| kept_in(base, level, &record));
-        let levels = match self.tenants.get_mut(&record.meta.tenant_id) {
+        let levels = match self.tenants.get_mut(record.meta.tenant_id.as_str()) {
             Some(levels) => levels,
-            None => self.tenants.entry(record.meta.tenant_id.clone()).or_default(),
+            None => self.tenants.entry(record.meta.tenant_id.to_string()).or_default(),
         };
         match kept {
             Some((kept, number)) => levels[slot].push_kept(kept, number),
@@ -242,7 +242,7 @@ pub fn rebuild_tenant(
             for (number, record) in old.store.records.iter().enumerate() {
                 let kept = match scope {
                     crate::index::change::ChangeScope::Tenant => false,
-                    crate::index::change::ChangeScope::Docs(docs) => !docs.contains(&record.meta.doc_id),
+                    crate::index::change::ChangeScope::Docs(docs) => !docs.contains(record.meta.doc_id.as_str()),
                 };
                 if kept {
                     rows.push_kept(Arc::clone(record), number);

@@ -811,7 +811,7 @@ mod tests {
     fn snapshot() -> Snapshot {
         let mut snapshot = fixtures::snapshot();
         snapshot.chunks[0].text.push_str(r#" {"a": [1, "}"]} \" \\ ]]"#);
-        snapshot.docs[0].meta.title.push_str(" {скобки}");
+        snapshot.docs[0].meta.title = format!("{} {{скобки}}", snapshot.docs[0].meta.title).into();
         snapshot
     }
 
@@ -906,7 +906,7 @@ mod tests {
         let section = t1(&mut after.sections);
         after.sections[section].embedding.reverse();
         let doc = t1(&mut after.docs);
-        after.docs[doc].meta.title.push_str(" (новое)");
+        after.docs[doc].meta.title = format!("{} (новое)", after.docs[doc].meta.title).into();
         write_snapshot_file(&path, &after).unwrap();
         let reloaded = load_snapshot_file(&path, &|_| true, Some(Arc::clone(&base))).unwrap();
         assert!(Arc::ptr_eq(reloaded.tenant("t2").unwrap(), base.tenant("t2").unwrap()), "t2 is shared");
@@ -919,6 +919,25 @@ mod tests {
             assert!(Arc::ptr_eq(again.tenant(tenant).unwrap(), reloaded.tenant(tenant).unwrap()), "{tenant}");
         }
         assert_serves_alike(&again, &LoadedIndex::build(after).unwrap());
+    }
+
+    #[test]
+    fn the_records_of_a_page_hold_one_copy_of_its_strings() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("index.json");
+        write_snapshot_file(&path, &snapshot()).unwrap();
+        let loaded = load_snapshot_file(&path, &|_| true, None).unwrap();
+        let chunks = loaded.tenant("t1").unwrap().records(Level::Chunk);
+        let mut pages_with_several = 0;
+        for pair in chunks.windows(2).filter(|pair| pair[0].meta.doc_id == pair[1].meta.doc_id) {
+            let (a, b) = (&pair[0].meta, &pair[1].meta);
+            for (x, y) in [(&a.doc_id, &b.doc_id), (&a.title, &b.title), (&a.url, &b.url), (&a.tenant_id, &b.tenant_id)]
+            {
+                assert!(x.shares_with(y), "{x} read twice for {} and {}", pair[0].id, pair[1].id);
+            }
+            pages_with_several += 1;
+        }
+        assert!(pages_with_several > 0, "the fixture has pages of several chunks");
     }
 
     #[test]

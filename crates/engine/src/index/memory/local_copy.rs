@@ -444,13 +444,13 @@ fn write_record<W: Write>(out: &mut Writer<W>, record: &Record) -> io::Result<()
     let meta = &record.meta;
     out.str(&record.id)?;
     out.str(&record.text)?;
-    for value in [&meta.tenant_id, &meta.doc_id] {
+    for value in [meta.tenant_id.as_str(), &meta.doc_id] {
         out.str(value)?;
     }
     out.option_str(meta.section_id.as_deref())?;
     out.option_str(meta.chunk_id.as_deref())?;
     for value in [
-        &meta.title,
+        meta.title.as_str(),
         &meta.summary,
         &meta.url,
         &meta.source,
@@ -461,7 +461,7 @@ fn write_record<W: Write>(out: &mut Writer<W>, record: &Record) -> io::Result<()
         &meta.platform,
         &meta.role,
         &meta.page_type,
-        &meta.heading,
+        meta.heading.as_str(),
         &meta.indexed_at,
     ] {
         out.str(value)?;
@@ -491,28 +491,28 @@ fn read_record<R: io::Read>(input: &mut Reader<R>) -> io::Result<Record> {
     let heading_path = input.strings()?;
     let (page, chunk_index, content_length) = (input.u32()?, input.u32()?, input.u32()?);
     let meta = Metadata {
-        tenant_id,
-        doc_id,
+        tenant_id: tenant_id.into(),
+        doc_id: doc_id.into(),
         section_id,
         chunk_id,
-        title,
-        summary,
-        url,
-        source,
-        product,
-        version,
+        title: title.into(),
+        summary: summary.into(),
+        url: url.into(),
+        source: source.into(),
+        product: product.into(),
+        version: version.into(),
         tags,
-        domain,
-        section,
-        platform,
-        role,
-        page_type,
+        domain: domain.into(),
+        section: section.into(),
+        platform: platform.into(),
+        role: role.into(),
+        page_type: page_type.into(),
         heading,
         heading_path,
         page,
         chunk_index,
         content_length,
-        indexed_at,
+        indexed_at: indexed_at.into(),
     };
     Ok(Record { id, meta, text, embedding: Vec::new() })
 }

@@ -129,7 +129,7 @@ mod tests {
                 let data = tenant.level(level);
                 for (record, features) in data.store.records.iter().zip(&data.store.features) {
                     let page = features.page.as_ref().expect("every record has a page number");
-                    pages.push((record.meta.doc_id.clone(), page.number, Arc::clone(&page.scope)));
+                    pages.push((record.meta.doc_id.to_string(), page.number, Arc::clone(&page.scope)));
                 }
             }
             assert!(pages.iter().all(|(.., scope)| Arc::ptr_eq(scope, &pages[0].2)), "one scope per tenant build");
@@ -426,7 +426,7 @@ mod tests {
                 fetched[slot].push(record.clone());
             }
         }
-        let scope = crate::index::change::ChangeScope::Docs([changed_doc].into());
+        let scope = crate::index::change::ChangeScope::Docs([changed_doc.to_string()].into());
         let part = rebuild_tenant(&base, "t1", &scope, fetched, base.dimension()).unwrap();
         let rebuilt = base.with_tenants(vec![("t1".to_string(), part)]);
         let fresh = LoadedIndex::build(next).unwrap();
@@ -526,7 +526,7 @@ mod tests {
                 fetched[slot].push(record);
             }
         }
-        let scope = crate::index::change::ChangeScope::Docs([changed_doc.clone()].into());
+        let scope = crate::index::change::ChangeScope::Docs([changed_doc.to_string()].into());
         let part = rebuild_tenant(&base, "t1", &scope, fetched, base.dimension()).unwrap();
         let rebuilt = base.with_tenants(vec![("t1".to_string(), part)]);
         assert!(Arc::ptr_eq(rebuilt.topics(), base.topics()), "one table for the index and its refreshes");
@@ -535,7 +535,7 @@ mod tests {
         let theme = crate::router::Theme {
             id: "new".into(),
             display_name: "new".into(),
-            domain: snapshot.docs[0].meta.domain.clone(),
+            domain: snapshot.docs[0].meta.domain.to_string(),
             section: None,
             platform: Some("BRAND-NEW-PLATFORM".into()),
             role: None,
