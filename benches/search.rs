@@ -119,7 +119,12 @@ fn add_tenant(snapshot: &mut Snapshot, tenant: &str, rng: &mut Pseudo) {
             ..Metadata::default()
         };
         let doc_text = format!("{}\n{}", base.title, base.summary);
-        snapshot.docs.push(Record { id: doc_id.clone(), text: doc_text, embedding: rng.vector(), meta: base.clone() });
+        snapshot.docs.push(Record {
+            id: doc_id.clone(),
+            text: doc_text.into(),
+            embedding: rng.vector(),
+            meta: base.clone(),
+        });
         for section in 0..SECTIONS_PER_DOC {
             let section_id = format!("{doc_id}#s{section}");
             let heading = words(rng, 2);
@@ -140,7 +145,7 @@ fn add_tenant(snapshot: &mut Snapshot, tenant: &str, rng: &mut Pseudo) {
             };
             snapshot.sections.push(Record {
                 id: section_id.clone(),
-                text: section_text,
+                text: section_text.into(),
                 embedding: rng.vector(),
                 meta: section_meta.clone(),
             });
@@ -155,7 +160,7 @@ fn add_tenant(snapshot: &mut Snapshot, tenant: &str, rng: &mut Pseudo) {
                         content_length: text.chars().count() as u32,
                         ..section_meta.clone()
                     },
-                    text,
+                    text: text.into(),
                 });
             }
         }

@@ -96,7 +96,7 @@ fn corpus(args: &Args) -> Snapshot {
         snapshot.docs.push(Record {
             id: doc_id.clone(),
             meta: meta.clone(),
-            text: format!("Документ {doc_number} о теме {}", doc_number % 50),
+            text: format!("Документ {doc_number} о теме {}", doc_number % 50).into(),
             embedding: doc_vector.clone(),
         });
         for section_number in 0..args.sections_per_doc {
@@ -106,7 +106,7 @@ fn corpus(args: &Args) -> Snapshot {
             snapshot.sections.push(Record {
                 id: section_id.clone(),
                 meta: section_meta.clone(),
-                text: format!("Раздел {section_number} документа {doc_number}"),
+                text: format!("Раздел {section_number} документа {doc_number}").into(),
                 embedding: section_vector.clone(),
             });
             for chunk_number in 0..args.chunks_per_section {
@@ -118,7 +118,7 @@ fn corpus(args: &Args) -> Snapshot {
                         chunk_index: (section_number * args.chunks_per_section + chunk_number) as u32,
                         ..section_meta.clone()
                     },
-                    text: format!("Фрагмент {chunk_number} раздела {section_number} документа {doc_number}"),
+                    text: format!("Фрагмент {chunk_number} раздела {section_number} документа {doc_number}").into(),
                     embedding: rng.vector_near(&section_vector, 0.3),
                 });
             }

@@ -82,7 +82,7 @@ pub(crate) async fn window(
                 chunk_id: chunk.id.clone(),
                 page: chunk.meta.page,
                 chunk_index: chunk.meta.chunk_index,
-                text: chunk.text.clone(),
+                text: chunk.text.to_string(),
             })
             .collect(),
     }))

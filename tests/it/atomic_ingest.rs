@@ -63,7 +63,7 @@ impl Version {
                 embedding: embedder.embed_one(&text),
                 id,
                 meta,
-                text,
+                text: text.into(),
             };
             records.docs.push(record(doc_id.clone(), base.clone(), format!("Настройка оператора {page} {edition}")));
             // Version B gives page 0..15 a third section: the counts tell the versions apart.
@@ -85,7 +85,7 @@ impl Version {
     }
 
     fn doc_texts(&self) -> BTreeSet<(String, String)> {
-        self.records.docs.iter().map(|doc| (doc.meta.doc_id.to_string(), doc.text.clone())).collect()
+        self.records.docs.iter().map(|doc| (doc.meta.doc_id.to_string(), doc.text.to_string())).collect()
     }
 
     fn counts(&self) -> [usize; 3] {
@@ -130,7 +130,7 @@ async fn check(reader: &ChromaIndex, versions: &[Version; 2], query: &[f32]) -> 
         let records = pinned.get(level, &tenant, usize::MAX).await.map_err(|error| error.to_string())?;
         counts[slot] = records.len();
         if level == Level::Doc {
-            docs = records.iter().map(|doc| (doc.meta.doc_id.to_string(), doc.text.clone())).collect();
+            docs = records.iter().map(|doc| (doc.meta.doc_id.to_string(), doc.text.to_string())).collect();
         }
     }
     let Some(version) = versions.iter().find(|version| version.doc_texts() == docs) else {

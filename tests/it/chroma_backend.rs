@@ -50,7 +50,7 @@ fn settings(url: &str, prefix: &str) -> Settings {
 
 fn record(id: String, meta: Metadata, text: String, embedder: &PseudoEmbedder) -> Record {
     let embedding = embedder.embed_one(&text);
-    Record { id, meta, text, embedding }
+    Record { id, meta, text: text.into(), embedding }
 }
 
 /// Two tenants with the same ids but different texts, 4 docs × 2 sections × 2 chunks each.

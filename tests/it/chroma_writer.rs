@@ -108,7 +108,7 @@ fn chunks(count: usize) -> Vec<Record> {
                 chunk_id: Some(format!("d{}#s0-c{number}", number % 7)),
                 ..Metadata::default()
             },
-            text: format!("chunk {number}"),
+            text: format!("chunk {number}").into(),
             embedding: vec![1.0, number as f32],
         })
         .collect()

@@ -23,14 +23,14 @@ fn snapshot_with_extra_doc(generation: usize) -> retrieval_engine::model::Snapsh
     let mut doc = snapshot.docs[0].clone();
     doc.id = doc_id.clone();
     doc.meta.doc_id = doc_id.as_str().into();
-    doc.text = text.clone();
+    doc.text = text.as_str().into();
     doc.embedding = embedder.embed_one(&text);
     let mut chunk: Record = template;
     chunk.id = format!("{doc_id}#s1-c1");
     chunk.meta.doc_id = doc_id.as_str().into();
     chunk.meta.section_id = Some(format!("{doc_id}#s1"));
     chunk.meta.chunk_id = Some(chunk.id.clone());
-    chunk.text = text.clone();
+    chunk.text = text.as_str().into();
     chunk.embedding = embedder.embed_one(&text);
     snapshot.docs.push(doc);
     snapshot.chunks.push(chunk);

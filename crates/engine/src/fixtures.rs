@@ -219,7 +219,7 @@ pub fn snapshot() -> Snapshot {
         snapshot.docs.push(Record {
             id: page.doc.into(),
             embedding: embedder.embed_one(&doc_text),
-            text: doc_text,
+            text: doc_text.into(),
             meta: base.clone(),
         });
         for (section_number, (heading, chunks)) in page.sections.iter().enumerate() {
@@ -236,7 +236,7 @@ pub fn snapshot() -> Snapshot {
                 snapshot.sections.push(Record {
                     id: section_id.clone(),
                     embedding: embedder.embed_one(&section_text),
-                    text: section_text,
+                    text: section_text.into(),
                     meta: section_meta.clone(),
                 });
             }
@@ -245,7 +245,7 @@ pub fn snapshot() -> Snapshot {
                 snapshot.chunks.push(Record {
                     id: chunk_id.clone(),
                     embedding: embedder.embed_one(chunk_text),
-                    text: chunk_text.to_string(),
+                    text: (*chunk_text).into(),
                     meta: Metadata {
                         chunk_id: Some(chunk_id),
                         chunk_index: chunk_number as u32,

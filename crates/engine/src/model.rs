@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::shared_str::SharedStr;
+pub use crate::shared_str::{SharedStr, SharedText};
 
 /// One of the three levels of the index (SPEC §1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
@@ -92,7 +92,7 @@ pub struct Record {
     #[serde(flatten)]
     pub meta: Metadata,
     #[serde(default)]
-    pub text: String,
+    pub text: SharedText,
     #[serde(default)]
     pub embedding: Vec<f32>,
 }
@@ -147,7 +147,7 @@ struct RecordFields {
     #[serde(default)]
     indexed_at: SharedStr,
     #[serde(default)]
-    text: String,
+    text: SharedText,
     #[serde(default)]
     embedding: Vec<f32>,
 }
@@ -241,7 +241,7 @@ mod tests {
         }
         let own: Own = serde_json::from_str(text)?;
         let meta: Metadata = serde_json::from_str(text)?;
-        Ok(Record { id: own.id, meta, text: own.text, embedding: own.embedding })
+        Ok(Record { id: own.id, meta, text: own.text.into(), embedding: own.embedding })
     }
 
     #[test]

@@ -199,6 +199,27 @@ mod tests {
     }
 
     #[test]
+    fn a_passage_shares_the_text_that_holds_it() {
+        // The passage's first 32 bytes also occur earlier, followed by something else.
+        let start = "Настройка DNS-фильтрации ";
+        let passage = format!("{start}на Android: откройте раздел «Защита».");
+        let section: SharedText = format!("Заголовок\n{start}на iOS.\n{passage}\nКонец.").into();
+        let chunk = SharedText::from(passage.as_str());
+        let shared = chunk.within(&section).expect("the section holds the passage");
+        assert!(shared.shares_with(&section));
+        assert_eq!(shared, chunk);
+        assert_eq!(shared.as_str(), passage);
+        // A passage of a passage is a passage of the same text.
+        let tail = SharedText::from("откройте раздел");
+        let inner = tail.within(&shared).unwrap();
+        assert!(inner.shares_with(&section));
+        assert_eq!(inner.as_str(), "откройте раздел");
+        assert!(SharedText::from("не в тексте").within(&section).is_none());
+        assert!(SharedText::default().within(&section).is_none());
+        assert_eq!(serde_json::to_string(&inner).unwrap(), "\"откройте раздел\"");
+    }
+
+    #[test]
     fn strings_that_meet_in_one_slot_stay_themselves() {
         // More distinct strings than the table has slots: each must still read back as itself.
         let made: Vec<(String, SharedStr)> = (0..RECENT * 4)
@@ -212,5 +233,155 @@ mod tests {
             assert_eq!(shared.as_str(), text);
             assert_eq!(SharedStr::new(text), *shared);
         }
+    }
+}
+
+/// A record's text, which may be a passage of a longer text another record holds (a chunk's text
+/// is a passage of its section's): then it holds a share of that text, not a copy. Compared,
+/// ordered and written as the text it reads as.
+#[derive(Clone, Default)]
+pub struct SharedText {
+    whole: Option<Arc<str>>,
+    /// The passage's bounds in `whole`; `WHOLE` as `end`: all of it.
+    start: u32,
+    end: u32,
+}
+
+const WHOLE: u32 = u32::MAX;
+
+impl SharedText {
+    pub fn as_str(&self) -> &str {
+        match &self.whole {
+            Some(whole) if self.end == WHOLE => whole,
+            Some(whole) => &whole[self.start as usize..self.end as usize],
+            None => "",
+        }
+    }
+
+    /// This text as a passage of `outer`'s, sharing it, when `outer` holds it (its first place).
+    pub fn within(&self, outer: &SharedText) -> Option<SharedText> {
+        let whole = outer.whole.as_ref()?;
+        let text = self.as_str();
+        if text.is_empty() {
+            return None;
+        }
+        let at = find(outer.as_str().as_bytes(), text.as_bytes())?;
+        let offset = if outer.end == WHOLE { 0 } else { outer.start as usize };
+        let start = u32::try_from(offset + at).ok()?;
+        let end = u32::try_from(offset + at + text.len()).ok().filter(|&end| end != WHOLE)?;
+        Some(SharedText { whole: Some(Arc::clone(whole)), start, end })
+    }
+
+    /// Whether `self` is a passage of `outer`'s text (not a copy of it).
+    pub fn shares_with(&self, outer: &SharedText) -> bool {
+        matches!((&self.whole, &outer.whole), (Some(a), Some(b)) if Arc::ptr_eq(a, b))
+    }
+}
+
+/// The first place of `needle` in `haystack`: its first bytes looked for (a short needle is found
+/// many bytes at a time), the rest compared where they are. A whole passage as the needle would
+/// first be analysed byte by byte, which for a chunk's text costs more than the search.
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    const PROBE: usize = 32;
+    let probe = &needle[..needle.len().min(PROBE)];
+    let mut from = 0;
+    while let Some(offset) = memchr::memmem::find(haystack.get(from..)?, probe) {
+        let at = from + offset;
+        if haystack[at..].starts_with(needle) {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
+}
+
+impl From<&str> for SharedText {
+    fn from(text: &str) -> Self {
+        Self { whole: (!text.is_empty()).then(|| Arc::from(text)), start: 0, end: WHOLE }
+    }
+}
+
+impl From<String> for SharedText {
+    fn from(text: String) -> Self {
+        Self::from(text.as_str())
+    }
+}
+
+impl From<&String> for SharedText {
+    fn from(text: &String) -> Self {
+        Self::from(text.as_str())
+    }
+}
+
+impl std::ops::Deref for SharedText {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for SharedText {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::fmt::Debug for SharedText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl std::fmt::Display for SharedText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self.as_str(), f)
+    }
+}
+
+impl PartialEq for SharedText {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for SharedText {}
+
+impl PartialEq<str> for SharedText {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for SharedText {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<String> for SharedText {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Serialize for SharedText {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for SharedText {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = SharedText;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<SharedText, E> {
+                Ok(SharedText::from(text))
+            }
+        }
+        deserializer.deserialize_str(Visitor)
     }
 }

@@ -96,7 +96,7 @@ pub(crate) fn build_snapshot(corpus: &[Passage], embeddings: Vec<Vec<f32>>, opti
         let record = |id: &str, meta: Metadata| Record {
             id: id.to_string(),
             meta,
-            text: passage.text.clone(),
+            text: passage.text.as_str().into(),
             embedding: embedding.clone(),
         };
         snapshot.docs.push(record(&passage.id, meta.clone()));

@@ -471,7 +471,7 @@ mod tests {
         // More records than a batch, titles in and out of the text: the parallel, remembered
         // tokenizing gives each record the terms `lexical_terms` gives it, in the records' order.
         let records = fixture_chunks(9000, |n, record| {
-            record.text = format!("{} шаг {n} Настройка-{} v{}", record.text, n % 97, n % 13);
+            record.text = format!("{} шаг {n} Настройка-{} v{}", record.text, n % 97, n % 13).into();
             if n % 3 == 0 {
                 record.meta.title = format!("Страница {n}").into();
             }
@@ -518,7 +518,7 @@ mod tests {
         // memo fills up in the first batch and is replaced before the second; the postings are
         // still those of a build from the plain terms.
         let records = fixture_chunks(9000, |n, record| {
-            record.text = (0..70).map(|k| format!("w{n}q{k}")).collect::<Vec<_>>().join(" ");
+            record.text = (0..70).map(|k| format!("w{n}q{k}")).collect::<Vec<_>>().join(" ").into();
             record.meta.title = "общий".into();
         });
         assert_numbered_build_is_the_build_from_terms(&records);

@@ -120,7 +120,12 @@ mod tests {
     use super::*;
 
     fn record(id: &str) -> Record {
-        Record { id: id.to_string(), meta: Default::default(), text: format!("text of {id}"), embedding: Vec::new() }
+        Record {
+            id: id.to_string(),
+            meta: Default::default(),
+            text: format!("text of {id}").into(),
+            embedding: Vec::new(),
+        }
     }
 
     #[test]

@@ -593,7 +593,7 @@ mod tests {
                     version: if n.is_multiple_of(11) { "2".into() } else { Default::default() },
                     ..Default::default()
                 };
-                Arc::new(Record { id: format!("r{n:02}"), meta, text: String::new(), embedding: Vec::new() })
+                Arc::new(Record { id: format!("r{n:02}"), meta, text: Default::default(), embedding: Vec::new() })
             })
             .collect();
         let vectors: Vec<Vec<f32>> = records.iter().map(|_| vec![1.0, 0.0]).collect();
@@ -634,7 +634,7 @@ mod tests {
                 .iter()
                 .map(|(id, doc)| {
                     let meta = crate::model::Metadata { doc_id: (*doc).into(), ..Default::default() };
-                    Arc::new(Record { id: id.to_string(), meta, text: String::new(), embedding: Vec::new() })
+                    Arc::new(Record { id: id.to_string(), meta, text: Default::default(), embedding: Vec::new() })
                 })
                 .collect();
             let page_of: Vec<u32> =

@@ -136,16 +136,16 @@ pub(crate) fn embedding_text(record: &Record) -> String {
         Level::Chunk => {
             let path = record.meta.heading_path.join(" > ");
             if path.is_empty() {
-                record.text.clone()
+                record.text.to_string()
             } else {
                 format!("{path}\n{}", record.text)
             }
         }
         Level::Doc => match product_prefix(record) {
             Some(product) => format!("{product} > {}", record.text),
-            None => record.text.clone(),
+            None => record.text.to_string(),
         },
-        Level::Section => record.text.clone(),
+        Level::Section => record.text.to_string(),
     };
     cut_chars(text, MAX_EMBEDDING_CHARS)
 }
@@ -387,7 +387,7 @@ mod tests {
         let chunk = records.chunks.iter().find(|c| c.meta.heading == "DNS").unwrap();
         assert!(embedding_text(chunk).starts_with("Настройки > DNS\n"));
         let mut long = chunk.clone();
-        long.text = "слово ".repeat(1000);
+        long.text = "слово ".repeat(1000).into();
         assert_eq!(embedding_text(&long).chars().count(), MAX_EMBEDDING_CHARS);
     }
 

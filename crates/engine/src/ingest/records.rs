@@ -84,7 +84,7 @@ pub(crate) fn build_records(
     };
     let doc_text = if doc.summary.is_empty() { doc.title.clone() } else { format!("{}\n{}", doc.title, doc.summary) };
     let mut set = RecordSet {
-        docs: vec![Record { id: doc.doc_id.clone(), meta: base.clone(), text: doc_text, embedding: Vec::new() }],
+        docs: vec![Record { id: doc.doc_id.clone(), meta: base.clone(), text: doc_text.into(), embedding: Vec::new() }],
         ..RecordSet::default()
     };
     for (page, section) in doc.sections.iter().enumerate() {
@@ -103,7 +103,7 @@ pub(crate) fn build_records(
         set.sections.push(Record {
             id: section_id.clone(),
             meta: section_meta.clone(),
-            text: format!("{}\n{}", heading_path.join(" > "), section.text),
+            text: format!("{}\n{}", heading_path.join(" > "), section.text).into(),
             embedding: Vec::new(),
         });
         for (chunk_index, text) in split_into_chunks(&section.text, chunking).into_iter().enumerate() {
@@ -116,7 +116,7 @@ pub(crate) fn build_records(
                     content_length: clamp_u32(text.chars().count()),
                     ..section_meta.clone()
                 },
-                text,
+                text: text.into(),
                 embedding: Vec::new(),
             });
         }

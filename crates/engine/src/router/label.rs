@@ -121,8 +121,12 @@ mod tests {
         .into_iter()
         .map(|(domain, section, platform)| {
             let meta = meta(domain, section, platform);
-            let record =
-                crate::model::Record { id: "r".into(), meta: meta.clone(), text: String::new(), embedding: Vec::new() };
+            let record = crate::model::Record {
+                id: "r".into(),
+                meta: meta.clone(),
+                text: Default::default(),
+                embedding: Vec::new(),
+            };
             (meta, RecordFeatures::of(&record, &table))
         })
         .collect();

@@ -403,7 +403,7 @@ mod tests {
                 title: title.into(),
                 ..Metadata::default()
             },
-            text: String::new(),
+            text: Default::default(),
             embedding: vec![],
         }
     }

@@ -46,7 +46,7 @@ pub struct BoostContext {
 #[derive(Debug, Clone, Copy)]
 pub struct BoostInput<'a> {
     pub(crate) meta: &'a Metadata,
-    pub(crate) text: Option<&'a String>,
+    pub(crate) text: Option<&'a str>,
     pub(crate) features: Option<&'a RecordFeatures>,
 }
 
@@ -317,7 +317,7 @@ fn config_factors(cfg: &BoostingConfig, hit: &BoostInput<'_>) -> [f32; BOOST_RUL
         BoostRule::UrlPattern => match_rules(&cfg.url_patterns, &meta.url, features.map(|f| &*f.url_lower)),
         BoostRule::TitleKeyword => match_rules(&cfg.title_keywords, &meta.title, features.map(|f| &*f.title_lower)),
         BoostRule::Length => length_factor(cfg, meta.content_length),
-        BoostRule::Structure => structure_factor(cfg, hit.text.map(String::as_str), features),
+        BoostRule::Structure => structure_factor(cfg, hit.text, features),
         BoostRule::Source => lookup(&cfg.source_boosts, &meta.source),
         BoostRule::DepthPenalty => depth_factor(cfg, &meta.url, features.map(|f| f.url_depth)),
         BoostRule::Theme | BoostRule::Group => 1.0,

@@ -12,8 +12,7 @@ fn effect_of(outcome: &BoostOutcome, rule: BoostRule) -> BoostEffect {
 }
 
 fn boosted(meta: &Metadata, text: Option<&str>, cfg: &BoostingConfig, ctx: &BoostContext) -> BoostOutcome {
-    let text = text.map(str::to_string);
-    boost_score(0.5, &BoostInput { meta, text: text.as_ref(), features: None }, cfg, ctx)
+    boost_score(0.5, &BoostInput { meta, text, features: None }, cfg, ctx)
 }
 
 fn close(a: f32, b: f32) -> bool {
@@ -406,7 +405,7 @@ fn theme_boost_on_topic_numbers_equals_the_string_rule() {
     .map(|(number, meta)| crate::model::Record {
         id: format!("r{number}"),
         meta,
-        text: String::new(),
+        text: Default::default(),
         embedding: Vec::new(),
     })
     .collect();

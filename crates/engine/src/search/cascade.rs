@@ -414,7 +414,7 @@ mod tests {
 
     fn section(id: &str, doc: &str, score: f32) -> Ranked {
         let meta = Metadata { doc_id: doc.into(), section_id: Some(id.into()), ..Metadata::default() };
-        let record = Arc::new(Record { id: id.into(), meta, text: String::new(), embedding: Vec::new() });
+        let record = Arc::new(Record { id: id.into(), meta, text: Default::default(), embedding: Vec::new() });
         Ranked::unscored(record, score, false)
     }
 

@@ -43,7 +43,7 @@ pub async fn hit_texts(
         }
         for record in index.get(level, &filter, usize::MAX).await? {
             if ids.contains(record.id.as_str()) {
-                texts.insert(record.id.clone(), record.text.clone());
+                texts.insert(record.id.clone(), record.text.to_string());
             }
         }
     }

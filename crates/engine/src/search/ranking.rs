@@ -105,7 +105,7 @@ impl Boostable for Ranked {
         self.fused_normalized
     }
     fn boost_input(&self) -> BoostInput<'_> {
-        BoostInput { meta: &self.record.meta, text: Some(&self.record.text), features: self.record.features() }
+        BoostInput { meta: &self.record.meta, text: Some(self.record.text.as_str()), features: self.record.features() }
     }
     fn set_boost(&mut self, score: f32, factors: BoostFactors) {
         self.score = score;
@@ -361,7 +361,7 @@ mod tests {
                 Arc::new(Record {
                     id: format!("r{number:06}"),
                     meta: crate::model::Metadata::default(),
-                    text: String::new(),
+                    text: Default::default(),
                     embedding: Vec::new(),
                 })
             })

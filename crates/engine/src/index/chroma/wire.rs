@@ -214,7 +214,7 @@ impl GetResponse {
                         id = stripped.to_string();
                     }
                 }
-                Ok((Record { id, meta, text, embedding }, page_hash))
+                Ok((Record { id, meta, text: text.into(), embedding }, page_hash))
             })
             .collect()
     }
@@ -262,7 +262,7 @@ pub(crate) fn scored_records(response: QueryResponse) -> Result<Vec<ScoredRecord
         .map(|((id, distance), metadata)| {
             let meta = metadata_from_chroma(metadata.unwrap_or_default())?;
             let text = documents.next().flatten().unwrap_or_default();
-            let record = Record { id: record_id(&id, &meta.tenant_id), meta, text, embedding: Vec::new() };
+            let record = Record { id: record_id(&id, &meta.tenant_id), meta, text: text.into(), embedding: Vec::new() };
             let score = distance.map(|distance| 1.0 - distance).filter(|score| score.is_finite()).unwrap_or(0.0);
             Ok(ScoredRecord { record: Arc::new(record).into(), score })
         })

@@ -97,6 +97,9 @@ pub(crate) struct IndexBuilder {
     /// The index a reload replaces: a record it holds as it is is kept from it, and a tenant all
     /// of whose records are kept is its part, shared, not built again.
     pub(super) base: Option<Arc<LoadedIndex>>,
+    /// The sections added so far, by the hash of their tenant and id: a chunk added after its
+    /// section whose text is a passage of the section's keeps a share of it, not its own copy.
+    pub(super) sections: rustc_hash::FxHashMap<u64, Arc<Record>>,
 }
 
 /// The ids added so far, as hashes (a few bytes per record), and the ids whose hash was seen
@@ -145,6 +148,10 @@ impl IndexBuilder {
             }
         }
         self.counts[slot] += 1;
+        let mut record = record;
+        if level == Level::Chunk {
+            self.share_section_text(&mut record);
+        }
         let kept = self.base.as_deref().and_then(|base| kept_in(base, level, &record));
         let levels = match self.tenants.get_mut(record.meta.tenant_id.as_str()) {
             Some(levels) => levels,
@@ -154,7 +161,24 @@ impl IndexBuilder {
             Some((kept, number)) => levels[slot].push_kept(kept, number),
             None => levels[slot].push_new(record),
         }
+        if level == Level::Section {
+            let section = levels[slot].records.last().expect("the section was just added");
+            self.sections.insert(section_key(&section.meta.tenant_id, &section.id), Arc::clone(section));
+        }
         Ok(())
+    }
+
+    /// Makes `chunk`'s text a share of its section's when the section was added before it and
+    /// holds the text (as the sections and chunks `ingest` writes do).
+    fn share_section_text(&self, chunk: &mut Record) {
+        let Some(section_id) = &chunk.meta.section_id else { return };
+        let Some(section) = self.sections.get(&section_key(&chunk.meta.tenant_id, section_id)) else { return };
+        if section.id != *section_id || section.meta.tenant_id != chunk.meta.tenant_id {
+            return;
+        }
+        if let Some(shared) = chunk.text.within(&section.text) {
+            chunk.text = shared;
+        }
     }
 
     /// The latest `indexed_at` of the docs added so far.
@@ -164,7 +188,8 @@ impl IndexBuilder {
 
     /// Indexes every tenant (freeing each one's gathered rows as it goes). No docs or no chunks
     /// is `Corrupt`, as for a snapshot.
-    pub(crate) fn finish(self, embedding_model: String, indexed_at: String) -> Result<LoadedIndex> {
+    pub(crate) fn finish(mut self, embedding_model: String, indexed_at: String) -> Result<LoadedIndex> {
+        self.sections = Default::default();
         let [docs, _, chunks] = self.counts;
         if docs == 0 || chunks == 0 {
             return Err(corrupt("the snapshot has no docs or no chunks"));
@@ -196,6 +221,11 @@ impl IndexBuilder {
             .collect();
         Ok(LoadedIndex { embedding_model, dimension, indexed_at, tenants, topics })
     }
+}
+
+/// Where a section is found by its tenant and id (`IndexBuilder::sections`).
+fn section_key(tenant: &str, id: &str) -> u64 {
+    rustc_hash::FxBuildHasher.hash_one((tenant, id))
 }
 
 /// The record of `base` that `record` repeats exactly (same id, metadata, text and embedding),

@@ -810,7 +810,7 @@ mod tests {
     /// brackets, quotes and backslashes inside strings.
     fn snapshot() -> Snapshot {
         let mut snapshot = fixtures::snapshot();
-        snapshot.chunks[0].text.push_str(r#" {"a": [1, "}"]} \" \\ ]]"#);
+        snapshot.chunks[0].text = format!("{}{}", snapshot.chunks[0].text, r#" {"a": [1, "}"]} \" \\ ]]"#).into();
         snapshot.docs[0].meta.title = format!("{} {{скобки}}", snapshot.docs[0].meta.title).into();
         snapshot
     }
@@ -900,7 +900,7 @@ mod tests {
         let mut after = before.clone();
         let t1 = |records: &mut Vec<Record>| records.iter().position(|record| record.meta.tenant_id == "t1").unwrap();
         let chunk = t1(&mut after.chunks);
-        after.chunks[chunk].text.push_str(" и ещё одна фраза про webhook");
+        after.chunks[chunk].text = format!("{} и ещё одна фраза про webhook", after.chunks[chunk].text).into();
         let gone = after.chunks.iter().rposition(|record| record.meta.tenant_id == "t1").unwrap();
         after.chunks.remove(gone);
         let section = t1(&mut after.sections);
@@ -938,6 +938,33 @@ mod tests {
             pages_with_several += 1;
         }
         assert!(pages_with_several > 0, "the fixture has pages of several chunks");
+    }
+
+    #[test]
+    fn a_chunk_holds_a_share_of_its_sections_text_not_a_copy() {
+        let snapshot = snapshot();
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("index.json");
+        write_snapshot_file(&path, &snapshot).unwrap();
+        let loaded = load_snapshot_file(&path, &|_| true, None).unwrap();
+        let tenant = loaded.tenant("t1").unwrap();
+        let sections = tenant.records(Level::Section);
+        let mut shared = 0;
+        for chunk in tenant.records(Level::Chunk) {
+            let written = snapshot.chunks.iter().find(|written| written.id == chunk.id).unwrap();
+            assert_eq!(chunk.text.as_str(), written.text.as_str(), "{}", chunk.id);
+            let Some(section) = sections.iter().find(|section| Some(&section.id) == chunk.meta.section_id.as_ref())
+            else {
+                continue;
+            };
+            if section.text.contains(chunk.text.as_str()) {
+                assert!(chunk.text.shares_with(&section.text), "{} holds a copy", chunk.id);
+                shared += 1;
+            } else {
+                assert!(!chunk.text.shares_with(&section.text), "{}", chunk.id);
+            }
+        }
+        assert!(shared > 0, "the fixture's chunks are passages of their sections");
     }
 
     #[test]

@@ -514,5 +514,5 @@ fn read_record<R: io::Read>(input: &mut Reader<R>) -> io::Result<Record> {
         content_length,
         indexed_at: indexed_at.into(),
     };
-    Ok(Record { id, meta, text, embedding: Vec::new() })
+    Ok(Record { id, meta, text: text.into(), embedding: Vec::new() })
 }

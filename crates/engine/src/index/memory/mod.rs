@@ -421,7 +421,7 @@ mod tests {
                 Level::Chunk => &mut next.chunks,
             };
             for record in records.iter_mut().filter(|r| r.meta.tenant_id == "t1" && r.meta.doc_id == changed_doc) {
-                record.text = format!("{} обновлено", record.text);
+                record.text = format!("{} обновлено", record.text).into();
                 record.embedding = embedder.embed_one(&record.text);
                 fetched[slot].push(record.clone());
             }
@@ -472,7 +472,7 @@ mod tests {
             let mut chunk = template.clone();
             chunk.id = format!("{}#bulk{i:05}", template.meta.doc_id);
             chunk.meta.chunk_id = Some(chunk.id.clone());
-            chunk.text = format!("запись {i}");
+            chunk.text = format!("запись {i}").into();
             chunk.embedding = embedder.embed_one(&chunk.text);
             snapshot.chunks.push(chunk);
         }
