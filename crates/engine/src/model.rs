@@ -80,7 +80,9 @@ pub(crate) fn validate_tenant_id(tenant_id: &str) -> Result<(), String> {
 /// A stored record of any level: its id, metadata, the text it was embedded from and its vector.
 ///
 /// `text` is what dense and lexical search see (doc: title + summary; section: heading path +
-/// section text; chunk: chunk text). Only `/chunks/window` and `/context` ever return it.
+/// section text; chunk: chunk text). Only `/chunks/window` and `/context` ever return it. A
+/// chunk's text, a passage of its section's, is a share of the section's text once an index holds
+/// both (`IndexBuilder::add`).
 ///
 /// It is written with its metadata's fields beside `id`, `text` and `embedding`, and read through
 /// `RecordFields`, the same fields in one flat struct: serde's `flatten` would first copy every

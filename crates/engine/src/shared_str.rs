@@ -1,5 +1,6 @@
 //! `SharedStr`: a metadata string that many records hold (a page's title, summary and URL are on
 //! each of its sections and chunks; a product, version or topic on thousands of pages), kept once.
+//! `SharedText`: a record's text, which for a chunk is a passage of its section's text, kept once.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::cell::RefCell;
