@@ -49,7 +49,8 @@ impl SharedStr {
     }
 
     /// Whether `self` and `other` are one allocation (not merely equal).
-    pub fn shares_with(&self, other: &SharedStr) -> bool {
+    #[cfg(test)]
+    pub(crate) fn shares_with(&self, other: &SharedStr) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
     }
 }
@@ -63,18 +64,6 @@ impl Default for SharedStr {
 impl std::ops::Deref for SharedStr {
     type Target = str;
     fn deref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl AsRef<str> for SharedStr {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::borrow::Borrow<str> for SharedStr {
-    fn borrow(&self) -> &str {
         &self.0
     }
 }
@@ -103,18 +92,6 @@ impl From<String> for SharedStr {
     }
 }
 
-impl From<&String> for SharedStr {
-    fn from(text: &String) -> Self {
-        Self::new(text)
-    }
-}
-
-impl From<SharedStr> for String {
-    fn from(text: SharedStr) -> Self {
-        text.0.to_string()
-    }
-}
-
 impl PartialEq<str> for SharedStr {
     fn eq(&self, other: &str) -> bool {
         *self.0 == *other
@@ -130,12 +107,6 @@ impl PartialEq<&str> for SharedStr {
 impl PartialEq<String> for SharedStr {
     fn eq(&self, other: &String) -> bool {
         *self.0 == **other
-    }
-}
-
-impl PartialEq<SharedStr> for str {
-    fn eq(&self, other: &SharedStr) -> bool {
-        *self == *other.0
     }
 }
 
@@ -158,19 +129,22 @@ impl Serialize for SharedStr {
 }
 
 impl<'de> Deserialize<'de> for SharedStr {
-    /// Read from the text itself where the reader lends it (no `String` in between).
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl serde::de::Visitor<'_> for Visitor {
-            type Value = SharedStr;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<SharedStr, E> {
-                Ok(SharedStr::new(text))
-            }
-        }
-        deserializer.deserialize_str(Visitor)
+        deserializer.deserialize_str(FromText(std::marker::PhantomData))
+    }
+}
+
+/// Reads a string as a `T` made from the text itself where the reader lends it (no `String` in
+/// between): how `SharedStr` and `SharedText` are read.
+struct FromText<T>(std::marker::PhantomData<T>);
+
+impl<T: for<'a> From<&'a str>> serde::de::Visitor<'_> for FromText<T> {
+    type Value = T;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<T, E> {
+        Ok(T::from(text))
     }
 }
 
@@ -274,7 +248,8 @@ impl SharedText {
     }
 
     /// Whether `self` is a passage of `outer`'s text (not a copy of it).
-    pub fn shares_with(&self, outer: &SharedText) -> bool {
+    #[cfg(test)]
+    pub(crate) fn shares_with(&self, outer: &SharedText) -> bool {
         matches!((&self.whole, &outer.whole), (Some(a), Some(b)) if Arc::ptr_eq(a, b))
     }
 }
@@ -308,21 +283,9 @@ impl From<String> for SharedText {
     }
 }
 
-impl From<&String> for SharedText {
-    fn from(text: &String) -> Self {
-        Self::from(text.as_str())
-    }
-}
-
 impl std::ops::Deref for SharedText {
     type Target = str;
     fn deref(&self) -> &str {
-        self.as_str()
-    }
-}
-
-impl AsRef<str> for SharedText {
-    fn as_ref(&self) -> &str {
         self.as_str()
     }
 }
@@ -347,21 +310,9 @@ impl PartialEq for SharedText {
 
 impl Eq for SharedText {}
 
-impl PartialEq<str> for SharedText {
-    fn eq(&self, other: &str) -> bool {
-        self.as_str() == other
-    }
-}
-
 impl PartialEq<&str> for SharedText {
     fn eq(&self, other: &&str) -> bool {
         self.as_str() == *other
-    }
-}
-
-impl PartialEq<String> for SharedText {
-    fn eq(&self, other: &String) -> bool {
-        self.as_str() == other.as_str()
     }
 }
 
@@ -373,16 +324,6 @@ impl Serialize for SharedText {
 
 impl<'de> Deserialize<'de> for SharedText {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl serde::de::Visitor<'_> for Visitor {
-            type Value = SharedText;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<SharedText, E> {
-                Ok(SharedText::from(text))
-            }
-        }
-        deserializer.deserialize_str(Visitor)
+        deserializer.deserialize_str(FromText(std::marker::PhantomData))
     }
 }

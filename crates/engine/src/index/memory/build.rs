@@ -129,7 +129,7 @@ impl IndexBuilder {
     }
 
     /// Adds one record of `level`, validated like a snapshot's.
-    pub(crate) fn add(&mut self, level: Level, record: Record) -> Result<()> {
+    pub(crate) fn add(&mut self, level: Level, mut record: Record) -> Result<()> {
         if self.dimension == 0 {
             self.dimension = record.embedding.len();
             if self.dimension == 0 {
@@ -148,7 +148,6 @@ impl IndexBuilder {
             }
         }
         self.counts[slot] += 1;
-        let mut record = record;
         if level == Level::Chunk {
             self.share_section_text(&mut record);
         }

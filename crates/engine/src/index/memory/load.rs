@@ -815,6 +815,14 @@ mod tests {
         snapshot
     }
 
+    /// `snapshot` as `write_snapshot_file` writes it, loaded.
+    fn written_and_loaded(snapshot: &Snapshot) -> LoadedIndex {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("index.json");
+        write_snapshot_file(&path, snapshot).unwrap();
+        load_snapshot_file(&path, &|_| true, None).unwrap()
+    }
+
     fn load(text: impl AsRef<[u8]>, block: usize) -> Result<LoadedIndex> {
         let directory = tempfile::tempdir().unwrap();
         let path = directory.path().join("index.json");
@@ -923,10 +931,7 @@ mod tests {
 
     #[test]
     fn the_records_of_a_page_hold_one_copy_of_its_strings() {
-        let directory = tempfile::tempdir().unwrap();
-        let path = directory.path().join("index.json");
-        write_snapshot_file(&path, &snapshot()).unwrap();
-        let loaded = load_snapshot_file(&path, &|_| true, None).unwrap();
+        let loaded = written_and_loaded(&snapshot());
         let chunks = loaded.tenant("t1").unwrap().records(Level::Chunk);
         let mut pages_with_several = 0;
         for pair in chunks.windows(2).filter(|pair| pair[0].meta.doc_id == pair[1].meta.doc_id) {
@@ -943,10 +948,7 @@ mod tests {
     #[test]
     fn a_chunk_holds_a_share_of_its_sections_text_not_a_copy() {
         let snapshot = snapshot();
-        let directory = tempfile::tempdir().unwrap();
-        let path = directory.path().join("index.json");
-        write_snapshot_file(&path, &snapshot).unwrap();
-        let loaded = load_snapshot_file(&path, &|_| true, None).unwrap();
+        let loaded = written_and_loaded(&snapshot);
         let tenant = loaded.tenant("t1").unwrap();
         let sections = tenant.records(Level::Section);
         let mut shared = 0;
