@@ -170,27 +170,36 @@ impl Source {
 
     /// `more` done beside `work` on the text (on another thread: reading a block is a copy the
     /// parsing threads would otherwise wait for), keeping the text from `keep` on; returns what
-    /// `work` returned.
-    fn more_beside<R>(&mut self, keep: usize, work: impl FnOnce(&[u8]) -> R) -> std::io::Result<R> {
+    /// `work` returned, and what `then` returned for the text as it is after the read (run on the
+    /// reading thread, after the read: none when the file had ended).
+    fn more_beside<R, T: Send>(
+        &mut self,
+        keep: usize,
+        work: impl FnOnce(&[u8]) -> R,
+        then: impl FnOnce(&[u8], usize) -> T + Send,
+    ) -> std::io::Result<(R, Option<T>)> {
         if self.ended {
             let done = work(self.text());
             self.at = keep;
-            return Ok(done);
+            return Ok((done, None));
         }
         let tail = self.filled - keep;
         let start = Self::tail_start(self.direct, self.block, &mut self.spare, tail);
         self.spare[start..start + tail].copy_from_slice(&self.buffer[keep..self.filled]);
         let mut direct = self.direct;
-        let (file, text, into) =
-            (&mut self.file, &self.buffer[..self.filled], &mut self.spare[start + tail..start + tail + self.block]);
+        let (file, text, spare, block) = (&mut self.file, &self.buffer[..self.filled], &mut self.spare, self.block);
         let (done, read, waited) = std::thread::scope(|scope| {
-            let reading = scope.spawn(|| Self::read_into(file, &mut direct, into));
+            let reading = scope.spawn(|| {
+                let into = &mut spare[start + tail..start + tail + block];
+                let read = Self::read_into(file, &mut direct, into)?;
+                Ok::<_, std::io::Error>((read, then(&spare[..start + tail + read], start)))
+            });
             let done = work(text);
             let waited = !reading.is_finished();
             (done, reading.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), waited)
         });
         self.direct = direct;
-        let read = read?;
+        let (read, then) = read?;
         std::mem::swap(&mut self.buffer, &mut self.spare);
         self.filled = start + tail + read;
         self.at = start;
@@ -200,7 +209,7 @@ impl Source {
             self.read_cached();
             tracing::info!("snapshot read through the page cache: the disk was slower than the parsing");
         }
-        Ok(done)
+        Ok((done, Some(then)))
     }
 
     fn text(&self) -> &[u8] {
@@ -445,36 +454,13 @@ impl Load<'_> {
         }
         // Parsed, not yet added.
         let mut pending: Option<Vec<serde_json::Result<Record>>> = None;
+        // The whole records of the buffer, when found as it was read.
+        let mut found: Option<Step<WholeRecords>> = None;
         loop {
-            // Every record the buffer holds whole, with what follows each.
-            let mut records = Vec::new();
-            let mut at = source.at;
-            let mut closed = false;
-            loop {
-                let start = skip_space(source.text(), at);
-                let Some(length) = source.text().get(start..).and_then(value_end) else { break };
-                let after = skip_space(source.text(), start + length);
-                match source.text().get(after) {
-                    Some(b',') => {
-                        records.push(start..start + length);
-                        at = after + 1;
-                    }
-                    Some(b']') => {
-                        records.push(start..start + length);
-                        at = after + 1;
-                        closed = true;
-                        break;
-                    }
-                    Some(&byte) => {
-                        return Err(Failure::Text(format!(
-                            "{}: expected `,` or `]` after a record, found `{}`",
-                            level_field(level),
-                            byte as char
-                        )))
-                    }
-                    None => break,
-                }
-            }
+            let WholeRecords { records, at, closed } = match found.take() {
+                Some(found) => found?,
+                None => whole_records(source.text(), source.at, level)?,
+            };
             if records.is_empty() && !closed {
                 if !source.more()? {
                     return Err(Failure::Text(format!("{}: the file ends inside the array", level_field(level))));
@@ -490,20 +476,26 @@ impl Load<'_> {
                 return Ok(());
             }
             // These records are parsed while the next block is read and the records parsed
-            // before them are added (copying their vectors into the level's matrix).
+            // before them are added (copying their vectors into the level's matrix); the reading
+            // thread then finds the whole records of the next block.
             let earlier = pending.take();
-            let (added, parsed) = source.more_beside(at, |text| {
-                std::thread::scope(|scope| {
-                    let adding = earlier.map(|parsed| scope.spawn(|| self.add_parsed(level, parsed)));
-                    let parsed = parse_batch(text, &records);
-                    let added = adding.map_or(Ok(()), |adding| {
-                        adding.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-                    });
-                    (added, parsed)
-                })
-            })?;
+            let ((added, parsed), next) = source.more_beside(
+                at,
+                |text| {
+                    std::thread::scope(|scope| {
+                        let adding = earlier.map(|parsed| scope.spawn(|| self.add_parsed(level, parsed)));
+                        let parsed = parse_batch(text, &records);
+                        let added = adding.map_or(Ok(()), |adding| {
+                            adding.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                        });
+                        (added, parsed)
+                    })
+                },
+                |text, at| whole_records(text, at, level),
+            )?;
             added?;
             pending = Some(parsed);
+            found = next;
         }
     }
 
@@ -517,6 +509,45 @@ impl Load<'_> {
         }
         Ok(())
     }
+}
+
+/// The records of a level's array that a buffer holds whole (`whole_records`).
+struct WholeRecords {
+    /// Where each is in the buffer.
+    records: Vec<std::ops::Range<usize>>,
+    /// Where the text after the last one and the comma or bracket after it starts.
+    at: usize,
+    /// Whether the array ended after the last one.
+    closed: bool,
+}
+
+/// Every record of `level`'s array that `text` holds whole from `at` on, with what follows each.
+fn whole_records(text: &[u8], mut at: usize, level: Level) -> Step<WholeRecords> {
+    let mut records = Vec::new();
+    loop {
+        let start = skip_space(text, at);
+        let Some(length) = text.get(start..).and_then(value_end) else { break };
+        let after = skip_space(text, start + length);
+        match text.get(after) {
+            Some(b',') => {
+                records.push(start..start + length);
+                at = after + 1;
+            }
+            Some(b']') => {
+                records.push(start..start + length);
+                return Ok(WholeRecords { records, at: after + 1, closed: true });
+            }
+            Some(&byte) => {
+                return Err(Failure::Text(format!(
+                    "{}: expected `,` or `]` after a record, found `{}`",
+                    level_field(level),
+                    byte as char
+                )))
+            }
+            None => break,
+        }
+    }
+    Ok(WholeRecords { records, at, closed: false })
 }
 
 fn level_field(level: Level) -> &'static str {
@@ -882,8 +913,13 @@ mod tests {
                 }
                 if reads % 2 == 0 {
                     let at = source.at;
-                    let length = source.more_beside(at, |text| text.len()).unwrap();
+                    let (length, after) =
+                        source.more_beside(at, |text| text.len(), |text, start| text[start..].to_vec()).unwrap();
                     assert!(length >= at);
+                    // What the reading thread saw after its read is the text from where reading resumes.
+                    if let Some(after) = after {
+                        assert_eq!(after, &source.text()[source.at..], "switch after {switch_after}");
+                    }
                     seen.extend_from_slice(
                         &source.text()[source.at..source.filled - keep.min(source.filled - source.at)],
                     );
