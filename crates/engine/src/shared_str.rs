@@ -192,6 +192,20 @@ mod tests {
         assert!(SharedText::from("не в тексте").within(&section).is_none());
         assert!(SharedText::default().within(&section).is_none());
         assert_eq!(serde_json::to_string(&inner).unwrap(), "\"откройте раздел\"");
+        // Its bounds in the text that holds it make it again (as the local copy writes and reads
+        // it), relative to a passage too; bounds outside the text or inside a character do not.
+        let (from, to) = shared.bounds_in(&section).unwrap();
+        let again = SharedText::passage(&section, from, to).unwrap();
+        assert!(again.shares_with(&section));
+        assert_eq!(again.as_str(), passage);
+        let (from, to) = inner.bounds_in(&shared).unwrap();
+        assert_eq!(SharedText::passage(&shared, from, to).unwrap().as_str(), "откройте раздел");
+        assert!(chunk.bounds_in(&section).is_none(), "a copy has no bounds in it");
+        assert!(section.bounds_in(&shared).is_none(), "the section is not inside its passage");
+        let length = section.as_str().len() as u32;
+        assert!(SharedText::passage(&section, 0, length + 1).is_none());
+        assert!(SharedText::passage(&section, 5, 4).is_none());
+        assert!(SharedText::passage(&section, 1, 4).is_none(), "inside the first Cyrillic letter");
     }
 
     #[test]
@@ -245,6 +259,42 @@ impl SharedText {
         let start = u32::try_from(offset + at).ok()?;
         let end = u32::try_from(offset + at + text.len()).ok().filter(|&end| end != WHOLE)?;
         Some(SharedText { whole: Some(Arc::clone(whole)), start, end })
+    }
+
+    /// Where this text is in `outer`'s (start and end in bytes), when it is a share of the same
+    /// text, not a copy.
+    pub fn bounds_in(&self, outer: &SharedText) -> Option<(u32, u32)> {
+        let (Some(whole), Some(outer_whole)) = (&self.whole, &outer.whole) else { return None };
+        if !Arc::ptr_eq(whole, outer_whole) {
+            return None;
+        }
+        let (start, end) = self.range();
+        let (outer_start, outer_end) = outer.range();
+        (outer_start <= start && end <= outer_end).then(|| ((start - outer_start) as u32, (end - outer_start) as u32))
+    }
+
+    /// The passage of `outer`'s text from `start` to `end` (bytes), sharing it; `None` when those
+    /// are not bounds of characters inside it.
+    pub fn passage(outer: &SharedText, start: u32, end: u32) -> Option<SharedText> {
+        let whole = outer.whole.as_ref()?;
+        let text = outer.as_str();
+        let (from, to) = (start as usize, end as usize);
+        if from > to || !text.is_char_boundary(from) || !text.is_char_boundary(to) || to > text.len() {
+            return None;
+        }
+        let offset = outer.range().0;
+        let (start, end) =
+            (u32::try_from(offset + from).ok()?, u32::try_from(offset + to).ok().filter(|&end| end != WHOLE)?);
+        Some(SharedText { whole: Some(Arc::clone(whole)), start, end })
+    }
+
+    /// This text's bounds in `whole`.
+    fn range(&self) -> (usize, usize) {
+        match &self.whole {
+            Some(whole) if self.end == WHOLE => (0, whole.len()),
+            Some(_) => (self.start as usize, self.end as usize),
+            None => (0, 0),
+        }
     }
 
     /// Whether `self` is a passage of `outer`'s text (not a copy of it).

@@ -985,10 +985,20 @@ mod tests {
     fn a_chunk_holds_a_share_of_its_sections_text_not_a_copy() {
         let snapshot = snapshot();
         let loaded = written_and_loaded(&snapshot);
-        let tenant = loaded.tenant("t1").unwrap();
-        let sections = tenant.records(Level::Section);
+        // And as a restart reads it back from the local copy (which writes where such a chunk's
+        // text is in its section's, not the text again).
+        let directory = tempfile::tempdir().unwrap();
+        super::super::local_copy::write(directory.path(), "v1", &loaded).unwrap();
+        let copy = super::super::local_copy::read(directory.path(), "v1").unwrap().expect("a whole copy");
+        for loaded in [&loaded, &copy] {
+            let tenant = loaded.tenant("t1").unwrap();
+            chunks_share_their_sections_text(&snapshot, tenant.records(Level::Section), tenant.records(Level::Chunk));
+        }
+    }
+
+    fn chunks_share_their_sections_text(snapshot: &Snapshot, sections: &[Arc<Record>], chunks: &[Arc<Record>]) {
         let mut shared = 0;
-        for chunk in tenant.records(Level::Chunk) {
+        for chunk in chunks {
             let written = snapshot.chunks.iter().find(|written| written.id == chunk.id).unwrap();
             assert_eq!(chunk.text.as_str(), written.text.as_str(), "{}", chunk.id);
             let Some(section) = sections.iter().find(|section| Some(&section.id) == chunk.meta.section_id.as_ref())

@@ -33,8 +33,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 
 /// Bumped whenever what a copy holds or how it is encoded changes: an older copy is then ignored.
-const FORMAT: u32 = 4;
-const MAGIC: &[u8; 8] = b"RSCOPY04";
+const FORMAT: u32 = 5;
+const MAGIC: &[u8; 8] = b"RSCOPY05";
 const MANIFEST: &str = "manifest.json";
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -293,15 +293,18 @@ fn write_tenant<W: Write>(
     // Records first (all levels, in parts of `PART_RECORDS` that a restart decodes side by
     // side), then the levels' indexes: a reader numbers the tenant's pages from the records of
     // all three levels before it builds any level.
+    let sections = &part.levels[SECTIONS].store.records;
     for (slot, level) in part.levels.iter().enumerate() {
         let records = &level.store.records;
+        // A chunk's text that is a share of its section's is written as where it is in it.
+        let sections: &[Arc<Record>] = if slot == CHUNKS { sections } else { &[] };
         out.len(records.len())?;
         for (number, part) in records.chunks(PART_RECORDS).enumerate() {
             let path = records_file(directory, tenant, slot, number);
             write_atomically(&path, |file| {
                 let mut file = Writer(file);
                 file.0.write_all(&file_header(source, &path))?;
-                part.iter().try_for_each(|record| write_record(&mut file, record))
+                part.iter().try_for_each(|record| write_record(&mut file, record, sections))
             })?;
             written.push(path);
         }
@@ -327,16 +330,39 @@ fn records_file(directory: &Path, tenant: &str, slot: usize, part: usize) -> Pat
 }
 
 /// The records of every level of `tenant`, `counts[slot]` of them per level, decoded from their
-/// part files on the machine's cores.
+/// part files on the machine's cores: the docs and sections first, then the chunks, whose texts
+/// may be passages of their sections'.
 fn read_records(directory: &Path, source: &str, tenant: &str, counts: &[usize]) -> io::Result<Vec<Vec<Arc<Record>>>> {
-    let jobs: Vec<(usize, usize, usize)> = counts
-        .iter()
-        .enumerate()
-        .flat_map(|(slot, &count)| {
-            (0..count.div_ceil(PART_RECORDS))
-                .map(move |part| (slot, part, PART_RECORDS.min(count - part * PART_RECORDS)))
-        })
-        .collect();
+    let parts = |slots: std::ops::Range<usize>| -> Vec<(usize, usize, usize)> {
+        slots
+            .flat_map(|slot| {
+                let count = counts.get(slot).copied().unwrap_or(0);
+                (0..count.div_ceil(PART_RECORDS))
+                    .map(move |part| (slot, part, PART_RECORDS.min(count - part * PART_RECORDS)))
+            })
+            .collect()
+    };
+    let mut levels: Vec<Vec<Arc<Record>>> = counts.iter().map(|&count| Vec::with_capacity(count)).collect();
+    for (slot, records) in decode_parts(directory, source, tenant, &parts(0..CHUNKS), &[])? {
+        levels[slot].extend(records);
+    }
+    let sections = std::mem::take(&mut levels[SECTIONS]);
+    for (slot, records) in decode_parts(directory, source, tenant, &parts(CHUNKS..counts.len()), &sections)? {
+        levels[slot].extend(records);
+    }
+    levels[SECTIONS] = sections;
+    Ok(levels)
+}
+
+/// The record parts `jobs` names (slot, part, count), decoded side by side, in order, each with
+/// its slot.
+fn decode_parts(
+    directory: &Path,
+    source: &str,
+    tenant: &str,
+    jobs: &[(usize, usize, usize)],
+    sections: &[Arc<Record>],
+) -> io::Result<Vec<(usize, Vec<Arc<Record>>)>> {
     let next = std::sync::atomic::AtomicUsize::new(0);
     /// What a worker decoded for one part (`None` until it has).
     type Decoded = std::sync::Mutex<Option<io::Result<Vec<Arc<Record>>>>>;
@@ -346,27 +372,27 @@ fn read_records(directory: &Path, source: &str, tenant: &str, counts: &[usize]) 
         for _ in 0..workers {
             scope.spawn(|| loop {
                 let job = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(&(slot, part, count)) = jobs.get(job) else { break };
-                let decoded = read_part(directory, source, tenant, slot, part, count);
+                let Some(&job_part) = jobs.get(job) else { break };
+                let decoded = read_part(directory, source, tenant, job_part, sections);
                 *results[job].lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(decoded);
             });
         }
     });
-    let mut levels: Vec<Vec<Arc<Record>>> = counts.iter().map(|&count| Vec::with_capacity(count)).collect();
-    for ((slot, ..), result) in jobs.iter().zip(results) {
-        let decoded = result.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
-        levels[*slot].extend(decoded.unwrap_or_else(|| Err(damaged("a part was not read")))?);
-    }
-    Ok(levels)
+    jobs.iter()
+        .zip(results)
+        .map(|(&(slot, ..), result)| {
+            let decoded = result.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
+            Ok((slot, decoded.unwrap_or_else(|| Err(damaged("a part was not read")))?))
+        })
+        .collect()
 }
 
 fn read_part(
     directory: &Path,
     source: &str,
     tenant: &str,
-    slot: usize,
-    part: usize,
-    count: usize,
+    (slot, part, count): (usize, usize, usize),
+    sections: &[Arc<Record>],
 ) -> io::Result<Vec<Arc<Record>>> {
     let path = records_file(directory, tenant, slot, part);
     let mut input = Reader(BufReader::with_capacity(1 << 20, std::fs::File::open(&path)?));
@@ -377,7 +403,7 @@ fn read_part(
     }
     let mut records = Vec::with_capacity(count);
     for _ in 0..count {
-        let record = read_record(&mut input)?;
+        let record = read_record(&mut input, sections)?;
         if record.meta.tenant_id != tenant {
             return Err(damaged(format!("tenant {tenant}: a record of another tenant")));
         }
@@ -440,10 +466,36 @@ fn read_tenant<R: io::Read>(
     Ok(TenantIndex { levels })
 }
 
-fn write_record<W: Write>(out: &mut Writer<W>, record: &Record) -> io::Result<()> {
+/// The slots of the levels whose texts a copy shares: a chunk's text may be a passage of its section's.
+const SECTIONS: usize = 1;
+const CHUNKS: usize = 2;
+
+/// How a record's text is written: whole, or as where it is in its section's (`TEXT_IN_SECTION`,
+/// then its start and end in bytes), which the section's record holds.
+const TEXT_WHOLE: u8 = 0;
+const TEXT_IN_SECTION: u8 = 1;
+
+/// The section of `sections` (in id order) that `record` names.
+fn section_of<'s>(record_section: Option<&str>, sections: &'s [Arc<Record>]) -> Option<&'s Arc<Record>> {
+    let id = record_section?;
+    sections.binary_search_by(|section| section.id.as_str().cmp(id)).ok().map(|number| &sections[number])
+}
+
+fn write_record<W: Write>(out: &mut Writer<W>, record: &Record, sections: &[Arc<Record>]) -> io::Result<()> {
     let meta = &record.meta;
     out.str(&record.id)?;
-    out.str(&record.text)?;
+    let section = section_of(meta.section_id.as_deref(), sections);
+    match section.and_then(|section| record.text.bounds_in(&section.text)) {
+        Some((start, end)) => {
+            out.u8(TEXT_IN_SECTION)?;
+            out.u32(start)?;
+            out.u32(end)?;
+        }
+        None => {
+            out.u8(TEXT_WHOLE)?;
+            out.str(&record.text)?;
+        }
+    }
     for value in [meta.tenant_id.as_str(), &meta.doc_id] {
         out.str(value)?;
     }
@@ -474,12 +526,27 @@ fn write_record<W: Write>(out: &mut Writer<W>, record: &Record) -> io::Result<()
     Ok(())
 }
 
-fn read_record<R: io::Read>(input: &mut Reader<R>) -> io::Result<Record> {
+/// One record as `write_record` wrote it; `sections` are those a chunk's text may be in.
+fn read_record<R: io::Read>(input: &mut Reader<R>, sections: &[Arc<Record>]) -> io::Result<Record> {
     let id = input.string()?;
-    let text = input.string()?;
+    enum Text {
+        Whole(String),
+        InSection(u32, u32),
+    }
+    let text = match input.u8()? {
+        TEXT_WHOLE => Text::Whole(input.string()?),
+        TEXT_IN_SECTION => Text::InSection(input.u32()?, input.u32()?),
+        _ => return Err(damaged("a record's text is neither whole nor in its section")),
+    };
     let tenant_id = input.string()?;
     let doc_id = input.string()?;
     let section_id = input.option_string()?;
+    let text = match text {
+        Text::Whole(whole) => whole.into(),
+        Text::InSection(start, end) => section_of(section_id.as_deref(), sections)
+            .and_then(|section| crate::shared_str::SharedText::passage(&section.text, start, end))
+            .ok_or_else(|| damaged(format!("record {id}: its text is not in its section")))?,
+    };
     let chunk_id = input.option_string()?;
     let mut strings = [(); 13].map(|_| String::new());
     for value in &mut strings {
@@ -514,5 +581,5 @@ fn read_record<R: io::Read>(input: &mut Reader<R>) -> io::Result<Record> {
         content_length,
         indexed_at: indexed_at.into(),
     };
-    Ok(Record { id, meta, text: text.into(), embedding: Vec::new() })
+    Ok(Record { id, meta, text, embedding: Vec::new() })
 }
