@@ -475,9 +475,9 @@ const CHUNKS: usize = 2;
 const TEXT_WHOLE: u8 = 0;
 const TEXT_IN_SECTION: u8 = 1;
 
-/// The section of `sections` (in id order) that `record` names.
-fn section_of<'s>(record_section: Option<&str>, sections: &'s [Arc<Record>]) -> Option<&'s Arc<Record>> {
-    let id = record_section?;
+/// The section of `sections` (in id order) whose id is `id`, the section a record names.
+fn section_of<'s>(id: Option<&str>, sections: &'s [Arc<Record>]) -> Option<&'s Arc<Record>> {
+    let id = id?;
     sections.binary_search_by(|section| section.id.as_str().cmp(id)).ok().map(|number| &sections[number])
 }
 
