@@ -195,14 +195,14 @@ mod tests {
         // Its bounds in the text that holds it make it again (as the local copy writes and reads
         // it), relative to a passage too; bounds outside the text or inside a character do not.
         let (from, to) = shared.bounds_in(&section).unwrap();
-        let again = SharedText::passage(&section, from, to).unwrap();
+        let again = SharedText::passage(&section, from as usize, to as usize).unwrap();
         assert!(again.shares_with(&section));
         assert_eq!(again.as_str(), passage);
         let (from, to) = inner.bounds_in(&shared).unwrap();
-        assert_eq!(SharedText::passage(&shared, from, to).unwrap().as_str(), "откройте раздел");
+        assert_eq!(SharedText::passage(&shared, from as usize, to as usize).unwrap().as_str(), "откройте раздел");
         assert!(chunk.bounds_in(&section).is_none(), "a copy has no bounds in it");
         assert!(section.bounds_in(&shared).is_none(), "the section is not inside its passage");
-        let length = section.as_str().len() as u32;
+        let length = section.as_str().len();
         assert!(SharedText::passage(&section, 0, length + 1).is_none());
         assert!(SharedText::passage(&section, 5, 4).is_none());
         assert!(SharedText::passage(&section, 1, 4).is_none(), "inside the first Cyrillic letter");
@@ -249,16 +249,12 @@ impl SharedText {
 
     /// This text as a passage of `outer`'s, sharing it, when `outer` holds it (its first place).
     pub fn within(&self, outer: &SharedText) -> Option<SharedText> {
-        let whole = outer.whole.as_ref()?;
         let text = self.as_str();
         if text.is_empty() {
             return None;
         }
         let at = find(outer.as_str().as_bytes(), text.as_bytes())?;
-        let offset = if outer.end == WHOLE { 0 } else { outer.start as usize };
-        let start = u32::try_from(offset + at).ok()?;
-        let end = u32::try_from(offset + at + text.len()).ok().filter(|&end| end != WHOLE)?;
-        Some(SharedText { whole: Some(Arc::clone(whole)), start, end })
+        Self::passage(outer, at, at + text.len())
     }
 
     /// Where this text is in `outer`'s (start and end in bytes), when it is a share of the same
@@ -273,13 +269,13 @@ impl SharedText {
         (outer_start <= start && end <= outer_end).then(|| ((start - outer_start) as u32, (end - outer_start) as u32))
     }
 
-    /// The passage of `outer`'s text from `start` to `end` (bytes), sharing it; `None` when those
+    /// The passage of `outer`'s text from `from` to `to` (bytes), sharing it; `None` when those
     /// are not bounds of characters inside it.
-    pub fn passage(outer: &SharedText, start: u32, end: u32) -> Option<SharedText> {
+    pub fn passage(outer: &SharedText, from: usize, to: usize) -> Option<SharedText> {
         let whole = outer.whole.as_ref()?;
         let text = outer.as_str();
-        let (from, to) = (start as usize, end as usize);
-        if from > to || !text.is_char_boundary(from) || !text.is_char_boundary(to) || to > text.len() {
+        // A bound past the end is not a character's either.
+        if from > to || !text.is_char_boundary(from) || !text.is_char_boundary(to) {
             return None;
         }
         let offset = outer.range().0;

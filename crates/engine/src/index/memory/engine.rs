@@ -93,7 +93,7 @@ impl TenantIndex {
     }
 }
 
-pub(super) fn level_slot(level: Level) -> usize {
+pub(super) const fn level_slot(level: Level) -> usize {
     match level {
         Level::Doc => 0,
         Level::Section => 1,

@@ -20,12 +20,12 @@
 //! the directory already holds (`Written`): after one tenant changed, only its files are written.
 
 use super::build::PageNumbers;
-use super::engine::{LevelData, LoadedIndex, TenantIndex};
+use super::engine::{level_slot, LevelData, LoadedIndex, TenantIndex};
 use crate::index::codec::{damaged, Reader, Writer};
 use crate::index::features::{RecordFeatures, TopicTable};
 use crate::index::tenant_level::TenantLevel;
 use crate::index::LevelStore;
-use crate::model::{Metadata, Record};
+use crate::model::{Level, Metadata, Record};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::io::{self, BufReader, BufWriter, Write};
@@ -467,8 +467,8 @@ fn read_tenant<R: io::Read>(
 }
 
 /// The slots of the levels whose texts a copy shares: a chunk's text may be a passage of its section's.
-const SECTIONS: usize = 1;
-const CHUNKS: usize = 2;
+const SECTIONS: usize = level_slot(Level::Section);
+const CHUNKS: usize = level_slot(Level::Chunk);
 
 /// How a record's text is written: whole, or as where it is in its section's (`TEXT_IN_SECTION`,
 /// then its start and end in bytes), which the section's record holds.
@@ -544,7 +544,7 @@ fn read_record<R: io::Read>(input: &mut Reader<R>, sections: &[Arc<Record>]) -> 
     let text = match text {
         Text::Whole(whole) => whole.into(),
         Text::InSection(start, end) => section_of(section_id.as_deref(), sections)
-            .and_then(|section| crate::shared_str::SharedText::passage(&section.text, start, end))
+            .and_then(|section| crate::shared_str::SharedText::passage(&section.text, start as usize, end as usize))
             .ok_or_else(|| damaged(format!("record {id}: its text is not in its section")))?,
     };
     let chunk_id = input.option_string()?;
