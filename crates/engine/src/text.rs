@@ -27,14 +27,20 @@ pub(crate) fn tokenize(text: &str) -> Vec<String> {
 /// lower case already (most words) is handed over as a slice of `text`; the others are folded into
 /// one reused buffer.
 pub(crate) fn for_each_token(text: &str, mut each: impl FnMut(&str)) {
+    for_each_token_at(text, |token, _| each(token));
+}
+
+/// `for_each_token`, with the byte of `text` where each token starts.
+#[inline(always)]
+fn for_each_token_at(text: &str, mut each: impl FnMut(&str, usize)) {
     let mut folded = String::new();
-    let mut token = |token: &str, plain: bool| {
+    let mut token = |token: &str, start: usize, plain: bool| {
         if plain {
-            each(token);
+            each(token, start);
         } else {
             folded.clear();
             fold_into(token, &mut folded);
-            each(&folded);
+            each(&folded, start);
         }
     };
     // The token read so far is `text[start..at]`; `plain` while all its characters are.
@@ -43,7 +49,7 @@ pub(crate) fn for_each_token(text: &str, mut each: impl FnMut(&str)) {
         let (kind, length) = kind_at(text, at);
         if kind == Kind::Break {
             if let Some(read) = text.get(start..at).filter(|read| !read.is_empty()) {
-                token(read, plain);
+                token(read, start, plain);
             }
             (start, plain) = (at + length, true);
         } else {
@@ -52,8 +58,18 @@ pub(crate) fn for_each_token(text: &str, mut each: impl FnMut(&str)) {
         at += length;
     }
     if let Some(read) = text.get(start..).filter(|read| !read.is_empty()) {
-        token(read, plain);
+        token(read, start, plain);
     }
+}
+
+/// Whether byte `at` of `text` (a character boundary) is not inside a token: the text's tokens
+/// from `at` on are then those of `text[at..]`, and those before it those of `text[..at]`.
+pub(crate) fn between_tokens(text: &str, at: usize) -> bool {
+    if at == 0 || at >= text.len() {
+        return true;
+    }
+    let before = text[..at].char_indices().next_back().map_or(0, |(start, _)| start);
+    kind_at(text, before).0 == Kind::Break || kind_at(text, at).0 == Kind::Break
 }
 
 /// What the character at byte `at` (a character boundary) of a text is to its token.
@@ -375,9 +391,31 @@ impl TermMemo {
         });
     }
 
+    /// `term_numbers`, each number with the byte of `text` where its token starts.
+    pub(crate) fn term_numbers_at(&mut self, text: &str, out: &mut Vec<(u32, u32)>) {
+        for_each_token_at(text, |token, start| {
+            let number = match self.tokens.get(token) {
+                Some(number) => *number,
+                None => {
+                    let number = term_of(token).map(|term| self.number(term));
+                    if self.tokens.len() < Self::MAX_REMEMBERED {
+                        self.tokens.insert(token.to_string(), number);
+                    }
+                    number
+                }
+            };
+            out.extend(number.map(|number| (number, start as u32)));
+        });
+    }
+
     /// Whether the memo has numbered `MAX_REMEMBERED` terms or more.
     pub(crate) fn full(&self) -> bool {
         self.names.len() >= Self::MAX_REMEMBERED
+    }
+
+    /// The terms numbered `from` on, by number.
+    pub(crate) fn names_from(&self, from: usize) -> &[String] {
+        self.names.get(from..).unwrap_or_default()
     }
 
     /// Term number `number`'s text.

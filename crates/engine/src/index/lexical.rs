@@ -1,6 +1,8 @@
 //! BM25 over stemmed terms (Robertson & Zaragoza, "The Probabilistic Relevance Framework:
 //! BM25 and Beyond", 2009), one index per tenant and level so that statistics never mix tenants.
 
+use super::in_parts::map_in_parts;
+use crate::model::Record;
 use rustc_hash::FxHashMap as HashMap;
 
 /// Term-frequency saturation and length normalisation: the customary defaults, which are also
@@ -143,61 +145,101 @@ impl Bm25Index {
 
     /// `build` over the records' `lexical_terms` (the terms `LexicalTermsOf` gives), tokenized
     /// a batch at a time on the machine's cores, without a `String` for each term of each
-    /// record: each thread's memo numbers the terms it meets, each of its numbers is looked up
-    /// by name once, and a record's terms are counted by sorting their numbers.
-    pub(crate) fn build_from_records<R: AsRef<crate::model::Record> + Sync>(records: &[R], params: Bm25Params) -> Self {
-        let mut memos: Vec<(usize, crate::text::TermMemo)> =
-            (0..super::in_parts::build_workers()).map(|id| (id, crate::text::TermMemo::default())).collect();
-        // Per memo: its term number → the term's place in `terms` and `postings` (MAX: not met yet).
-        let mut places: Vec<Vec<u32>> = vec![Vec::new(); memos.len()];
-        let (mut place_of, mut terms, mut postings) = (HashMap::<String, u32>::default(), Vec::new(), Vec::new());
-        let mut lengths = Vec::with_capacity(records.len());
-        let mut record_places = Vec::new();
-        for (batch_number, batch) in records.chunks(TOKENIZE_BATCH).enumerate() {
-            let workers = if batch.len() < TOKENIZE_PARALLEL_FROM { 1 } else { memos.len() };
-            let numbered = super::in_parts::map_in_parts(batch, &mut memos[..workers], |(id, memo), record| {
-                let mut numbers = Vec::new();
-                lexical_term_numbers(memo, record.as_ref(), &mut numbers);
-                (*id, numbers)
-            });
-            for (offset, (memo, numbers)) in numbered.into_iter().enumerate() {
-                let number = (batch_number * TOKENIZE_BATCH + offset) as u32;
-                lengths.push(numbers.len() as u32);
-                record_places.clear();
-                let table = &mut places[memo];
-                for term in numbers {
-                    if term as usize >= table.len() {
-                        table.resize(term as usize + 1, u32::MAX);
+    /// record: each thread's memo numbers the terms it meets and counts a record's terms by
+    /// sorting their numbers. A batch's terms are added to the postings on a thread of their own
+    /// while the next batch is tokenized (`Gathering`).
+    pub(crate) fn build_from_records<R: AsRef<Record> + Sync>(records: &[R], params: Bm25Params) -> Self {
+        let mut memos = Memos::new();
+        let [index] = gather_beside(&mut memos, params, |memos, send| {
+            for batch in records.chunks(TOKENIZE_BATCH) {
+                let counted = map_in_parts(batch, memos.for_batch(batch.len()), |(id, memo), record| {
+                    let mut numbers = Vec::new();
+                    lexical_term_numbers(memo, record.as_ref(), &mut numbers);
+                    Counted::new(*id, numbers)
+                });
+                memos.send_batch(send, 0, counted);
+                memos.start_over_full(send);
+            }
+        });
+        index
+    }
+
+    /// The lexical indexes of a tenant's sections and of its chunks (each level's records in
+    /// number order), the same as `build_from_records` of each, with each text tokenized once:
+    /// a chunk whose text is a passage of its section's (a share of the same text, as a load links
+    /// them, cut between tokens) with the section's title takes its terms from the section's
+    /// tokens. The sections are tokenized as the chunks that need them come (chunks are numbered
+    /// by id, and a chunk's id follows its section's), so only a window of their tokens is held;
+    /// any other chunk is tokenized on its own.
+    pub(crate) fn build_sections_and_chunks<R: AsRef<Record> + Sync>(
+        sections: &[R],
+        chunks: &[R],
+        params: Bm25Params,
+    ) -> (Self, Self) {
+        const SECTIONS: usize = 0;
+        const CHUNKS: usize = 1;
+        let mut memos = Memos::new();
+        let [section_index, chunk_index] = gather_beside(&mut memos, params, |memos, send| {
+            // The sections tokenized and not yet passed by the chunks: `window_start..next_section`.
+            let mut window: Vec<SectionTokens> = Vec::new();
+            let (mut window_start, mut next_section) = (0, 0);
+            for batch in chunks.chunks(TOKENIZE_BATCH) {
+                // Each chunk's section (by number) and where its text is in the section's, when its
+                // section is tokenized with this batch or still in the window.
+                let limit = next_section + TOKENIZE_BATCH;
+                let links =
+                    map_in_parts(batch, &mut vec![next_section; memos.workers_for(batch.len())], |hint, chunk| {
+                        Passage::of(chunk.as_ref(), sections, hint)
+                            .filter(|p| (window_start..limit).contains(&p.section))
+                    });
+                if let Some(last) = links.iter().flatten().map(|passage| passage.section).max() {
+                    if last >= next_section {
+                        let new = &sections[next_section..=last];
+                        let (counted, tokens): (Vec<Counted>, Vec<SectionTokens>) =
+                            map_in_parts(new, memos.for_batch(new.len()), |(id, memo), section| {
+                                SectionTokens::new(*id, memo, section.as_ref())
+                            })
+                            .into_iter()
+                            .unzip();
+                        memos.send_batch(send, SECTIONS, counted);
+                        window.extend(tokens);
+                        next_section = last + 1;
                     }
-                    if table[term as usize] == u32::MAX {
-                        let name = memos[memo].1.name(term);
-                        table[term as usize] = match place_of.get(name) {
-                            Some(&place) => place,
-                            None => {
-                                let place = terms.len() as u32;
-                                place_of.insert(name.to_string(), place);
-                                terms.push(name.to_string());
-                                postings.push(Vec::new());
-                                place
-                            }
-                        };
-                    }
-                    record_places.push(table[term as usize]);
                 }
-                record_places.sort_unstable();
-                for run in record_places.chunk_by(|a, b| a == b) {
-                    postings[run[0] as usize].push(Posting { number, count: run.len() as u32, weight: 0.0 });
+                let items: Vec<(&R, Option<Passage>)> = batch.iter().zip(links).collect();
+                let (tokenized, first) = (&window, window_start);
+                let counted = map_in_parts(&items, memos.for_batch(items.len()), |(id, memo), (chunk, link)| {
+                    let chunk = chunk.as_ref();
+                    let derived = link.and_then(|link| tokenized[link.section - first].chunk_terms(chunk, link));
+                    derived.unwrap_or_else(|| {
+                        let mut numbers = Vec::new();
+                        lexical_term_numbers(memo, chunk, &mut numbers);
+                        Counted::new(*id, numbers)
+                    })
+                });
+                // Keep the last section tokenized: the next batch's first chunks may be its.
+                let keep_from = next_section.saturating_sub(1).max(window_start);
+                memos.send_batch(send, CHUNKS, counted);
+                if memos.start_over_full(send) {
+                    // The window's tokens are numbered by a memo that started over.
+                    window.clear();
+                    window_start = next_section;
+                } else {
+                    window.drain(..keep_from - window_start);
+                    window_start = keep_from;
                 }
             }
-            for ((_, memo), table) in memos.iter_mut().zip(&mut places) {
-                if memo.full() {
-                    *memo = crate::text::TermMemo::default();
-                    table.clear();
-                }
+            for batch in sections[next_section..].chunks(TOKENIZE_BATCH) {
+                let counted = map_in_parts(batch, memos.for_batch(batch.len()), |(id, memo), record| {
+                    let mut numbers = Vec::new();
+                    lexical_term_numbers(memo, record.as_ref(), &mut numbers);
+                    Counted::new(*id, numbers)
+                });
+                memos.send_batch(send, SECTIONS, counted);
+                memos.start_over_full(send);
             }
-        }
-        let postings = terms.into_iter().zip(postings).collect();
-        Self { params, postings, lengths, ..Self::default() }.finish()
+        });
+        (section_index, chunk_index)
     }
 
     /// This index over a new numbering of its documents plus some new ones, without tokenizing
@@ -360,6 +402,285 @@ impl Bm25Index {
     }
 }
 
+/// `LEVELS` lexical indexes built from the batches `tokenize` sends (`Memos::send_batch`, each
+/// for one of them), added to their postings on a thread of its own as they come.
+fn gather_beside<const LEVELS: usize>(
+    memos: &mut Memos,
+    params: Bm25Params,
+    tokenize: impl FnOnce(&mut Memos, &std::sync::mpsc::SyncSender<Gathered>),
+) -> [Bm25Index; LEVELS] {
+    let workers = memos.0.len();
+    // Room for a few batches: a section batch's terms can take the adding thread longer than
+    // the next batch's tokenizing.
+    let (send, received) = std::sync::mpsc::sync_channel(GATHERED_AHEAD);
+    let gatherings = std::thread::scope(|scope| {
+        let gathering = scope.spawn(move || {
+            let mut gatherings: [Gathering; LEVELS] = std::array::from_fn(|_| Gathering::new(workers));
+            // Per memo: its terms by number, as sent.
+            let mut names: Vec<Vec<String>> = vec![Vec::new(); workers];
+            for message in received {
+                match message {
+                    Gathered::Names(memo, new) => names[memo].extend(new),
+                    Gathered::StartOver(memo) => {
+                        names[memo].clear();
+                        gatherings.iter_mut().for_each(|gathering| gathering.places[memo].clear());
+                    }
+                    Gathered::Batch(level, counted) => gatherings[level].add_batch(&names, counted),
+                }
+            }
+            gatherings
+        });
+        tokenize(memos, &send);
+        drop(send);
+        gathering.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    });
+    gatherings.map(|gathering| gathering.finish(params))
+}
+
+/// What the tokenizing threads of a build send the thread that adds to the postings, in order.
+enum Gathered {
+    /// A memo's terms numbered since its last message, by number.
+    Names(usize, Vec<String>),
+    /// A memo started over: its numbers name nothing any more.
+    StartOver(usize),
+    /// The next records of one level.
+    Batch(usize, Vec<Counted>),
+}
+
+/// A build's term memos, one per worker, each with its worker's number, and how many of each
+/// one's terms were sent to the thread that adds them.
+struct Memos(Vec<(usize, crate::text::TermMemo)>, Vec<usize>);
+
+impl Memos {
+    fn new() -> Self {
+        let workers = super::in_parts::build_workers();
+        Self((0..workers).map(|id| (id, crate::text::TermMemo::default())).collect(), vec![0; workers])
+    }
+
+    /// How many workers a batch of `len` records is tokenized on: one alone for a small batch.
+    fn workers_for(&self, len: usize) -> usize {
+        if len < TOKENIZE_PARALLEL_FROM {
+            1
+        } else {
+            self.0.len()
+        }
+    }
+
+    /// The memos a batch of `len` records is tokenized with.
+    fn for_batch(&mut self, len: usize) -> &mut [(usize, crate::text::TermMemo)] {
+        let workers = self.workers_for(len);
+        &mut self.0[..workers]
+    }
+
+    /// Sends a batch of `level` and the terms it names that were not sent yet.
+    fn send_batch(&mut self, send: &std::sync::mpsc::SyncSender<Gathered>, level: usize, counted: Vec<Counted>) {
+        // A send fails only when the adding thread has panicked: its join says so.
+        for ((id, memo), sent) in self.0.iter().zip(&mut self.1) {
+            let new = memo.names_from(*sent);
+            if !new.is_empty() {
+                *sent += new.len();
+                let _ = send.send(Gathered::Names(*id, new.to_vec()));
+            }
+        }
+        let _ = send.send(Gathered::Batch(level, counted));
+    }
+
+    /// Starts every `full` memo over (between batches, when no numbers of theirs are held any
+    /// more); whether any did.
+    fn start_over_full(&mut self, send: &std::sync::mpsc::SyncSender<Gathered>) -> bool {
+        let mut any = false;
+        for ((id, memo), sent) in self.0.iter_mut().zip(&mut self.1).filter(|((_, memo), _)| memo.full()) {
+            *memo = crate::text::TermMemo::default();
+            *sent = 0;
+            let _ = send.send(Gathered::StartOver(*id));
+            any = true;
+        }
+        any
+    }
+}
+
+/// One record's terms as a worker counted them: its length (terms in all) and its distinct terms
+/// (the numbers of memo `memo`, ascending) with how often it holds each.
+struct Counted {
+    memo: usize,
+    length: u32,
+    runs: Vec<(u32, u32)>,
+}
+
+impl Counted {
+    fn new(memo: usize, mut numbers: Vec<u32>) -> Self {
+        numbers.sort_unstable();
+        let runs = numbers.chunk_by(|a, b| a == b).map(|run| (run[0], run.len() as u32)).collect();
+        Self { memo, length: numbers.len() as u32, runs }
+    }
+}
+
+/// A section's terms, as the chunks whose texts are passages of its text take theirs from them.
+struct SectionTokens {
+    /// The memo that numbered them.
+    memo: usize,
+    /// Its text's terms, each with the byte where its token starts.
+    text: Vec<(u32, u32)>,
+    /// Its title, and the title's terms.
+    title_text: crate::shared_str::SharedStr,
+    title: Vec<u32>,
+}
+
+impl SectionTokens {
+    /// The section's own terms, and its tokens.
+    fn new(id: usize, memo: &mut crate::text::TermMemo, section: &Record) -> (Counted, Self) {
+        let mut text = Vec::new();
+        memo.term_numbers_at(&section.text, &mut text);
+        let mut title = Vec::new();
+        memo.term_numbers(&section.meta.title, &mut title);
+        // As `lexical_term_numbers`: the title's terms, when the text does not hold it, then the text's.
+        let mut numbers = if section.text.contains(section.meta.title.as_str()) { Vec::new() } else { title.clone() };
+        numbers.extend(text.iter().map(|&(number, _)| number));
+        (Counted::new(id, numbers), Self { memo: id, text, title_text: section.meta.title.clone(), title })
+    }
+
+    /// The terms of `chunk`, whose text is `passage` of this section's, as `lexical_term_numbers`
+    /// gives them; `None` when they need the chunk's title and it is not the section's.
+    fn chunk_terms(&self, chunk: &Record, passage: Passage) -> Option<Counted> {
+        let mut numbers = Vec::new();
+        if !chunk.text.contains(chunk.meta.title.as_str()) {
+            if chunk.meta.title.as_str() != self.title_text.as_str() {
+                return None;
+            }
+            numbers.extend_from_slice(&self.title);
+        }
+        let from = self.text.partition_point(|&(_, at)| at < passage.start);
+        let to = self.text.partition_point(|&(_, at)| at < passage.end);
+        numbers.extend(self.text[from..to].iter().map(|&(number, _)| number));
+        Some(Counted::new(self.memo, numbers))
+    }
+}
+
+/// Where a chunk's text is in its section's: the section's number and the passage's bounds in
+/// its text, both between tokens.
+#[derive(Clone, Copy)]
+struct Passage {
+    section: usize,
+    start: u32,
+    end: u32,
+}
+
+impl Passage {
+    /// `chunk`'s passage of its section (found by id among `sections`, which are in id order,
+    /// first at `hint` and after it, where the chunk before's was), when its text is a share of
+    /// the section's cut between tokens.
+    fn of<R: AsRef<Record>>(chunk: &Record, sections: &[R], hint: &mut usize) -> Option<Self> {
+        let section_id = chunk.meta.section_id.as_deref()?;
+        let is_it = |number: &usize| sections.get(*number).is_some_and(|s| s.as_ref().id == section_id);
+        let section = [*hint, *hint + 1]
+            .into_iter()
+            .find(is_it)
+            .or_else(|| sections.binary_search_by(|section| section.as_ref().id.as_str().cmp(section_id)).ok())?;
+        *hint = section;
+        let outer = &sections[section].as_ref().text;
+        let (start, end) = chunk.text.bounds_in(outer)?;
+        let text = outer.as_str();
+        (crate::text::between_tokens(text, start as usize) && crate::text::between_tokens(text, end as usize))
+            .then_some(Self { section, start, end })
+    }
+}
+
+/// One level's postings as a build gathers them, record by record in number order: each memo
+/// number's place (the term's, in `terms` and `postings`), met once by name. A batch's postings
+/// are grouped by term before they are appended (a record's go to as many lists as it has
+/// distinct terms, scattered over the level's lists): a counting sort, in a buffer reused from
+/// batch to batch, which keeps each term's postings in record order.
+struct Gathering {
+    /// Per memo: its term number → the term's place (MAX: not met yet).
+    places: Vec<Vec<u32>>,
+    place_of: HashMap<String, u32>,
+    terms: Vec<String>,
+    postings: Vec<Vec<Posting>>,
+    lengths: Vec<u32>,
+    /// The batch's (place, posting), in record order.
+    entries: Vec<(u32, Posting)>,
+    /// Per place: where its group starts in `grouped`, then (after the scatter) ends.
+    ends: Vec<u32>,
+    grouped: Vec<Posting>,
+}
+
+impl Gathering {
+    fn new(memos: usize) -> Self {
+        Self {
+            places: vec![Vec::new(); memos],
+            place_of: HashMap::default(),
+            terms: Vec::new(),
+            postings: Vec::new(),
+            lengths: Vec::new(),
+            entries: Vec::new(),
+            ends: Vec::new(),
+            grouped: Vec::new(),
+        }
+    }
+
+    /// Adds the next records (numbered on from those added before) and appends their postings;
+    /// `names[memo]` are the terms of a memo's numbers.
+    fn add_batch(&mut self, names: &[Vec<String>], batch: Vec<Counted>) {
+        for Counted { memo, length, runs } in batch {
+            let number = self.lengths.len() as u32;
+            self.lengths.push(length);
+            let table = &mut self.places[memo];
+            for (term, count) in runs {
+                if term as usize >= table.len() {
+                    table.resize(term as usize + 1, u32::MAX);
+                }
+                if table[term as usize] == u32::MAX {
+                    let name = names[memo][term as usize].as_str();
+                    table[term as usize] = match self.place_of.get(name) {
+                        Some(&place) => place,
+                        None => {
+                            let place = self.terms.len() as u32;
+                            self.place_of.insert(name.to_string(), place);
+                            self.terms.push(name.to_string());
+                            self.postings.push(Vec::new());
+                            place
+                        }
+                    };
+                }
+                self.entries.push((table[term as usize], Posting { number, count, weight: 0.0 }));
+            }
+        }
+        self.append_batch();
+    }
+
+    fn append_batch(&mut self) {
+        self.ends.clear();
+        self.ends.resize(self.postings.len() + 1, 0);
+        for &(place, _) in &self.entries {
+            self.ends[place as usize + 1] += 1;
+        }
+        for place in 1..self.ends.len() {
+            self.ends[place] += self.ends[place - 1];
+        }
+        self.grouped.clear();
+        self.grouped.resize(self.entries.len(), Posting { number: 0, count: 0, weight: 0.0 });
+        for &(place, posting) in &self.entries {
+            let at = &mut self.ends[place as usize];
+            self.grouped[*at as usize] = posting;
+            *at += 1;
+        }
+        let mut start = 0;
+        for (list, &end) in self.postings.iter_mut().zip(&self.ends) {
+            let end = end as usize;
+            if end > start {
+                list.extend_from_slice(&self.grouped[start..end]);
+            }
+            start = end;
+        }
+        self.entries.clear();
+    }
+
+    fn finish(self, params: Bm25Params) -> Bm25Index {
+        let postings = self.terms.into_iter().zip(self.postings).collect();
+        Bm25Index { params, postings, lengths: self.lengths, ..Bm25Index::default() }.finish()
+    }
+}
+
 /// The "plus one" IDF of Lucene, which keeps weights positive for very common terms: of a term
 /// that `document_frequency` of `total_documents` documents hold.
 fn idf(document_frequency: usize, total_documents: f32) -> f32 {
@@ -416,6 +737,9 @@ pub(crate) struct LexicalTermsOf<'a, R> {
     memos: Vec<crate::text::TermMemo>,
 }
 
+/// Batches tokenized and not yet added to the postings, at most.
+const GATHERED_AHEAD: usize = 8;
+
 /// Records tokenized per batch: enough to keep the threads' start-up cost small.
 const TOKENIZE_BATCH: usize = 8192;
 /// Below this many records a batch is tokenized on the calling thread alone.
@@ -460,7 +784,9 @@ impl<R: AsRef<crate::model::Record> + Sync> Iterator for LexicalTermsOf<'_, R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shared_str::SharedText;
     use crate::text::terms;
+    use std::sync::Arc;
 
     fn index(texts: &[&str]) -> Bm25Index {
         Bm25Index::build(texts.iter().map(|t| terms(t)), Bm25Params::default())
@@ -502,7 +828,10 @@ mod tests {
     /// A level's build of `records` (from the term numbers) against `build` over the terms of
     /// their definition: every posting, the lengths, the average length.
     fn assert_numbered_build_is_the_build_from_terms(records: &[std::sync::Arc<crate::model::Record>]) {
-        let numbered = Bm25Index::build_from_records(records, Bm25Params::default());
+        assert_is_the_build_from_terms(&Bm25Index::build_from_records(records, Bm25Params::default()), records);
+    }
+
+    fn assert_is_the_build_from_terms(numbered: &Bm25Index, records: &[std::sync::Arc<crate::model::Record>]) {
         let from_terms = Bm25Index::build(records.iter().map(|record| lexical_terms(record)), Bm25Params::default());
         assert_eq!(numbered.lengths, from_terms.lengths);
         assert_eq!(numbered.average_length.to_bits(), from_terms.average_length.to_bits());
@@ -523,6 +852,97 @@ mod tests {
         });
         assert_numbered_build_is_the_build_from_terms(&records);
         assert!(Bm25Index::build_from_records(&records, Bm25Params::default()).postings.len() > 630_000);
+    }
+
+    /// `sections` of `passages(s)` passages each, in id order, and their chunks (id order):
+    /// each chunk a share of its section's text, with its title, then as `edit` makes it
+    /// (`edit(section, chunk, record, from, to)`, with the section and where the passage is).
+    fn sections_with_chunks(
+        sections: usize,
+        passages: impl Fn(usize) -> Vec<String>,
+        edit: impl Fn(usize, usize, &mut crate::model::Record, &crate::model::Record, usize, usize),
+    ) -> (Vec<Arc<crate::model::Record>>, Vec<Arc<crate::model::Record>>) {
+        let base = crate::fixtures::snapshot().chunks[0].clone();
+        let (mut section_records, mut chunk_records) = (Vec::new(), Vec::new());
+        for s in 0..sections {
+            let id = format!("s{s:06}");
+            let title = format!("Раздел {s} о фильтрах");
+            let passages = passages(s);
+            let mut section = base.clone();
+            (section.id, section.meta.section_id) = (id.clone(), Some(id.clone()));
+            section.meta.title = title.as_str().into();
+            section.text = format!("{title}\n{}", passages.join(" ")).into();
+            let mut from = title.len() + 1;
+            for (c, passage) in passages.iter().enumerate() {
+                let mut chunk = base.clone();
+                (chunk.id, chunk.meta.section_id) = (format!("{id}-c{c:02}"), Some(id.clone()));
+                chunk.meta.title = section.meta.title.clone();
+                let to = from + passage.len();
+                chunk.text = SharedText::passage(&section.text, from, to).expect("a passage");
+                edit(s, c, &mut chunk, &section, from, to);
+                chunk_records.push(Arc::new(chunk));
+                from = to + 1;
+            }
+            section_records.push(Arc::new(section));
+        }
+        chunk_records.sort_by(|a, b| a.id.cmp(&b.id));
+        (section_records, chunk_records)
+    }
+
+    #[test]
+    fn sections_and_chunks_built_together_index_as_each_level_alone() {
+        // 3,000 sections of 3 to 7 passages (over 8,192 chunks: several batches, and sections whose
+        // chunks a batch's end cuts). Most chunks are passages of their section's text with its
+        // title; the others start or end inside a word, have a title of their own (in their text
+        // or not), are a copy of their text, name another section or none, or come in id order
+        // long after their section (outside the window of tokenized sections).
+        const WORDS: [&str; 10] =
+            ["установка", "Сертификата", "на", "андроиде", "отчёты", "супервизора", "iOS", "v2", "ёлка", "фильтрах"];
+        let passages = |s: usize| -> Vec<String> {
+            (0..3 + s % 5)
+                .map(|c| (0..4 + (s + c) % 9).map(|w| WORDS[(s * 7 + c * 3 + w) % 10]).collect::<Vec<_>>().join(" "))
+                .collect()
+        };
+        let (sections, chunks) =
+            sections_with_chunks(3000, passages, |s, c, chunk, section, from, to| match (s * 5 + c) % 19 {
+                // Cyrillic letters are two bytes, ASCII one: two bytes in is inside a word or at its end.
+                0 => chunk.text = SharedText::passage(&section.text, from + 2, to).expect("a passage"),
+                1 => chunk.text = SharedText::passage(&section.text, from, to - 2).expect("a passage"),
+                2 => chunk.meta.title = "Свой заголовок".into(),
+                3 => chunk.meta.title = "на".into(),
+                4 => chunk.text = chunk.text.as_str().to_string().into(),
+                5 => chunk.meta.section_id = Some(format!("s{:06}", (s + 1500) % 3000)),
+                6 => chunk.meta.section_id = None,
+                7 => chunk.id = format!("z{}", chunk.id),
+                _ => {}
+            });
+        let (section_index, chunk_index) =
+            Bm25Index::build_sections_and_chunks(&sections, &chunks, Bm25Params::default());
+        assert_is_the_build_from_terms(&section_index, &sections);
+        assert_is_the_build_from_terms(&chunk_index, &chunks);
+        // With no chunks, and with no sections.
+        let (section_index, none) = Bm25Index::build_sections_and_chunks(&sections, &[], Bm25Params::default());
+        assert_is_the_build_from_terms(&section_index, &sections);
+        assert!(none.postings.is_empty());
+        let (none, chunk_index) = Bm25Index::build_sections_and_chunks(&[], &chunks, Bm25Params::default());
+        assert_is_the_build_from_terms(&chunk_index, &chunks);
+        assert!(none.postings.is_empty());
+    }
+
+    #[test]
+    fn sections_and_chunks_built_together_past_the_memos_capacity_index_as_each_level_alone() {
+        // 3,000 sections of 3 passages of 70 words no other section has (630,000 distinct
+        // terms): the memos fill up in the first batch of chunks, which ends inside a section,
+        // and start over while that section is still in the window.
+        let passages = |s: usize| -> Vec<String> {
+            (0..3).map(|c| (0..70).map(|w| format!("w{s}q{c}r{w}")).collect::<Vec<_>>().join(" ")).collect()
+        };
+        let (sections, chunks) = sections_with_chunks(3000, passages, |_, _, _, _, _, _| {});
+        let (section_index, chunk_index) =
+            Bm25Index::build_sections_and_chunks(&sections, &chunks, Bm25Params::default());
+        assert_is_the_build_from_terms(&section_index, &sections);
+        assert_is_the_build_from_terms(&chunk_index, &chunks);
+        assert!(chunk_index.postings.len() > 630_000);
     }
 
     #[test]

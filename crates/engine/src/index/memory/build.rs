@@ -3,6 +3,7 @@
 
 use super::{engine::*, snapshot::*};
 use crate::index::features::{IdOrder, RecordFeatures, TopicTable};
+use crate::index::lexical::{Bm25Index, Bm25Params};
 use crate::index::tenant_level::{ScanMatrix, TenantLevel};
 use crate::index::vectors::BlockRows;
 use crate::index::LevelStore;
@@ -291,6 +292,32 @@ pub fn rebuild_tenant(
     Ok(Some(Arc::new(TenantIndex::build(levels, dimension, base_part, &base.topics))))
 }
 
+/// A level's gathered rows with their records in number order (ascending id).
+pub(super) struct Ordered {
+    rows: LevelRows,
+    /// Number → the row it was gathered as.
+    order: Vec<usize>,
+    records: Vec<Arc<Record>>,
+}
+
+impl Ordered {
+    fn new(rows: LevelRows) -> Self {
+        let order = rows.id_order();
+        let records = order.iter().map(|&row| Arc::clone(&rows.records[row])).collect();
+        Self { rows, order, records }
+    }
+}
+
+/// What a level's build derives from its records, besides the lexical index of the records it
+/// did not keep from its base.
+pub(super) struct Derived {
+    features: Vec<RecordFeatures>,
+    matrix: ScanMatrix,
+    /// The base's lexical index renumbered, with the records it does not hold added.
+    lexical: Option<Bm25Index>,
+    page_of: Option<Vec<u32>>,
+}
+
 impl LevelData {
     /// Indexes one tenant's records of one level with their embeddings. The vectors are kept in
     /// the scan matrix only: the records themselves carry none (`Record::embedding` is empty).
@@ -303,10 +330,25 @@ impl LevelData {
         pages: &PageNumbers,
         topics: &TopicTable,
     ) -> Self {
-        let order = rows.id_order();
+        let Ordered { rows, order, records } = Ordered::new(rows);
+        let derived = Self::derive(rows, &order, &records, dimension, base, pages, topics);
+        Self::assemble(records, derived, None, pages)
+    }
+
+    /// The features, scan matrix and (with a base) lexical index of a level's records, numbered
+    /// as `order` and `records` say.
+    fn derive(
+        rows: LevelRows,
+        order: &[usize],
+        records: &[Arc<Record>],
+        dimension: usize,
+        base: Option<&LevelData>,
+        pages: &PageNumbers,
+        topics: &TopicTable,
+    ) -> Derived {
         let mut kept: Vec<Option<u32>> = vec![None; base.map_or(0, |base| base.store.records.len())];
         let mut added = Vec::new();
-        let (mut records, mut features) = (Vec::with_capacity(order.len()), Vec::with_capacity(order.len()));
+        let mut features = Vec::with_capacity(order.len());
         // Each row's place among the gathered vectors (those of the rows the base does not hold).
         let gathered_at: Vec<usize> = rows
             .base_numbers
@@ -319,8 +361,7 @@ impl LevelData {
             .collect();
         let base_of: Vec<Option<usize>> = order.iter().map(|&row| rows.base_numbers[row]).collect();
         let mut previous = None;
-        for (number, &row) in order.iter().enumerate() {
-            let record = &rows.records[row];
+        for (number, (&row, record)) in order.iter().zip(records).enumerate() {
             let mut derived = match (rows.base_numbers[row], base) {
                 (Some(old), Some(base)) => {
                     kept[old] = Some(number as u32);
@@ -333,7 +374,6 @@ impl LevelData {
             };
             derived.page = pages.of(&record.meta.doc_id);
             features.push(derived);
-            records.push(Arc::clone(record));
         }
         // Rows gathered in number order (a snapshot's records are written in id order) are the
         // matrix as they are. Otherwise a kept record's vector is the base's (shared with it where
@@ -364,7 +404,15 @@ impl LevelData {
             base.index.lexical.renumbered(&kept, added.iter().map(|&number| number as u32).zip(terms), records.len())
         });
         let page_of = PageNumbers::numbers_of(&features);
-        let index = TenantLevel::build_from(&records, matrix, lexical, page_of.as_deref().map(|of| (&pages.scope, of)));
+        Derived { features, matrix, lexical, page_of }
+    }
+
+    /// The level of `records` from what was derived from them; `lexical`, when the derivation
+    /// made none (otherwise the level's own is built here).
+    fn assemble(records: Vec<Arc<Record>>, derived: Derived, lexical: Option<Bm25Index>, pages: &PageNumbers) -> Self {
+        let Derived { features, matrix, lexical: renumbered, page_of } = derived;
+        let pages = page_of.as_deref().map(|of| (&pages.scope, of));
+        let index = TenantLevel::build_from(&records, matrix, renumbered.or(lexical), pages);
         Self { store: Arc::new(LevelStore::new(records, features)), index, memo: Default::default() }
     }
 }
@@ -382,15 +430,44 @@ impl TenantIndex {
         let pages = PageNumbers::new(
             levels.iter().flat_map(|rows| rows.records.iter().map(|record| record.meta.doc_id.as_str())),
         );
-        // The levels are built side by side: much of a level's build is one thread's work.
         let [docs, sections, chunks] = levels;
-        let build =
-            |slot: usize, rows| LevelData::build(rows, dimension, base.map(|base| &base.levels[slot]), &pages, topics);
+        let Some(base) = base else { return Self::build_new([docs, sections, chunks], dimension, &pages, topics) };
+        // The levels are built side by side: much of a level's build is one thread's work.
+        let build = |slot: usize, rows| LevelData::build(rows, dimension, Some(&base.levels[slot]), &pages, topics);
         let levels = std::thread::scope(|scope| {
             let sections = scope.spawn(|| build(1, sections));
             let docs = build(0, docs);
             let chunks = build(2, chunks);
             [docs, sections.join().expect("a level's build does not panic"), chunks]
+        });
+        Self { levels }
+    }
+
+    /// `build` with no base: the sections' and chunks' lexical indexes are built together (a
+    /// chunk's text is most often a passage of its section's, tokenized once for both), beside the
+    /// levels' features and matrices.
+    fn build_new(levels: [LevelRows; 3], dimension: usize, pages: &PageNumbers, topics: &TopicTable) -> Self {
+        let [docs, sections, chunks] = levels;
+        let Ordered { rows: section_rows, order: section_order, records: section_records } = Ordered::new(sections);
+        let Ordered { rows: chunk_rows, order: chunk_order, records: chunk_records } = Ordered::new(chunks);
+        let derive = |rows, order: &[usize], records: &[Arc<Record>]| {
+            LevelData::derive(rows, order, records, dimension, None, pages, topics)
+        };
+        let joined = "a level's build does not panic";
+        let (docs, section_parts, chunk_parts, (section_lexical, chunk_lexical)) = std::thread::scope(|scope| {
+            let lexical = scope.spawn(|| {
+                Bm25Index::build_sections_and_chunks(&section_records, &chunk_records, Bm25Params::default())
+            });
+            let section_parts = scope.spawn(|| derive(section_rows, &section_order, &section_records));
+            let docs = LevelData::build(docs, dimension, None, pages, topics);
+            let chunk_parts = derive(chunk_rows, &chunk_order, &chunk_records);
+            (docs, section_parts.join().expect(joined), chunk_parts, lexical.join().expect(joined))
+        });
+        let levels = std::thread::scope(|scope| {
+            let sections =
+                scope.spawn(|| LevelData::assemble(section_records, section_parts, Some(section_lexical), pages));
+            let chunks = LevelData::assemble(chunk_records, chunk_parts, Some(chunk_lexical), pages);
+            [docs, sections.join().expect(joined), chunks]
         });
         Self { levels }
     }
