@@ -188,18 +188,22 @@ impl Source {
         self.spare[start..start + tail].copy_from_slice(&self.buffer[keep..self.filled]);
         let mut direct = self.direct;
         let (file, text, spare, block) = (&mut self.file, &self.buffer[..self.filled], &mut self.spare, self.block);
-        let (done, read, waited) = std::thread::scope(|scope| {
+        let (done, read, worked) = std::thread::scope(|scope| {
             let reading = scope.spawn(|| {
                 let into = &mut spare[start + tail..start + tail + block];
                 let read = Self::read_into(file, &mut direct, into)?;
-                Ok::<_, std::io::Error>((read, then(&spare[..start + tail + read], start)))
+                let read_at = std::time::Instant::now();
+                Ok::<_, std::io::Error>((read, read_at, then(&spare[..start + tail + read], start)))
             });
             let done = work(text);
-            let waited = !reading.is_finished();
-            (done, reading.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), waited)
+            let worked = std::time::Instant::now();
+            (done, reading.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), worked)
         });
         self.direct = direct;
-        let (read, then) = read?;
+        let (read, read_at, then) = read?;
+        // The disk was slower than the parsing when the read itself ended after the work (not
+        // what the reading thread did with the block after it).
+        let waited = read_at > worked;
         std::mem::swap(&mut self.buffer, &mut self.spare);
         self.filled = start + tail + read;
         self.at = start;
@@ -930,6 +934,26 @@ mod tests {
             assert_eq!(seen.len(), bytes.len(), "switch after {switch_after}");
             assert!(seen == bytes, "switch after {switch_after}");
         }
+    }
+
+    #[test]
+    fn direct_reads_go_on_when_the_reading_thread_is_slow_after_its_read_not_the_disk() {
+        // Each block's work takes 40 ms and the reading thread's work after its read 150 ms: the
+        // reads themselves end long before the work, so the disk kept up and the file is still
+        // read past the page cache.
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("bytes");
+        std::fs::write(&path, vec![b'x'; 12 * DIRECT_ALIGN]).unwrap();
+        let mut source = Source::new(std::fs::File::open(&path).unwrap(), DIRECT_ALIGN);
+        if !source.direct {
+            return; // This file system refuses direct reads: nothing to judge.
+        }
+        let pause = |millis| std::thread::sleep(std::time::Duration::from_millis(millis));
+        for _ in 0..SLOW_DIRECT_READS + 1 {
+            let at = source.filled;
+            source.more_beside(at, |_| pause(40), |_, _| pause(150)).unwrap();
+        }
+        assert!(source.direct, "a slow step after the read is not a slow disk");
     }
 
     #[test]
