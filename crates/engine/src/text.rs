@@ -68,8 +68,10 @@ pub(crate) fn between_tokens(text: &str, at: usize) -> bool {
     if at == 0 || at >= text.len() {
         return true;
     }
-    let before = text[..at].char_indices().next_back().map_or(0, |(start, _)| start);
-    kind_at(text, before).0 == Kind::Break || kind_at(text, at).0 == Kind::Break
+    let Some(before) = text.get(..at).and_then(|before| before.char_indices().next_back()) else {
+        return false;
+    };
+    kind_at(text, before.0).0 == Kind::Break || kind_at(text, at).0 == Kind::Break
 }
 
 /// What the character at byte `at` (a character boundary) of a text is to its token.
@@ -378,34 +380,27 @@ impl TermMemo {
 
     /// The numbers of the terms of `text` (those of `terms(text)`, in order), appended to `out`.
     pub(crate) fn term_numbers(&mut self, text: &str, out: &mut Vec<u32>) {
-        for_each_token(text, |token| {
-            if let Some(number) = self.tokens.get(token) {
-                out.extend(*number);
-                return;
-            }
-            let number = term_of(token).map(|term| self.number(term));
-            out.extend(number);
-            if self.tokens.len() < Self::MAX_REMEMBERED {
-                self.tokens.insert(token.to_string(), number);
-            }
-        });
+        for_each_token(text, |token| out.extend(self.token_number(token)));
     }
 
     /// `term_numbers`, each number with the byte of `text` where its token starts.
     pub(crate) fn term_numbers_at(&mut self, text: &str, out: &mut Vec<(u32, u32)>) {
         for_each_token_at(text, |token, start| {
-            let number = match self.tokens.get(token) {
-                Some(number) => *number,
-                None => {
-                    let number = term_of(token).map(|term| self.number(term));
-                    if self.tokens.len() < Self::MAX_REMEMBERED {
-                        self.tokens.insert(token.to_string(), number);
-                    }
-                    number
-                }
-            };
-            out.extend(number.map(|number| (number, start as u32)));
+            out.extend(self.token_number(token).map(|number| (number, start as u32)));
         });
+    }
+
+    /// The number of `token`'s term (`None`: a function word), remembered.
+    #[inline(always)]
+    fn token_number(&mut self, token: &str) -> Option<u32> {
+        if let Some(number) = self.tokens.get(token) {
+            return *number;
+        }
+        let number = term_of(token).map(|term| self.number(term));
+        if self.tokens.len() < Self::MAX_REMEMBERED {
+            self.tokens.insert(token.to_string(), number);
+        }
+        number
     }
 
     /// Whether the memo has numbered `MAX_REMEMBERED` terms or more.

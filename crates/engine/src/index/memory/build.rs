@@ -293,7 +293,7 @@ pub fn rebuild_tenant(
 }
 
 /// A level's gathered rows with their records in number order (ascending id).
-pub(super) struct Ordered {
+struct Ordered {
     rows: LevelRows,
     /// Number → the row it was gathered as.
     order: Vec<usize>,
@@ -310,7 +310,7 @@ impl Ordered {
 
 /// What a level's build derives from its records, besides the lexical index of the records it
 /// did not keep from its base.
-pub(super) struct Derived {
+struct Derived {
     features: Vec<RecordFeatures>,
     matrix: ScanMatrix,
     /// The base's lexical index renumbered, with the records it does not hold added.
