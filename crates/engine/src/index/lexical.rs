@@ -150,17 +150,7 @@ impl Bm25Index {
     /// while the next batch is tokenized (`Gathering`).
     pub(crate) fn build_from_records<R: AsRef<Record> + Sync>(records: &[R], params: Bm25Params) -> Self {
         let mut memos = Memos::new();
-        let [index] = gather_beside(&mut memos, params, |memos, send| {
-            for batch in records.chunks(TOKENIZE_BATCH) {
-                let counted = map_in_parts(batch, memos.for_batch(batch.len()), |(id, memo), record| {
-                    let mut numbers = Vec::new();
-                    lexical_term_numbers(memo, record.as_ref(), &mut numbers);
-                    Counted::new(*id, numbers)
-                });
-                memos.send_batch(send, 0, counted);
-                memos.start_over_full(send);
-            }
-        });
+        let [index] = gather_beside(&mut memos, params, |memos, send| memos.send_tokenized(send, 0, records));
         index
     }
 
@@ -211,11 +201,7 @@ impl Bm25Index {
                 let counted = map_in_parts(&items, memos.for_batch(items.len()), |(id, memo), (chunk, link)| {
                     let chunk = chunk.as_ref();
                     let derived = link.and_then(|link| tokenized[link.section - first].chunk_terms(chunk, link));
-                    derived.unwrap_or_else(|| {
-                        let mut numbers = Vec::new();
-                        lexical_term_numbers(memo, chunk, &mut numbers);
-                        Counted::new(*id, numbers)
-                    })
+                    derived.unwrap_or_else(|| Counted::of(*id, memo, chunk))
                 });
                 // Keep the last section tokenized: the next batch's first chunks may be its.
                 let keep_from = next_section.saturating_sub(1).max(window_start);
@@ -229,15 +215,7 @@ impl Bm25Index {
                     window_start = keep_from;
                 }
             }
-            for batch in sections[next_section..].chunks(TOKENIZE_BATCH) {
-                let counted = map_in_parts(batch, memos.for_batch(batch.len()), |(id, memo), record| {
-                    let mut numbers = Vec::new();
-                    lexical_term_numbers(memo, record.as_ref(), &mut numbers);
-                    Counted::new(*id, numbers)
-                });
-                memos.send_batch(send, SECTIONS, counted);
-                memos.start_over_full(send);
-            }
+            memos.send_tokenized(send, SECTIONS, &sections[next_section..]);
         });
         (section_index, chunk_index)
     }
@@ -409,7 +387,7 @@ fn gather_beside<const LEVELS: usize>(
     params: Bm25Params,
     tokenize: impl FnOnce(&mut Memos, &std::sync::mpsc::SyncSender<Gathered>),
 ) -> [Bm25Index; LEVELS] {
-    let workers = memos.0.len();
+    let workers = memos.memos.len();
     // Room for a few batches: a section batch's terms can take the adding thread longer than
     // the next batch's tokenizing.
     let (send, received) = std::sync::mpsc::sync_channel(GATHERED_AHEAD);
@@ -447,14 +425,35 @@ enum Gathered {
     Batch(usize, Vec<Counted>),
 }
 
-/// A build's term memos, one per worker, each with its worker's number, and how many of each
-/// one's terms were sent to the thread that adds them.
-struct Memos(Vec<(usize, crate::text::TermMemo)>, Vec<usize>);
+/// A build's term memos, one per worker.
+struct Memos {
+    /// Each memo with its worker's number.
+    memos: Vec<(usize, crate::text::TermMemo)>,
+    /// How many of each memo's terms were sent to the thread that adds them.
+    sent: Vec<usize>,
+}
 
 impl Memos {
     fn new() -> Self {
         let workers = super::in_parts::build_workers();
-        Self((0..workers).map(|id| (id, crate::text::TermMemo::default())).collect(), vec![0; workers])
+        Self { memos: (0..workers).map(|id| (id, crate::text::TermMemo::default())).collect(), sent: vec![0; workers] }
+    }
+
+    /// Tokenizes `records` (each on its own) a batch at a time and sends them as `level`'s next
+    /// records.
+    fn send_tokenized<R: AsRef<Record> + Sync>(
+        &mut self,
+        send: &std::sync::mpsc::SyncSender<Gathered>,
+        level: usize,
+        records: &[R],
+    ) {
+        for batch in records.chunks(TOKENIZE_BATCH) {
+            let counted = map_in_parts(batch, self.for_batch(batch.len()), |(id, memo), record| {
+                Counted::of(*id, memo, record.as_ref())
+            });
+            self.send_batch(send, level, counted);
+            self.start_over_full(send);
+        }
     }
 
     /// How many workers a batch of `len` records is tokenized on: one alone for a small batch.
@@ -462,20 +461,20 @@ impl Memos {
         if len < TOKENIZE_PARALLEL_FROM {
             1
         } else {
-            self.0.len()
+            self.memos.len()
         }
     }
 
     /// The memos a batch of `len` records is tokenized with.
     fn for_batch(&mut self, len: usize) -> &mut [(usize, crate::text::TermMemo)] {
         let workers = self.workers_for(len);
-        &mut self.0[..workers]
+        &mut self.memos[..workers]
     }
 
     /// Sends a batch of `level` and the terms it names that were not sent yet.
     fn send_batch(&mut self, send: &std::sync::mpsc::SyncSender<Gathered>, level: usize, counted: Vec<Counted>) {
         // A send fails only when the adding thread has panicked: its join says so.
-        for ((id, memo), sent) in self.0.iter().zip(&mut self.1) {
+        for ((id, memo), sent) in self.memos.iter().zip(&mut self.sent) {
             let new = memo.names_from(*sent);
             if !new.is_empty() {
                 *sent += new.len();
@@ -489,7 +488,7 @@ impl Memos {
     /// more); whether any did.
     fn start_over_full(&mut self, send: &std::sync::mpsc::SyncSender<Gathered>) -> bool {
         let mut any = false;
-        for ((id, memo), sent) in self.0.iter_mut().zip(&mut self.1).filter(|((_, memo), _)| memo.full()) {
+        for ((id, memo), sent) in self.memos.iter_mut().zip(&mut self.sent).filter(|((_, memo), _)| memo.full()) {
             *memo = crate::text::TermMemo::default();
             *sent = 0;
             let _ = send.send(Gathered::StartOver(*id));
@@ -508,6 +507,13 @@ struct Counted {
 }
 
 impl Counted {
+    /// `record`'s terms (`lexical_term_numbers`), tokenized with `memo`, worker `id`'s.
+    fn of(id: usize, memo: &mut crate::text::TermMemo, record: &Record) -> Self {
+        let mut numbers = Vec::new();
+        lexical_term_numbers(memo, record, &mut numbers);
+        Self::new(id, numbers)
+    }
+
     fn new(memo: usize, mut numbers: Vec<u32>) -> Self {
         numbers.sort_unstable();
         let runs = numbers.chunk_by(|a, b| a == b).map(|run| (run[0], run.len() as u32)).collect();
@@ -572,10 +578,8 @@ impl Passage {
     fn of<R: AsRef<Record>>(chunk: &Record, sections: &[R], hint: &mut usize) -> Option<Self> {
         let section_id = chunk.meta.section_id.as_deref()?;
         let is_it = |number: &usize| sections.get(*number).is_some_and(|s| s.as_ref().id == section_id);
-        let section = [*hint, *hint + 1]
-            .into_iter()
-            .find(is_it)
-            .or_else(|| sections.binary_search_by(|section| section.as_ref().id.as_str().cmp(section_id)).ok())?;
+        let section =
+            [*hint, *hint + 1].into_iter().find(is_it).or_else(|| super::number_by_id(sections, section_id))?;
         *hint = section;
         let outer = &sections[section].as_ref().text;
         let (start, end) = chunk.text.bounds_in(outer)?;

@@ -30,6 +30,11 @@ pub use file_index::InMemoryIndex;
 pub use filter::RecordFilter;
 pub(crate) use record_ref::{LevelStore, RecordRef};
 
+/// The number of the record whose id is `id` among `records`, which a level keeps in id order.
+pub(crate) fn number_by_id<R: AsRef<Record>>(records: &[R], id: &str) -> Option<usize> {
+    records.binary_search_by(|record| record.as_ref().id.as_str().cmp(id)).ok()
+}
+
 /// A record with the score one ranker gave it (cosine similarity or BM25). Its derived features,
 /// when the backend keeps them, are `record.features()` (`None`: readers derive what they need
 /// themselves).

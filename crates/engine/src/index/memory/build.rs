@@ -232,7 +232,7 @@ fn section_key(tenant: &str, id: &str) -> u64 {
 /// with its number in its level.
 fn kept_in(base: &LoadedIndex, level: Level, record: &Record) -> Option<(Arc<Record>, usize)> {
     let data = base.tenant(&record.meta.tenant_id)?.level(level);
-    let number = data.store.records.binary_search_by(|old| old.id.as_str().cmp(&record.id)).ok()?;
+    let number = crate::index::number_by_id(&data.store.records, &record.id)?;
     let old = &data.store.records[number];
     (old.meta == record.meta && old.text == record.text && data.index.vector(number) == record.embedding)
         .then(|| (Arc::clone(old), number))

@@ -477,8 +477,7 @@ const TEXT_IN_SECTION: u8 = 1;
 
 /// The section of `sections` (in id order) whose id is `id`, the section a record names.
 fn section_of<'s>(id: Option<&str>, sections: &'s [Arc<Record>]) -> Option<&'s Arc<Record>> {
-    let id = id?;
-    sections.binary_search_by(|section| section.id.as_str().cmp(id)).ok().map(|number| &sections[number])
+    crate::index::number_by_id(sections, id?).map(|number| &sections[number])
 }
 
 fn write_record<W: Write>(out: &mut Writer<W>, record: &Record, sections: &[Arc<Record>]) -> io::Result<()> {
