@@ -689,32 +689,48 @@ fn parse_number(text: &[u8], start: usize) -> Option<(f32, usize)> {
 /// The powers of ten an `f32` holds exactly that the fast paths multiply or divide by.
 const POWERS_F32: [f32; 11] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10];
 
+/// The powers of ten an `f64` holds exactly.
+const POWERS_F64: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20,
+    1e21, 1e22,
+];
+
 /// `parse_number` for the numbers most of an embedding is written in: one digit, a point and one
-/// to eight digits (`-0.01953443`), with no exponent and at least 16 bytes of text from `start`.
-/// Read in a few word-wide steps, with the fast path's arithmetic of `any_number`, which reads
-/// anything else.
+/// to ten digits (`-0.01953443`, `0.0046105450`), with no exponent and at least 20 bytes of text
+/// from `start`. Read in a few word-wide steps, with the fast paths' arithmetic of `any_number`,
+/// which reads anything else. (The shortest text of an `f32` below 0.01 has nine or ten digits
+/// after the point: most numbers of a real site's embeddings.)
 #[inline(always)]
 fn short_fraction(text: &[u8], start: usize) -> Option<(f32, usize)> {
-    const TENS: [u64; 9] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000];
-    let bytes: &[u8; 16] = text.get(start..start + 16)?.try_into().ok()?;
+    const TENS: [u64; 11] =
+        [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000, 10_000_000_000];
+    let bytes: &[u8; 20] = text.get(start..start + 20)?.try_into().ok()?;
     let negative = bytes[0] == b'-';
     let at = usize::from(negative);
     let whole = bytes[at].wrapping_sub(b'0');
     if whole > 9 || bytes[at + 1] != b'.' {
         return None;
     }
-    let fraction: &[u8; 8] = bytes[at + 2..at + 10].try_into().ok()?;
-    let (digits, count) = leading_digits(u64::from_le_bytes(*fraction));
+    let word = |from: usize| u64::from_le_bytes(bytes[from..from + 8].try_into().unwrap_or_default());
+    let (mut digits, mut count) = leading_digits(word(at + 2));
+    if count == 8 {
+        let (more, more_count) = leading_digits(word(at + 10));
+        digits = digits * TENS[more_count.min(2)] + more;
+        count += more_count;
+    }
     let end = at + 2 + count;
-    // No digits after the point, more than eight, or an exponent: `any_number`'s.
-    if count == 0 || matches!(bytes[end], b'0'..=b'9' | b'e' | b'E') {
+    // No digits after the point, more than ten, or an exponent: `any_number`'s.
+    if count == 0 || count > 10 || matches!(bytes[end], b'e' | b'E') {
         return None;
     }
     let mantissa = u64::from(whole) * TENS[count] + digits;
-    if mantissa > 1 << 24 {
-        return None;
-    }
-    let magnitude = mantissa as f32 / POWERS_F32[count];
+    // `any_number`'s two fast paths, to the bit: at most 24 bits in `f32`, else (at most ten
+    // digits: under 2^37) in `f64`, then rounded to `f32`.
+    let magnitude = if mantissa <= 1 << 24 {
+        mantissa as f32 / POWERS_F32[count]
+    } else {
+        (mantissa as f64 / POWERS_F64[count]) as f32
+    };
     Some((if negative { -magnitude } else { magnitude }, start + end))
 }
 
@@ -797,11 +813,7 @@ fn any_number(text: &[u8], start: usize) -> Option<(f32, usize)> {
         // Nine digits and more (the shortest text of an `f32` often has nine): the same one
         // operation in `f64`, whose result is the nearest `f64`, then the nearest `f32` to that,
         // which is exactly how serde_json reads an `f32`.
-        const POWERS64: [f64; 23] = [
-            1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18,
-            1e19, 1e20, 1e21, 1e22,
-        ];
-        let scale = POWERS64[power.unsigned_abs() as usize];
+        let scale = POWERS_F64[power.unsigned_abs() as usize];
         let magnitude = if power < 0 { mantissa as f64 / scale } else { mantissa as f64 * scale };
         (if negative { -magnitude } else { magnitude }) as f32
     } else {
@@ -1117,7 +1129,7 @@ mod tests {
         let mut next = || xorshift(&mut state);
         let mut fast = 0;
         for _ in 0..50_000 {
-            // A sign or not, one or two digits, a point or not, 0 to 10 digits, an exponent or
+            // A sign or not, one or two digits, a point or not, 0 to 12 digits, an exponent or
             // not, then a byte of any kind and bytes enough for the fast path or not.
             let mut text = Vec::new();
             if next() % 2 == 0 {
@@ -1127,19 +1139,25 @@ mod tests {
             if next() % 8 != 0 {
                 text.push(b'.');
             }
-            text.extend((0..next() % 11).map(|_| b'0' + (next() % 10) as u8));
+            text.extend((0..next() % 13).map(|_| b'0' + (next() % 10) as u8));
             if next() % 8 == 0 {
                 text.extend_from_slice(b"e-3");
             }
             let after = [b',', b']', b' ', b'.', b'e', b'E', b'5', b'x', 0x80, 0xff][next() as usize % 10];
             text.push(after);
-            text.extend((0..next() % 20).map(|_| [b'0', b',', b' ', b'"'][next() as usize % 4]));
+            text.extend((0..next() % 24).map(|_| [b'0', b',', b' ', b'"'][next() as usize % 4]));
             let ours = parse_number(&text, 0).map(|(value, end)| (value.to_bits(), end));
             let theirs = any_number(&text, 0).map(|(value, end)| (value.to_bits(), end));
             assert_eq!(ours, theirs, "{}", String::from_utf8_lossy(&text));
             fast += usize::from(short_fraction(&text, 0).is_some());
         }
         assert!(fast > 5_000, "the fast path read {fast} numbers");
+        // Nine and ten digits after the point (the shortest text of an `f32` below 0.01) take it.
+        for text in [&b"-0.004610545,0.1,0.2,0.3"[..], b"0.0046105451]         ", b"7.0123456789,         "] {
+            let theirs = any_number(text, 0).map(|(value, end)| (value.to_bits(), end));
+            assert!(theirs.is_some());
+            assert_eq!(short_fraction(text, 0).map(|(value, end)| (value.to_bits(), end)), theirs);
+        }
     }
 
     #[test]
