@@ -652,6 +652,22 @@ fn embedding_at(text: &[u8]) -> Option<usize> {
 /// Reads the JSON array of numbers `text` starts with into `numbers`, each the `f32` nearest to
 /// its decimal text; its length in `text`, or `None` for anything but an array of numbers.
 fn parse_numbers(text: &[u8], numbers: &mut Vec<f32>) -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    if super::numbers_x86::available() {
+        // SAFETY: the CPU has the instructions it needs (just checked).
+        return unsafe { super::numbers_x86::parse_numbers(text, numbers) };
+    }
+    parse_numbers_with(text, numbers, parse_number)
+}
+
+/// `parse_numbers`, each number read by `read` (`parse_number`, or a reader that gives the same
+/// values).
+#[inline(always)]
+pub(super) fn parse_numbers_with(
+    text: &[u8],
+    numbers: &mut Vec<f32>,
+    read: impl Fn(&[u8], usize) -> Option<(f32, usize)>,
+) -> Option<usize> {
     if text.first() != Some(&b'[') {
         return None;
     }
@@ -660,7 +676,7 @@ fn parse_numbers(text: &[u8], numbers: &mut Vec<f32>) -> Option<usize> {
         return Some(at + 1);
     }
     loop {
-        let (number, end) = parse_number(text, at)?;
+        let (number, end) = read(text, at)?;
         numbers.push(number);
         // A comma straight after the number, as `ingest` and most writers put it.
         if text.get(end) == Some(&b',') {
@@ -682,7 +698,7 @@ fn parse_numbers(text: &[u8], numbers: &mut Vec<f32>) -> Option<usize> {
 /// 53 bits and 22 (the same in `f64`, then rounded to `f32` as serde_json does); otherwise the
 /// standard library's parser.
 #[inline(always)]
-fn parse_number(text: &[u8], start: usize) -> Option<(f32, usize)> {
+pub(super) fn parse_number(text: &[u8], start: usize) -> Option<(f32, usize)> {
     short_fraction(text, start).or_else(|| any_number(text, start))
 }
 
@@ -723,15 +739,23 @@ fn short_fraction(text: &[u8], start: usize) -> Option<(f32, usize)> {
     if count == 0 || count > 10 || matches!(bytes[end], b'e' | b'E') {
         return None;
     }
-    let mantissa = u64::from(whole) * TENS[count] + digits;
-    // `any_number`'s two fast paths, to the bit: at most 24 bits in `f32`, else (at most ten
-    // digits: under 2^37) in `f64`, then rounded to `f32`.
-    let magnitude = if mantissa <= 1 << 24 {
-        mantissa as f32 / POWERS_F32[count]
+    Some((nearest_of_short(u64::from(whole) * TENS[count] + digits, count, negative), start + end))
+}
+
+/// The `f32` nearest to a short form's value (`short_fraction`): its digits `mantissa` (at most
+/// eleven) over 10^`count` (at most 10), negated or not. To the bit what `any_number`'s two fast
+/// paths give: one division in `f64`, then rounded to `f32`. (Their other path, digits of 24 bits
+/// or less divided in `f32`, gives the same `f32` for every such mantissa and count: a test tries
+/// all of them.) One division on no branch: which of the two paths a real site's numbers take
+/// is a coin toss, and a branch on it cost more than the reading.
+#[inline(always)]
+pub(super) fn nearest_of_short(mantissa: u64, count: usize, negative: bool) -> f32 {
+    let magnitude = (mantissa as f64 / POWERS_F64[count]) as f32;
+    if negative {
+        -magnitude
     } else {
-        (mantissa as f64 / POWERS_F64[count]) as f32
-    };
-    Some((if negative { -magnitude } else { magnitude }, start + end))
+        magnitude
+    }
 }
 
 /// How many of the eight bytes of `word` (little-endian: the first is the lowest) are ASCII
@@ -765,7 +789,7 @@ fn eight_digit_value(less: u64) -> u64 {
 }
 
 /// `parse_number` for any number.
-fn any_number(text: &[u8], start: usize) -> Option<(f32, usize)> {
+pub(super) fn any_number(text: &[u8], start: usize) -> Option<(f32, usize)> {
     let mut at = start;
     let negative = text.get(at) == Some(&b'-');
     at += usize::from(negative);
@@ -1157,6 +1181,20 @@ mod tests {
             let theirs = any_number(text, 0).map(|(value, end)| (value.to_bits(), end));
             assert!(theirs.is_some());
             assert_eq!(short_fraction(text, 0).map(|(value, end)| (value.to_bits(), end)), theirs);
+        }
+    }
+
+    #[test]
+    fn a_short_form_divided_in_f64_rounds_to_what_f32_division_gives_for_every_24_bit_mantissa() {
+        // `nearest_of_short` divides in `f64` alone; `any_number` divides digits of 24 bits or
+        // less in `f32`. All 11 × 2^24 + 11 pairs.
+        for (count, power) in POWERS_F32.iter().enumerate() {
+            let differ = (0..=1u64 << 24)
+                .filter(|&mantissa| {
+                    nearest_of_short(mantissa, count, false).to_bits() != (mantissa as f32 / power).to_bits()
+                })
+                .count();
+            assert_eq!(differ, 0, "{differ} mantissas over 10^{count}");
         }
     }
 

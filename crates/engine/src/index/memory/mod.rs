@@ -7,6 +7,8 @@ mod engine;
 mod load;
 pub(crate) mod local_copy;
 mod memo;
+#[cfg(target_arch = "x86_64")]
+mod numbers_x86;
 mod snapshot;
 
 pub use build::rebuild_tenant;
