@@ -562,7 +562,7 @@ fn level_field(level: Level) -> &'static str {
     }
 }
 
-fn skip_space(buffer: &[u8], mut at: usize) -> usize {
+pub(super) fn skip_space(buffer: &[u8], mut at: usize) -> usize {
     while buffer.get(at).is_some_and(|byte| byte.is_ascii_whitespace()) {
         at += 1;
     }
