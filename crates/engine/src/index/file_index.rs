@@ -187,6 +187,7 @@ impl SnapshotSource for InMemoryIndex {
 /// is swapped in) without waiting for it; copies are written one at a time (`local_copy::write`).
 fn write_copy_in_background(directory: PathBuf, source: String, loaded: Arc<LoadedIndex>) {
     let spawned = std::thread::Builder::new().name("local-copy".into()).spawn(move || {
+        super::memory::local_copy::give_way_to_searches();
         let started = std::time::Instant::now();
         match super::memory::local_copy::write(&directory, &source, &loaded) {
             Ok(()) => tracing::info!(directory = %directory.display(), seconds = started.elapsed().as_secs_f64(), "local copy of the index written"),

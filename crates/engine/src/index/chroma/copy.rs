@@ -155,8 +155,10 @@ impl LocalCopy {
             data
         };
         let copy = Arc::clone(self);
-        let spawned =
-            std::thread::Builder::new().name("replica-copy".into()).spawn(move || copy.write(&loaded, &note, data));
+        let spawned = std::thread::Builder::new().name("replica-copy".into()).spawn(move || {
+            local_copy::give_way_to_searches();
+            copy.write(&loaded, &note, data)
+        });
         if let Err(error) = spawned {
             tracing::warn!(%error, "local copy of the replica not written: no thread");
             self.state().busy = false;

@@ -288,6 +288,24 @@ mod tests {
     /// A restart from the local copy serves what the snapshot served: the same records, the
     /// same dense and lexical rankings under every filter, the same page numbering. A copy of
     /// another version of the file, or a damaged one, is not taken.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_copy_writer_gives_way_to_the_searches_and_only_it_does() {
+        // SAFETY (both): `getpriority` on the calling thread's id reads no memory of ours.
+        let own = || unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
+        let before = own();
+        let (writer, after_writer) = std::thread::spawn(move || {
+            local_copy::give_way_to_searches();
+            // A thread the writer starts (the parts are written on several) inherits its nice.
+            (own(), std::thread::spawn(own).join().expect("no panic"))
+        })
+        .join()
+        .expect("no panic");
+        assert_eq!(writer, before.max(10), "from {before}");
+        assert_eq!(after_writer, writer);
+        assert_eq!(own(), before, "the calling thread alone changes");
+    }
+
     #[test]
     fn a_local_copy_reads_back_as_the_index_it_copies() {
         let snapshot = fixtures::snapshot();
