@@ -7,6 +7,7 @@ mod engine;
 mod load;
 pub(crate) mod local_copy;
 mod memo;
+mod numbers;
 #[cfg(target_arch = "x86_64")]
 mod numbers_x86;
 mod snapshot;

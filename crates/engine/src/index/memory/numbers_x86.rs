@@ -1,10 +1,10 @@
 //! An embedding's numbers read with SSSE3 and SSE4.1 (x86-64 CPUs since 2008, checked at run
 //! time): the short form most of them have (`-0.01953443`: one digit, a point, one to ten digits)
 //! in a dozen vector instructions instead of a few dozen scalar ones. Every value is the one the
-//! scalar reader gives (`load::nearest_of_short`, the same arithmetic); anything else is read by
+//! scalar reader gives (`numbers::nearest_of_short`, the same arithmetic); anything else is read by
 //! it.
 
-use super::load::{nearest_of_short, parse_number, skip_space};
+use super::numbers::{nearest_of_short, parse_number, skip_space};
 use std::arch::x86_64::*;
 
 /// Whether this CPU has the instructions (the standard library checks once and remembers).
@@ -12,8 +12,8 @@ pub(super) fn available() -> bool {
     is_x86_feature_detected!("ssse3") && is_x86_feature_detected!("sse4.1")
 }
 
-/// `load::parse_numbers`: the same numbers and length, the short form read by `short_form`.
-/// A short form followed by a comma is followed straight by the next number: the next read
+/// The numbers and length `numbers::parse_numbers_with` gives with `numbers::parse_number`, the
+/// short form read by `short_form`. A short form followed by a comma is followed straight by the next number: the next read
 /// waits only for this one's vector steps, not for loads of the bytes after it.
 ///
 /// # Safety
@@ -38,7 +38,7 @@ pub(super) unsafe fn parse_numbers(text: &[u8], numbers: &mut Vec<f32>) -> Optio
             return Some(end + 1);
         }
         // Anything else (spaces, an exponent, more digits, the end of the text near) as
-        // `load::parse_numbers_with` reads it.
+        // `numbers::parse_numbers_with` reads it.
         let (number, end) = parse_number(text, skip_space(text, at))?;
         numbers.push(number);
         at = skip_space(text, end);
@@ -118,15 +118,8 @@ unsafe fn short_form(text: &[u8], at: usize) -> Option<(f32, usize, bool)> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::load::{any_number, parse_numbers_with};
+    use super::super::numbers::{any_number, parse_numbers_with, xorshift};
     use super::*;
-
-    fn xorshift(state: &mut u64) -> u64 {
-        *state ^= *state << 13;
-        *state ^= *state >> 7;
-        *state ^= *state << 17;
-        *state
-    }
 
     /// A number's text of any shape near the short form: a sign or not, one or two digits, a
     /// point or not, 0 to 12 digits, an exponent or not.
