@@ -11,6 +11,35 @@ pub(super) fn skip_space(buffer: &[u8], mut at: usize) -> usize {
     at
 }
 
+/// Where reading an array of numbers goes on: a number at this byte, or the array ended (its
+/// length in the text).
+pub(super) enum Next {
+    Number(usize),
+    End(usize),
+}
+
+/// The array's `[` and what follows it; `None` when `text` does not start with `[`.
+#[inline(always)]
+pub(super) fn array_start(text: &[u8]) -> Option<Next> {
+    if text.first() != Some(&b'[') {
+        return None;
+    }
+    let at = skip_space(text, 1);
+    Some(if text.get(at) == Some(&b']') { Next::End(at + 1) } else { Next::Number(at) })
+}
+
+/// What follows a number that ends at `end`: a comma and the next number, or `]`; `None` for
+/// anything else.
+#[inline(always)]
+pub(super) fn after_number(text: &[u8], end: usize) -> Option<Next> {
+    let at = skip_space(text, end);
+    match text.get(at) {
+        Some(b',') => Some(Next::Number(skip_space(text, at + 1))),
+        Some(b']') => Some(Next::End(at + 1)),
+        _ => None,
+    }
+}
+
 /// Reads the JSON array of numbers `text` starts with into `numbers`, each number read by `read`
 /// (`parse_number`, or a reader that gives the same values); its length in `text`, or `None` for
 /// anything but an array of numbers.
@@ -20,27 +49,15 @@ pub(super) fn parse_numbers_with(
     numbers: &mut Vec<f32>,
     read: impl Fn(&[u8], usize) -> Option<(f32, usize)>,
 ) -> Option<usize> {
-    if text.first() != Some(&b'[') {
-        return None;
-    }
-    let mut at = skip_space(text, 1);
-    if text.get(at) == Some(&b']') {
-        return Some(at + 1);
-    }
+    let mut next = array_start(text)?;
     loop {
+        let at = match next {
+            Next::Number(at) => at,
+            Next::End(length) => return Some(length),
+        };
         let (number, end) = read(text, at)?;
         numbers.push(number);
-        // A comma straight after the number, as `ingest` and most writers put it.
-        if text.get(end) == Some(&b',') {
-            at = skip_space(text, end + 1);
-            continue;
-        }
-        at = skip_space(text, end);
-        match text.get(at) {
-            Some(b',') => at = skip_space(text, at + 1),
-            Some(b']') => return Some(at + 1),
-            _ => return None,
-        }
+        next = after_number(text, end)?;
     }
 }
 

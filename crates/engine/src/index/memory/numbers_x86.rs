@@ -4,7 +4,7 @@
 //! scalar reader gives (`numbers::nearest_of_short`, the same arithmetic); anything else is read by
 //! it.
 
-use super::numbers::{nearest_of_short, parse_number, skip_space};
+use super::numbers::{after_number, array_start, nearest_of_short, parse_number, skip_space, Next};
 use std::arch::x86_64::*;
 
 /// Whether this CPU has the instructions (the standard library checks once and remembers).
@@ -13,40 +13,31 @@ pub(super) fn available() -> bool {
 }
 
 /// The numbers and length `numbers::parse_numbers_with` gives with `numbers::parse_number`, the
-/// short form read by `short_form`. A short form followed by a comma is followed straight by the next number: the next read
-/// waits only for this one's vector steps, not for loads of the bytes after it.
+/// short form read by `short_form`. A short form followed by a comma is followed straight by the
+/// next number: the next read waits only for this one's vector steps, not for loads of the bytes
+/// after it.
 ///
 /// # Safety
 /// The CPU has SSSE3 and SSE4.1 (`available`).
 #[target_feature(enable = "ssse3,sse4.1")]
 pub(super) unsafe fn parse_numbers(text: &[u8], numbers: &mut Vec<f32>) -> Option<usize> {
-    if text.first() != Some(&b'[') {
-        return None;
-    }
-    let mut at = skip_space(text, 1);
-    if text.get(at) == Some(&b']') {
-        return Some(at + 1);
-    }
+    let mut next = array_start(text)?;
     loop {
+        let at = match next {
+            Next::Number(at) => at,
+            Next::End(length) => return Some(length),
+        };
         // SAFETY: this function's caller vouches for the instructions.
         if let Some((number, end, comma)) = unsafe { short_form(text, at) } {
             numbers.push(number);
-            if comma {
-                at = end + 1;
-                continue;
-            }
-            return Some(end + 1);
+            next = if comma { Next::Number(end + 1) } else { Next::End(end + 1) };
+            continue;
         }
         // Anything else (spaces, an exponent, more digits, the end of the text near) as
         // `numbers::parse_numbers_with` reads it.
         let (number, end) = parse_number(text, skip_space(text, at))?;
         numbers.push(number);
-        at = skip_space(text, end);
-        match text.get(at) {
-            Some(b',') => at = skip_space(text, at + 1),
-            Some(b']') => return Some(at + 1),
-            _ => return None,
-        }
+        next = after_number(text, end)?;
     }
 }
 
