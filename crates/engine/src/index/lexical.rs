@@ -22,7 +22,7 @@ impl Default for Bm25Params {
 /// An inverted index over a fixed list of documents numbered 0..n.
 #[derive(Debug, Default)]
 pub struct Bm25Index {
-    postings: HashMap<String, Vec<Posting>>,
+    postings: HashMap<String, PostingList>,
     /// The weights of each term held by at least `DENSE_SHARE` of the documents, by document
     /// number (0 where absent): `score_all_into` adds these whole arrays, which the CPU does many
     /// floats at a time, instead of following a posting entry by entry. Derived from `postings`
@@ -38,15 +38,91 @@ pub struct Bm25Index {
 /// A term held by this share of a level's documents (or more) also gets a dense weight array.
 const DENSE_SHARE: f32 = 1.0 / 3.0;
 
-/// One document holding a term: its number, how often it holds the term, and the term's BM25
-/// weight in it. The weight is a function of the build alone (the term's document frequency, the
-/// document's length, the average length), so `finish` computes it once for every search.
+/// One term's postings, in ascending document number: each document's number and the term's
+/// weight in it side by side (what a search reads), and apart from them how often it holds the
+/// term (what only `finish`, a renumbering and the local copy read): 9 bytes an entry, not 12.
+#[derive(Debug, Clone, Default)]
+#[cfg_attr(test, derive(PartialEq))]
+struct PostingList {
+    entries: Vec<Posting>,
+    counts: Counts,
+}
+
+/// One document holding a term: its number and the term's BM25 weight in it. The weight is a
+/// function of the build alone (the term's document frequency, the document's length, the
+/// average length, the count), so `finish` computes it once for every search.
 #[derive(Debug, Clone, Copy)]
 #[cfg_attr(test, derive(PartialEq))]
 struct Posting {
     number: u32,
-    count: u32,
     weight: f32,
+}
+
+/// How often each entry's document holds the term, a byte each; a count of `COUNT_ESCAPE` or
+/// more is `COUNT_ESCAPE` there and kept whole in `large` (entry, count), by ascending entry: a
+/// term that many times in one record is rare.
+#[derive(Debug, Clone, Default)]
+#[cfg_attr(test, derive(PartialEq))]
+struct Counts {
+    small: Vec<u8>,
+    large: Vec<(u32, u32)>,
+}
+
+const COUNT_ESCAPE: u8 = u8::MAX;
+
+impl Counts {
+    /// The next entry's count.
+    fn push(&mut self, count: u32) {
+        match u8::try_from(count) {
+            Ok(small) if small < COUNT_ESCAPE => self.small.push(small),
+            _ => {
+                self.large.push((self.small.len() as u32, count));
+                self.small.push(COUNT_ESCAPE);
+            }
+        }
+    }
+
+    /// Entry `entry`'s count.
+    fn get(&self, entry: usize) -> u32 {
+        match self.small[entry] {
+            COUNT_ESCAPE => {
+                let at = self.large.binary_search_by_key(&(entry as u32), |&(entry, _)| entry);
+                at.map_or(u32::from(COUNT_ESCAPE), |at| self.large[at].1)
+            }
+            small => u32::from(small),
+        }
+    }
+}
+
+impl PostingList {
+    /// Appends document `number`, which holds the term `count` times (its weight is set by
+    /// `Bm25Index::finish`).
+    fn push(&mut self, number: u32, count: u32) {
+        self.entries.push(Posting { number, weight: 0.0 });
+        self.counts.push(count);
+    }
+
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The entries (with their counts) in ascending document number, when they are not already.
+    fn sort(&mut self) {
+        if self.entries.is_sorted_by_key(|entry| entry.number) {
+            return;
+        }
+        let mut order: Vec<usize> = (0..self.len()).collect();
+        order.sort_unstable_by_key(|&entry| self.entries[entry].number);
+        let mut sorted = PostingList { entries: Vec::with_capacity(self.len()), counts: Counts::default() };
+        for entry in order {
+            sorted.push(self.entries[entry].number, self.counts.get(entry));
+        }
+        *self = sorted;
+    }
 }
 
 impl Bm25Index {
@@ -58,15 +134,15 @@ impl Bm25Index {
         out.f32(self.average_length)?;
         out.len(self.lengths.len())?;
         out.words(self.lengths.iter().map(|length| length.to_le_bytes()))?;
-        let mut terms: Vec<(&String, &Vec<Posting>)> = self.postings.iter().collect();
+        let mut terms: Vec<(&String, &PostingList)> = self.postings.iter().collect();
         terms.sort_unstable_by(|a, b| a.0.cmp(b.0));
         out.len(terms.len())?;
-        for (term, postings) in terms {
+        for (term, list) in terms {
             out.str(term)?;
-            out.len(postings.len())?;
-            out.words(
-                postings.iter().flat_map(|p| [p.number.to_le_bytes(), p.count.to_le_bytes(), p.weight.to_le_bytes()]),
-            )?;
+            out.len(list.len())?;
+            out.words(list.entries.iter().enumerate().flat_map(|(entry, p)| {
+                [p.number.to_le_bytes(), list.counts.get(entry).to_le_bytes(), p.weight.to_le_bytes()]
+            }))?;
         }
         Ok(())
     }
@@ -94,15 +170,13 @@ impl Bm25Index {
             let term = input.string()?;
             let len = input.len()?;
             input.words_into(len.saturating_mul(3), &mut words, |word| word)?;
-            let list: Vec<Posting> = words
-                .chunks_exact(3)
-                .map(|p| Posting {
-                    number: u32::from_le_bytes(p[0]),
-                    count: u32::from_le_bytes(p[1]),
-                    weight: f32::from_le_bytes(p[2]),
-                })
-                .collect();
-            if list.iter().any(|posting| posting.number as usize >= documents) {
+            let mut list = PostingList { entries: Vec::with_capacity(len), counts: Counts::default() };
+            list.counts.small.reserve_exact(len);
+            for p in words.chunks_exact(3) {
+                list.entries.push(Posting { number: u32::from_le_bytes(p[0]), weight: f32::from_le_bytes(p[2]) });
+                list.counts.push(u32::from_le_bytes(p[1]));
+            }
+            if list.entries.iter().any(|posting| posting.number as usize >= documents) {
                 return Err(super::codec::damaged("a posting names no document of the level"));
             }
             postings.insert(term, list);
@@ -122,7 +196,7 @@ impl Bm25Index {
             .filter(|(_, posting)| documents > 0 && posting.len() as f32 >= DENSE_SHARE * documents as f32)
             .map(|(term, posting)| {
                 let mut weights = vec![0.0f32; documents];
-                for entry in posting {
+                for entry in &posting.entries {
                     weights[entry.number as usize] = entry.weight;
                 }
                 (term.clone(), weights)
@@ -236,11 +310,13 @@ impl Bm25Index {
                 index.lengths[*new as usize] = self.lengths[old];
             }
         }
-        for (term, posting) in &self.postings {
-            let moved: Vec<Posting> = posting
-                .iter()
-                .filter_map(|entry| kept[entry.number as usize].map(|number| Posting { number, ..*entry }))
-                .collect();
+        for (term, list) in &self.postings {
+            let mut moved = PostingList::default();
+            for (entry, posting) in list.entries.iter().enumerate() {
+                if let Some(number) = kept[posting.number as usize] {
+                    moved.push(number, list.counts.get(entry));
+                }
+            }
             if !moved.is_empty() {
                 index.postings.insert(term.clone(), moved);
             }
@@ -261,7 +337,7 @@ impl Bm25Index {
             *counts.entry(term).or_default() += 1;
         }
         for (term, count) in counts.drain() {
-            self.postings.entry(term).or_default().push(Posting { number, count, weight: 0.0 });
+            self.postings.entry(term).or_default().push(number, count);
         }
     }
 
@@ -270,12 +346,12 @@ impl Bm25Index {
         self.average_length = if self.lengths.is_empty() { 0.0 } else { total as f32 / self.lengths.len() as f32 };
         let total_documents = self.lengths.len() as f32;
         let mut postings = std::mem::take(&mut self.postings);
-        for posting in postings.values_mut() {
+        for list in postings.values_mut() {
             // Postings in ascending document number: `score_among` looks documents up in them.
-            posting.sort_unstable_by_key(|entry| entry.number);
-            let idf = idf(posting.len(), total_documents);
-            for entry in posting.iter_mut() {
-                entry.weight = self.weight(idf, entry.number as usize, entry.count);
+            list.sort();
+            let idf = idf(list.len(), total_documents);
+            for (entry, posting) in list.entries.iter_mut().enumerate() {
+                posting.weight = self.weight(idf, posting.number as usize, list.counts.get(entry));
             }
         }
         self.postings = postings;
@@ -304,7 +380,7 @@ impl Bm25Index {
                 scores = vec![0.0; self.lengths.len()];
                 verdicts = vec![UNKNOWN; self.lengths.len()];
             }
-            for entry in posting {
+            for entry in &posting.entries {
                 let number = entry.number as usize;
                 if verdicts[number] == UNKNOWN {
                     verdicts[number] = if accept(number) { ACCEPTED } else { REJECTED };
@@ -331,7 +407,7 @@ impl Bm25Index {
                 continue;
             }
             let Some(posting) = self.postings.get(term.as_str()) else { continue };
-            for entry in posting {
+            for entry in &posting.entries {
                 scores[entry.number as usize] += entry.weight;
             }
         }
@@ -355,7 +431,7 @@ impl Bm25Index {
             // else the two lists are walked side by side.
             let bits = (usize::BITS - posting.len().leading_zeros()) as usize;
             let search = numbers.len() * bits < posting.len();
-            let mut rest: &[Posting] = posting;
+            let mut rest: &[Posting] = &posting.entries;
             for (score, &number) in scores.iter_mut().zip(&numbers) {
                 let at = if search {
                     rest.partition_point(|entry| (entry.number as usize) < number)
@@ -599,13 +675,14 @@ struct Gathering {
     places: Vec<Vec<u32>>,
     place_of: HashMap<String, u32>,
     terms: Vec<String>,
-    postings: Vec<Vec<Posting>>,
+    postings: Vec<PostingList>,
     lengths: Vec<u32>,
-    /// The batch's (place, posting), in record order.
-    entries: Vec<(u32, Posting)>,
+    /// The batch's (place, record number, count), in record order.
+    entries: Vec<(u32, u32, u32)>,
     /// Per place: where its group starts in `grouped`, then (after the scatter) ends.
     ends: Vec<u32>,
-    grouped: Vec<Posting>,
+    /// The batch's (record number, count), grouped by place.
+    grouped: Vec<(u32, u32)>,
 }
 
 impl Gathering {
@@ -641,12 +718,12 @@ impl Gathering {
                             let place = self.terms.len() as u32;
                             self.place_of.insert(name.to_string(), place);
                             self.terms.push(name.to_string());
-                            self.postings.push(Vec::new());
+                            self.postings.push(PostingList::default());
                             place
                         }
                     };
                 }
-                self.entries.push((table[term as usize], Posting { number, count, weight: 0.0 }));
+                self.entries.push((table[term as usize], number, count));
             }
         }
         self.append_batch();
@@ -655,24 +732,26 @@ impl Gathering {
     fn append_batch(&mut self) {
         self.ends.clear();
         self.ends.resize(self.postings.len() + 1, 0);
-        for &(place, _) in &self.entries {
+        for &(place, _, _) in &self.entries {
             self.ends[place as usize + 1] += 1;
         }
         for place in 1..self.ends.len() {
             self.ends[place] += self.ends[place - 1];
         }
         self.grouped.clear();
-        self.grouped.resize(self.entries.len(), Posting { number: 0, count: 0, weight: 0.0 });
-        for &(place, posting) in &self.entries {
+        self.grouped.resize(self.entries.len(), (0, 0));
+        for &(place, number, count) in &self.entries {
             let at = &mut self.ends[place as usize];
-            self.grouped[*at as usize] = posting;
+            self.grouped[*at as usize] = (number, count);
             *at += 1;
         }
         let mut start = 0;
         for (list, &end) in self.postings.iter_mut().zip(&self.ends) {
             let end = end as usize;
             if end > start {
-                list.extend_from_slice(&self.grouped[start..end]);
+                let group = &self.grouped[start..end];
+                list.entries.extend(group.iter().map(|&(number, _)| Posting { number, weight: 0.0 }));
+                group.iter().for_each(|&(_, count)| list.counts.push(count));
             }
             start = end;
         }
@@ -1036,8 +1115,11 @@ mod tests {
     #[test]
     fn scores_are_the_bm25_formula_over_the_current_documents() {
         // The textbook sum, written out: the weights kept in the postings must be those of the
-        // documents as they are now, also after a renumbering changed the lengths and the counts.
-        let texts = ["alpha beta beta", "beta gamma", "alpha", "gamma gamma gamma delta"];
+        // documents as they are now, also after a renumbering changed the lengths and the counts,
+        // and as the local copy reads them back; a term held 300 times by one document (more
+        // than a count's byte holds) counts 300 times in each.
+        let many = "delta ".repeat(300);
+        let texts = ["alpha beta beta", "beta gamma", "alpha", "gamma gamma gamma delta", many.as_str()];
         let documents: Vec<Vec<String>> = texts.iter().map(|text| terms(text)).collect();
         let expected = |documents: &[Vec<String>], query: &[String]| -> Vec<(usize, u32)> {
             let (k1, b) = (1.2f32, 0.75f32);
@@ -1071,14 +1153,39 @@ mod tests {
             scores
         };
         let built = Bm25Index::build(documents.clone(), Bm25Params::default());
-        let renumbered = built.renumbered(&[Some(0), None, Some(1), Some(2)], [(3, terms("beta beta alpha"))], 4);
-        let now: Vec<Vec<String>> =
-            vec![documents[0].clone(), documents[2].clone(), documents[3].clone(), terms("beta beta alpha")];
-        for query in ["alpha", "beta gamma", "delta alpha beta", "gamma"] {
+        let renumbered =
+            built.renumbered(&[Some(0), None, Some(1), Some(2), Some(4)], [(3, terms("beta beta alpha delta"))], 5);
+        let now: Vec<Vec<String>> = vec![
+            documents[0].clone(),
+            documents[2].clone(),
+            documents[3].clone(),
+            terms("beta beta alpha delta"),
+            documents[4].clone(),
+        ];
+        let mut bytes = Vec::new();
+        renumbered.write_to(&mut crate::index::codec::Writer(&mut bytes)).unwrap();
+        let read_back = Bm25Index::read_from(&mut crate::index::codec::Reader(bytes.as_slice()), 5).unwrap();
+        for query in ["alpha", "beta gamma", "delta alpha beta", "gamma", "delta"] {
             let query = terms(query);
             assert_eq!(got(&built, &query), expected(&documents, &query), "{query:?}");
             assert_eq!(got(&renumbered, &query), expected(&now, &query), "renumbered {query:?}");
+            assert_eq!(got(&read_back, &query), expected(&now, &query), "read back {query:?}");
         }
+    }
+
+    #[test]
+    fn a_postings_counts_stay_with_their_documents_whatever_their_size() {
+        let counts = [1, 254, 255, 256, 300, 7, u32::MAX, 0];
+        let mut list = PostingList::default();
+        // Pushed in descending document number: sorting moves each count with its document.
+        for (number, &count) in counts.iter().enumerate().rev() {
+            list.push(number as u32, count);
+        }
+        list.sort();
+        let numbers: Vec<u32> = list.entries.iter().map(|entry| entry.number).collect();
+        assert_eq!(numbers, (0..counts.len() as u32).collect::<Vec<_>>());
+        let read: Vec<u32> = (0..list.len()).map(|entry| list.counts.get(entry)).collect();
+        assert_eq!(read, counts);
     }
 
     #[test]
