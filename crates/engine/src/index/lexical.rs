@@ -110,16 +110,29 @@ impl PostingList {
         self.entries.is_empty()
     }
 
-    /// The entries (with their counts) in ascending document number, when they are not already.
+    /// An empty list with room for `len` entries.
+    fn with_capacity(len: usize) -> Self {
+        PostingList {
+            entries: Vec::with_capacity(len),
+            counts: Counts { small: Vec::with_capacity(len), large: Vec::new() },
+        }
+    }
+
+    /// The entries (with their counts) in ascending document number, when they are not already
+    /// (a renumbering appends the new documents' entries after the kept ones). The pairs are
+    /// sorted side by side, as the entries were when they held their counts: sorting positions
+    /// by a key looked up in the entries took a one-page edit of a 1.24M-record tenant from 18 to
+    /// 31 s.
     fn sort(&mut self) {
         if self.entries.is_sorted_by_key(|entry| entry.number) {
             return;
         }
-        let mut order: Vec<usize> = (0..self.len()).collect();
-        order.sort_unstable_by_key(|&entry| self.entries[entry].number);
-        let mut sorted = PostingList { entries: Vec::with_capacity(self.len()), counts: Counts::default() };
-        for entry in order {
-            sorted.push(self.entries[entry].number, self.counts.get(entry));
+        let mut pairs: Vec<(u32, u32)> =
+            self.entries.iter().enumerate().map(|(entry, posting)| (posting.number, self.counts.get(entry))).collect();
+        pairs.sort_unstable_by_key(|&(number, _)| number);
+        let mut sorted = PostingList::with_capacity(pairs.len());
+        for (number, count) in pairs {
+            sorted.push(number, count);
         }
         *self = sorted;
     }
@@ -170,8 +183,7 @@ impl Bm25Index {
             let term = input.string()?;
             let len = input.len()?;
             input.words_into(len.saturating_mul(3), &mut words, |word| word)?;
-            let mut list = PostingList { entries: Vec::with_capacity(len), counts: Counts::default() };
-            list.counts.small.reserve_exact(len);
+            let mut list = PostingList::with_capacity(len);
             for p in words.chunks_exact(3) {
                 list.entries.push(Posting { number: u32::from_le_bytes(p[0]), weight: f32::from_le_bytes(p[2]) });
                 list.counts.push(u32::from_le_bytes(p[1]));
@@ -311,7 +323,7 @@ impl Bm25Index {
             }
         }
         for (term, list) in &self.postings {
-            let mut moved = PostingList::default();
+            let mut moved = PostingList::with_capacity(list.len());
             for (entry, posting) in list.entries.iter().enumerate() {
                 if let Some(number) = kept[posting.number as usize] {
                     moved.push(number, list.counts.get(entry));
