@@ -349,9 +349,9 @@ pub(super) fn row_dots(rows: &[&[f32]], query: &[f32]) -> Vec<f32> {
 }
 
 /// Asks the CPU to start loading every cache line of `rows` into its second-level cache. The
-/// rows a partition re-scores are a few dozen picked anywhere in a big level's memory: read one
-/// after another, each waited for main memory in turn (most of the re-scoring's time); asked for
-/// all at once, they arrive side by side.
+/// rows a partition re-scores (2 × k, at least 64: 200 for a search's default depth of 100) are
+/// picked anywhere in a big level's memory: read one after another, each waited for main memory
+/// in turn (most of the re-scoring's time); asked for all at once, they arrive side by side.
 fn prefetch(rows: &[&[f32]]) {
     #[cfg(target_arch = "x86_64")]
     for row in rows {
