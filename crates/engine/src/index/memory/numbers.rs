@@ -116,15 +116,14 @@ fn short_fraction(text: &[u8], start: usize) -> Option<(f32, usize)> {
 /// paths give: one division in `f64`, then rounded to `f32`. (Their other path, digits of 24 bits
 /// or less divided in `f32`, gives the same `f32` for every such mantissa and count: a test tries
 /// all of them.) One division on no branch: which of the two paths a real site's numbers take
-/// is a coin toss, and a branch on it cost more than the reading.
+/// is a coin toss, and a branch on it cost more than the reading. The sign is set the same way,
+/// as a bit: an embedding's signs are a coin toss too, and a branch on each (`if negative`)
+/// guessed wrong half the time.
 #[inline(always)]
 pub(super) fn nearest_of_short(mantissa: u64, count: usize, negative: bool) -> f32 {
     let magnitude = (mantissa as f64 / POWERS_F64[count]) as f32;
-    if negative {
-        -magnitude
-    } else {
-        magnitude
-    }
+    // The magnitude's sign bit is clear (it is 0 or more): setting it is negating it.
+    f32::from_bits(magnitude.to_bits() | (u32::from(negative) << 31))
 }
 
 /// How many of the eight bytes of `word` (little-endian: the first is the lowest) are ASCII
