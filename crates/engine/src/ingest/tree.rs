@@ -43,19 +43,25 @@ pub struct Loaded {
     pub warnings: Vec<FileNote>,
 }
 
+/// The largest page read, in bytes: a longer file is skipped with the reason (documentation pages
+/// are kilobytes; a file this big is a mistake, and reading it whole would cost its size in memory).
+pub const MAX_PAGE_BYTES: u64 = 8 * 1024 * 1024;
+
 /// Walks `root` in name order for `.md`/`.mdx` pages. Hidden entries, `_partials`, `node_modules`
-/// and directory symlinks are not entered; other file types are ignored silently.
+/// and directory symlinks are not entered; other file types are ignored silently. A page that is
+/// a symlink is read only when it leads to a regular file inside `root` (a link out of the tree,
+/// to a device or to a FIFO is skipped with the reason, so ingest never publishes a file the tree
+/// does not hold); a page over `MAX_PAGE_BYTES` is skipped with the reason.
 pub fn load_tree(root: &Path, options: &LoadOptions<'_>) -> std::io::Result<Loaded> {
     let mut files = Vec::new();
     collect_pages(root, root, &mut files)?;
+    let canonical_root = root.canonicalize()?;
     let mut loaded = Loaded::default();
     for (path, relative) in files {
-        let bytes = match std::fs::read(&path) {
+        let bytes = match read_page(&path, &canonical_root) {
             Ok(bytes) => bytes,
-            Err(error) => {
-                loaded
-                    .skipped
-                    .push(FileNote { path: path.display().to_string(), reason: format!("unreadable: {error}") });
+            Err(reason) => {
+                loaded.skipped.push(FileNote { path: path.display().to_string(), reason });
                 continue;
             }
         };
@@ -79,6 +85,31 @@ pub fn load_tree(root: &Path, options: &LoadOptions<'_>) -> std::io::Result<Load
         }
     }
     Ok(loaded)
+}
+
+/// Reads the page at `path` when it is (or links to) a regular file inside `canonical_root` of at
+/// most `MAX_PAGE_BYTES`; else the reason it is skipped.
+fn read_page(path: &Path, canonical_root: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let target = path.canonicalize().map_err(|error| format!("unreadable: {error}"))?;
+    if !target.starts_with(canonical_root) {
+        return Err("a symlink to a file outside the tree: not read".to_string());
+    }
+    // Opened by its resolved path and checked on the open file: what is read is what was checked.
+    let file = std::fs::File::open(&target).map_err(|error| format!("unreadable: {error}"))?;
+    let metadata = file.metadata().map_err(|error| format!("unreadable: {error}"))?;
+    if !metadata.is_file() {
+        return Err("not a regular file: not read".to_string());
+    }
+    if metadata.len() > MAX_PAGE_BYTES {
+        return Err(format!("larger than {MAX_PAGE_BYTES} bytes: not read"));
+    }
+    let mut bytes = Vec::with_capacity(metadata.len() as usize);
+    file.take(MAX_PAGE_BYTES + 1).read_to_end(&mut bytes).map_err(|error| format!("unreadable: {error}"))?;
+    if bytes.len() as u64 > MAX_PAGE_BYTES {
+        return Err(format!("larger than {MAX_PAGE_BYTES} bytes: not read"));
+    }
+    Ok(bytes)
 }
 
 fn collect_pages(root: &Path, directory: &Path, files: &mut Vec<(std::path::PathBuf, String)>) -> std::io::Result<()> {
@@ -227,5 +258,43 @@ mod tests {
         assert!(
             page_to_doc("docs/agent/z.md", "---\ntitle: Пусто\n---\n<!-- только комментарий -->\n", &options).is_err()
         );
+    }
+
+    #[test]
+    fn a_page_link_out_of_the_tree_or_to_a_device_is_skipped_never_read() {
+        let outside = tempfile::tempdir().unwrap();
+        let secret = outside.path().join("secret.md");
+        std::fs::write(&secret, "# Секрет\n\nпароль базы hunter2\n").unwrap();
+        let tree = tempfile::tempdir().unwrap();
+        let root = tree.path();
+        std::fs::write(root.join("page.md"), "# Страница\n\nОбычный текст страницы.\n").unwrap();
+        std::fs::create_dir(root.join("docs")).unwrap();
+        std::fs::write(root.join("docs/inside.md"), "# Внутри\n\nТекст внутри дерева.\n").unwrap();
+        std::os::unix::fs::symlink(&secret, root.join("leak.md")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", root.join("zero.md")).unwrap();
+        std::os::unix::fs::symlink(root.join("docs/inside.md"), root.join("alias.md")).unwrap();
+        std::fs::write(root.join("huge.md"), vec![b'a'; MAX_PAGE_BYTES as usize + 1]).unwrap();
+        let mapping = MappingRules::builtin();
+        let options = LoadOptions {
+            source_name: "src",
+            base_url: "",
+            product: "",
+            version: "",
+            tags: &[],
+            mapping: &mapping,
+            chunking: ChunkingConfig::default(),
+        };
+        let loaded = load_tree(root, &options).unwrap();
+        let mut ids: Vec<&str> = loaded.docs.iter().map(|doc| doc.doc_id.as_str()).collect();
+        ids.sort_unstable();
+        // A link to a page inside the tree is read like the page.
+        assert_eq!(ids, ["src/alias.md", "src/docs/inside.md", "src/page.md"]);
+        assert!(loaded.docs.iter().all(|doc| !doc.sections.iter().any(|s| s.text.contains("hunter2"))));
+        let reason = |name: &str| {
+            loaded.skipped.iter().find(|note| note.path.ends_with(name)).map(|note| note.reason.clone()).unwrap()
+        };
+        assert!(reason("leak.md").contains("outside the tree"), "{}", reason("leak.md"));
+        assert!(reason("zero.md").contains("outside the tree"), "{}", reason("zero.md"));
+        assert!(reason("huge.md").contains("larger than"), "{}", reason("huge.md"));
     }
 }

@@ -129,6 +129,9 @@ impl IndexWriter for SnapshotWriter {
         let path = self.path.clone();
         let scope = scope.clone();
         tokio::task::spawn_blocking(move || {
+            // Read, merge and rename under the file's lock: a second writer waits for the first
+            // to finish and then merges into what it wrote, so neither run's records are lost.
+            let _lock = lock_snapshot(&path)?;
             let existing = match read_snapshot_file(&path) {
                 Ok(snapshot) => Some(snapshot),
                 Err(error) if error.kind == IndexErrorKind::NotFound => None,
@@ -149,6 +152,28 @@ impl IndexWriter for SnapshotWriter {
         .await
         .map_err(|error| IngestError::Internal(format!("snapshot writer task failed: {error}")))?
     }
+}
+
+/// Takes the exclusive lock of the snapshot at `path`: an advisory lock on `.{name}.lock` beside
+/// it, held by every ingest writing the file and released when the returned file is dropped (also
+/// when the process dies, so a killed writer never leaves the lock held). Waits while another
+/// ingest holds it, saying so once.
+fn lock_snapshot(path: &std::path::Path) -> Result<std::fs::File, IngestError> {
+    let directory = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("snapshot.json");
+    let lock_path = directory.join(format!(".{name}.lock"));
+    let cannot = |error: std::io::Error| IngestError::Snapshot(format!("cannot lock {}: {error}", lock_path.display()));
+    std::fs::create_dir_all(directory).map_err(cannot)?;
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path).map_err(cannot)?;
+    match file.try_lock() {
+        Ok(()) => return Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            tracing::warn!(path = %path.display(), "another ingest is writing this snapshot; waiting for it to finish");
+        }
+        Err(std::fs::TryLockError::Error(error)) => return Err(cannot(error)),
+    }
+    file.lock().map_err(cannot)?;
+    Ok(file)
 }
 
 /// Merges a run into an existing snapshot (or a new one); returns it and the number of docs of
@@ -248,5 +273,60 @@ mod tests {
         let mut retitled = page("text", "2026-01-01");
         retitled.sections[0].meta.title = "new".into();
         assert_ne!(hash(&retitled, "m"), first, "any level's metadata counts");
+    }
+
+    fn tenant_page(tenant: &str) -> RecordSet {
+        let mut records = page(&format!("page of {tenant}"), "2026-01-01");
+        for record in records.docs.iter_mut().chain(&mut records.sections) {
+            record.meta.tenant_id = tenant.into();
+        }
+        records
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_ingests_of_one_snapshot_keep_every_run() {
+        let directory = tempfile::tempdir().unwrap();
+        let writer = SnapshotWriter { path: directory.path().join("index.json") };
+        let runs = (0..12).map(|i| {
+            let writer = writer.clone();
+            tokio::spawn(async move {
+                let tenant = format!("tenant-{i}");
+                let scope = SourceScope { tenant_id: tenant.clone(), source_name: "docs".into() };
+                let batch = IngestBatch {
+                    records: tenant_page(&tenant),
+                    embedding_model: "m".into(),
+                    dimension: 1,
+                    indexed_at: "2026-01-01".into(),
+                    kept_pages: BTreeMap::new(),
+                };
+                writer.replace_source(&scope, batch).await.unwrap();
+            })
+        });
+        for run in runs.collect::<Vec<_>>() {
+            run.await.unwrap();
+        }
+        let snapshot = read_snapshot_file(&writer.path).unwrap();
+        let tenants: HashSet<&str> = snapshot.docs.iter().map(|r| r.meta.tenant_id.as_str()).collect();
+        assert_eq!(tenants.len(), 12, "every concurrent run's tenant is in the snapshot: {tenants:?}");
+    }
+
+    #[tokio::test]
+    async fn an_ingest_keeps_the_permissions_of_the_snapshot_it_replaces() {
+        use std::os::unix::fs::PermissionsExt;
+        let directory = tempfile::tempdir().unwrap();
+        let writer = SnapshotWriter { path: directory.path().join("index.json") };
+        let batch = |tenant: &str| IngestBatch {
+            records: tenant_page(tenant),
+            embedding_model: "m".into(),
+            dimension: 1,
+            indexed_at: "2026-01-01".into(),
+            kept_pages: BTreeMap::new(),
+        };
+        let scope = |tenant: &str| SourceScope { tenant_id: tenant.into(), source_name: "docs".into() };
+        writer.replace_source(&scope("a"), batch("a")).await.unwrap();
+        std::fs::set_permissions(&writer.path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        writer.replace_source(&scope("b"), batch("b")).await.unwrap();
+        let mode = std::fs::metadata(&writer.path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
     }
 }

@@ -113,6 +113,10 @@ pub fn write_snapshot_file(path: &Path, snapshot: &Snapshot) -> std::io::Result<
 
 pub(super) fn write_then_rename(temporary: &Path, path: &Path, snapshot: &Snapshot) -> std::io::Result<()> {
     let file = std::fs::File::create(temporary)?;
+    // The new file keeps the old one's permissions: a snapshot an operator made private stays so.
+    if let Ok(existing) = std::fs::metadata(path) {
+        file.set_permissions(existing.permissions())?;
+    }
     let mut writer = std::io::BufWriter::new(file);
     serde_json::to_writer(&mut writer, snapshot).map_err(std::io::Error::other)?;
     let file = writer.into_inner().map_err(|e| e.into_error())?;
