@@ -118,6 +118,52 @@ pub(crate) fn write_with(
 ) -> io::Result<Written> {
     let _writing = WRITING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     std::fs::create_dir_all(directory)?;
+    remove_abandoned_parts(directory);
+    let written_now = write_files(directory, source, index, note, written);
+    if written_now.is_err() {
+        // No manifest names what this attempt wrote (the old one went first): its files are
+        // garbage, and a full disk must not keep them.
+        remove_unnamed_parts(directory);
+    }
+    written_now
+}
+
+/// Removes the temporary files of copy writers that are gone (a process killed mid-write cannot
+/// remove its own): a crash loop during the background write must not fill the disk.
+fn remove_abandoned_parts(directory: &Path) {
+    let Ok(entries) = std::fs::read_dir(directory) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|name| name.strip_prefix(".tmp-")) else { continue };
+        let pid = rest.rsplit('-').next().and_then(|pid| pid.parse::<u32>().ok());
+        if pid.is_some_and(|pid| pid != std::process::id() && !super::snapshot::process_runs(pid)) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// After a failed write: removes this process's temporary files, and every tenant file when no
+/// manifest names them.
+fn remove_unnamed_parts(directory: &Path) {
+    let manifest = directory.join(MANIFEST).exists();
+    let own = format!("-{}", std::process::id());
+    let Ok(entries) = std::fs::read_dir(directory) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if (name.starts_with(".tmp-") && name.ends_with(&own)) || (!manifest && name.starts_with("tenant-")) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+fn write_files(
+    directory: &Path,
+    source: &str,
+    index: &LoadedIndex,
+    note: Option<&serde_json::Value>,
+    written: &Written,
+) -> io::Result<Written> {
     // The old manifest goes first: from here on no reader takes the files for a whole copy.
     match std::fs::remove_file(directory.join(MANIFEST)) {
         Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
@@ -203,6 +249,7 @@ pub(crate) fn read_with_note(
     directory: &Path,
     source: &str,
 ) -> io::Result<Option<(LoadedIndex, Option<serde_json::Value>)>> {
+    remove_abandoned_parts(directory);
     let Some(manifest) = read_manifest(directory, source)? else { return Ok(None) };
     let mut tenants = HashMap::new();
     let topics = Arc::new(TopicTable::default());

@@ -308,6 +308,36 @@ mod tests {
     }
 
     #[test]
+    fn a_local_copy_leaves_no_parts_of_a_dead_or_failed_writer() {
+        let whole = LoadedIndex::build(fixtures::snapshot()).unwrap();
+        let directory = tempfile::tempdir().unwrap();
+        let copy_dir = directory.path().join("index.json.copy");
+        std::fs::create_dir_all(&copy_dir).unwrap();
+        // Parts of writers killed mid-write (no process has a number above the kernel's limit),
+        // and one of a writer that still runs (this test's parent process), which stays.
+        let parent = std::os::unix::process::parent_id();
+        for name in [".tmp-tenant-74.bin.records0-3-4194999", ".tmp-manifest.json-4194998"] {
+            std::fs::write(copy_dir.join(name), b"part").unwrap();
+        }
+        let running = format!(".tmp-tenant-74.bin-{parent}");
+        std::fs::write(copy_dir.join(&running), b"part").unwrap();
+        // A start reads the copy first: the dead writers' parts go.
+        assert!(local_copy::read(&copy_dir, "v1").unwrap().is_none());
+        assert_eq!(directory_listing(&copy_dir), vec![running.clone()]);
+        std::fs::remove_file(copy_dir.join(&running)).unwrap();
+
+        // A write that fails (its manifest cannot be created: a directory holds the temporary
+        // name) leaves none of its files.
+        let blocked = copy_dir.join(format!(".tmp-{}-{}", "manifest.json", std::process::id()));
+        std::fs::create_dir(&blocked).unwrap();
+        assert!(local_copy::write(&copy_dir, "v1", &whole).is_err());
+        std::fs::remove_dir(&blocked).unwrap();
+        assert_eq!(directory_listing(&copy_dir), Vec::<String>::new());
+        local_copy::write(&copy_dir, "v1", &whole).unwrap();
+        assert!(local_copy::read(&copy_dir, "v1").unwrap().is_some());
+    }
+
+    #[test]
     fn a_local_copy_reads_back_as_the_index_it_copies() {
         let snapshot = fixtures::snapshot();
         let whole = LoadedIndex::build(snapshot.clone()).unwrap();
