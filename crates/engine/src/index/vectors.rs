@@ -127,8 +127,10 @@ pub(crate) struct Column([f32; LANES]);
 pub(super) struct BlockRows {
     dimension: usize,
     rows: usize,
-    /// Segments as `VectorBlocks` holds them; the last one's blocks are added as rows arrive
-    /// (its capacity is a whole segment's, so it never moves).
+    /// Segments as `VectorBlocks` holds them; the last one's blocks are added as rows arrive. The
+    /// first segment grows with its rows (a tenant of a few records holds a few records' worth,
+    /// not a whole segment: 6 MB at 384 dimensions, for each level of each of a thousand tenants);
+    /// a later one, whose level is known to be big, takes a whole segment's capacity at once.
     segments: Vec<Vec<Column>>,
     /// Row → the Euclidean norm of its vector.
     norms: Vec<f32>,
@@ -143,7 +145,7 @@ impl BlockRows {
         let dimension = self.dimension;
         let (segment, offset) = (self.rows / SEGMENT_ROWS, self.rows % SEGMENT_ROWS);
         if offset == 0 {
-            self.segments.push(Vec::with_capacity(SEGMENT_BLOCKS * dimension));
+            self.segments.push(if segment == 0 { Vec::new() } else { Vec::with_capacity(SEGMENT_BLOCKS * dimension) });
         }
         let columns = &mut self.segments[segment];
         if offset % LANES == 0 {
@@ -603,6 +605,23 @@ fn from_rank_key(key: u64) -> (f32, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rows_gathered_for_a_small_level_hold_about_their_size_not_a_segment() {
+        let dimension = 384;
+        let mut rows = BlockRows::default();
+        for row in 0..5 {
+            rows.push(&vec![row as f32; dimension]);
+        }
+        // Five rows take one block of `LANES` rows; a segment would be `SEGMENT_BLOCKS` blocks.
+        assert!(rows.segments[0].capacity() <= 2 * dimension, "{}", rows.segments[0].capacity());
+        for row in 5..SEGMENT_ROWS + 3 {
+            rows.push(&vec![row as f32; dimension]);
+        }
+        assert_eq!(rows.segments[1].capacity(), SEGMENT_BLOCKS * dimension, "a big level's later segments");
+        assert_eq!(rows.row(SEGMENT_ROWS + 1), vec![(SEGMENT_ROWS + 1) as f32; dimension]);
+        assert_eq!(rows.row(4), vec![4.0; dimension]);
+    }
 
     #[test]
     fn top_k_keeps_the_pairs_the_comparison_keeps_in_its_order() {
