@@ -219,6 +219,35 @@ mod tests {
         &manifest[start..start + manifest[start..].find('"').expect("a closing quote")]
     }
 
+    /// `index_version` (the file's modification time) never goes backwards: not for a write after
+    /// the clock went back, nor for a served index when an older file is put in place.
+    #[test]
+    fn the_index_version_never_goes_backwards() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("index.json");
+        write_snapshot_file(&path, &fixtures::snapshot()).unwrap();
+        // The file was written by a clock an hour ahead of this one (or this clock went back).
+        let ahead = std::time::SystemTime::now() + Duration::from_secs(3600);
+        std::fs::File::options().write(true).open(&path).unwrap().set_modified(ahead).unwrap();
+        let before = file_version(&path).unwrap();
+        write_snapshot_file(&path, &fixtures::snapshot()).unwrap();
+        let written = file_version(&path).unwrap();
+        assert!(written > before, "{written} after {before}");
+
+        let index = InMemoryIndex::from_file_with(&path, crate::scope::TenantScope::All, false);
+        assert_eq!(index.replica().version(), Some(written));
+        // An older file put in place (a backup restored with its times): it is served, but the
+        // version stays where it was.
+        let mut older = fixtures::snapshot();
+        older.docs.pop();
+        write_snapshot_file(&directory.path().join("backup.json"), &older).unwrap();
+        std::fs::rename(directory.path().join("backup.json"), &path).unwrap();
+        let an_hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+        std::fs::File::options().write(true).open(&path).unwrap().set_modified(an_hour_ago).unwrap();
+        assert!(index.reload_if_changed());
+        assert_eq!(index.replica().version(), Some(written));
+    }
+
     /// A service restarted over an unchanged snapshot file starts from the copy and answers the
     /// same; once the file changes, the new file is read (not the stale copy) and copied again.
     #[test]

@@ -102,7 +102,7 @@ impl Replica {
         let now = Instant::now();
         let mut state = self.write();
         state.loaded = Some(loaded);
-        state.version = version;
+        state.version = newest(state.version, version);
         state.error = None;
         state.attempted_at = Some(now);
         state.fresh_at = Some(now.checked_sub(age).unwrap_or(now));
@@ -122,7 +122,7 @@ impl Replica {
             tracing::info!(previous_error = %previous, "index source available again");
         }
         if version.is_some() {
-            state.version = version;
+            state.version = newest(state.version, version);
         }
         state.attempted_at = Some(Instant::now());
         state.fresh_at = state.attempted_at;
@@ -336,5 +336,15 @@ impl<S: SnapshotSource> VectorIndex for S {
 
     fn topics(&self) -> Option<Arc<crate::index::features::TopicTable>> {
         self.replica().current().map(|loaded| Arc::clone(loaded.topics()))
+    }
+}
+
+/// The version a replica serves after installing `new` over `served`: never an older one than
+/// it served (a file restored with an older modification time, a clock set back), so that a
+/// read-your-writes client that saw a version is never told afterwards the index is behind it.
+fn newest(served: Option<u64>, new: Option<u64>) -> Option<u64> {
+    match (served, new) {
+        (Some(served), Some(new)) => Some(served.max(new)),
+        (served, new) => new.or(served),
     }
 }

@@ -114,12 +114,23 @@ pub fn write_snapshot_file(path: &Path, snapshot: &Snapshot) -> std::io::Result<
 pub(super) fn write_then_rename(temporary: &Path, path: &Path, snapshot: &Snapshot) -> std::io::Result<()> {
     let file = std::fs::File::create(temporary)?;
     // The new file keeps the old one's permissions: a snapshot an operator made private stays so.
-    if let Ok(existing) = std::fs::metadata(path) {
+    let existing = std::fs::metadata(path).ok();
+    if let Some(existing) = &existing {
         file.set_permissions(existing.permissions())?;
     }
     let mut writer = std::io::BufWriter::new(file);
     serde_json::to_writer(&mut writer, snapshot).map_err(std::io::Error::other)?;
     let file = writer.into_inner().map_err(|e| e.into_error())?;
+    // The file's modification time is its version (`index_version`, which read-your-writes
+    // clients wait for): a new file is stamped later than the one it replaces, even when the
+    // clock went back since, so a version never goes backwards.
+    if let Some(previous) = existing.and_then(|existing| existing.modified().ok()) {
+        let written = file.metadata()?.modified()?;
+        let after = previous + std::time::Duration::from_millis(1);
+        if written < after {
+            file.set_modified(after)?;
+        }
+    }
     file.sync_all()?;
     drop(file);
     std::fs::rename(temporary, path)
