@@ -99,7 +99,8 @@ pub struct Metrics {
     pub connections_open: Gauge,
     /// Requests in progress now (`/health` and `/metrics` included).
     pub requests_in_flight: Gauge,
-    /// Log lines dropped because the log sink could not keep up (`crate::log_writer`).
+    /// Log lines lost: dropped because the log sink could not keep up, or not written because
+    /// the sink failed (the service's `log_writer`).
     pub log_lines_dropped: Counter,
     http_requests: Family<ClassLabels, Counter>,
     search_duration: Histogram,
@@ -186,7 +187,7 @@ impl Metrics {
         );
         registry.register(
             "log_lines_dropped",
-            "Log lines dropped because the log sink could not keep up (full disk, stuck pipe)",
+            "Log lines lost: dropped (the log sink could not keep up) or failed by the sink (full disk)",
             metrics.log_lines_dropped.clone(),
         );
         registry.register("http_requests", "HTTP requests by status class", metrics.http_requests.clone());
