@@ -172,8 +172,9 @@ async fn every_operator_keeps_exactly_the_pages_that_pass_it() {
 async fn a_condition_the_service_cannot_check_is_refused_never_widened() {
     let state = state(|_| {});
     let bad = [
-        (json!({"name": "author", "comparison_operator": "is", "value": "x"}), "unsupported metadata field"),
-        (json!({"name": "author", "comparison_operator": "is", "value": null}), "unsupported metadata field"),
+        (json!({"name": "", "comparison_operator": "is", "value": "x"}), "metadata field name"),
+        (json!({"name": "a\nb", "comparison_operator": "is", "value": null}), "metadata field name"),
+        (json!({"name": "author", "comparison_operator": "like", "value": "x"}), "unsupported comparison_operator"),
         (json!({"name": "product", "comparison_operator": "like", "value": "x"}), "unsupported comparison_operator"),
         (json!({"name": "tags", "comparison_operator": ">", "value": 1}), "compares numbers"),
         (json!({"name": "version", "comparison_operator": "before", "value": "2026-01-01"}), "compares dates"),

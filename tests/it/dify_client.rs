@@ -349,3 +349,75 @@ async fn failed_dify_requests_are_counted_by_a_closed_set_of_reasons() {
     }
     assert!(!metrics.contains(hostile), "client input never becomes a label");
 }
+
+/// A metadata field Dify knows and the service does not (one a Dify user defined, `author`, or
+/// a date field `publish_date`): answered as Dify's own filter answers for a document without it,
+/// whatever the operator — `empty` passes, every other test fails; under `or` the other
+/// conditions decide.
+#[tokio::test]
+async fn a_metadata_field_the_service_does_not_have_is_one_no_record_has() {
+    let state = state(|_| {});
+    let question = "установка SDK теги чат отчёт лицензия Gradle CocoaPods";
+    let condition = |logic: &str, rows: &[(&str, &str, &str)]| {
+        let rows: Vec<String> = rows
+            .iter()
+            .map(|(name, operator, value)| {
+                format!(r#"{{"name": "{name}", "comparison_operator": "{operator}", "value": {value}}}"#)
+            })
+            .collect();
+        format!(r#"{{"logical_operator": "{logic}", "conditions": [{}]}}"#, rows.join(", "))
+    };
+    let everything = docs(&records(&state, &dify_body("t1", question, "50", "0.0", "null")).await);
+    assert_eq!(everything.len(), 5, "{everything:?}");
+    let sdk: BTreeSet<String> = ["sdk/android/install", "sdk/ios/install"].map(String::from).into();
+    let nothing = BTreeSet::new();
+    let product = ("product", "is", "\"sdk\"");
+    let cases: Vec<(String, &BTreeSet<String>)> = vec![
+        (condition("and", &[("author", "is", "\"Иванов\"")]), &nothing),
+        (condition("and", &[("author", "is not", "\"Иванов\"")]), &nothing),
+        (condition("and", &[("author", "contains", "\"ван\"")]), &nothing),
+        (condition("and", &[("author", "not contains", "\"ван\"")]), &nothing),
+        (condition("and", &[("author", "start with", "\"И\"")]), &nothing),
+        (condition("and", &[("author", "end with", "\"ов\"")]), &nothing),
+        (condition("and", &[("author", "in", r#"["a", "b"]"#)]), &nothing),
+        (condition("and", &[("author", "not in", r#"["a", "b"]"#)]), &nothing),
+        (condition("and", &[("author", "not empty", "null")]), &nothing),
+        (condition("and", &[("author", "empty", "null")]), &everything),
+        (condition("and", &[("pages", ">", "5")]), &nothing),
+        (condition("and", &[("pages", "≠", "5")]), &nothing),
+        (condition("and", &[("pages", "≤", "\"5\"")]), &nothing),
+        (condition("and", &[("publish_date", "before", "1772366400")]), &nothing),
+        (condition("and", &[("publish_date", "after", "\"2026-01-01\"")]), &nothing),
+        (condition("and", &[("Автор книги", "is", "\"x\"")]), &nothing),
+        (condition("and", &[("author", "is", "\"x\""), product]), &nothing),
+        (condition("and", &[("author", "empty", "null"), product]), &sdk),
+        (condition("or", &[("author", "is", "\"x\""), product]), &sdk),
+        (condition("or", &[("author", "not contains", "\"x\""), product]), &sdk),
+        (condition("or", &[("author", "not empty", "null"), product]), &sdk),
+        (condition("or", &[("author", "empty", "null"), product]), &everything),
+        // A blank row on such a field is ignored, as on any other.
+        (condition("and", &[("author", "is", "null"), product]), &sdk),
+    ];
+    for (condition, expected) in cases {
+        let found = records(&state, &dify_body("t1", question, "50", "0.0", &condition)).await;
+        assert_eq!(&docs(&found), expected, "{condition}");
+    }
+    // What is no field name, an unknown operator or a value of the wrong kind is still refused.
+    let long = "a".repeat(256);
+    for (name, operator, value) in [
+        ("", "is", "\"x\""),
+        (long.as_str(), "is", "\"x\""),
+        ("author\\u0000", "is", "\"x\""),
+        ("author", "like", "\"x\""),
+        ("author", "is", "true"),
+        ("author", "is", r#"{"a": 1}"#),
+        ("author", "in", "[1, 2]"),
+        ("pages", ">", "\"many\""),
+        ("publish_date", "before", "\"yesterday\""),
+    ] {
+        let body = dify_body("t1", question, "50", "0.0", &condition("or", &[(name, operator, value), product]));
+        let (status, answer) = post(&state, DIFY, &body).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{name:?} {operator} {value} → {answer}");
+        assert_eq!(answer["error_code"], 422, "{answer}");
+    }
+}
