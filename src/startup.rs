@@ -65,7 +65,8 @@ pub fn load_mapping(settings: &Settings) -> Result<retrieval_engine::ingest::map
 }
 
 /// Builds the index the settings select. Must run inside a tokio runtime (starts the reloader).
-/// Chroma calls are recorded in `metrics` when given.
+/// Chroma calls are recorded in `metrics` when given. In mock mode, when `embedder` fails, the
+/// demo corpus is embedded with pseudo-embeddings (`build_state` then embeds queries the same way).
 pub async fn build_index(
     settings: &Settings,
     embedder: &dyn Embedder,
@@ -83,18 +84,7 @@ pub async fn build_index(
                 index.spawn_reloader(Duration::from_millis(settings.index_reload_interval_ms));
                 Ok(index)
             }
-            None => {
-                let mapping = load_mapping(settings)?;
-                let mut snapshot = retrieval_engine::ingest::demo_snapshot(embedder, &mapping)
-                    .await
-                    .map_err(|error| StartupError::Backend(format!("cannot build the demo corpus: {error}")))?;
-                settings.tenant_scope().retain(&mut snapshot);
-                let index = InMemoryIndex::from_snapshot(snapshot)
-                    .map_err(|error| StartupError::Backend(format!("demo corpus: {error}")))?;
-                index.replica().set_approximate_min_records(settings.approximate_min_records);
-                tracing::info!("mock mode: serving the bundled demo corpus (tenants demo, acme)");
-                Ok(Arc::new(index))
-            }
+            None => Ok(build_demo_index(settings, embedder).await?.0),
         },
         VectorBackend::Chroma => {
             let index = crate::index::ChromaIndex::new(&settings.chroma())
@@ -112,6 +102,45 @@ pub async fn build_index(
             Ok(index)
         }
     }
+}
+
+/// The index of mock mode: the bundled demo corpus embedded through `embedder`. When the embedder
+/// fails (an embedding server configured but down), the corpus is embedded with pseudo-embeddings
+/// instead, and the second value says why: queries must then be embedded the same way
+/// (`build_state` does so, and reports it).
+async fn build_demo_index(
+    settings: &Settings,
+    embedder: &dyn Embedder,
+) -> Result<(Arc<dyn VectorIndex>, Option<String>), StartupError> {
+    use retrieval_engine::ingest::{demo_snapshot, IngestError};
+    let mapping = load_mapping(settings)?;
+    let (mut snapshot, fallback) = match demo_snapshot(embedder, &mapping).await {
+        Ok(snapshot) => (snapshot, None),
+        Err(error @ (IngestError::Embedding(_) | IngestError::BadEmbedding(_))) => {
+            let failure = match &error {
+                IngestError::Embedding(error) => format!("{:?}", error.kind),
+                _ => "unusable vectors".to_string(),
+            };
+            let reason = format!(
+                "mock mode: the embedding server (RETR_EMBEDDING_API_BASE) failed ({failure}) when the demo corpus \
+                 was embedded at start-up; the corpus and every query use pseudo-embeddings until a restart with \
+                 the server up"
+            );
+            tracing::warn!(%error, "{reason}");
+            let pseudo = crate::embed::PseudoEmbedder::new(settings.embedding_dimension);
+            let snapshot = demo_snapshot(&pseudo, &mapping)
+                .await
+                .map_err(|error| StartupError::Backend(format!("cannot build the demo corpus: {error}")))?;
+            (snapshot, Some(reason))
+        }
+        Err(error) => return Err(StartupError::Backend(format!("cannot build the demo corpus: {error}"))),
+    };
+    settings.tenant_scope().retain(&mut snapshot);
+    let index = InMemoryIndex::from_snapshot(snapshot)
+        .map_err(|error| StartupError::Backend(format!("demo corpus: {error}")))?;
+    index.replica().set_approximate_min_records(settings.approximate_min_records);
+    tracing::info!("mock mode: serving the bundled demo corpus (tenants demo, acme)");
+    Ok((Arc::new(index), fallback))
 }
 
 /// Checks the optional config files that exist: one present but broken (a themes file that does
@@ -209,6 +238,7 @@ fn state_from_parts(
         crate::api::dify::KnowledgeBases::none()
     });
     AppState {
+        degraded_since_start: None,
         openapi: Arc::default(),
         dify: Arc::new(dify),
         api_keys: Arc::new(api_keys),
@@ -229,10 +259,22 @@ pub async fn build_state(settings: Settings) -> Result<AppState, StartupError> {
 /// dropped lines there from the first line on).
 pub async fn build_state_with_metrics(settings: Settings, metrics: Arc<Metrics>) -> Result<AppState, StartupError> {
     check_config_files(&settings)?;
-    let embedder = build_embedder(&settings, Some(Arc::clone(&metrics)))?;
-    let index = build_index(&settings, embedder.as_ref(), Some(Arc::clone(&metrics))).await?;
+    let mut embedder = build_embedder(&settings, Some(Arc::clone(&metrics)))?;
+    let mut degraded_since_start = None;
+    let index = if settings.backend() == VectorBackend::Memory && settings.index_path.is_none() {
+        let (index, fallback) = build_demo_index(&settings, embedder.as_ref()).await?;
+        if let Some(reason) = fallback {
+            // The corpus's vectors are pseudo-embeddings: so must every query's be.
+            embedder = Arc::new(crate::embed::PseudoCorpus::new(reason.clone()));
+            degraded_since_start = Some(reason);
+        }
+        index
+    } else {
+        build_index(&settings, embedder.as_ref(), Some(Arc::clone(&metrics))).await?
+    };
     let reranker = build_reranker(&settings, &metrics);
-    let state = state_from_parts(settings, index, embedder, reranker, metrics);
+    let mut state = state_from_parts(settings, index, embedder, reranker, metrics);
+    state.degraded_since_start = degraded_since_start;
     // Start-up names the first such knowledge base.
     if let Some(problem) = state.dify.themes_missing_from(&state.search.theme_list()).into_iter().next() {
         return Err(StartupError::Backend(problem));

@@ -27,4 +27,7 @@ pub struct AppState {
     pub(crate) dify: Arc<crate::api::dify::knowledge::KnowledgeBases>,
     /// The OpenAPI document, built once (per index dimension) and served as bytes.
     pub(crate) openapi: Arc<crate::api::openapi::cache::DocumentCache>,
+    /// Why every answer is degraded from start-up on (mock mode's demo corpus embedded with
+    /// pseudo-embeddings because the embedding server was down); `/health` says it.
+    pub(crate) degraded_since_start: Option<String>,
 }

@@ -120,8 +120,13 @@ pub(crate) const BLANK_CHARS: [std::ops::RangeInclusive<char>; 18] = [
 ];
 
 /// Whether a text has nothing but [`BLANK_CHARS`].
-pub(crate) fn is_blank(text: &str) -> bool {
-    text.chars().all(|c| BLANK_CHARS.iter().any(|range| range.contains(&c)))
+pub fn is_blank(text: &str) -> bool {
+    text.chars().all(is_blank_char)
+}
+
+/// Whether `c` is one of [`BLANK_CHARS`].
+pub fn is_blank_char(c: char) -> bool {
+    BLANK_CHARS.iter().any(|range| range.contains(&c))
 }
 
 /// Rejects a string longer than `max` characters without counting past the limit.
