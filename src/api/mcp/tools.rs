@@ -59,12 +59,38 @@ fn tool<In: JsonSchema + 'static, Out: JsonSchema + 'static>(
     title: &str,
     description: &'static str,
 ) -> Tool {
-    let mut tool = Tool::new(name, description, schema_for_type::<In>());
+    let mut tool = Tool::new(name, description, standard_formats(&schema_for_type::<In>()));
     tool.title = Some(title.to_string());
-    tool.output_schema = Some(schema_for_output::<Out>());
+    tool.output_schema = Some(standard_formats(&schema_for_output::<Out>()));
     tool.annotations =
         Some(ToolAnnotations::with_title(title).read_only(true).destructive(false).idempotent(true).open_world(false));
     tool
+}
+
+/// `schema` without the number formats of the generator (`uint`, `int64`, `float`, …), which are
+/// not JSON Schema's and which validators in clients warn about; `type` and `minimum` say the same.
+fn standard_formats(schema: &JsonObject) -> Arc<JsonObject> {
+    fn strip(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::Object(object) => {
+                let numeric = object.get("format").and_then(|format| format.as_str()).is_some_and(|format| {
+                    ["int", "uint", "float", "double"].iter().any(|prefix| format.starts_with(prefix))
+                });
+                if numeric {
+                    object.remove("format");
+                }
+                object.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut value = serde_json::Value::Object(schema.clone());
+    strip(&mut value);
+    match value {
+        serde_json::Value::Object(object) => Arc::new(object),
+        _ => Arc::new(schema.clone()),
+    }
 }
 
 fn catalogue() -> Vec<Tool> {
