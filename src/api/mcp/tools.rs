@@ -796,7 +796,22 @@ fn render_clarification(clarification: &Clarification) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::cut;
+    use super::*;
+
+    #[test]
+    fn the_schemas_state_the_limits_the_tools_check() {
+        let maximum = |schema: &JsonObject, field: &str| schema["properties"][field]["maximum"].as_u64();
+        let search = schema_for_type::<SearchDocsArgs>();
+        assert_eq!(maximum(&search, "top_k"), Some(MAX_RESULTS_CAP as u64));
+        assert_eq!(maximum(&search, "max_tokens"), Some(MAX_SNIPPET_TOKENS as u64));
+        let context = schema_for_type::<GetContextArgs>();
+        assert_eq!(maximum(&context, "top_k"), Some(MAX_RESULTS_CAP as u64));
+        assert_eq!(maximum(&context, "max_tokens"), Some((MAX_CONTEXT_CHARS / CHARS_PER_TOKEN) as u64));
+        let passage = schema_for_type::<ReadPassageArgs>();
+        assert_eq!(maximum(&passage, "max_tokens"), Some(MAX_PASSAGE_TOKENS as u64));
+        assert_eq!(maximum(&passage, "before"), Some(MAX_WINDOW as u64));
+        assert_eq!(maximum(&passage, "after"), Some(MAX_WINDOW as u64));
+    }
 
     #[test]
     fn a_cut_keeps_within_the_budget_and_says_so() {
