@@ -36,7 +36,7 @@ fn unauthorized(message: &str) -> Response {
 /// An extractor for the data endpoints: with `RETR_API_KEYS` set, the request must carry a known
 /// key (else 401), and the handler checks the tenant it asks for with [`TenantKey::check`] (else
 /// 403). Put it before the body extractor so an unauthenticated caller learns nothing from validation.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct TenantKey(Option<Arc<Grant>>);
 
 impl TenantKey {
