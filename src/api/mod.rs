@@ -9,6 +9,7 @@ pub mod extract;
 pub(crate) mod health;
 pub(crate) mod keys;
 pub(crate) mod openapi;
+pub(crate) mod reload;
 pub(crate) mod search;
 mod strict;
 pub(crate) mod ui;

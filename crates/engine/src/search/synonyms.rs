@@ -16,7 +16,6 @@
 
 use crate::text::terms;
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
 
 /// One rule: when every term of one `from` phrase occurs in the query, add the terms of each
 /// `to` phrase (stemmed once, when the file is read).
@@ -125,59 +124,6 @@ impl Synonyms {
             }
         }
         (synonyms, problems)
-    }
-
-    /// The `.txt` files of `dir`, as (file name, text) in name order.
-    fn read_dir(dir: &Path) -> std::io::Result<Vec<(String, std::io::Result<String>)>> {
-        let mut paths: Vec<_> = std::fs::read_dir(dir)?
-            .flatten()
-            .map(|entry| entry.path())
-            .filter(|path| path.extension().is_some_and(|e| e == "txt"))
-            .collect();
-        paths.sort();
-        Ok(paths
-            .into_iter()
-            .map(|path| {
-                let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                (name, std::fs::read_to_string(&path))
-            })
-            .collect())
-    }
-
-    /// Loads `_all.txt` and every `<tenant>.txt` of `dir`. A missing directory means no synonyms;
-    /// unreadable files and malformed lines are logged and skipped (a search never fails on them).
-    pub(crate) fn load_dir(dir: &Path) -> Self {
-        let files = Self::read_dir(dir).unwrap_or_default();
-        let texts = files.iter().filter_map(|(name, text)| match text {
-            Ok(text) => Some((name.as_str(), text.as_str())),
-            Err(error) => {
-                tracing::warn!(dir = %dir.display(), file = %name, %error, "synonyms file unreadable; ignored");
-                None
-            }
-        });
-        let (synonyms, problems) = Self::from_files(texts);
-        for problem in problems {
-            tracing::warn!(dir = %dir.display(), %problem, "synonyms line ignored");
-        }
-        synonyms
-    }
-
-    /// What is wrong with the `.txt` files of `dir`: the directory or a file unreadable, a line
-    /// malformed (`file: line N: reason`). `load_dir` skips all of these; start-up and a reload
-    /// refuse them instead, so a typo cannot silently drop a rule.
-    pub(crate) fn problems_in_dir(dir: &Path) -> Vec<String> {
-        let files = match Self::read_dir(dir) {
-            Ok(files) => files,
-            Err(error) => return vec![format!("cannot read the directory: {error}")],
-        };
-        let mut problems = Vec::new();
-        for (name, text) in &files {
-            match text {
-                Ok(text) => problems.extend(Self::from_files([(name.as_str(), text.as_str())]).1),
-                Err(error) => problems.push(format!("cannot read {name}: {error}")),
-            }
-        }
-        problems
     }
 
     /// Rules from text (tests, and callers without files): `tenant` `None` = every tenant.
