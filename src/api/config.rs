@@ -229,10 +229,14 @@ impl ReloadError {
 /// A rejected or timed-out reload's problems are shown by `/health` and `/metrics` until a reload
 /// succeeds.
 pub async fn reload_tuning(state: &AppState) -> Result<(), ReloadError> {
-    let ticket = state
-        .reloads
-        .take()
-        .map_err(|busy| ReloadError::InProgress { seconds: busy.seconds, reading: busy.reading })?;
+    let ticket = state.reloads.take().map_err(|busy| {
+        tracing::warn!(
+            running_for_seconds = busy.seconds,
+            reading = busy.reading,
+            "config reload refused: another one is running"
+        );
+        ReloadError::InProgress { seconds: busy.seconds, reading: busy.reading }
+    })?;
     let files = state.settings.tuning_files();
     let installed = state.search.tuning();
     let dify = Arc::clone(&state.dify);
