@@ -135,6 +135,10 @@ fn add_by_rule(document: &mut Value) {
             if path.ends_with("/config") && method == "post" {
                 codes.push("401");
             }
+            // One reload at a time: another one meanwhile is 409 `reload_in_progress`.
+            if path.ends_with("/config/reload") {
+                codes.push("409");
+            }
             let responses = &mut operation["responses"];
             for code in codes {
                 if responses.get(code).is_none() {

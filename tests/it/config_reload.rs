@@ -351,6 +351,8 @@ async fn a_slow_reload_times_out_changes_nothing_and_a_second_one_is_409() {
     let (status, answer) = send(&state, "POST", RELOAD, None).await;
     assert_eq!(status, StatusCode::CONFLICT, "{answer}");
     assert_eq!(error_code(&answer), "reload_in_progress");
+    let (_, openapi) = send(&state, "GET", "/internal/retrieval/openapi.json", None).await;
+    assert!(openapi["paths"][RELOAD]["post"]["responses"]["409"].is_object(), "the 409 is documented");
     let started = Instant::now();
     let health = health(&state).await;
     assert!(started.elapsed() < Duration::from_secs(1));
