@@ -262,10 +262,12 @@ pub async fn reload_tuning(state: &AppState) -> Result<(), ReloadError> {
             ReloadError::Unavailable(format!("cannot start a thread to read the config files: {error}"))
         })?;
     let timeout = Duration::from_secs_f64(state.settings.config_reload_timeout_seconds);
-    let mut _ticket = None;
+    // The slot, once the outcome is here: freed when this function returns, after the outcome is
+    // in use, so the next reload compares with what this one put in use.
+    let mut held_slot = None;
     let outcome = match tokio::time::timeout(timeout, receiver).await {
         Ok(Ok((loaded, ticket))) => {
-            _ticket = Some(ticket);
+            held_slot = Some(ticket);
             loaded.map_err(ReloadError::Rejected)
         }
         Ok(Err(_)) => Err(ReloadError::Rejected(vec!["the reload stopped before it had read the files".into()])),
@@ -286,6 +288,7 @@ pub async fn reload_tuning(state: &AppState) -> Result<(), ReloadError> {
     match outcome {
         Ok(loaded) => {
             state.search.reload_tuning(Ok(loaded));
+            drop(held_slot);
             Ok(())
         }
         Err(error) => {
@@ -295,6 +298,7 @@ pub async fn reload_tuning(state: &AppState) -> Result<(), ReloadError> {
                 ReloadError::InProgress { .. } => Vec::new(),
             };
             state.search.reload_tuning(Err(problems));
+            drop(held_slot);
             Err(error)
         }
     }
