@@ -158,6 +158,12 @@ pub struct Settings {
     pub themes_path: PathBuf,
     pub boosting_path: PathBuf,
     pub synonyms_dir: PathBuf,
+    /// `RETR_CONFIG_MAX_FILE_BYTES`: the largest themes file or boosting.yaml read, and the most
+    /// bytes the synonyms directory's files hold together; larger is refused (start-up, reload).
+    pub config_max_file_bytes: u64,
+    /// `RETR_CONFIG_RELOAD_TIMEOUT_SECONDS`: a config reload that has not read and checked the
+    /// files by then is answered 504 and changes nothing.
+    pub config_reload_timeout_seconds: f64,
     pub mapping_path: PathBuf,
 }
 
@@ -235,6 +241,8 @@ impl Default for Settings {
             themes_path: "config/themes.yaml".into(),
             boosting_path: "config/boosting.yaml".into(),
             synonyms_dir: "config/synonyms".into(),
+            config_max_file_bytes: crate::search::tuning::DEFAULT_MAX_FILE_BYTES,
+            config_reload_timeout_seconds: 10.0,
             mapping_path: "config/mapping.yaml".into(),
         }
     }
@@ -282,6 +290,7 @@ impl Settings {
             themes: self.themes_path.clone(),
             boosting: self.boosting_path.clone(),
             synonyms: self.synonyms_dir.clone(),
+            max_file_bytes: self.config_max_file_bytes,
         }
     }
 }
@@ -351,6 +360,7 @@ impl Settings {
         };
         positive("request_timeout_seconds", self.request_timeout_seconds);
         positive("index_version_wait_seconds", self.index_version_wait_seconds);
+        positive("config_reload_timeout_seconds", self.config_reload_timeout_seconds);
         positive("header_read_timeout_seconds", self.header_read_timeout_seconds);
         positive("body_read_timeout_seconds", self.body_read_timeout_seconds);
         positive("keep_alive_timeout_seconds", self.keep_alive_timeout_seconds);
@@ -451,6 +461,21 @@ impl Settings {
                     "must be below RETR_REQUEST_TIMEOUT_SECONDS ({}) so a slow body answers 408, not 504, got {}",
                     self.request_timeout_seconds, self.body_read_timeout_seconds
                 ),
+            ));
+        }
+        if self.config_reload_timeout_seconds >= self.request_timeout_seconds {
+            problems.push((
+                "config_reload_timeout_seconds".into(),
+                format!(
+                    "must be below RETR_REQUEST_TIMEOUT_SECONDS ({}) so a stuck reload answers its own error, got {}",
+                    self.request_timeout_seconds, self.config_reload_timeout_seconds
+                ),
+            ));
+        }
+        if self.config_max_file_bytes < 1024 {
+            problems.push((
+                "config_max_file_bytes".into(),
+                format!("must be at least 1024, got {}", self.config_max_file_bytes),
             ));
         }
         if self.max_query_chars < 1 {

@@ -117,8 +117,9 @@ fn reload_on_hangup(state: retrieval_service::state::AppState) {
     };
     tokio::spawn(async move {
         while hangups.recv().await.is_some() {
-            // The outcome is logged, counted and shown by /health.
-            let _ = retrieval_service::api::config::reload_tuning(&state);
+            // The outcome is logged, counted and shown by /health; a hangup while a reload runs
+            // is refused like a second POST (logged), not queued: send it again when it is done.
+            let _ = retrieval_service::api::config::reload_tuning(&state).await;
         }
     });
 }

@@ -143,17 +143,33 @@ async fn build_demo_index(
     Ok((Arc::new(index), fallback))
 }
 
-/// Checks the optional config files that exist: one present but broken (a themes file that does
-/// not parse, a boosting value that would be ignored, an unreadable synonyms file or a malformed
-/// line in one) stops start-up, naming the setting, instead of running silently without what it
-/// says.
-pub(crate) fn check_config_files(settings: &Settings) -> Result<(), StartupError> {
-    let problems = settings.tuning_files().problems();
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(StartupError::Backend(problems.join("\n")))
-    }
+/// The tuning files (themes, boosting.yaml, synonyms), read once each and checked: one present
+/// but unusable (a themes file that does not parse or defines no theme, a boosting.yaml that
+/// holds nothing or lacks a section, a value that would be ignored, a synonyms file unreadable or
+/// with a malformed line, a file over `RETR_CONFIG_MAX_FILE_BYTES` or not a regular file) stops
+/// start-up, naming the setting and the file, instead of running silently without what it says.
+/// Returns the tuning and the settings whose file is absent.
+pub(crate) fn load_config_files(
+    settings: &Settings,
+) -> Result<(crate::search::tuning::Tuning, Vec<String>), StartupError> {
+    let files = settings.tuning_files();
+    files.load(None).map_err(|problems| {
+        let paths = [
+            ("RETR_THEMES_PATH", &files.themes),
+            ("RETR_BOOSTING_PATH", &files.boosting),
+            ("RETR_SYNONYMS_DIR", &files.synonyms),
+        ];
+        let named = paths
+            .iter()
+            .filter(|(setting, _)| problems.iter().any(|problem| problem.starts_with(setting)))
+            .map(|(setting, path)| format!("  {setting} is {}", path.display()))
+            .collect::<Vec<_>>();
+        StartupError::Backend(format!(
+            "the config files cannot be used, so the service does not start:\n  {}\n{}",
+            problems.join("\n  "),
+            named.join("\n")
+        ))
+    })
 }
 
 /// The LLM theme router: chat completions at the rerank endpoint, when one is configured.
@@ -183,7 +199,18 @@ pub(crate) fn build_llm_router(
 pub fn state_with(settings: Settings, index: Arc<dyn VectorIndex>, embedder: Arc<dyn Embedder>) -> AppState {
     let metrics = Arc::new(Metrics::new());
     let reranker = build_reranker(&settings, &metrics);
-    state_from_parts(settings, index, embedder, reranker, metrics)
+    let tuning = load_config_files_leniently(&settings);
+    state_from_parts(settings, index, embedder, reranker, metrics, tuning)
+}
+
+/// The tuning files as they are, a problem logged and what it affects left out (the states the
+/// tests build; `serve` refuses to start on a problem: `load_config_files`).
+fn load_config_files_leniently(settings: &Settings) -> (crate::search::tuning::Tuning, Vec<String>) {
+    let (tuning, missing) = settings.tuning_files().load_leniently();
+    for setting in &missing {
+        tracing::warn!(setting = %setting, "optional config file missing; running without it");
+    }
+    (tuning, missing)
 }
 
 fn build_reranker(settings: &Settings, metrics: &Arc<Metrics>) -> Arc<dyn crate::rerank::Reranker> {
@@ -201,7 +228,8 @@ pub fn state_with_metrics(
     metrics: Arc<Metrics>,
 ) -> AppState {
     let reranker = build_reranker(&settings, &metrics);
-    state_from_parts(settings, index, embedder, reranker, metrics)
+    let tuning = load_config_files_leniently(&settings);
+    state_from_parts(settings, index, embedder, reranker, metrics, tuning)
 }
 
 /// The state over ready-made parts, recording into `metrics` (the clients built for it too).
@@ -211,14 +239,10 @@ fn state_from_parts(
     embedder: Arc<dyn Embedder>,
     reranker: Arc<dyn crate::rerank::Reranker>,
     metrics: Arc<Metrics>,
+    (tuning, missing_config): (crate::search::tuning::Tuning, Vec<String>),
 ) -> AppState {
-    let files = settings.tuning_files();
-    let missing_config = files.missing();
-    for setting in &missing_config {
-        tracing::warn!(setting = %setting, "optional config file missing; running without it");
-    }
     let search = SearchService::new(index, embedder, settings.runtime())
-        .with_tuning(files.load_leniently(), missing_config)
+        .with_tuning(tuning, missing_config)
         .with_llm_router(build_llm_router(&settings, Some(Arc::clone(&metrics))))
         .with_reranker(reranker, Duration::from_secs_f64(settings.rerank_timeout_seconds))
         .with_metrics(Arc::clone(&metrics))
@@ -240,6 +264,7 @@ fn state_from_parts(
     AppState {
         degraded_since_start: None,
         openapi: Arc::default(),
+        reloads: Arc::default(),
         dify: Arc::new(dify),
         api_keys: Arc::new(api_keys),
         rerank_configured: !settings.rerank_api_base.is_empty(),
@@ -258,7 +283,10 @@ pub async fn build_state(settings: Settings) -> Result<AppState, StartupError> {
 /// `build_state` recording into `metrics` (made before the state: the log writer counts its
 /// dropped lines there from the first line on).
 pub async fn build_state_with_metrics(settings: Settings, metrics: Arc<Metrics>) -> Result<AppState, StartupError> {
-    check_config_files(&settings)?;
+    let tuning = load_config_files(&settings)?;
+    for setting in &tuning.1 {
+        tracing::warn!(setting = %setting, "optional config file missing; running without it");
+    }
     let mut embedder = build_embedder(&settings, Some(Arc::clone(&metrics)))?;
     let mut degraded_since_start = None;
     let index = if settings.backend() == VectorBackend::Memory && settings.index_path.is_none() {
@@ -273,7 +301,7 @@ pub async fn build_state_with_metrics(settings: Settings, metrics: Arc<Metrics>)
         build_index(&settings, embedder.as_ref(), Some(Arc::clone(&metrics))).await?
     };
     let reranker = build_reranker(&settings, &metrics);
-    let mut state = state_from_parts(settings, index, embedder, reranker, metrics);
+    let mut state = state_from_parts(settings, index, embedder, reranker, metrics, tuning);
     state.degraded_since_start = degraded_since_start;
     // Start-up names the first such knowledge base.
     if let Some(problem) = state.dify.themes_missing_from(&state.search.theme_list()).into_iter().next() {

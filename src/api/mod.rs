@@ -10,6 +10,7 @@ pub(crate) mod health;
 pub(crate) mod keys;
 mod mcp;
 pub(crate) mod openapi;
+pub(crate) mod reload;
 pub(crate) mod search;
 mod strict;
 pub(crate) mod ui;

@@ -79,6 +79,9 @@ pub(crate) mod cache;
         RuntimeSettings,
         RuntimePatch,
         super::config::ReloadResponse,
+        super::config::ConfigResponse,
+        super::config::TuningInUse,
+        super::config::TuningFile,
         WindowRequest,
         WindowResponse,
         WindowChunk,
@@ -131,6 +134,10 @@ fn add_by_rule(document: &mut Value) {
             }
             if path.ends_with("/config") && method == "post" {
                 codes.push("401");
+            }
+            // One reload at a time: another one meanwhile is 409 `reload_in_progress`.
+            if path.ends_with("/config/reload") {
+                codes.push("409");
             }
             let responses = &mut operation["responses"];
             for code in codes {
