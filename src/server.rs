@@ -17,6 +17,9 @@
 //!   `bad_request` and the connection closed (hyper would drop one of them and read on: the
 //!   ambiguity request smuggling relies on).
 //! - A request in progress is never cut by these timers (`RETR_REQUEST_TIMEOUT_SECONDS` bounds it).
+//! - When `serve`'s shutdown future completes (SIGTERM or SIGINT in `main`), it stops accepting,
+//!   closes idle connections and lets requests in progress finish within `shutdown_grace`
+//!   (`RETR_SHUTDOWN_GRACE_SECONDS`), then returns.
 
 use crate::config::Settings;
 use crate::state::AppState;
@@ -102,7 +105,7 @@ pub(crate) struct ServerLimits {
     pub(crate) header_read_timeout: Duration,
     pub(crate) keep_alive_timeout: Duration,
     pub(crate) max_connections: usize,
-    /// How long shutdown waits for requests in progress.
+    /// How long shutdown waits for requests in progress (`RETR_SHUTDOWN_GRACE_SECONDS`).
     pub(crate) shutdown_grace: Duration,
 }
 
@@ -112,7 +115,7 @@ impl ServerLimits {
             header_read_timeout: Duration::from_secs_f64(settings.header_read_timeout_seconds),
             keep_alive_timeout: Duration::from_secs_f64(settings.keep_alive_timeout_seconds),
             max_connections: settings.max_connections,
-            shutdown_grace: Duration::from_secs_f64(settings.request_timeout_seconds + 1.0),
+            shutdown_grace: Duration::from_secs_f64(settings.shutdown_grace_seconds),
         }
     }
 }

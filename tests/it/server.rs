@@ -12,6 +12,8 @@ use tokio::net::TcpStream;
 /// Far longer than any timer a test configures; far shorter than the ones it must not hit.
 const HANG: Duration = Duration::from_secs(10);
 
+const SEARCH: &str = "/internal/retrieval/search";
+
 struct Server {
     address: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -326,4 +328,90 @@ async fn slow_bodies_do_not_hold_work_slots() {
         assert!(answer.contains("request_timeout"), "{answer}");
     }
     server.stop().await;
+}
+
+/// The real binary stops on SIGTERM as a deploy needs: no new connections, the searches in
+/// progress answered, exit 0 within the 10 s a container runtime waits before SIGKILL.
+#[cfg(unix)]
+#[tokio::test]
+async fn sigterm_finishes_the_requests_in_progress_and_exits_0() {
+    use crate::common::fake_http::{FakeResponse, FakeServer};
+    // A reranker that takes 2 s: every search is in progress for that long.
+    let reranker = FakeServer::start(vec![
+        FakeResponse::json(200, &serde_json::json!({"results": []})).with_delay(Duration::from_secs(2))
+    ])
+    .await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_retrieval-service"))
+        .args(["serve", "--port", &port.to_string()])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("RUST_LOG", "warn")
+        .env("RETR_RERANK_ENABLED", "true")
+        .env("RETR_RERANK_BACKEND", "rerank_api")
+        .env("RETR_RERANK_API_BASE", reranker.url())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(child);
+    let address: SocketAddr = ([127, 0, 0, 1], port).into();
+    let started = std::time::Instant::now();
+    loop {
+        if let Ok(mut stream) = TcpStream::connect(address).await {
+            if request(&mut stream, "GET", "/health", "").await.0 == 200 {
+                break;
+            }
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "the service did not start");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let before = reranker.request_count();
+    let total = 50;
+    let searches: Vec<_> = (0..total)
+        .map(|i| {
+            tokio::spawn(async move {
+                let mut stream = TcpStream::connect(address).await.unwrap();
+                let body =
+                    format!(r#"{{"query": "как подключить Android SDK через gradle {i}", "tenant_id": "demo"}}"#);
+                request(&mut stream, "POST", SEARCH, &body).await.0
+            })
+        })
+        .collect();
+    // Every search waits on the reranker: all 50 are in progress.
+    let waiting = tokio::time::timeout(HANG, async {
+        while reranker.request_count() < before + total {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(waiting.is_ok(), "only {} of {total} searches reached the reranker", reranker.request_count() - before);
+    let pid = child.0.id().to_string();
+    let signalled = std::time::Instant::now();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let mut statuses = Vec::new();
+    for search in searches {
+        statuses.push(tokio::time::timeout(HANG, search).await.expect("an answer").unwrap());
+    }
+    let exit = loop {
+        if let Some(exit) = child.0.try_wait().unwrap() {
+            break exit;
+        }
+        assert!(signalled.elapsed() < Duration::from_secs(10), "still running 10 s after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(statuses, vec![200; total], "every search in progress is answered");
+    assert!(exit.success(), "{exit:?}");
+    // And it no longer accepts connections.
+    assert!(TcpStream::connect(address).await.is_err());
+}
+
+/// A child process killed if the test ends before it exits.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
