@@ -1,6 +1,8 @@
-//! The real server on a socket: header-read and keep-alive timeouts, the connection limit and
-//! load shedding. Every wait is bounded by `HANG` so a regression fails instead of hanging;
-//! nothing asserts a duration.
+//! The real server on a socket: header-read and keep-alive timeouts, the connection limit (idle
+//! and body-receiving connections evicted, busy ones kept), load shedding, the request framing of
+//! every request (pipelined or keep-alive), credentials checked before a body is read, and the
+//! real binary's stop on SIGTERM. Every wait is bounded by `HANG` so a regression fails instead of
+//! hanging; nothing asserts a duration except the 10 s a stop must take at most.
 
 use crate::common::fixture_state;
 use retrieval_service::config::Settings;
