@@ -19,9 +19,10 @@
 //!   request head is held until complete and checked, its body followed to its end, so every
 //!   request of the connection is checked (pipelined or keep-alive). A head with both
 //!   `Content-Length` and `Transfer-Encoding` (400), a `Transfer-Encoding` other than exactly
-//!   `chunked` (501), a bad `Content-Length` (400) or a head over `MAX_READ_BUFFER` (431, or 414
-//!   for the request line) never reaches hyper: once the requests before it are answered, the
-//!   server answers it with a JSON error and closes the connection. A request hyper parses where
+//!   `chunked` (501), `Transfer-Encoding` in HTTP/1.0 or a bad `Content-Length` (400), or a
+//!   head over `MAX_READ_BUFFER` (431, or 414 for the request line) never reaches hyper: once
+//!   the requests before it are answered, the server answers it with a JSON error and closes
+//!   the connection. A request hyper parses where
 //!   the framing saw no checked head is answered 400 and the connection closed.
 //! - Credentials are checked from the head before a body is read (`api::admission`), and their
 //!   refusal closes the connection.

@@ -8,8 +8,9 @@
 //! A head is refused when it has both `Content-Length` and `Transfer-Encoding` (hyper would drop
 //! one and read on: the ambiguity request smuggling through a proxy relies on), a
 //! `Transfer-Encoding` other than exactly `chunked` (hyper would ignore the codings before a final
-//! `chunked`, e.g. `gzip, chunked`), a `Content-Length` that is not one number, or a head longer
-//! than `MAX_READ_BUFFER` (held in place of hyper's buffer: one head at a time, never more).
+//! `chunked`, e.g. `gzip, chunked`), `Transfer-Encoding` in an HTTP/1.0 request, a
+//! `Content-Length` that is not one number, or a head longer than `MAX_READ_BUFFER` (held in
+//! place of hyper's buffer: one head at a time, never more).
 
 use std::time::Duration;
 
@@ -26,6 +27,8 @@ const HELD_CAPACITY_KEPT: usize = 4 * 1024;
 pub(super) enum Refusal {
     BothLengths,
     TransferCoding,
+    /// `Transfer-Encoding` in an HTTP/1.0 request (RFC 9112 §6.1: its framing is faulty).
+    TransferEncodingInHttp10,
     ContentLength,
     /// Longer than the server holds (`MAX_READ_BUFFER`); `in_request_line`: its request line
     /// alone is (a URI too long).
@@ -43,6 +46,9 @@ impl Refusal {
             }
             Refusal::TransferCoding => {
                 ("501 Not Implemented", "not_implemented", "the only Transfer-Encoding accepted is `chunked`")
+            }
+            Refusal::TransferEncodingInHttp10 => {
+                ("400 Bad Request", "bad_request", "an HTTP/1.0 request may not carry Transfer-Encoding")
             }
             Refusal::ContentLength => {
                 ("400 Bad Request", "bad_request", "Content-Length must be one non-negative integer")
@@ -121,7 +127,11 @@ pub(super) struct Framing {
     /// The first `KEPT_LINE_PREFIX` bytes of the current head line, and its whole length.
     line: Vec<u8>,
     line_length: usize,
+    /// The last bytes of the current line (for the request line's version).
+    line_tail: u128,
     past_request_line: bool,
+    /// The request line ends in `HTTP/1.0`.
+    http_10: bool,
     facts: HeadFacts,
     chunk_size: u64,
     /// Request heads handed on so far.
@@ -136,7 +146,9 @@ impl Framing {
             max_head,
             line: Vec::new(),
             line_length: 0,
+            line_tail: 0,
             past_request_line: false,
+            http_10: false,
             facts: HeadFacts::default(),
             chunk_size: 0,
             heads: 0,
@@ -272,6 +284,7 @@ impl Framing {
                 self.line.push(byte);
             }
             self.line_length += 1;
+            self.line_tail = (self.line_tail << 8) | u128::from(byte);
             return;
         }
         let blank = self.line_length == 0 || (self.line_length == 1 && self.line == b"\r");
@@ -279,7 +292,11 @@ impl Framing {
             self.end_of_head(out);
         } else if self.past_request_line {
             self.header_line();
+        } else if !blank {
+            let tail = if self.line_tail & 0xff == u128::from(b'\r') { self.line_tail >> 8 } else { self.line_tail };
+            self.http_10 = tail as u64 == u64::from_be_bytes(*b"HTTP/1.0");
         }
+        self.line_tail = 0;
         // (Blank lines before the request line are skipped, as hyper does.)
         self.past_request_line |= !blank;
         self.line.clear();
@@ -317,6 +334,8 @@ impl Framing {
         let chunked = facts.transfer_encoding_lines > 0;
         let refusal = if chunked && facts.content_length_lines > 0 {
             Some(Refusal::BothLengths)
+        } else if chunked && self.http_10 {
+            Some(Refusal::TransferEncodingInHttp10)
         } else if chunked && (facts.codings != 1 || facts.other_coding) {
             Some(Refusal::TransferCoding)
         } else if facts.content_length_invalid {
@@ -418,6 +437,11 @@ mod tests {
         }
         let twice = b"POST /s HTTP/1.1\r\ntransfer-encoding: chunked\r\ntransfer-encoding: chunked\r\n\r\n";
         assert_eq!(refusal_of(twice), Some(Refusal::TransferCoding));
+        let http_10 = b"POST /s HTTP/1.0\r\ntransfer-encoding: chunked\r\n\r\n";
+        assert_eq!(refusal_of(http_10), Some(Refusal::TransferEncodingInHttp10));
+        let (_, framing) =
+            run(&[b"POST /s HTTP/1.0\ncontent-length: 0\n\nPOST /s HTTP/1.1\ntransfer-encoding: chunked\n\n"]);
+        assert_eq!((framing.refusal(), framing.heads()), (None, 2), "only the request's own version counts");
         for coding in ["chunked", "Chunked", " chunked "] {
             let head = format!("POST /s HTTP/1.1\r\ntransfer-encoding:{coding}\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
             let (out, framing) = run(&[head.as_bytes()]);

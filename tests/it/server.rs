@@ -458,6 +458,13 @@ async fn a_transfer_encoding_other_than_chunked_is_501() {
         let json: serde_json::Value = serde_json::from_str(body).unwrap();
         assert_eq!(json["error"]["code"], "not_implemented", "{body}");
     }
+    // In HTTP/1.0, even `chunked` is faulty framing: a JSON 400.
+    let mut stream = TcpStream::connect(server.address).await.unwrap();
+    let head = search_head("transfer-encoding: chunked").replace("HTTP/1.1", "HTTP/1.0");
+    let _ = stream.write_all(format!("{head}{chunked}").as_bytes()).await;
+    let answers = responses(&read_until_closed(&mut stream).await);
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert!(answers[0].0 == 400 && answers[0].2.contains("\"bad_request\""), "{answers:?}");
     // Exactly `chunked` still works.
     let mut stream = TcpStream::connect(server.address).await.unwrap();
     stream.write_all(format!("{}{chunked}", search_head("transfer-encoding: chunked")).as_bytes()).await.unwrap();
