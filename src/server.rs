@@ -22,8 +22,8 @@
 //!   `chunked` (501), `Transfer-Encoding` in HTTP/1.0 or a bad `Content-Length` (400), or a
 //!   head over `MAX_READ_BUFFER` (431, or 414 for the request line) never reaches hyper: once
 //!   the requests before it are answered, the server answers it with a JSON error and closes
-//!   the connection. A request hyper parses where
-//!   the framing saw no checked head is answered 400 and the connection closed.
+//!   the connection. A request hyper parses where the framing saw no checked head is answered
+//!   400 and the connection closed.
 //! - Credentials are checked from the head before a body is read (`api::admission`), and their
 //!   refusal closes the connection.
 //! - A request in progress is never cut by these timers (`RETR_REQUEST_TIMEOUT_SECONDS` bounds it).
@@ -573,7 +573,7 @@ async fn serve_connection(
     };
     if let Some(grace) = grace {
         // Requests in progress finish, no new one starts; an idle connection closes at once.
-        std::pin::Pin::new(&mut connection).graceful_shutdown();
+        Pin::new(&mut connection).graceful_shutdown();
         match tokio::time::timeout(grace, run!()).await {
             Ok(Ok(())) => {}
             _ => return,
