@@ -85,6 +85,9 @@ pub struct Settings {
     /// How long a request's body may take to arrive, read before it takes a work slot.
     pub body_read_timeout_seconds: f64,
     pub keep_alive_timeout_seconds: f64,
+    /// `RETR_SHUTDOWN_GRACE_SECONDS`: on SIGTERM or SIGINT, how long requests in progress may
+    /// take to finish before the process exits (below the 10 s a container runtime waits).
+    pub shutdown_grace_seconds: f64,
     pub max_connections: usize,
     pub max_in_flight_requests: usize,
     pub admin_token: Secret,
@@ -187,6 +190,7 @@ impl Default for Settings {
             header_read_timeout_seconds: 10.0,
             body_read_timeout_seconds: 10.0,
             keep_alive_timeout_seconds: 60.0,
+            shutdown_grace_seconds: 8.0,
             max_connections: 1024,
             max_in_flight_requests: 512,
             admin_token: Secret::default(),
@@ -364,6 +368,7 @@ impl Settings {
         positive("header_read_timeout_seconds", self.header_read_timeout_seconds);
         positive("body_read_timeout_seconds", self.body_read_timeout_seconds);
         positive("keep_alive_timeout_seconds", self.keep_alive_timeout_seconds);
+        positive("shutdown_grace_seconds", self.shutdown_grace_seconds);
         positive("chroma_timeout_seconds", self.chroma_timeout_seconds);
         positive("chroma_ingest_timeout_seconds", self.chroma_ingest_timeout_seconds);
         positive("embedding_timeout_seconds", self.embedding_timeout_seconds);

@@ -74,7 +74,7 @@ const WORD_END_WINDOW: usize = 64;
 
 /// Whether `path` is `{base}/retrieval` up to empty segments: an endpoint registered in Dify with
 /// a trailing `/` is called at `{base}//retrieval`.
-fn is_retrieval_path(base: &str, path: &str) -> bool {
+pub(crate) fn is_retrieval_path(base: &str, path: &str) -> bool {
     let wanted = base.split('/').chain(["retrieval"]).filter(|segment| !segment.is_empty());
     path.split('/').filter(|segment| !segment.is_empty()).eq(wanted)
 }
