@@ -2,7 +2,7 @@
 //! - `RETR_ADMIN_TOKEN`: the mutating endpoints (`POST /internal/retrieval/config`) need
 //!   `Authorization: Bearer <token>`;
 //! - `RETR_API_KEYS`: a file of keys and the tenants each may read; every data endpoint (search,
-//!   context, chunk window, stats) then needs `Authorization: Bearer <key>`, and a key never reads
+//!   context, chunk window, stats, the MCP endpoint) then needs `Authorization: Bearer <key>`, and a key never reads
 //!   a tenant it is not granted, whatever the body says.
 //!
 //! Both are checked from the request head, before its body is read ([`refuse_before_body`]): a
@@ -47,7 +47,7 @@ pub(super) async fn refuse_before_body(parts: &mut Parts, state: &AppState) -> O
     let path = parts.uri.path();
     let under_prefix = |suffix: &str| path.strip_prefix(super::PREFIX) == Some(suffix);
     let refused = match parts.method {
-        Method::POST if ["/search", "/context", "/chunks/window"].into_iter().any(under_prefix) => {
+        Method::POST if ["/search", "/context", "/chunks/window", super::mcp::PATH].into_iter().any(under_prefix) => {
             TenantKey::from_request_parts(parts, state).await.err()
         }
         Method::GET if ["/stats", "/tenants"].into_iter().any(under_prefix) => {
