@@ -162,20 +162,7 @@ fn main() -> ExitCode {
             Command::Ingest(args) => {
                 let embedder =
                     retrieval_service::startup::build_ingest_embedder(&settings).map_err(|e| e.to_string())?;
-                let writer: Option<std::sync::Arc<dyn retrieval_engine::ingest::writer::IndexWriter>> =
-                    match retrieval_engine::index::ChromaIndex::for_ingest(&settings.chroma()) {
-                        Ok(index) => Some(std::sync::Arc::new(
-                            // The report prints where it wrote: without a password in the URL.
-                            retrieval_engine::ingest::ChromaSourceWriter::new(
-                                index,
-                                retrieval_engine::upstream::redact(&settings.chroma_host),
-                            ),
-                        )),
-                        Err(error) => {
-                            tracing::warn!(%error, "chroma writer unavailable");
-                            None
-                        }
-                    };
+                let writer = remote_writer(&settings, &args);
                 retrieval_service::ingest::cli::run_ingest_with_writer(&settings, embedder, &args, writer)
                     .await
                     .map(|report| println!("{report}"))
@@ -189,5 +176,38 @@ fn main() -> ExitCode {
             eprintln!("error: {error}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The writer of `ingest` for a remote backend (Chroma or PostgreSQL); `None` for the snapshot
+/// file, or when the backend's client cannot be built (the run then says which writer is missing).
+fn remote_writer(
+    settings: &retrieval_service::config::Settings,
+    args: &retrieval_service::ingest::cli::IngestArgs,
+) -> Option<std::sync::Arc<dyn retrieval_engine::ingest::writer::IndexWriter>> {
+    use retrieval_service::ingest::cli::IngestBackend;
+    match args.backend_for(settings) {
+        IngestBackend::Memory => None,
+        IngestBackend::Chroma => match retrieval_engine::index::ChromaIndex::for_ingest(&settings.chroma()) {
+            // The report prints where it wrote: without a password in the URL.
+            Ok(index) => Some(std::sync::Arc::new(retrieval_engine::ingest::ChromaSourceWriter::new(
+                index,
+                retrieval_engine::upstream::redact(&settings.chroma_host),
+            ))),
+            Err(error) => {
+                tracing::warn!(%error, "chroma writer unavailable");
+                None
+            }
+        },
+        IngestBackend::Postgres => match retrieval_engine::index::PostgresIndex::for_ingest(&settings.postgres()) {
+            Ok(index) => Some(std::sync::Arc::new(retrieval_engine::ingest::PostgresSourceWriter::new(
+                index,
+                retrieval_engine::index::postgres::describe_url(&settings.postgres_url),
+            ))),
+            Err(error) => {
+                tracing::warn!(%error, "postgres writer unavailable");
+                None
+            }
+        },
     }
 }

@@ -1,5 +1,5 @@
 //! The replica engine both backends share. Searches never read the store of record: they read a
-//! `LoadedIndex` held by a `Replica`, which a `SnapshotSource` (the snapshot file, or Chroma)
+//! `LoadedIndex` held by a `Replica`, which a `SnapshotSource` (the snapshot file, Chroma or PostgreSQL)
 //! brings up to date. One refresh loop (`spawn_refresher`), one swap (`Replica::swap`), one error
 //! state (`Replica::fail`), and one `VectorIndex` implementation for every source: each call reads
 //! the current snapshot, and `pin` hands a search one snapshot for all of its calls.
@@ -25,6 +25,10 @@ struct State {
     records_loaded: u64,
     /// A pinned copy's staleness note, fixed when it was pinned.
     pinned_staleness: Option<String>,
+    /// Which server the source last read from (`primary`, `standby 1`), when it has several.
+    source: Option<String>,
+    /// Why answers are degraded although the last refresh succeeded (read from a standby).
+    note: Option<String>,
 }
 
 /// The snapshot searches read, and what is known about its freshness.
@@ -148,6 +152,19 @@ impl Replica {
         (state.attempted_at, state.error.is_some())
     }
 
+    /// The last refresh read from `source`; `note` says why that degrades answers (a standby read
+    /// while the primary is down), `None` when it does not.
+    pub(crate) fn set_source(&self, source: String, note: Option<String>) {
+        let mut state = self.write();
+        state.source = Some(source);
+        state.note = note;
+    }
+
+    /// Which server the source last read from, when it has several.
+    pub(crate) fn source(&self) -> Option<String> {
+        self.read().source.clone()
+    }
+
     pub(crate) fn last_error(&self) -> Option<IndexError> {
         self.read().error.clone()
     }
@@ -172,6 +189,7 @@ impl Replica {
                     "the {backend} index cannot be refreshed ({reason}); answering from the replica confirmed {age} s ago"
                 ))
             }
+            (None, Some(_)) => state.note.clone(),
             _ => None,
         }
     }
@@ -186,6 +204,7 @@ impl Replica {
             last_refresh_error: state.error.as_ref().map(IndexError::public_message),
             last_load_seconds: state.last_load.map(|load| load.as_secs_f64()),
             records_loaded_total: state.records_loaded,
+            source: state.source.clone(),
         })
     }
 

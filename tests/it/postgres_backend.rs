@@ -1,0 +1,521 @@
+//! The PostgreSQL backend against a real server (`RETR_TEST_POSTGRES_URL` and
+//! `RETR_TEST_POSTGRES_STANDBY_URL`, a primary and its streaming standby started by
+//! scripts/postgres.sh from scripts/test.sh). Each test works in a database of its own.
+//! Ingest is atomic per tenant and content-hashed; SQL text in ids, texts and filters is data;
+//! with the primary gone the replica reads from the standby (flagged) or answers stale (flagged);
+//! the connection URL's password reaches no log, error, `/health` or `/metrics`.
+
+use crate::common::{send, switchable_proxy};
+use axum::http::StatusCode;
+use retrieval_engine::embed::PseudoEmbedder;
+use retrieval_engine::fixtures;
+use retrieval_engine::index::{PostgresIndex, RecordFilter, VectorIndex};
+use retrieval_engine::ingest::writer::{IndexWriter, IngestBatch, SourceScope};
+use retrieval_engine::ingest::{PostgresSourceWriter, RecordSet};
+use retrieval_engine::model::{Level, Metadata, Record, Snapshot};
+use retrieval_service::config::{Secret, Settings, VectorBackend};
+use retrieval_service::{startup, AppState};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The primary's URL, or `None` (the test is skipped) when no server was started; under
+/// `RETR_TEST_REQUIRE_SERVERS` a missing server fails the test.
+pub(crate) fn postgres_url() -> Option<String> {
+    let url = std::env::var("RETR_TEST_POSTGRES_URL").ok().filter(|url| !url.is_empty());
+    if url.is_none() {
+        assert!(
+            std::env::var("RETR_TEST_REQUIRE_SERVERS").is_err(),
+            "scripts/test.sh promised a PostgreSQL server (RETR_TEST_REQUIRE_SERVERS) but RETR_TEST_POSTGRES_URL is not set"
+        );
+        println!("skipped: set RETR_TEST_POSTGRES_URL (scripts/postgres.sh start <dir> <port> <port>) to run the PostgreSQL tests");
+    }
+    url
+}
+
+fn standby_url() -> Option<String> {
+    let url = std::env::var("RETR_TEST_POSTGRES_STANDBY_URL").ok().filter(|url| !url.is_empty());
+    if url.is_none() {
+        assert!(
+            std::env::var("RETR_TEST_REQUIRE_SERVERS").is_err(),
+            "scripts/test.sh promised a PostgreSQL standby but RETR_TEST_POSTGRES_STANDBY_URL is not set"
+        );
+        println!("skipped: set RETR_TEST_POSTGRES_STANDBY_URL to run the standby tests");
+    }
+    url
+}
+
+/// `url` with another database name.
+fn with_database(url: &str, database: &str) -> String {
+    let (base, _) = url.rsplit_once('/').expect("a URL ending in /database");
+    format!("{base}/{database}")
+}
+
+/// A new, empty database on the server of `url`; returns its URL.
+pub(crate) async fn fresh_database(url: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() % 1_000_000_000_000;
+    let name = format!("retr_test_{nanos}_{}_{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    // A database name cannot be a parameter; this one is made of digits and underscores here.
+    client.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
+    with_database(url, &name)
+}
+
+async fn sql_client(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+}
+
+pub(crate) fn settings(url: &str) -> Settings {
+    Settings {
+        mock_mode: false,
+        vector_backend: VectorBackend::Postgres,
+        postgres_url: Secret::new(url),
+        embedding_dimension: fixtures::DIMENSION,
+        index_reload_interval_ms: 50,
+        postgres_connect_timeout_seconds: 2.0,
+        ..Settings::default()
+    }
+}
+
+/// Writes every tenant of `snapshot` through the ingest writer, as source `fixtures`.
+pub(crate) async fn write_snapshot(url: &str, snapshot: &Snapshot) {
+    let writer = PostgresSourceWriter::new(PostgresIndex::for_ingest(&settings(url).postgres()).unwrap(), "test");
+    let mut tenants: BTreeMap<String, RecordSet> = BTreeMap::new();
+    for (level, records) in
+        [(Level::Doc, &snapshot.docs), (Level::Section, &snapshot.sections), (Level::Chunk, &snapshot.chunks)]
+    {
+        for record in records {
+            let set = tenants.entry(record.meta.tenant_id.to_string()).or_default();
+            match level {
+                Level::Doc => set.docs.push(record.clone()),
+                Level::Section => set.sections.push(record.clone()),
+                Level::Chunk => set.chunks.push(record.clone()),
+            }
+        }
+    }
+    for (tenant, records) in tenants {
+        let scope = SourceScope { tenant_id: tenant, source_name: "fixtures".into() };
+        let batch = IngestBatch {
+            records,
+            embedding_model: snapshot.embedding_model.clone(),
+            dimension: snapshot.dimension.max(fixtures::DIMENSION),
+            indexed_at: snapshot.indexed_at.clone(),
+            kept_pages: BTreeMap::new(),
+        };
+        writer.replace_source(&scope, batch).await.unwrap();
+    }
+}
+
+/// The serving state over `settings` (the replica loaded once).
+async fn serving_state(settings: Settings) -> (AppState, Arc<PostgresIndex>) {
+    let index = PostgresIndex::new(&settings.postgres()).unwrap();
+    index.refresh().await.unwrap();
+    let state = startup::state_with(settings, index.clone(), Arc::new(PseudoEmbedder::new(fixtures::DIMENSION)));
+    (state, index)
+}
+
+/// A page of tenant `tenant`: one doc with one section and one chunk, all saying `text`.
+fn page(tenant: &str, doc_id: &str, text: &str) -> RecordSet {
+    let embedder = PseudoEmbedder::new(fixtures::DIMENSION);
+    let meta = Metadata {
+        tenant_id: tenant.into(),
+        doc_id: doc_id.into(),
+        title: format!("Страница {doc_id}").into(),
+        source: "docs".into(),
+        product: "chatcenter".into(),
+        ..Metadata::default()
+    };
+    let section = Metadata { section_id: Some(format!("{doc_id}#s0")), ..meta.clone() };
+    let chunk = Metadata { chunk_id: Some(format!("{doc_id}#s0-c0")), ..section.clone() };
+    let record =
+        |id: String, meta: Metadata| Record { id, meta, text: text.into(), embedding: embedder.embed_one(text) };
+    RecordSet {
+        docs: vec![record(doc_id.to_string(), meta)],
+        sections: vec![record(format!("{doc_id}#s0"), section)],
+        chunks: vec![record(format!("{doc_id}#s0-c0"), chunk)],
+    }
+}
+
+fn merged(sets: Vec<RecordSet>) -> RecordSet {
+    let mut all = RecordSet::default();
+    for set in sets {
+        all.docs.extend(set.docs);
+        all.sections.extend(set.sections);
+        all.chunks.extend(set.chunks);
+    }
+    all
+}
+
+fn batch(records: RecordSet, kept_pages: BTreeMap<String, String>) -> IngestBatch {
+    IngestBatch {
+        records,
+        embedding_model: "pseudo".into(),
+        dimension: fixtures::DIMENSION,
+        indexed_at: "2026-01-01T00:00:00Z".into(),
+        kept_pages,
+    }
+}
+
+async fn texts(index: &PostgresIndex, tenant: &str) -> Vec<String> {
+    let docs = index.get(Level::Doc, &RecordFilter::tenant(tenant), 100).await.unwrap();
+    let mut texts: Vec<String> = docs.iter().map(|doc| format!("{}={}", doc.meta.doc_id, doc.text)).collect();
+    texts.sort();
+    texts
+}
+
+#[tokio::test]
+async fn a_reingest_writes_only_changed_pages_and_flips_the_tenant_at_once() {
+    let Some(url) = postgres_url() else { return };
+    let url = fresh_database(&url).await;
+    let writer = PostgresSourceWriter::new(PostgresIndex::for_ingest(&settings(&url).postgres()).unwrap(), "test");
+    let scope = SourceScope { tenant_id: "acme".into(), source_name: "docs".into() };
+    let first = merged(vec![page("acme", "docs/a", "альфа"), page("acme", "docs/b", "бета")]);
+    let outcome = writer.replace_source(&scope, batch(first, BTreeMap::new())).await.unwrap();
+    let first_version = outcome.version.expect("a write reports its index_version");
+    let (_, index) = serving_state(settings(&url)).await;
+    assert_eq!(texts(&index, "acme").await, ["docs/a=альфа", "docs/b=бета"]);
+    assert_eq!(index.version(), Some(first_version));
+
+    // The second run: docs/a unchanged (kept), docs/b changed, docs/c new.
+    let stored = writer.stored_pages(&scope).await.unwrap();
+    assert_eq!(stored.len(), 2);
+    let kept: BTreeMap<String, String> =
+        stored.iter().filter(|(doc, _)| *doc == "docs/a").map(|(d, h)| (d.clone(), h.clone())).collect();
+    let client = sql_client(&url).await;
+    let rows_of = |doc: &'static str| {
+        let client = &client;
+        async move {
+            client
+                .query_one("SELECT count(*) FROM retr_records WHERE doc_id = $1", &[&doc])
+                .await
+                .unwrap()
+                .get::<_, i64>(0)
+        }
+    };
+    let second = merged(vec![page("acme", "docs/b", "бета два"), page("acme", "docs/c", "гамма")]);
+    let outcome = writer.replace_source(&scope, batch(second, kept)).await.unwrap();
+    assert!(outcome.version.unwrap() > first_version, "index_version moves forward");
+    assert_eq!(rows_of("docs/a").await, 3, "an unchanged page is neither written again nor deleted");
+    assert_eq!(rows_of("docs/b").await, 3, "the changed page's old rows are deleted after the switch");
+    index.refresh().await.unwrap();
+    assert_eq!(texts(&index, "acme").await, ["docs/a=альфа", "docs/b=бета два", "docs/c=гамма"]);
+    assert!(index.version() >= outcome.version);
+
+    // A third run without docs/c removes it.
+    let stored = writer.stored_pages(&scope).await.unwrap();
+    let kept: BTreeMap<String, String> = stored.into_iter().filter(|(doc, _)| doc != "docs/c").collect();
+    let outcome = writer.replace_source(&scope, batch(RecordSet::default(), kept)).await.unwrap();
+    assert_eq!(outcome.removed_docs, 1);
+    index.refresh().await.unwrap();
+    assert_eq!(texts(&index, "acme").await, ["docs/a=альфа", "docs/b=бета два"]);
+}
+
+#[tokio::test]
+async fn a_failed_ingest_leaves_the_old_tenant_served() {
+    let Some(url) = postgres_url() else { return };
+    let url = fresh_database(&url).await;
+    let writer = PostgresSourceWriter::new(PostgresIndex::for_ingest(&settings(&url).postgres()).unwrap(), "test");
+    let scope = SourceScope { tenant_id: "acme".into(), source_name: "docs".into() };
+    let old = merged(vec![page("acme", "docs/a", "старая"), page("acme", "docs/b", "старая б")]);
+    writer.replace_source(&scope, batch(old, BTreeMap::new())).await.unwrap();
+    let (_, index) = serving_state(settings(&url)).await;
+    let before = texts(&index, "acme").await;
+    let version = index.version();
+
+    // A run whose switch fails after its records are staged (a kept page that is not stored).
+    let new = merged(vec![page("acme", "docs/a", "новая"), page("acme", "docs/c", "новая в")]);
+    let bogus: BTreeMap<String, String> = [("docs/b".to_string(), "0".repeat(32))].into();
+    let error = writer.replace_source(&scope, batch(new.clone(), bogus)).await.unwrap_err();
+    assert!(error.to_string().contains("changed in postgres during this run"), "{error}");
+    index.refresh().await.unwrap();
+    assert_eq!(texts(&index, "acme").await, before, "the old tenant is served whole");
+    assert_eq!(index.version(), version);
+
+    // A run killed while it writes (its future dropped mid-staging) changes nothing served either.
+    let many = merged((0..1000).map(|n| page("acme", &format!("docs/n{n}"), &format!("новая {n}"))).collect());
+    let run = writer.replace_source(&scope, batch(many, BTreeMap::new()));
+    assert!(tokio::time::timeout(Duration::from_millis(50), run).await.is_err(), "the run was still writing");
+    index.refresh().await.unwrap();
+    assert_eq!(texts(&index, "acme").await, before, "a killed run leaves the old tenant");
+
+    // Running it again completes it.
+    writer.replace_source(&scope, batch(new, BTreeMap::new())).await.unwrap();
+    index.refresh().await.unwrap();
+    assert_eq!(texts(&index, "acme").await, ["docs/a=новая", "docs/c=новая в"]);
+}
+
+#[tokio::test]
+async fn sql_text_in_ids_texts_filters_and_queries_is_data() {
+    let Some(url) = postgres_url() else { return };
+    let url = fresh_database(&url).await;
+    let writer = PostgresSourceWriter::new(PostgresIndex::for_ingest(&settings(&url).postgres()).unwrap(), "test");
+    let hostile = "x'); DROP TABLE retr_records; --";
+    // `ingest --tenant` accepts any non-empty id: it reaches SQL only as a parameter.
+    let scope = SourceScope { tenant_id: hostile.into(), source_name: "docs".into() };
+    writer
+        .replace_source(&scope, batch(page(hostile, "d'; DELETE FROM retr_pages; --", hostile), BTreeMap::new()))
+        .await
+        .unwrap();
+    let scope = SourceScope { tenant_id: "acme".into(), source_name: "docs".into() };
+    writer
+        .replace_source(&scope, batch(page("acme", "docs/a", "SELECT * FROM retr_tenants; настройка"), BTreeMap::new()))
+        .await
+        .unwrap();
+    let client = sql_client(&url).await;
+    let tenants: Vec<String> = client
+        .query("SELECT tenant FROM retr_tenants ORDER BY tenant", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(tenants, ["acme", hostile]);
+    let records: i64 = client.query_one("SELECT count(*) FROM retr_records", &[]).await.unwrap().get(0);
+    assert_eq!(records, 6, "both pages' rows, nothing dropped");
+
+    let (state, index) = serving_state(settings(&url)).await;
+    assert_eq!(texts(&index, hostile).await, [format!("d'; DELETE FROM retr_pages; --={hostile}")]);
+    for body in [
+        json!({"query": "'; DROP TABLE retr_records; --", "tenant_id": "acme"}),
+        json!({"query": "настройка", "tenant_id": "acme", "filters": {"product": "' OR 1=1 --"}}),
+        json!({"query": "настройка", "tenant_id": "acme", "doc_ids": ["docs/a' OR '1'='1"]}),
+    ] {
+        let (status, response) = send(&state, "POST", "/internal/retrieval/search", Some(&body.to_string())).await;
+        assert_eq!(status, StatusCode::OK, "{body}: {response}");
+    }
+    let (status, response) = send(
+        &state,
+        "POST",
+        "/internal/retrieval/search",
+        Some(&json!({"query": "настройка", "tenant_id": "acme", "filters": {"product": "' OR 1=1 --"}}).to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(response["hits"].as_array().map(Vec::len), Some(0), "a filter value is compared, not run: {response}");
+    // An id that is not a tenant id is refused before any lookup.
+    let (status, _) = send(
+        &state,
+        "POST",
+        "/internal/retrieval/search",
+        Some(&json!({"query": "x", "tenant_id": hostile}).to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let count: i64 = client.query_one("SELECT count(*) FROM retr_records", &[]).await.unwrap().get(0);
+    assert_eq!(count, 6);
+}
+
+/// Every log line written while installed.
+#[derive(Clone, Default)]
+struct Capture(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Capture {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Capture {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+
+    fn install(&self) -> tracing::subscriber::DefaultGuard {
+        let capture = self.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_writer(move || capture.clone())
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+}
+
+/// The postgres URL of a proxy (`switchable_proxy`) in front of the server of `url`.
+async fn proxied(url: &str) -> (String, Arc<std::sync::atomic::AtomicBool>) {
+    let config: tokio_postgres::Config = url.parse().unwrap();
+    let port = config.get_ports()[0];
+    let (proxy, switch) = switchable_proxy(&format!("127.0.0.1:{port}"), true).await;
+    let (credentials, rest) = url.split_once('@').unwrap();
+    let (_, database) = rest.split_once('/').unwrap();
+    let address = proxy.trim_start_matches("http://");
+    (format!("{credentials}@{address}/{database}"), switch)
+}
+
+/// Waits until the standby has replayed the database of `url` as far as a check on it says.
+async fn wait_for_standby(standby: &str, tenant: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok((client, connection)) = tokio_postgres::connect(standby, tokio_postgres::NoTls).await {
+            tokio::spawn(connection);
+            let row = client.query_opt("SELECT generation FROM retr_tenants WHERE tenant = $1", &[&tenant]).await;
+            if matches!(row, Ok(Some(_))) {
+                return;
+            }
+        }
+        assert!(Instant::now() < deadline, "the standby did not replay the test database within 20 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn with_the_primary_gone_searches_answer_from_the_standby_then_the_replica_flagged() {
+    let Some(url) = postgres_url() else { return };
+    let Some(standby) = standby_url() else { return };
+    let url = fresh_database(&url).await;
+    let database = url.rsplit_once('/').unwrap().1.to_string();
+    let standby = with_database(&standby, &database);
+    write_snapshot(&url, &fixtures::snapshot()).await;
+    wait_for_standby(&standby, "t1").await;
+    let (primary, primary_switch) = proxied(&url).await;
+    let (standby_proxy, standby_switch) = proxied(&standby).await;
+    let settings = Settings { postgres_standby_urls: Secret::new(standby_proxy), ..settings(&primary) };
+    let (state, index) = serving_state(settings).await;
+    let search = json!({"query": "Подключение Android SDK через Gradle", "tenant_id": "t1"}).to_string();
+    let (status, fresh) = send(&state, "POST", "/internal/retrieval/search", Some(&search)).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, health) = send(&state, "GET", "/health", None).await;
+    assert_eq!(health["status"], "ok", "{health}");
+    assert_eq!(health["replica"]["source"], "primary");
+
+    // The primary goes away: the replica is read from the standby, and every answer says so.
+    primary_switch.store(false, Ordering::Release);
+    index.refresh().await.unwrap();
+    let (status, body) = send(&state, "POST", "/internal/retrieval/search", Some(&search)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["hits"], fresh["hits"]);
+    let degradations = body["degradations"].to_string();
+    assert!(degradations.contains("backend_stale") && degradations.contains("standby 1"), "{body}");
+    let (status, health) = send(&state, "GET", "/health", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(health["status"], "degraded", "{health}");
+    assert_eq!(health["replica"]["source"], "standby 1");
+    assert!(health["error"].as_str().unwrap().contains("standby 1"), "{health}");
+
+    // The standby goes too: the replica answers, flagged stale, never a bare 5xx.
+    standby_switch.store(false, Ordering::Release);
+    assert!(index.refresh().await.is_err());
+    let (status, body) = send(&state, "POST", "/internal/retrieval/search", Some(&search)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["hits"], fresh["hits"]);
+    assert!(body["degradations"].to_string().contains("backend_stale"), "{body}");
+
+    // The primary is back: the flag goes.
+    primary_switch.store(true, Ordering::Release);
+    index.refresh().await.unwrap();
+    let (_, health) = send(&state, "GET", "/health", None).await;
+    assert_eq!(health["status"], "ok", "{health}");
+    assert_eq!(health["replica"]["source"], "primary");
+}
+
+#[tokio::test]
+async fn the_password_reaches_no_log_error_health_or_metrics() {
+    let Some(url) = postgres_url() else { return };
+    let password =
+        url.split_once("://").unwrap().1.split_once('@').unwrap().0.split_once(':').map(|(_, p)| p.to_string());
+    let Some(password) = password.filter(|p| !p.is_empty()) else {
+        panic!("the test server's URL carries a password (scripts/postgres.sh sets one)");
+    };
+    let url = fresh_database(&url).await;
+    write_snapshot(&url, &fixtures::snapshot()).await;
+    let (primary, switch) = proxied(&url).await;
+    let wrong = url.replace(&format!(":{password}@"), ":not-the-password@");
+    let capture = Capture::default();
+    let _logs = capture.install();
+    let settings = Settings { postgres_standby_urls: Secret::new(wrong.clone()), ..settings(&primary) };
+    let (state, index) = serving_state(settings.clone()).await;
+    switch.store(false, Ordering::Release);
+    let error = index.refresh().await.unwrap_err();
+    assert!(!error.to_string().contains(&password) && !error.to_string().contains("not-the-password"), "{error}");
+    let mut seen = vec![error.to_string(), format!("{settings:?}")];
+    for (method, uri, body) in [
+        ("POST", "/internal/retrieval/search", Some(json!({"query": "Gradle", "tenant_id": "t1"}).to_string())),
+        ("GET", "/health", None),
+        ("GET", "/metrics", None),
+        ("GET", "/internal/retrieval/stats?tenant_id=t1", None),
+    ] {
+        let (status, response) = send(&state, method, uri, body.as_deref()).await;
+        assert!(status.as_u16() < 500, "{uri}: {status} {response}");
+        seen.push(response.to_string());
+    }
+    // A server that never answered: the first load's error.
+    let closed = crate::common::fake_http::closed_port_url().await.replace("http://", "");
+    let down = url.replacen(url.split_once('@').unwrap().1.split_once('/').unwrap().0, &closed, 1);
+    let index = PostgresIndex::new(&self::settings(&down).postgres()).unwrap();
+    let error = index.refresh().await.unwrap_err();
+    seen.push(error.to_string());
+    let state = startup::state_with(self::settings(&down), index, Arc::new(PseudoEmbedder::new(fixtures::DIMENSION)));
+    let (status, response) =
+        send(&state, "POST", "/internal/retrieval/search", Some(&json!({"query": "x", "tenant_id": "t1"}).to_string()))
+            .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    seen.push(response.to_string());
+    let (_, health) = send(&state, "GET", "/health", None).await;
+    seen.push(health.to_string());
+    seen.push(capture.text());
+    for text in seen {
+        assert!(!text.contains(&password), "the password leaks: {text}");
+        assert!(!text.contains("not-the-password"), "a standby's password leaks: {text}");
+    }
+    // An invalid URL is refused at start-up without being repeated.
+    let env: std::collections::HashMap<String, String> = [
+        ("RETR_MOCK_MODE".to_string(), "false".to_string()),
+        ("RETR_VECTOR_BACKEND".to_string(), "postgres".to_string()),
+        ("RETR_POSTGRES_URL".to_string(), format!("mysql://u:{password}@h/db")),
+    ]
+    .into();
+    let error = Settings::load(None, &env).unwrap_err().to_string();
+    assert!(error.contains("RETR_POSTGRES_URL") && !error.contains(&password), "{error}");
+}
+
+#[tokio::test]
+async fn the_pool_stays_bounded_under_concurrent_ingests() {
+    let Some(url) = postgres_url() else { return };
+    let url = fresh_database(&url).await;
+    let settings = Settings { postgres_pool_size: 2, ..settings(&url) };
+    let writer = Arc::new(PostgresSourceWriter::new(PostgresIndex::for_ingest(&settings.postgres()).unwrap(), "test"));
+    let runs: Vec<_> = (0..16)
+        .map(|n| {
+            let writer = Arc::clone(&writer);
+            tokio::spawn(async move {
+                let tenant = format!("t{n}");
+                let scope = SourceScope { tenant_id: tenant.clone(), source_name: "docs".into() };
+                let records =
+                    merged((0..20).map(|p| page(&tenant, &format!("docs/p{p}"), &format!("текст {p}"))).collect());
+                writer.replace_source(&scope, batch(records, BTreeMap::new())).await
+            })
+        })
+        .collect();
+    let client = sql_client(&url).await;
+    let database = url.rsplit_once('/').unwrap().1.to_string();
+    let mut most = 0i64;
+    let started = Instant::now();
+    while runs.iter().any(|run| !run.is_finished()) && started.elapsed() < Duration::from_secs(60) {
+        let row = client
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'retrieval-service'",
+                &[&database],
+            )
+            .await
+            .unwrap();
+        most = most.max(row.get(0));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for run in runs {
+        run.await.unwrap().unwrap();
+    }
+    assert!((1..=2).contains(&most), "at most RETR_POSTGRES_POOL_SIZE connections, saw {most}");
+    let tenants: i64 =
+        client.query_one("SELECT count(*) FROM retr_tenants WHERE generation > 0", &[]).await.unwrap().get(0);
+    assert_eq!(tenants, 16);
+}
