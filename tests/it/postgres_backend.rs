@@ -207,6 +207,11 @@ async fn a_reingest_writes_only_changed_pages_and_flips_the_tenant_at_once() {
     assert_eq!(texts(&index, "acme").await, ["docs/a=альфа", "docs/b=бета два", "docs/c=гамма"]);
     assert!(index.version() >= outcome.version);
 
+    // A run that changes nothing switches nothing: the same version.
+    let stored = writer.stored_pages(&scope).await.unwrap();
+    let again = writer.replace_source(&scope, batch(RecordSet::default(), stored)).await.unwrap();
+    assert_eq!(again.version, outcome.version, "an unchanged source keeps its version");
+
     // A third run without docs/c removes it.
     let stored = writer.stored_pages(&scope).await.unwrap();
     let kept: BTreeMap<String, String> = stored.into_iter().filter(|(doc, _)| doc != "docs/c").collect();
@@ -243,6 +248,24 @@ async fn a_failed_ingest_leaves_the_old_tenant_served() {
     assert!(tokio::time::timeout(Duration::from_millis(50), run).await.is_err(), "the run was still writing");
     index.refresh().await.unwrap();
     assert_eq!(texts(&index, "acme").await, before, "a killed run leaves the old tenant");
+
+    // The primary gone in the middle of a run (a proxy in front of it switched off while it
+    // stages): the run fails, the old tenant is served.
+    let (proxy, switch) = proxied(&url).await;
+    let cut = PostgresSourceWriter::new(PostgresIndex::for_ingest(&settings(&proxy).postgres()).unwrap(), "test");
+    let many = merged((0..1000).map(|n| page("acme", &format!("docs/m{n}"), &format!("новая {n}"))).collect());
+    let run = tokio::spawn(async move {
+        cut.replace_source(
+            &SourceScope { tenant_id: "acme".into(), source_name: "docs".into() },
+            batch(many, BTreeMap::new()),
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    switch.store(false, Ordering::Release);
+    assert!(run.await.unwrap().is_err(), "a run that lost the primary fails");
+    index.refresh().await.unwrap();
+    assert_eq!(texts(&index, "acme").await, before, "a run cut off from the primary leaves the old tenant");
 
     // Running it again completes it.
     writer.replace_source(&scope, batch(new, BTreeMap::new())).await.unwrap();
@@ -390,6 +413,7 @@ async fn with_the_primary_gone_searches_answer_from_the_standby_then_the_replica
 
     // The primary goes away: the replica is read from the standby, and every answer says so.
     primary_switch.store(false, Ordering::Release);
+    tokio::time::sleep(Duration::from_millis(50)).await;
     index.refresh().await.unwrap();
     let (status, body) = send(&state, "POST", "/internal/retrieval/search", Some(&search)).await;
     assert_eq!(status, StatusCode::OK, "{body}");
@@ -404,14 +428,18 @@ async fn with_the_primary_gone_searches_answer_from_the_standby_then_the_replica
 
     // The standby goes too: the replica answers, flagged stale, never a bare 5xx.
     standby_switch.store(false, Ordering::Release);
+    tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(index.refresh().await.is_err());
     let (status, body) = send(&state, "POST", "/internal/retrieval/search", Some(&search)).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["hits"], fresh["hits"]);
     assert!(body["degradations"].to_string().contains("backend_stale"), "{body}");
+    let (status, health) = send(&state, "GET", "/health", None).await;
+    assert_eq!((status, health["status"].as_str()), (StatusCode::OK, Some("degraded")), "{health}");
 
     // The primary is back: the flag goes.
     primary_switch.store(true, Ordering::Release);
+    tokio::time::sleep(Duration::from_millis(50)).await;
     index.refresh().await.unwrap();
     let (_, health) = send(&state, "GET", "/health", None).await;
     assert_eq!(health["status"], "ok", "{health}");
@@ -435,6 +463,7 @@ async fn the_password_reaches_no_log_error_health_or_metrics() {
     let settings = Settings { postgres_standby_urls: Secret::new(wrong.clone()), ..settings(&primary) };
     let (state, index) = serving_state(settings.clone()).await;
     switch.store(false, Ordering::Release);
+    tokio::time::sleep(Duration::from_millis(50)).await;
     let error = index.refresh().await.unwrap_err();
     assert!(!error.to_string().contains(&password) && !error.to_string().contains("not-the-password"), "{error}");
     let mut seen = vec![error.to_string(), format!("{settings:?}")];
@@ -518,4 +547,75 @@ async fn the_pool_stays_bounded_under_concurrent_ingests() {
     let tenants: i64 =
         client.query_one("SELECT count(*) FROM retr_tenants WHERE generation > 0", &[]).await.unwrap().get(0);
     assert_eq!(tenants, 16);
+}
+
+/// Version A or B of one source: A is 30 pages; B changes the first 15, drops 10 and adds 10.
+fn version(name: &str) -> (RecordSet, Vec<String>) {
+    let pages: Vec<(String, String)> = if name == "A" {
+        (0..30).map(|n| (format!("docs/p{n}"), format!("A{n}"))).collect()
+    } else {
+        (0..15)
+            .map(|n| (format!("docs/p{n}"), format!("B{n}")))
+            .chain((15..20).map(|n| (format!("docs/p{n}"), format!("A{n}"))))
+            .chain((0..10).map(|n| (format!("docs/q{n}"), format!("B{n}"))))
+            .collect()
+    };
+    let mut expected: Vec<String> = pages.iter().map(|(doc, text)| format!("{doc}={text}")).collect();
+    expected.sort();
+    (merged(pages.iter().map(|(doc, text)| page("acme", doc, text)).collect()), expected)
+}
+
+#[tokio::test]
+async fn a_polling_replica_sees_one_whole_version_while_ingests_run_and_die() {
+    let Some(url) = postgres_url() else { return };
+    let url = fresh_database(&url).await;
+    let writer = PostgresSourceWriter::new(PostgresIndex::for_ingest(&settings(&url).postgres()).unwrap(), "test");
+    let scope = SourceScope { tenant_id: "acme".into(), source_name: "docs".into() };
+    let (a, expected_a) = version("A");
+    let (b, expected_b) = version("B");
+    writer.replace_source(&scope, batch(a.clone(), BTreeMap::new())).await.unwrap();
+    let (_, index) = serving_state(settings(&url)).await;
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (index, done) = (Arc::clone(&index), Arc::clone(&done));
+        let (expected_a, expected_b) = (expected_a.clone(), expected_b.clone());
+        tokio::spawn(async move {
+            let mut seen = [0usize; 2];
+            while !done.load(Ordering::Acquire) {
+                let _ = index.refresh().await;
+                let texts = texts(&index, "acme").await;
+                if texts == expected_a {
+                    seen[0] += 1;
+                } else if texts == expected_b {
+                    seen[1] += 1;
+                } else {
+                    panic!("a search saw neither version A nor B whole: {texts:?}");
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            seen
+        })
+    };
+    // Full runs, and runs killed after 1–40 ms (their futures dropped), alternating A and B.
+    for round in 0..12u64 {
+        let (records, _) = if round % 2 == 0 { (b.clone(), ()) } else { (a.clone(), ()) };
+        let run = writer.replace_source(&scope, batch(records, BTreeMap::new()));
+        if round % 3 == 2 {
+            let _ = tokio::time::timeout(Duration::from_millis(1 + round * 3), run).await;
+        } else {
+            run.await.unwrap();
+        }
+    }
+    writer.replace_source(&scope, batch(b, BTreeMap::new())).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    done.store(true, Ordering::Release);
+    let seen = watcher.await.unwrap();
+    assert!(seen[0] > 0 && seen[1] > 0, "the replica followed both versions: {seen:?}");
+    index.refresh().await.unwrap();
+    assert_eq!(texts(&index, "acme").await, expected_b);
+    // Nothing but the served version is left once a run completed.
+    let client = sql_client(&url).await;
+    let records: i64 = client.query_one("SELECT count(*) FROM retr_records", &[]).await.unwrap().get(0);
+    let pages: i64 = client.query_one("SELECT count(*) FROM retr_pages", &[]).await.unwrap().get(0);
+    assert_eq!((pages, records), (30, 90), "only version B's 30 pages and their 3 records each");
 }

@@ -165,6 +165,23 @@ impl IndexWriter for PostgresSourceWriter {
             .cloned()
             .collect();
         next.extend(pages.iter().map(|(doc, hash)| (doc.clone(), hash.clone(), source.to_string())));
+        let stored: std::collections::HashSet<&PageRow> = current.iter().collect();
+        let unchanged = next.len() == current.len() && next.iter().all(|page| stored.contains(page));
+        if unchanged && old > 0 {
+            // Nothing to switch: the tenant stays at its generation and version.
+            let version: i64 = transaction
+                .query_one("SELECT version FROM retr_tenants WHERE tenant = $1", &[&tenant])
+                .await
+                .map_err(db("switch"))?
+                .get(0);
+            transaction.rollback().await.map_err(db("switch"))?;
+            return Ok(WriteOutcome {
+                location: self.location.clone(),
+                bytes: None,
+                removed_docs: 0,
+                version: u64::try_from(version).ok(),
+            });
+        }
         let generation = old + 1;
         let (docs, hashes, sources): (Vec<String>, Vec<String>, Vec<String>) =
             next.into_iter().fold((Vec::new(), Vec::new(), Vec::new()), |(mut d, mut h, mut s), (doc, hash, src)| {

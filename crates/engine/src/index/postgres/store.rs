@@ -101,7 +101,11 @@ pub(crate) fn pool(
             ),
         )
     })?;
-    config.options(format!("-c statement_timeout={}", statement_timeout.as_millis().max(1)));
+    // Notices (`… already exists, skipping`) are not worth a log line.
+    config.options(format!(
+        "-c statement_timeout={} -c client_min_messages=warning",
+        statement_timeout.as_millis().max(1)
+    ));
     config.connect_timeout(connect_timeout);
     config.application_name("retrieval-service");
     let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
