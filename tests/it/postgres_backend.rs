@@ -155,7 +155,7 @@ fn merged(sets: Vec<RecordSet>) -> RecordSet {
 fn batch(records: RecordSet, kept_pages: BTreeMap<String, String>) -> IngestBatch {
     IngestBatch {
         records,
-        embedding_model: "pseudo".into(),
+        embedding_model: fixtures::snapshot().embedding_model,
         dimension: fixtures::DIMENSION,
         indexed_at: "2026-01-01T00:00:00Z".into(),
         kept_pages,
@@ -233,7 +233,7 @@ async fn a_failed_ingest_leaves_the_old_tenant_served() {
     let before = texts(&index, "acme").await;
     let version = index.version();
 
-    // A run whose switch fails after its records are staged (a kept page that is not stored).
+    // A run that fails (a kept page that is not stored).
     let new = merged(vec![page("acme", "docs/a", "новая"), page("acme", "docs/c", "новая в")]);
     let bogus: BTreeMap<String, String> = [("docs/b".to_string(), "0".repeat(32))].into();
     let error = writer.replace_source(&scope, batch(new.clone(), bogus)).await.unwrap_err();
@@ -242,15 +242,23 @@ async fn a_failed_ingest_leaves_the_old_tenant_served() {
     assert_eq!(texts(&index, "acme").await, before, "the old tenant is served whole");
     assert_eq!(index.version(), version);
 
-    // A run killed while it writes (its future dropped mid-staging) changes nothing served either.
+    // A run killed while it writes (its task aborted while it inserts records) changes nothing
+    // served either.
+    let client = sql_client(&url).await;
+    let writer = Arc::new(writer);
     let many = merged((0..1000).map(|n| page("acme", &format!("docs/n{n}"), &format!("новая {n}"))).collect());
-    let run = writer.replace_source(&scope, batch(many, BTreeMap::new()));
-    assert!(tokio::time::timeout(Duration::from_millis(50), run).await.is_err(), "the run was still writing");
+    let run = {
+        let (writer, scope) = (Arc::clone(&writer), scope.clone());
+        tokio::spawn(async move { writer.replace_source(&scope, batch(many, BTreeMap::new())).await })
+    };
+    wait_for_writing(&client, &url).await;
+    run.abort();
+    assert!(run.await.unwrap_err().is_cancelled(), "the run was killed while it wrote");
     index.refresh().await.unwrap();
     assert_eq!(texts(&index, "acme").await, before, "a killed run leaves the old tenant");
 
     // The primary gone in the middle of a run (a proxy in front of it switched off while it
-    // stages): the run fails, the old tenant is served.
+    // inserts records): the run fails, the old tenant is served.
     let (proxy, switch) = proxied(&url).await;
     let cut = PostgresSourceWriter::new(PostgresIndex::for_ingest(&settings(&proxy).postgres()).unwrap(), "test");
     let many = merged((0..1000).map(|n| page("acme", &format!("docs/m{n}"), &format!("новая {n}"))).collect());
@@ -261,6 +269,7 @@ async fn a_failed_ingest_leaves_the_old_tenant_served() {
         )
         .await
     });
+    wait_for_writing(&client, &url).await;
     tokio::time::sleep(Duration::from_millis(50)).await;
     switch.store(false, Ordering::Release);
     assert!(run.await.unwrap().is_err(), "a run that lost the primary fails");
@@ -271,6 +280,66 @@ async fn a_failed_ingest_leaves_the_old_tenant_served() {
     writer.replace_source(&scope, batch(new, BTreeMap::new())).await.unwrap();
     index.refresh().await.unwrap();
     assert_eq!(texts(&index, "acme").await, ["docs/a=новая", "docs/c=новая в"]);
+
+    // The dead runs left nothing behind: their transactions rolled back.
+    let leftovers = "SELECT count(*) FROM retr_records WHERE doc_id LIKE 'docs/n%' OR doc_id LIKE 'docs/m%'";
+    let left: i64 = client.query_one(leftovers, &[]).await.unwrap().get(0);
+    assert_eq!(left, 0);
+    let served: i64 = client.query_one("SELECT count(*) FROM retr_records", &[]).await.unwrap().get(0);
+    assert_eq!(served, 6, "the served pages' rows only");
+}
+
+/// Waits until a run is writing records into the database of `url` (its transaction open).
+async fn wait_for_writing(client: &tokio_postgres::Client, url: &str) {
+    let database = url.rsplit_once('/').unwrap().1.to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let row = client
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND query LIKE 'INSERT INTO retr_records%'",
+                &[&database],
+            )
+            .await
+            .unwrap();
+        if row.get::<_, i64>(0) > 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no run wrote records within 30 s");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_instance_reads_only_its_tenants_and_waits_for_a_written_version() {
+    let Some(url) = postgres_url() else { return };
+    let url = fresh_database(&url).await;
+    write_snapshot(&url, &fixtures::snapshot()).await;
+    let settings = Settings { tenants: "t1".into(), ..settings(&url) };
+    let (state, index) = serving_state(settings).await;
+    let client = sql_client(&url).await;
+    let t1: i64 = client.query_one("SELECT count(*) FROM retr_records WHERE tenant = 't1'", &[]).await.unwrap().get(0);
+    let all: i64 = client.query_one("SELECT count(*) FROM retr_records", &[]).await.unwrap().get(0);
+    assert!(all > t1);
+    let status = index.replica_status().unwrap();
+    assert_eq!(status.records_loaded_total, t1 as u64, "only t1's rows were read");
+    let body = json!({"query": "Gradle", "tenant_id": "t2"}).to_string();
+    let (status, answer) = send(&state, "POST", "/internal/retrieval/search", Some(&body)).await;
+    assert_eq!(status, StatusCode::MISDIRECTED_REQUEST, "{answer}");
+
+    // Read-your-writes: a search that names the version an ingest printed waits for the replica.
+    index.spawn_refresher();
+    let writer =
+        PostgresSourceWriter::new(PostgresIndex::for_ingest(&self::settings(&url).postgres()).unwrap(), "test");
+    let scope = SourceScope { tenant_id: "t1".into(), source_name: "new".into() };
+    let outcome = writer
+        .replace_source(&scope, batch(page("t1", "new/page", "свежая страница Gradle"), BTreeMap::new()))
+        .await
+        .unwrap();
+    let version = outcome.version.unwrap().to_string();
+    let body = json!({"query": "свежая страница", "tenant_id": "t1", "min_index_version": version}).to_string();
+    let (status, answer) = send(&state, "POST", "/internal/retrieval/search", Some(&body)).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert!(answer["hits"].to_string().contains("new/page"), "{answer}");
 }
 
 #[tokio::test]

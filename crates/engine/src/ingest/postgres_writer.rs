@@ -1,16 +1,17 @@
 //! `ingest --backend postgres`: replaces one source of one tenant in PostgreSQL with the same
-//! ownership rule as the snapshot writer (`SourceScope::owns`), atomically per tenant:
+//! ownership rule as the snapshot writer (`SourceScope::owns`), atomically per tenant, in one
+//! transaction that holds the tenant's row lock (runs of one tenant take turns):
 //!
-//! 1. the records of the new and changed pages are staged under their page hash
-//!    (`retr_records`), which nothing serves yet (a page that did not change is not written);
-//! 2. one transaction, holding the tenant's row lock, writes the tenant's next generation (its
-//!    page list: the other sources' pages, this run's kept and new pages) and makes it current,
-//!    with a new `version`;
+//! 1. the records of the new and changed pages are written under their page hash
+//!    (`retr_records`; a page that did not change is neither embedded nor written);
+//! 2. the tenant's next generation (its page list: the other sources' pages, this run's kept and
+//!    new pages) is written and made current, with a new `version`;
 //! 3. the previous generations' page lists and the records no current page names are deleted.
 //!
-//! A run that fails or is killed before step 2 commits leaves the previous generation served
-//! (its staged rows are reused, or deleted, by the next run of the source). Readers read a
-//! tenant's current generation in one snapshot, so a search sees it before or after, never half.
+//! Nothing is visible before the commit: a search (a replica's read, in one snapshot) sees the
+//! tenant before or after, never half, and a run that fails or is killed (its connection closed,
+//! or its future dropped: the transaction rolls back) leaves the previous generation served and
+//! nothing of its own behind.
 
 use super::writer::{page_hashes, IndexWriter, IngestBatch, SourceScope, WriteOutcome};
 use super::IngestError;
@@ -26,7 +27,7 @@ use tokio_postgres::types::ToSql;
 /// Records per multi-row `INSERT` (16 parameters each).
 const ROWS_PER_INSERT: usize = 64;
 
-/// `INSERT` statements in flight at once while staging (each on its own pooled connection).
+/// `INSERT` statements in flight at once (pipelined on the run's one connection).
 const INSERTS_IN_FLIGHT: usize = 4;
 
 pub struct PostgresSourceWriter {
@@ -109,28 +110,16 @@ impl IndexWriter for PostgresSourceWriter {
             return Err(IngestError::ModelMismatch { existing: row.get(0), new: batch.embedding_model });
         }
         let written = page_hashes(&batch.records, &batch.embedding_model);
-
-        // 1. Stage the new and changed pages' records: nobody serves them yet.
-        let IngestBatch { records, embedding_model, indexed_at, kept_pages, .. } = batch;
-        let rows: Vec<(Level, Record)> = [(Level::Doc, records.docs), (Level::Section, records.sections)]
-            .into_iter()
-            .chain([(Level::Chunk, records.chunks)])
-            .flat_map(|(level, records)| records.into_iter().map(move |record| (level, record)))
-            .collect();
-        drop(client);
-        self.stage(tenant, rows, &written).await?;
-
-        // 2. Switch: the next generation's page list, made current in one transaction.
-        let mut client = self.client().await?;
         client
             .execute("INSERT INTO retr_tenants (tenant) VALUES ($1) ON CONFLICT (tenant) DO NOTHING", &[&tenant])
             .await
             .map_err(db("tenant row"))?;
-        let transaction = client.transaction().await.map_err(db("switch"))?;
+        let transaction = client.transaction().await.map_err(db("write"))?;
+        // The tenant's row lock: another run of the tenant waits here until this one commits.
         let old: i64 = transaction
             .query_one("SELECT generation FROM retr_tenants WHERE tenant = $1 FOR UPDATE", &[&tenant])
             .await
-            .map_err(db("switch"))?
+            .map_err(db("write"))?
             .get(0);
         let current: Vec<PageRow> = transaction
             .query(
@@ -138,20 +127,20 @@ impl IndexWriter for PostgresSourceWriter {
                 &[&tenant, &old],
             )
             .await
-            .map_err(db("switch"))?
+            .map_err(db("write"))?
             .iter()
             .map(|row| (row.get(0), row.get(1), row.get(2)))
             .collect();
         let committed: BTreeMap<&str, &str> =
             current.iter().map(|(doc, hash, _)| (doc.as_str(), hash.as_str())).collect();
         if let Some((doc, _)) =
-            kept_pages.iter().find(|(doc, hash)| committed.get(doc.as_str()) != Some(&hash.as_str()))
+            batch.kept_pages.iter().find(|(doc, hash)| committed.get(doc.as_str()) != Some(&hash.as_str()))
         {
             return Err(IngestError::Internal(format!(
                 "page {doc:?} changed in postgres during this run (another ingest of the source?); run it again"
             )));
         }
-        let mut pages: BTreeMap<String, String> = kept_pages;
+        let mut pages: BTreeMap<String, String> = batch.kept_pages.clone();
         pages.extend(written.clone());
         let owned_before: BTreeSet<String> = current
             .iter()
@@ -172,9 +161,9 @@ impl IndexWriter for PostgresSourceWriter {
             let version: i64 = transaction
                 .query_one("SELECT version FROM retr_tenants WHERE tenant = $1", &[&tenant])
                 .await
-                .map_err(db("switch"))?
+                .map_err(db("write"))?
                 .get(0);
-            transaction.rollback().await.map_err(db("switch"))?;
+            transaction.rollback().await.map_err(db("write"))?;
             return Ok(WriteOutcome {
                 location: self.location.clone(),
                 bytes: None,
@@ -182,6 +171,17 @@ impl IndexWriter for PostgresSourceWriter {
                 version: u64::try_from(version).ok(),
             });
         }
+
+        // 1. The new and changed pages' records (a page version already stored is kept).
+        let IngestBatch { records, embedding_model, indexed_at, .. } = batch;
+        let rows: Vec<(Level, Record)> = [(Level::Doc, records.docs), (Level::Section, records.sections)]
+            .into_iter()
+            .chain([(Level::Chunk, records.chunks)])
+            .flat_map(|(level, records)| records.into_iter().map(move |record| (level, record)))
+            .collect();
+        write_records(&transaction, tenant, rows, &written).await?;
+
+        // 2. The next generation, made current.
         let generation = old + 1;
         let (docs, hashes, sources): (Vec<String>, Vec<String>, Vec<String>) =
             next.into_iter().fold((Vec::new(), Vec::new(), Vec::new()), |(mut d, mut h, mut s), (doc, hash, src)| {
@@ -197,7 +197,7 @@ impl IndexWriter for PostgresSourceWriter {
                 &[&tenant, &generation, &docs, &hashes, &sources],
             )
             .await
-            .map_err(db("switch"))?;
+            .map_err(db("write"))?;
         let version: i64 = transaction
             .query_one(
                 "UPDATE retr_tenants SET generation = $2, \
@@ -206,31 +206,25 @@ impl IndexWriter for PostgresSourceWriter {
                 &[&tenant, &generation, &now_nanos(), &embedding_model, &indexed_at],
             )
             .await
-            .map_err(db("switch"))?
+            .map_err(db("write"))?
             .get(0);
-        transaction.execute("SELECT pg_notify('retr_tenants', $1)", &[&tenant]).await.map_err(db("switch"))?;
-        transaction.commit().await.map_err(db("switch"))?;
 
-        // 3. Delete what the new generation no longer names. It is served already: a failure
-        // here only leaves rows nobody serves, which the next run of the source deletes.
-        let swept: Vec<String> = owned_before.into_iter().chain(pages.into_keys()).collect();
-        let cleanup = async {
-            client
-                .execute("DELETE FROM retr_pages WHERE tenant = $1 AND generation < $2", &[&tenant, &generation])
-                .await?;
-            client
-                .execute(
-                    "DELETE FROM retr_records r WHERE r.tenant = $1 AND r.doc_id = ANY($3) AND NOT EXISTS \
-                     (SELECT 1 FROM retr_pages p WHERE p.tenant = r.tenant AND p.generation = $2 \
-                      AND p.doc_id = r.doc_id AND p.page_hash = r.page_hash)",
-                    &[&tenant, &generation, &swept],
-                )
-                .await
-        };
-        if let Err(error) = cleanup.await {
-            let error = store::db_error("cleanup", &error);
-            tracing::warn!(%error, tenant_id = tenant, source, "superseded rows not deleted; the next ingest of the source deletes them");
-        }
+        // 3. What the new generation no longer names (and what older runs left).
+        transaction
+            .execute("DELETE FROM retr_pages WHERE tenant = $1 AND generation <> $2", &[&tenant, &generation])
+            .await
+            .map_err(db("write"))?;
+        transaction
+            .execute(
+                "DELETE FROM retr_records r WHERE r.tenant = $1 AND NOT EXISTS \
+                 (SELECT 1 FROM retr_pages p WHERE p.tenant = r.tenant AND p.generation = $2 \
+                  AND p.doc_id = r.doc_id AND p.page_hash = r.page_hash)",
+                &[&tenant, &generation],
+            )
+            .await
+            .map_err(db("write"))?;
+        transaction.execute("SELECT pg_notify('retr_tenants', $1)", &[&tenant]).await.map_err(db("write"))?;
+        transaction.commit().await.map_err(db("commit"))?;
         Ok(WriteOutcome {
             location: self.location.clone(),
             bytes: None,
@@ -251,31 +245,27 @@ fn owns(scope: &SourceScope, doc: &str, page_source: &str) -> bool {
     scope.owns(&meta)
 }
 
-impl PostgresSourceWriter {
-    /// Inserts `rows` under their pages' hashes, `ROWS_PER_INSERT` to a statement and
-    /// `INSERTS_IN_FLIGHT` statements at once; a row already staged (same page hash) is kept.
-    async fn stage(
-        &self,
-        tenant: &str,
-        rows: Vec<(Level, Record)>,
-        hashes: &BTreeMap<String, String>,
-    ) -> Result<(), IngestError> {
-        let mut batches = Vec::new();
-        let mut rows = rows.into_iter().peekable();
-        while rows.peek().is_some() {
-            let batch: Vec<(Level, Record)> = rows.by_ref().take(ROWS_PER_INSERT).collect();
-            batches.push(batch);
-        }
-        let results: Vec<Result<(), IngestError>> = futures_util::stream::iter(batches)
-            .map(|batch| async move {
-                let client = self.client().await?;
-                insert_batch(&client, tenant, batch, hashes).await
-            })
-            .buffer_unordered(INSERTS_IN_FLIGHT)
-            .collect()
-            .await;
-        results.into_iter().collect()
+/// Inserts `rows` under their pages' hashes in `transaction`, `ROWS_PER_INSERT` to a statement
+/// and `INSERTS_IN_FLIGHT` statements pipelined at once on its connection; a row of a page
+/// version already stored is kept.
+async fn write_records(
+    transaction: &deadpool_postgres::Transaction<'_>,
+    tenant: &str,
+    rows: Vec<(Level, Record)>,
+    hashes: &BTreeMap<String, String>,
+) -> Result<(), IngestError> {
+    let mut batches = Vec::new();
+    let mut rows = rows.into_iter().peekable();
+    while rows.peek().is_some() {
+        let batch: Vec<(Level, Record)> = rows.by_ref().take(ROWS_PER_INSERT).collect();
+        batches.push(batch);
     }
+    let results: Vec<Result<(), IngestError>> = futures_util::stream::iter(batches)
+        .map(|batch| insert_batch(transaction, tenant, batch, hashes))
+        .buffer_unordered(INSERTS_IN_FLIGHT)
+        .collect()
+        .await;
+    results.into_iter().collect()
 }
 
 /// One record as the parameters of its row.
@@ -292,7 +282,7 @@ struct RecordRow {
 }
 
 async fn insert_batch(
-    client: &tokio_postgres::Client,
+    client: &deadpool_postgres::Transaction<'_>,
     tenant: &str,
     batch: Vec<(Level, Record)>,
     hashes: &BTreeMap<String, String>,
@@ -346,6 +336,6 @@ async fn insert_batch(
         params.extend([&row.meta as &(dyn ToSql + Sync), &row.text, &row.embedding]);
     }
     statement.push_str(" ON CONFLICT (tenant, doc_id, page_hash, level, id) DO NOTHING");
-    client.execute(statement.as_str(), &params).await.map_err(db("stage"))?;
+    client.execute(statement.as_str(), &params).await.map_err(db("write"))?;
     Ok(())
 }
