@@ -135,6 +135,9 @@ pub struct Settings {
     pub postgres_ingest_statement_timeout_seconds: f64,
     /// `RETR_POSTGRES_CONNECT_TIMEOUT_SECONDS`: how long opening a connection may take.
     pub postgres_connect_timeout_seconds: f64,
+    /// `RETR_POSTGRES_HNSW_INDEX`: `ingest` builds and keeps an HNSW index of the vectors (no
+    /// search uses it: searches run on the replica).
+    pub postgres_hnsw_index: bool,
 
     pub max_results: usize,
     pub topk_per_doc: usize,
@@ -222,6 +225,7 @@ impl Default for Settings {
             postgres_statement_timeout_seconds: 5.0,
             postgres_ingest_statement_timeout_seconds: 300.0,
             postgres_connect_timeout_seconds: 3.0,
+            postgres_hnsw_index: false,
             max_results: 10,
             topk_per_doc: 1,
             min_score: 0.0,
@@ -623,6 +627,7 @@ impl Settings {
             connect_timeout_seconds: self.postgres_connect_timeout_seconds,
             refresh_interval_ms: self.index_reload_interval_ms,
             scope: self.tenant_scope(),
+            hnsw_index: self.postgres_hnsw_index,
         }
     }
 

@@ -688,3 +688,119 @@ async fn a_polling_replica_sees_one_whole_version_while_ingests_run_and_die() {
     let pages: i64 = client.query_one("SELECT count(*) FROM retr_pages", &[]).await.unwrap().get(0);
     assert_eq!((pages, records), (30, 90), "only version B's 30 pages and their 3 records each");
 }
+
+#[tokio::test]
+async fn the_hnsw_index_is_built_only_when_asked_for() {
+    let Some(url) = postgres_url() else { return };
+    let url = fresh_database(&url).await;
+    let client = sql_client(&url).await;
+    let has_index = || async {
+        let row = client
+            .query_one("SELECT count(*) FROM pg_indexes WHERE indexname = 'retr_records_embedding'", &[])
+            .await
+            .unwrap();
+        row.get::<_, i64>(0) == 1
+    };
+    let scope = SourceScope { tenant_id: "acme".into(), source_name: "docs".into() };
+    let plain = PostgresSourceWriter::new(PostgresIndex::for_ingest(&settings(&url).postgres()).unwrap(), "test");
+    plain.replace_source(&scope, batch(page("acme", "docs/a", "альфа"), BTreeMap::new())).await.unwrap();
+    assert!(!has_index().await, "no HNSW index by default");
+    let settings = Settings { postgres_hnsw_index: true, ..settings(&url) };
+    let indexed = PostgresSourceWriter::new(PostgresIndex::for_ingest(&settings.postgres()).unwrap(), "test");
+    indexed.replace_source(&scope, batch(page("acme", "docs/a", "бета"), BTreeMap::new())).await.unwrap();
+    assert!(has_index().await, "RETR_POSTGRES_HNSW_INDEX=true builds it over the stored rows");
+    let vector_type: String = client
+        .query_one("SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'retr_records'::regclass AND attname = 'embedding'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(vector_type, format!("vector({})", fixtures::DIMENSION));
+}
+
+/// A tenant of `docs` pages (1 doc, 5 sections, 5 chunks each) at `dimension`, page `changed`
+/// saying something else.
+fn synthetic(docs: usize, dimension: usize, changed: Option<usize>) -> RecordSet {
+    let embedder = PseudoEmbedder::new(dimension);
+    let mut set = RecordSet::default();
+    for number in 0..docs {
+        let doc_id = format!("docs/page{number}");
+        let edit = if changed == Some(number) { " изменено" } else { "" };
+        let meta = Metadata {
+            tenant_id: "big".into(),
+            doc_id: doc_id.as_str().into(),
+            source: "docs".into(),
+            ..Metadata::default()
+        };
+        let record = |id: String, meta: Metadata, text: String| Record {
+            id,
+            meta,
+            embedding: embedder.embed_one(&text),
+            text: text.into(),
+        };
+        set.docs.push(record(doc_id.clone(), meta.clone(), format!("страница {number}{edit}")));
+        for section in 0..5 {
+            let section_id = format!("{doc_id}#s{section}");
+            let section_meta = Metadata { section_id: Some(section_id.clone()), ..meta.clone() };
+            set.sections.push(record(
+                section_id.clone(),
+                section_meta.clone(),
+                format!("раздел {section} страницы {number}{edit}"),
+            ));
+            let chunk_meta = Metadata { chunk_id: Some(format!("{section_id}-c0")), ..section_meta };
+            set.chunks.push(record(
+                format!("{section_id}-c0"),
+                chunk_meta,
+                format!("фрагмент {section} страницы {number}{edit}"),
+            ));
+        }
+    }
+    set
+}
+
+/// Figures for docs/operations.md: `RETR_BENCH_PG_DOCS` pages (default 2,000 = 22,000 records at
+/// 384 dimensions) ingested, loaded by a replica, one page changed and re-ingested, refreshed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, not a check: cargo test --test it postgres_backend::measure -- --ignored --nocapture"]
+async fn measure_ingest_and_replica_load() {
+    let Some(url) = postgres_url() else { return };
+    let url = fresh_database(&url).await;
+    let docs: usize = std::env::var("RETR_BENCH_PG_DOCS").ok().and_then(|d| d.parse().ok()).unwrap_or(2000);
+    let dimension = 384;
+    let writer = PostgresSourceWriter::new(PostgresIndex::for_ingest(&settings(&url).postgres()).unwrap(), "test");
+    let scope = SourceScope { tenant_id: "big".into(), source_name: "docs".into() };
+    let records = synthetic(docs, dimension, None);
+    let count = records.docs.len() + records.sections.len() + records.chunks.len();
+    let batch_of =
+        |records: RecordSet, kept: BTreeMap<String, String>| IngestBatch { dimension, ..batch(records, kept) };
+    let started = Instant::now();
+    writer.replace_source(&scope, batch_of(records, BTreeMap::new())).await.unwrap();
+    let ingest = started.elapsed();
+    let started = Instant::now();
+    let (_, index) = serving_state(settings(&url)).await;
+    let load = started.elapsed();
+    // One page changed: only its records are written and read again.
+    let changed = synthetic(docs, dimension, Some(7));
+    let hashes = retrieval_engine::ingest::writer::page_hashes(&changed, "pseudo-sha256");
+    let stored = writer.stored_pages(&scope).await.unwrap();
+    let kept: BTreeMap<String, String> =
+        hashes.into_iter().filter(|(doc, hash)| stored.get(doc) == Some(hash)).collect();
+    let changed = retrieval_engine::ingest::writer::without_pages(changed, &kept);
+    let written = changed.docs.len() + changed.sections.len() + changed.chunks.len();
+    let started = Instant::now();
+    writer.replace_source(&scope, batch_of(changed, kept)).await.unwrap();
+    let reingest = started.elapsed();
+    let before = index.replica_status().unwrap().records_loaded_total;
+    let started = Instant::now();
+    assert!(index.refresh().await.unwrap());
+    let refresh = started.elapsed();
+    let read = index.replica_status().unwrap().records_loaded_total - before;
+    println!(
+        "{count} records: ingest {:.1} s, replica load {:.1} s; one page changed: {written} records written in {:.2} s, \
+         {read} records read by the refresh in {:.2} s",
+        ingest.as_secs_f64(),
+        load.as_secs_f64(),
+        reingest.as_secs_f64(),
+        refresh.as_secs_f64()
+    );
+    assert_eq!(read, written as u64);
+}

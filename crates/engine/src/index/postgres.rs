@@ -25,7 +25,6 @@ use super::{IndexError, IndexErrorKind, Result};
 use crate::model::{Level, Record};
 use crate::secret::Secret;
 use async_trait::async_trait;
-use futures_util::TryStreamExt;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -49,6 +48,9 @@ pub struct PostgresSettings {
     pub connect_timeout_seconds: f64,
     /// How often the refresher polls the tenants' versions.
     pub refresh_interval_ms: u64,
+    /// Whether `ingest` builds (and keeps up) an HNSW index of the vectors. Searches run on the
+    /// replica and never use it; it makes writes ~12× slower.
+    pub hnsw_index: bool,
     /// The tenants the replica holds.
     pub scope: crate::scope::TenantScope,
 }
@@ -105,6 +107,7 @@ pub struct PostgresIndex {
     reload: tokio::sync::Mutex<()>,
     refresh_interval: Duration,
     scope: crate::scope::TenantScope,
+    hnsw_index: bool,
 }
 
 impl PostgresIndex {
@@ -146,7 +149,13 @@ impl PostgresIndex {
             reload: tokio::sync::Mutex::new(()),
             refresh_interval: Duration::from_millis(settings.refresh_interval_ms),
             scope: settings.scope.clone(),
+            hnsw_index: settings.hnsw_index,
         }))
+    }
+
+    /// Whether writes build and keep an HNSW index of the vectors.
+    pub(crate) fn hnsw_index(&self) -> bool {
+        self.hnsw_index
     }
 
     /// The primary's pool (writes).
@@ -389,8 +398,12 @@ async fn read_pages(
     Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
 }
 
-/// Streams the records of one generation of a tenant (of the pages `docs` only, when given) into
-/// `add`; returns how many were read.
+/// Rows read by one statement while loading: each statement stays well inside the serving
+/// statement timeout however big the tenant.
+const LOAD_PAGE_ROWS: i64 = 5000;
+
+/// Reads the records of one generation of a tenant (of the pages `docs` only, when given) into
+/// `add`, `LOAD_PAGE_ROWS` at a time in key order; returns how many were read.
 async fn read_records(
     client: &impl deadpool_postgres::GenericClient,
     what: &str,
@@ -403,20 +416,29 @@ async fn read_records(
         "SELECT {} FROM retr_pages p JOIN retr_records r \
          ON r.tenant = p.tenant AND r.doc_id = p.doc_id AND r.page_hash = p.page_hash \
          WHERE p.tenant = $1 AND p.generation = $2 AND ($3::text[] IS NULL OR p.doc_id = ANY($3)) \
-         ORDER BY r.level, r.id",
+         AND p.doc_id >= $4 AND (r.doc_id, r.level, r.id) > ($4, $5, $6) \
+         ORDER BY r.doc_id, r.level, r.id LIMIT $7",
         store::RECORD_COLUMNS
     );
     let docs: Option<Vec<String>> = docs.map(<[String]>::to_vec);
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&tenant, &generation, &docs];
-    let stream = client.query_raw(&statement, params).await.map_err(|error| store::db_error(what, &error))?;
-    futures_util::pin_mut!(stream);
+    let mut after: (String, i16, String) = (String::new(), -1, String::new());
     let mut count = 0;
-    while let Some(row) = stream.try_next().await.map_err(|error| store::db_error(what, &error))? {
-        let (level, record) = store::record_from_row(&row)?;
-        add(level, record)?;
-        count += 1;
+    loop {
+        let rows = client
+            .query(statement.as_str(), &[&tenant, &generation, &docs, &after.0, &after.1, &after.2, &LOAD_PAGE_ROWS])
+            .await
+            .map_err(|error| store::db_error(what, &error))?;
+        let full = rows.len() as i64 == LOAD_PAGE_ROWS;
+        for row in &rows {
+            let (level, record) = store::record_from_row(row)?;
+            after = (record.meta.doc_id.to_string(), store::level_number(level), record.id.clone());
+            add(level, record)?;
+            count += 1;
+        }
+        if !full {
+            return Ok(count);
+        }
     }
-    Ok(count)
 }
 
 #[async_trait]

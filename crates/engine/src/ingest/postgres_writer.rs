@@ -98,6 +98,9 @@ impl IndexWriter for PostgresSourceWriter {
                 None => store::fix_dimension(&mut client, batch.dimension).await.map_err(pg_error)?,
             }
         }
+        if self.index.hnsw_index() {
+            store::ensure_hnsw_index(&client).await.map_err(pg_error)?;
+        }
         let other_model = client
             .query_opt(
                 "SELECT embedding_model FROM retr_tenants WHERE generation > 0 AND embedding_model <> '' \
@@ -183,6 +186,8 @@ impl IndexWriter for PostgresSourceWriter {
 
         // 2. The next generation, made current.
         let generation = old + 1;
+        let next_pages: BTreeMap<String, String> =
+            next.iter().map(|(doc, hash, _)| (doc.clone(), hash.clone())).collect();
         let (docs, hashes, sources): (Vec<String>, Vec<String>, Vec<String>) =
             next.into_iter().fold((Vec::new(), Vec::new(), Vec::new()), |(mut d, mut h, mut s), (doc, hash, src)| {
                 d.push(doc);
@@ -209,17 +214,22 @@ impl IndexWriter for PostgresSourceWriter {
             .map_err(db("write"))?
             .get(0);
 
-        // 3. What the new generation no longer names (and what older runs left).
+        // 3. What the new generation no longer names: the older page lists, and the records of
+        // the page versions it dropped (by key, so the cost is that of the change).
         transaction
             .execute("DELETE FROM retr_pages WHERE tenant = $1 AND generation <> $2", &[&tenant, &generation])
             .await
             .map_err(db("write"))?;
+        let (dropped_docs, dropped_hashes): (Vec<String>, Vec<String>) = current
+            .iter()
+            .filter(|(doc, hash, _)| next_pages.get(doc) != Some(hash))
+            .map(|(doc, hash, _)| (doc.clone(), hash.clone()))
+            .unzip();
         transaction
             .execute(
-                "DELETE FROM retr_records r WHERE r.tenant = $1 AND NOT EXISTS \
-                 (SELECT 1 FROM retr_pages p WHERE p.tenant = r.tenant AND p.generation = $2 \
-                  AND p.doc_id = r.doc_id AND p.page_hash = r.page_hash)",
-                &[&tenant, &generation],
+                "DELETE FROM retr_records r USING unnest($2::text[], $3::text[]) AS d(doc_id, page_hash) \
+                 WHERE r.tenant = $1 AND r.doc_id = d.doc_id AND r.page_hash = d.page_hash",
+                &[&tenant, &dropped_docs, &dropped_hashes],
             )
             .await
             .map_err(db("write"))?;

@@ -10,7 +10,8 @@
 //!   only a page list: what a tenant serves is the records of its current generation's pages;
 //! - `retr_records`: every record of every stored page version, keyed by tenant, doc id, page
 //!   hash, level and id: the topic fields as indexed columns, the rest of the metadata as
-//!   `jsonb`, the text and the vector (pgvector, HNSW index once the dimension is known).
+//!   `jsonb`, the text and the vector (pgvector `vector(dim)`, the dimension fixed by the first
+//!   write; an HNSW index when `RETR_POSTGRES_HNSW_INDEX` asks for it).
 
 use crate::index::{IndexError, IndexErrorKind, Result};
 use crate::model::{Level, Metadata, Record};
@@ -226,7 +227,7 @@ pub(crate) async fn stored_dimension(client: &impl deadpool_postgres::GenericCli
     Ok((typmod > 0).then_some(typmod as usize))
 }
 
-/// Fixes the vector column to `dimension` and builds its HNSW index, once (the first write).
+/// Fixes the vector column to `dimension`, once (the first write).
 pub(crate) async fn fix_dimension(client: &mut deadpool_postgres::Client, dimension: usize) -> Result<()> {
     let transaction = client.transaction().await.map_err(|e| db_error("schema", &e))?;
     transaction
@@ -239,15 +240,22 @@ pub(crate) async fn fix_dimension(client: &mut deadpool_postgres::Client, dimens
             IndexError::new(IndexErrorKind::BadRequest, format!("vector dimension {dimension} out of range"))
         })?;
         transaction
-            .batch_execute(&format!(
-                "ALTER TABLE retr_records ALTER COLUMN embedding TYPE vector({dimension}); \
-                 CREATE INDEX IF NOT EXISTS retr_records_embedding ON retr_records \
-                 USING hnsw (embedding vector_cosine_ops)"
-            ))
+            .batch_execute(&format!("ALTER TABLE retr_records ALTER COLUMN embedding TYPE vector({dimension})"))
             .await
             .map_err(|e| db_error("schema", &e))?;
     }
     transaction.commit().await.map_err(|e| db_error("schema", &e))
+}
+
+/// Builds the HNSW index of the vectors (cosine) when it is not there (`RETR_POSTGRES_HNSW_INDEX`):
+/// over the rows already stored, then kept up by every insert.
+pub(crate) async fn ensure_hnsw_index(client: &deadpool_postgres::Client) -> Result<()> {
+    client
+        .batch_execute(
+            "CREATE INDEX IF NOT EXISTS retr_records_embedding ON retr_records USING hnsw (embedding vector_cosine_ops)",
+        )
+        .await
+        .map_err(|e| db_error("schema", &e))
 }
 
 pub(crate) fn level_number(level: Level) -> i16 {
