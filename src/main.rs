@@ -162,7 +162,7 @@ fn main() -> ExitCode {
             Command::Ingest(args) => {
                 let embedder =
                     retrieval_service::startup::build_ingest_embedder(&settings).map_err(|e| e.to_string())?;
-                let writer = remote_writer(&settings, &args);
+                let writer = remote_writer(&settings, &args)?;
                 retrieval_service::ingest::cli::run_ingest_with_writer(&settings, embedder, &args, writer)
                     .await
                     .map(|report| println!("{report}"))
@@ -180,13 +180,14 @@ fn main() -> ExitCode {
 }
 
 /// The writer of `ingest` for a remote backend (Chroma or PostgreSQL); `None` for the snapshot
-/// file, or when the backend's client cannot be built (the run then says which writer is missing).
+/// file, or when the Chroma client cannot be built (the run then says which writer is missing).
+/// A PostgreSQL URL that cannot be used stops the run with why (never the URL).
 fn remote_writer(
     settings: &retrieval_service::config::Settings,
     args: &retrieval_service::ingest::cli::IngestArgs,
-) -> Option<std::sync::Arc<dyn retrieval_engine::ingest::writer::IndexWriter>> {
+) -> Result<Option<std::sync::Arc<dyn retrieval_engine::ingest::writer::IndexWriter>>, String> {
     use retrieval_service::ingest::cli::IngestBackend;
-    match args.backend_for(settings) {
+    Ok(match args.backend_for(settings) {
         IngestBackend::Memory => None,
         IngestBackend::Chroma => match retrieval_engine::index::ChromaIndex::for_ingest(&settings.chroma()) {
             // The report prints where it wrote: without a password in the URL.
@@ -199,15 +200,13 @@ fn remote_writer(
                 None
             }
         },
-        IngestBackend::Postgres => match retrieval_engine::index::PostgresIndex::for_ingest(&settings.postgres()) {
-            Ok(index) => Some(std::sync::Arc::new(retrieval_engine::ingest::PostgresSourceWriter::new(
+        IngestBackend::Postgres => {
+            let index = retrieval_engine::index::PostgresIndex::for_ingest(&settings.postgres())
+                .map_err(|error| format!("RETR_POSTGRES_URL: {}", error.message))?;
+            Some(std::sync::Arc::new(retrieval_engine::ingest::PostgresSourceWriter::new(
                 index,
                 retrieval_engine::index::postgres::describe_url(&settings.postgres_url),
-            ))),
-            Err(error) => {
-                tracing::warn!(%error, "postgres writer unavailable");
-                None
-            }
-        },
-    }
+            )))
+        }
+    })
 }

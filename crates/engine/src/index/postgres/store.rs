@@ -94,6 +94,9 @@ pub(crate) fn pool(
     statement_timeout: Duration,
     connect_timeout: Duration,
 ) -> Result<NamedPool> {
+    if url.is_empty() {
+        return Err(IndexError::new(IndexErrorKind::BadRequest, format!("no postgres {name} URL is set")));
+    }
     let mut config: tokio_postgres::Config = url.expose().parse().map_err(|_| {
         IndexError::new(
             IndexErrorKind::BadRequest,
@@ -139,7 +142,11 @@ pub(crate) fn db_error(what: &str, error: &tokio_postgres::Error) -> IndexError 
     let kind = if unavailable { IndexErrorKind::Unavailable } else { IndexErrorKind::Internal };
     let detail = match error.as_db_error() {
         Some(db) => format!("{}: {}", db.code().code(), db.message()),
-        None => error.to_string(),
+        // The cause (a refused connection, a timeout) is an I/O error: no URL in it.
+        None => match std::error::Error::source(error) {
+            Some(cause) => format!("{error}: {cause}"),
+            None => error.to_string(),
+        },
     };
     IndexError::new(kind, format!("postgres {what}: {detail}"))
 }
