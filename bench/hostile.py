@@ -10,7 +10,10 @@
   whose stderr is a full disk (/dev/full): how many of 100 searches it answers;
 - availability: 600 connections sending a search body 1 byte every 2 s (more than the 512 work
   slots): what a real search gets meanwhile and what the slow ones get; a head with both
-  Content-Length and Transfer-Encoding; a connection over RETR_MAX_CONNECTIONS (2 here).
+  Content-Length and Transfer-Encoding, alone and pipelined behind a search; `gzip, chunked`; a
+  connection over RETR_MAX_CONNECTIONS (2 here) when both are receiving bodies;
+- with RETR_API_KEYS: `Expect: 100-continue` without a key, and 1,200 connections trickling
+  search bodies without a key (reconnecting when closed) while a keyed client runs 204 searches.
 
     python3 bench/hostile.py [--binary target/release/retrieval-service] [--idle 20000]
 
@@ -175,6 +178,72 @@ def log_and_metric_probes(binary):
             service.wait(timeout=10)
 
 
+def first_lines(port, data, timeout=10):
+    """Sends `data` on a new connection; returns the status line of every response until the
+    server closes it ("reset" if it resets)."""
+    received, reset = b"", []
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        try:
+            while chunk := s.recv(65536):
+                received += chunk
+        except OSError:
+            reset = ["reset"]
+    return ["HTTP/1.1 " + part.split(b"\r\n", 1)[0].decode() for part in received.split(b"HTTP/1.1 ")[1:]] + reset
+
+
+def keyless_trickle_probe(binary):
+    """1,200 connections (over the default limit of 1,024) trickling search bodies without a key,
+    reconnecting when closed, while a keyed client runs 204 searches on fresh connections."""
+    import tempfile
+    key = "hostile-probe-key-0123456789"
+    keys = tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False)
+    keys.write(f"{key}: *\n")
+    keys.close()
+    port = free_port()
+    service = start_service(binary, port, subprocess.DEVNULL, {"RUST_LOG": "warn", "RETR_API_KEYS": keys.name})
+    try:
+        lines = first_lines(port, b"POST /internal/retrieval/search HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n"
+                                  b"expect: 100-continue\r\n\r\n")
+        print(f"Expect: 100-continue without a key: {lines}")
+        stop = threading.Event()
+        head = (b"POST /internal/retrieval/search HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                b"content-length: 1000\r\n\r\n{")
+
+        def trickler():
+            while not stop.is_set():
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                        s.sendall(head)
+                        while not stop.wait(0.5):
+                            s.sendall(b" ")
+                except OSError:
+                    stop.wait(0.5)
+        threads = [threading.Thread(target=trickler, daemon=True) for _ in range(1200)]
+        for thread in threads:
+            thread.start()
+        time.sleep(3)
+        served, started = 0, time.perf_counter()
+        for i in range(204):
+            body = json.dumps({"query": f"reset password {i}", "tenant_id": "demo"})
+            try:
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+                connection.request("POST", "/internal/retrieval/search", body=body,
+                                   headers={"content-type": "application/json", "authorization": f"Bearer {key}"})
+                served += connection.getresponse().status == 200
+                connection.close()
+            except (OSError, http.client.HTTPException):
+                pass
+        elapsed = time.perf_counter() - started
+        stop.set()
+        print(f"1,200 keyless connections trickling bodies: a keyed client's searches 200: {served} of 204 "
+              f"({elapsed:.1f} s)")
+    finally:
+        service.terminate()
+        service.wait(timeout=15)
+        os.unlink(keys.name)
+
+
 def availability_probes(binary):
     port = free_port()
     service = start_service(binary, port, subprocess.DEVNULL, {"RUST_LOG": "warn"})
@@ -215,6 +284,15 @@ def availability_probes(binary):
         head = raw_request(port, b"POST /internal/retrieval/search HTTP/1.1\r\nhost: x\r\ncontent-length: 5\r\n"
                                  b"transfer-encoding: chunked\r\n\r\n0\r\n\r\n")
         print(f"Content-Length with Transfer-Encoding: {head.splitlines()[0]}")
+        search = json.dumps({"query": "reset password", "tenant_id": "demo"}).encode()
+        first = (b"POST /internal/retrieval/search HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                 b"content-length: %d\r\n\r\n%s" % (len(search), search))
+        both = (b"POST /internal/retrieval/search HTTP/1.1\r\nhost: x\r\ncontent-length: 5\r\n"
+                b"transfer-encoding: chunked\r\n\r\n0\r\n\r\n")
+        print(f"  pipelined behind a search, in one write: {first_lines(port, first + both)}")
+        gzip = (b"POST /internal/retrieval/search HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                b"transfer-encoding: gzip, chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(search), search))
+        print(f"Transfer-Encoding: gzip, chunked: {first_lines(port, gzip)}")
     finally:
         service.terminate()
         service.wait(timeout=10)
@@ -228,12 +306,13 @@ def availability_probes(binary):
             busy.append(s)
         time.sleep(0.3)
         head = raw_request(port, b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
-        print("over the connection limit: " + " | ".join(head.splitlines()))
+        print("over the connection limit, both receiving bodies: " + head.splitlines()[0])
         for s in busy:
             s.close()
     finally:
         service.terminate()
         service.wait(timeout=10)
+    keyless_trickle_probe(binary)
 
 
 def main():

@@ -53,5 +53,6 @@ cargo test --workspace --all-targets --locked "$@"
 # The running binary against its own OpenAPI document (Schemathesis, --checks all, seeded).
 cargo build --locked --bin retrieval-service
 scripts/schemathesis.sh target/debug/retrieval-service "$CACHE/schemathesis"
+scripts/mcp_clients.sh target/debug/retrieval-service "$CACHE/mcp-clients"
 # The playground page in a real browser (headless Chromium); the screenshot stays in $CACHE/browser.
 scripts/browser_test.sh target/debug/retrieval-service "$CACHE/browser"

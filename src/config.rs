@@ -87,6 +87,9 @@ pub struct Settings {
     /// How long a request's body may take to arrive, read before it takes a work slot.
     pub body_read_timeout_seconds: f64,
     pub keep_alive_timeout_seconds: f64,
+    /// `RETR_SHUTDOWN_GRACE_SECONDS`: on SIGTERM or SIGINT, how long requests in progress may
+    /// take to finish before the process exits (below the 10 s a container runtime waits).
+    pub shutdown_grace_seconds: f64,
     pub max_connections: usize,
     pub max_in_flight_requests: usize,
     pub admin_token: Secret,
@@ -178,6 +181,12 @@ pub struct Settings {
     pub themes_path: PathBuf,
     pub boosting_path: PathBuf,
     pub synonyms_dir: PathBuf,
+    /// `RETR_CONFIG_MAX_FILE_BYTES`: the largest themes file or boosting.yaml read, and the most
+    /// bytes the synonyms directory's files hold together; larger is refused (start-up, reload).
+    pub config_max_file_bytes: u64,
+    /// `RETR_CONFIG_RELOAD_TIMEOUT_SECONDS`: a config reload that has not read and checked the
+    /// files by then is answered 504 and changes nothing.
+    pub config_reload_timeout_seconds: f64,
     pub mapping_path: PathBuf,
 }
 
@@ -201,6 +210,7 @@ impl Default for Settings {
             header_read_timeout_seconds: 10.0,
             body_read_timeout_seconds: 10.0,
             keep_alive_timeout_seconds: 60.0,
+            shutdown_grace_seconds: 8.0,
             max_connections: 1024,
             max_in_flight_requests: 512,
             admin_token: Secret::default(),
@@ -262,6 +272,8 @@ impl Default for Settings {
             themes_path: "config/themes.yaml".into(),
             boosting_path: "config/boosting.yaml".into(),
             synonyms_dir: "config/synonyms".into(),
+            config_max_file_bytes: crate::search::tuning::DEFAULT_MAX_FILE_BYTES,
+            config_reload_timeout_seconds: 10.0,
             mapping_path: "config/mapping.yaml".into(),
         }
     }
@@ -309,6 +321,7 @@ impl Settings {
             themes: self.themes_path.clone(),
             boosting: self.boosting_path.clone(),
             synonyms: self.synonyms_dir.clone(),
+            max_file_bytes: self.config_max_file_bytes,
         }
     }
 }
@@ -378,9 +391,11 @@ impl Settings {
         };
         positive("request_timeout_seconds", self.request_timeout_seconds);
         positive("index_version_wait_seconds", self.index_version_wait_seconds);
+        positive("config_reload_timeout_seconds", self.config_reload_timeout_seconds);
         positive("header_read_timeout_seconds", self.header_read_timeout_seconds);
         positive("body_read_timeout_seconds", self.body_read_timeout_seconds);
         positive("keep_alive_timeout_seconds", self.keep_alive_timeout_seconds);
+        positive("shutdown_grace_seconds", self.shutdown_grace_seconds);
         positive("chroma_timeout_seconds", self.chroma_timeout_seconds);
         positive("chroma_ingest_timeout_seconds", self.chroma_ingest_timeout_seconds);
         positive("postgres_statement_timeout_seconds", self.postgres_statement_timeout_seconds);
@@ -481,6 +496,21 @@ impl Settings {
                     "must be below RETR_REQUEST_TIMEOUT_SECONDS ({}) so a slow body answers 408, not 504, got {}",
                     self.request_timeout_seconds, self.body_read_timeout_seconds
                 ),
+            ));
+        }
+        if self.config_reload_timeout_seconds >= self.request_timeout_seconds {
+            problems.push((
+                "config_reload_timeout_seconds".into(),
+                format!(
+                    "must be below RETR_REQUEST_TIMEOUT_SECONDS ({}) so a stuck reload answers its own error, got {}",
+                    self.request_timeout_seconds, self.config_reload_timeout_seconds
+                ),
+            ));
+        }
+        if self.config_max_file_bytes < 1024 {
+            problems.push((
+                "config_max_file_bytes".into(),
+                format!("must be at least 1024, got {}", self.config_max_file_bytes),
             ));
         }
         if self.max_query_chars < 1 {

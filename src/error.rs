@@ -34,6 +34,8 @@ pub(crate) enum ErrorCode {
     TenantNotServed,
     /// A request's `min_index_version` was not reached within the wait.
     IndexNotReady,
+    /// A config reload while another one runs.
+    ReloadInProgress,
     IndexCorrupted,
     BackendUnavailable,
     /// More requests in progress than `RETR_MAX_IN_FLIGHT_REQUESTS`: shed with 503 and `Retry-After`.
@@ -44,7 +46,7 @@ pub(crate) enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for the OpenAPI document.
-    pub(crate) const ALL: [ErrorCode; 21] = [
+    pub(crate) const ALL: [ErrorCode; 22] = [
         ErrorCode::BadRequest,
         ErrorCode::RequestTimeout,
         ErrorCode::InvalidJson,
@@ -61,6 +63,7 @@ impl ErrorCode {
         ErrorCode::IndexNotFound,
         ErrorCode::TenantNotServed,
         ErrorCode::IndexNotReady,
+        ErrorCode::ReloadInProgress,
         ErrorCode::IndexCorrupted,
         ErrorCode::BackendUnavailable,
         ErrorCode::Overloaded,
@@ -86,6 +89,7 @@ impl ErrorCode {
             ErrorCode::IndexNotFound => "index_not_found",
             ErrorCode::TenantNotServed => "tenant_not_served",
             ErrorCode::IndexNotReady => "index_not_ready",
+            ErrorCode::ReloadInProgress => "reload_in_progress",
             ErrorCode::IndexCorrupted => "index_corrupted",
             ErrorCode::BackendUnavailable => "backend_unavailable",
             ErrorCode::Overloaded => "overloaded",
@@ -107,6 +111,7 @@ impl ErrorCode {
             ErrorCode::RouteNotFound | ErrorCode::TenantNotFound | ErrorCode::NotFound => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ErrorCode::TenantNotServed => StatusCode::MISDIRECTED_REQUEST,
+            ErrorCode::ReloadInProgress => StatusCode::CONFLICT,
             ErrorCode::IndexNotFound
             | ErrorCode::IndexNotReady
             | ErrorCode::IndexCorrupted

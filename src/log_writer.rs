@@ -1,8 +1,9 @@
 //! A log writer that never blocks or fails the caller: each formatted line goes into a queue
 //! bounded in bytes and a thread of its own writes the queue to the sink (stderr). When the sink
-//! is slow or stuck (a full pipe, a full disk, a stalled collector) the queue fills and further
-//! lines are dropped and counted (`retrieval_log_lines_dropped_total`); write errors are ignored.
-//! A request thus never waits on, or fails because of, its log lines.
+//! is slow or stuck (a full pipe, a stalled collector) the queue fills and further lines are
+//! dropped; when the sink fails a write (a full disk) the line is lost. Both are counted
+//! (`retrieval_log_lines_dropped_total`). A request thus never waits on, or fails because of, its
+//! log lines.
 
 use prometheus_client::metrics::counter::Counter;
 use std::io::{self, Write};
@@ -32,16 +33,18 @@ pub struct LossyWriter {
 pub struct FlushOnDrop(Arc<Shared>);
 
 impl LossyWriter {
-    /// A writer over `sink` holding at most `capacity` bytes of lines; drops are counted in
-    /// `dropped`. The sink is written by a thread of its own.
+    /// A writer over `sink` holding at most `capacity` bytes of lines; lost lines (dropped, or
+    /// failed by the sink) are counted in `dropped`. The sink is written by a thread of its own.
     pub(crate) fn new(mut sink: impl Write + Send + 'static, capacity: usize, dropped: Counter) -> (Self, FlushOnDrop) {
         let shared = Arc::new(Shared { queued_bytes: AtomicUsize::new(0), capacity, dropped });
         let (lines, receiver) = mpsc::channel::<Vec<u8>>();
         let drained = Arc::clone(&shared);
         let spawned = std::thread::Builder::new().name("log-writer".into()).spawn(move || {
             for line in receiver {
-                // Nothing sensible can be done about a failed log write: the line is lost.
-                let _ = sink.write_all(&line);
+                // Nothing else can be done about a failed log write: the line is lost, and counted.
+                if sink.write_all(&line).is_err() {
+                    drained.dropped.inc();
+                }
                 let _ = sink.flush();
                 drained.queued_bytes.fetch_sub(line.len(), Ordering::AcqRel);
             }
@@ -158,8 +161,10 @@ mod tests {
         drop(held);
     }
 
+    /// A full disk: the writer still never fails, and every line the sink could not take is
+    /// counted as lost.
     #[test]
-    fn write_errors_of_the_sink_are_ignored() {
+    fn lines_the_sink_fails_to_write_are_counted_as_lost() {
         let dropped = Counter::default();
         let (mut writer, flush) = LossyWriter::new(Full, 1 << 20, dropped.clone());
         for _ in 0..100 {
@@ -167,7 +172,7 @@ mod tests {
         }
         writer.flush().unwrap();
         drop(flush);
-        assert_eq!(dropped.get(), 0);
+        assert_eq!(dropped.get(), 100);
     }
 
     #[test]

@@ -91,17 +91,53 @@ async fn serve(mut settings: Settings, port: Option<u16>, metrics: Arc<Metrics>)
         settings.port = port;
     }
     let address = format!("{}:{}", settings.host, settings.port);
+    let grace = settings.shutdown_grace_seconds;
     let state =
         retrieval_service::startup::build_state_with_metrics(settings, metrics).await.map_err(|e| e.to_string())?;
     let listener =
         retrieval_service::server::listen(&address).await.map_err(|e| format!("cannot listen on {address}: {e}"))?;
     tracing::info!(%address, backend = state.search.index().backend_name(), "retrieval service listening");
     reload_on_hangup(state.clone());
-    retrieval_service::server::serve(listener, state, async {
-        let _ = tokio::signal::ctrl_c().await;
+    let stop = stop_signal();
+    retrieval_service::server::serve(listener, state, async move {
+        let signal = stop.await;
+        tracing::info!(signal, grace_seconds = grace, "stopping: no new connections; finishing requests in progress");
     })
     .await
-    .map_err(|e| e.to_string())
+    .map_err(|e| e.to_string())?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Completes with the signal's name on SIGTERM (what `docker stop` and Kubernetes send, then
+/// SIGKILL 10 s later) or SIGINT (Ctrl-C). The handlers are installed at once, not when first
+/// polled, so a signal that comes early is not lost (nor, as PID 1, ignored).
+#[cfg(unix)]
+fn stop_signal() -> impl std::future::Future<Output = &'static str> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let terminate = signal(SignalKind::terminate());
+    let interrupt = signal(SignalKind::interrupt());
+    async move {
+        match (terminate, interrupt) {
+            (Ok(mut terminate), Ok(mut interrupt)) => tokio::select! {
+                _ = terminate.recv() => "SIGTERM",
+                _ = interrupt.recv() => "SIGINT",
+            },
+            (Err(error), _) | (_, Err(error)) => {
+                tracing::warn!(%error, "cannot listen for SIGTERM; stopping on Ctrl-C only");
+                let _ = tokio::signal::ctrl_c().await;
+                "SIGINT"
+            }
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn stop_signal() -> impl std::future::Future<Output = &'static str> {
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+        "Ctrl-C"
+    }
 }
 
 /// `SIGHUP` reloads the themes, boosting and synonyms files, as `POST /config/reload` does.
@@ -117,8 +153,9 @@ fn reload_on_hangup(state: retrieval_service::state::AppState) {
     };
     tokio::spawn(async move {
         while hangups.recv().await.is_some() {
-            // The outcome is logged, counted and shown by /health.
-            let _ = retrieval_service::api::config::reload_tuning(&state);
+            // The outcome is logged, counted and shown by /health; a hangup while a reload runs
+            // is refused like a second POST (logged), not queued: send it again when it is done.
+            let _ = retrieval_service::api::config::reload_tuning(&state).await;
         }
     });
 }
@@ -170,6 +207,9 @@ fn main() -> ExitCode {
             }
         }
     });
+    // Work still running once the server has stopped (a request past the shutdown grace) does not
+    // hold the exit up.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

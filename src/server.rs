@@ -1,22 +1,35 @@
 //! The HTTP/1.1 server around `app(state)`: an accept loop with a connection limit and, per
-//! connection, a header-read timeout and an idle keep-alive timeout (axum::serve has neither).
+//! connection, a header-read timeout, an idle keep-alive timeout (axum::serve has neither) and
+//! the request framing followed byte by byte.
 //!
 //! - A request head must arrive complete within `header_read_timeout` of its first byte; a new
 //!   connection must send its first head within `header_read_timeout` of being accepted
 //!   (slowloris and never-speaking connections are closed).
 //! - A keep-alive connection with no request in progress is closed after `keep_alive_timeout`.
 //! - At `max_connections` open connections, a new connection takes the place of the one idle the
-//!   longest (no request in progress: never spoken, a slow head, or keep-alive), which is closed,
-//!   as nginx drains keep-alive connections when it runs out; so thousands of idle connections
-//!   cannot lock real clients out until their timers expire. When every connection has a request
-//!   in progress, the new one is answered 503 `overloaded` with `Retry-After: 1` and
-//!   `Connection: close` and closed (at most 64 such answers at a time;
+//!   longest, which is closed, as nginx drains keep-alive connections when it runs out. Idle is
+//!   no request being worked on: never spoken, a slow head, keep-alive, or a request whose body
+//!   is still arriving (idle since its head arrived). So thousands of idle connections, or
+//!   connections trickling bodies, cannot lock real clients out until their timers expire. When
+//!   every connection has a request being worked on, the new one is answered 503 `overloaded`
+//!   with `Retry-After: 1` and `Connection: close` and closed (at most 64 such answers at a time;
 //!   beyond, the connection is closed at once). Both are counted in `/metrics` (refusals logged
 //!   at most every 10 s), and the process never runs out of file descriptors.
-//! - A request head with both `Content-Length` and `Transfer-Encoding` is answered 400
-//!   `bad_request` and the connection closed (hyper would drop one of them and read on: the
-//!   ambiguity request smuggling relies on).
+//! - Every byte a connection sends goes through its `framing::Framing` before hyper sees it: each
+//!   request head is held until complete and checked, its body followed to its end, so every
+//!   request of the connection is checked (pipelined or keep-alive). A head with both
+//!   `Content-Length` and `Transfer-Encoding` (400), a `Transfer-Encoding` other than exactly
+//!   `chunked` (501), `Transfer-Encoding` in HTTP/1.0 or a bad `Content-Length` (400), or a
+//!   head over `MAX_READ_BUFFER` (431, or 414 for the request line) never reaches hyper: once
+//!   the requests before it are answered, the server answers it with a JSON error and closes
+//!   the connection. A request hyper parses where the framing saw no checked head is answered
+//!   400 and the connection closed.
+//! - Credentials are checked from the head before a body is read (`api::admission`), and their
+//!   refusal closes the connection.
 //! - A request in progress is never cut by these timers (`RETR_REQUEST_TIMEOUT_SECONDS` bounds it).
+//! - When `serve`'s shutdown future completes (SIGTERM or SIGINT in `main`), it stops accepting,
+//!   closes idle connections and lets requests in progress finish within `shutdown_grace`
+//!   (`RETR_SHUTDOWN_GRACE_SECONDS`), then returns.
 
 use crate::config::Settings;
 use crate::state::AppState;
@@ -26,7 +39,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -77,15 +90,16 @@ impl OpenConnections {
         self.open.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
     }
 
-    /// Asks the connection idle the longest (no request in progress) to close; false when every
-    /// connection is busy.
+    /// Asks the connection idle the longest to close: no request in progress (idle since the
+    /// last response or since it was accepted), or a request still receiving its body (since its
+    /// head arrived). False when every connection has a request being worked on.
     fn evict_longest_idle(&self) -> bool {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let longest = open
             .iter()
-            .filter(|(_, activity)| activity.in_flight.load(Ordering::Acquire) == 0)
-            .min_by_key(|(id, activity)| (activity.idle_since_instant(), **id))
-            .map(|(id, _)| *id);
+            .filter_map(|(id, activity)| activity.evictable_since().map(|since| (since, *id)))
+            .min()
+            .map(|(_, id)| id);
         match longest.and_then(|id| open.remove(&id)) {
             Some(activity) => {
                 activity.evict.notify_one();
@@ -102,7 +116,7 @@ pub(crate) struct ServerLimits {
     pub(crate) header_read_timeout: Duration,
     pub(crate) keep_alive_timeout: Duration,
     pub(crate) max_connections: usize,
-    /// How long shutdown waits for requests in progress.
+    /// How long shutdown waits for requests in progress (`RETR_SHUTDOWN_GRACE_SECONDS`).
     pub(crate) shutdown_grace: Duration,
 }
 
@@ -112,7 +126,7 @@ impl ServerLimits {
             header_read_timeout: Duration::from_secs_f64(settings.header_read_timeout_seconds),
             keep_alive_timeout: Duration::from_secs_f64(settings.keep_alive_timeout_seconds),
             max_connections: settings.max_connections,
-            shutdown_grace: Duration::from_secs_f64(settings.request_timeout_seconds + 1.0),
+            shutdown_grace: Duration::from_secs_f64(settings.shutdown_grace_seconds),
         }
     }
 }
@@ -254,14 +268,19 @@ struct Activity {
     idle_since: AtomicU64,
     /// The first byte read while idle: a request head has begun.
     head_started: AtomicU64,
+    /// When the body still arriving began (its head was read); 0 when no body is arriving.
+    body_since: AtomicU64,
     /// Whether a request was served (the idle timer is then the keep-alive timeout).
     served: AtomicUsize,
+    /// Request heads the framing handed to hyper, and requests hyper dispatched.
+    heads: AtomicU64,
+    dispatched: AtomicU64,
+    /// The framing refused a head: once the requests before it are answered, the server answers
+    /// it and closes.
+    refused: AtomicBool,
     changed: Notify,
     /// Notified when the connection must close to make room for a new one.
     evict: Notify,
-    /// The bytes read while no request is in progress, up to the end of the head: the next
-    /// request's head, inspected for conflicting length headers when it is dispatched.
-    head: Mutex<framing::HeadCapture>,
 }
 
 impl Activity {
@@ -271,27 +290,30 @@ impl Activity {
             in_flight: AtomicUsize::new(0),
             idle_since: AtomicU64::new(1),
             head_started: AtomicU64::new(0),
+            body_since: AtomicU64::new(0),
             served: AtomicUsize::new(0),
+            heads: AtomicU64::new(0),
+            dispatched: AtomicU64::new(0),
+            refused: AtomicBool::new(false),
             changed: Notify::new(),
             evict: Notify::new(),
-            head: Mutex::default(),
         }
     }
 
-    /// Keeps `bytes` (read while idle) until the head's blank line has been seen.
-    fn capture_head(&self, bytes: &[u8]) {
-        self.head.lock().unwrap_or_else(|p| p.into_inner()).capture(bytes);
+    fn instant(&self, millis: u64) -> Instant {
+        self.epoch + Duration::from_millis(millis.saturating_sub(1))
     }
 
-    /// Whether the head just dispatched carries both `Content-Length` and `Transfer-Encoding`;
-    /// forgets it.
-    fn take_length_conflict(&self) -> bool {
-        std::mem::take(&mut *self.head.lock().unwrap_or_else(|p| p.into_inner())).has_conflicting_lengths()
-    }
-
-    /// When the connection last became idle (for choosing the longest idle).
-    fn idle_since_instant(&self) -> Instant {
-        self.epoch + Duration::from_millis(self.idle_since.load(Ordering::Acquire).saturating_sub(1))
+    /// Since when the connection may be closed for a new one: idle (no request in progress), or
+    /// its request still receiving its body; `None` while a request is being worked on.
+    fn evictable_since(&self) -> Option<Instant> {
+        if self.in_flight.load(Ordering::Acquire) == 0 {
+            return Some(self.instant(self.idle_since.load(Ordering::Acquire)));
+        }
+        match self.body_since.load(Ordering::Acquire) {
+            0 => None,
+            since => Some(self.instant(since)),
+        }
     }
 
     fn now(&self) -> u64 {
@@ -306,12 +328,35 @@ impl Activity {
         }
     }
 
+    /// Takes what the framing learned from the bytes just read.
+    fn on_framing(&self, framing: &framing::Framing) {
+        self.heads.store(framing.heads(), Ordering::Release);
+        if !framing.receiving_body() {
+            self.body_since.store(0, Ordering::Release);
+        } else if self.body_since.load(Ordering::Acquire) == 0 {
+            self.body_since.store(self.now(), Ordering::Release);
+        }
+        if framing.refusal().is_some() && !self.refused.swap(true, Ordering::AcqRel) {
+            self.changed.notify_one();
+        }
+    }
+
+    /// Whether a refused head is next: every request before it was dispatched and answered.
+    fn refusal_due(&self) -> bool {
+        self.refused.load(Ordering::Acquire)
+            && self.in_flight.load(Ordering::Acquire) == 0
+            && self.dispatched.load(Ordering::Acquire) == self.heads.load(Ordering::Acquire)
+    }
+
     fn begin_request(self: &Arc<Self>) -> RequestGuard {
-        let conflicting_lengths = self.take_length_conflict();
+        // hyper parses only what the framing handed on: a request beyond the heads it saw means
+        // the two no longer agree on where requests begin, and it is not served.
+        let dispatched = self.dispatched.fetch_add(1, Ordering::AcqRel) + 1;
+        let unframed = dispatched > self.heads.load(Ordering::Acquire);
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         self.head_started.store(0, Ordering::Release);
         self.changed.notify_one();
-        RequestGuard { activity: Arc::clone(self), conflicting_lengths }
+        RequestGuard { activity: Arc::clone(self), unframed }
     }
 
     /// When the connection's current timer runs out; `None` while a request is in progress.
@@ -319,7 +364,7 @@ impl Activity {
         if self.in_flight.load(Ordering::Acquire) > 0 {
             return None;
         }
-        let at = |millis: u64, timeout: Duration| self.epoch + Duration::from_millis(millis - 1) + timeout;
+        let at = |millis: u64, timeout: Duration| self.instant(millis) + timeout;
         match self.head_started.load(Ordering::Acquire) {
             0 if self.served.load(Ordering::Acquire) > 0 => {
                 Some(at(self.idle_since.load(Ordering::Acquire), limits.keep_alive_timeout))
@@ -333,8 +378,8 @@ impl Activity {
 /// Marks a request in progress on its connection until dropped (also when it is cancelled).
 struct RequestGuard {
     activity: Arc<Activity>,
-    /// The request's head had both `Content-Length` and `Transfer-Encoding`.
-    conflicting_lengths: bool,
+    /// hyper parsed a request the framing did not hand on as a checked head.
+    unframed: bool,
 }
 
 impl Drop for RequestGuard {
@@ -348,23 +393,75 @@ impl Drop for RequestGuard {
     }
 }
 
-/// The TCP stream, telling `Activity` when bytes arrive.
+/// The TCP stream, read through the connection's `Framing`: hyper reads only the bytes it hands
+/// on, and `Activity` hears when bytes arrive.
 struct TrackedStream {
     inner: TcpStream,
     activity: Arc<Activity>,
+    framing: framing::Framing,
+    /// Bytes handed on that hyper has not read yet (from `handed_at`).
+    handed: Vec<u8>,
+    handed_at: usize,
+    eof: bool,
+}
+
+/// How much a connection reads from its socket at a time.
+const READ_CHUNK: usize = 8 * 1024;
+
+impl TrackedStream {
+    fn new(inner: TcpStream, activity: Arc<Activity>) -> Self {
+        Self {
+            inner,
+            activity,
+            framing: framing::Framing::new(MAX_READ_BUFFER),
+            handed: Vec::new(),
+            handed_at: 0,
+            eof: false,
+        }
+    }
 }
 
 impl AsyncRead for TrackedStream {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let result = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            self.activity.on_read();
-            if self.activity.in_flight.load(Ordering::Acquire) == 0 {
-                self.activity.capture_head(&buf.filled()[before..]);
+        let this = &mut *self;
+        loop {
+            if this.handed_at < this.handed.len() {
+                let n = buf.remaining().min(this.handed.len() - this.handed_at);
+                buf.put_slice(&this.handed[this.handed_at..this.handed_at + n]);
+                this.handed_at += n;
+                if this.handed_at == this.handed.len() {
+                    // A long head's buffer is not kept once hyper has it.
+                    if this.handed.capacity() > 2 * READ_CHUNK {
+                        this.handed = Vec::new();
+                    } else {
+                        this.handed.clear();
+                    }
+                    this.handed_at = 0;
+                }
+                return Poll::Ready(Ok(()));
+            }
+            if this.framing.refusal().is_some() {
+                // Nothing more for hyper: the connection answers the refused head once hyper is done.
+                return Poll::Pending;
+            }
+            if this.eof {
+                return Poll::Ready(Ok(()));
+            }
+            let mut chunk = [0u8; READ_CHUNK];
+            let mut read = ReadBuf::new(&mut chunk);
+            match Pin::new(&mut this.inner).poll_read(cx, &mut read) {
+                Poll::Ready(Ok(())) if read.filled().is_empty() => {
+                    this.eof = true;
+                    this.framing.finish(&mut this.handed);
+                }
+                Poll::Ready(Ok(())) => {
+                    this.activity.on_read();
+                    this.framing.feed(read.filled(), &mut this.handed);
+                    this.activity.on_framing(&this.framing);
+                }
+                other => return other,
             }
         }
-        result
     }
 }
 
@@ -394,6 +491,20 @@ impl AsyncWrite for TrackedStream {
     }
 }
 
+/// The answer to a request hyper parsed where the framing saw no checked head.
+fn unframed_response() -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let mut response = crate::error::ApiError::new(
+        crate::error::ErrorCode::BadRequest,
+        "the request's framing could not be followed; send it on a new connection",
+    )
+    .into_response();
+    response.headers_mut().insert(hyper::header::CONNECTION, hyper::header::HeaderValue::from_static("close"));
+    response
+}
+
+type ResponseFuture = Pin<Box<dyn Future<Output = Result<axum::response::Response, std::convert::Infallible>> + Send>>;
+
 async fn serve_connection(
     stream: TcpStream,
     app: axum::Router,
@@ -401,20 +512,20 @@ async fn serve_connection(
     mut close: watch::Receiver<bool>,
     activity: Arc<Activity>,
 ) {
-    let io = TokioIo::new(TrackedStream { inner: stream, activity: Arc::clone(&activity) });
+    let io = TokioIo::new(TrackedStream::new(stream, Arc::clone(&activity)));
     let service = hyper::service::service_fn({
         let activity = Arc::clone(&activity);
-        move |request: hyper::Request<Incoming>| {
+        move |request: hyper::Request<Incoming>| -> ResponseFuture {
             let guard = activity.begin_request();
             let app = app.clone();
-            async move {
-                if guard.conflicting_lengths {
-                    return Ok(framing::conflicting_lengths_response());
+            Box::pin(async move {
+                if guard.unframed {
+                    return Ok(unframed_response());
                 }
                 let response = tower::ServiceExt::oneshot(app, request).await;
                 drop(guard);
                 response
-            }
+            })
         }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -422,35 +533,60 @@ async fn serve_connection(
     builder.header_read_timeout(None);
     // A connection holds at most this much unparsed input: a longer head is answered 431.
     builder.max_buf_size(MAX_READ_BUFFER);
-    let connection = builder.serve_connection(io, service);
-    tokio::pin!(connection);
+    let mut connection = builder.serve_connection(io, service);
+    // Polled without shutting the socket down, so that it can be taken back to answer a refused head.
+    macro_rules! run {
+        () => {
+            std::future::poll_fn(|cx| connection.poll_without_shutdown(cx))
+        };
+    }
     let grace = loop {
         let deadline = activity.deadline(&limits);
         tokio::select! {
-            result = connection.as_mut() => {
+            result = run!() => {
                 if let Err(error) = result {
                     tracing::debug!(%error, "connection ended with an error");
+                    return;
                 }
-                return;
+                break None;
             }
             () = sleep_until(deadline) => {
                 if activity.deadline(&limits).is_some_and(|at| at <= Instant::now()) {
                     tracing::debug!("closing an idle or too slow connection");
-                    break CLOSE_GRACE;
+                    break Some(CLOSE_GRACE);
                 }
             }
-            () = activity.changed.notified() => {}
+            () = activity.changed.notified() => {
+                if activity.refusal_due() {
+                    break Some(CLOSE_GRACE);
+                }
+            }
             () = activity.evict.notified() => {
-                // No request in progress: nothing to finish, so the socket is closed at once and
-                // its permit goes to the new connection without delay.
+                // Nothing is being worked on (idle, or a body still arriving): the socket is closed
+                // at once and its permit goes to the new connection without delay. A request whose
+                // body was cut off this way fails to read it and is never handled.
                 tracing::debug!("closing the longest idle connection for a new one");
                 return;
             }
-            _ = close.changed() => break limits.shutdown_grace,
+            _ = close.changed() => break Some(limits.shutdown_grace),
         }
     };
-    connection.as_mut().graceful_shutdown();
-    let _ = tokio::time::timeout(grace, connection).await;
+    if let Some(grace) = grace {
+        // Requests in progress finish, no new one starts; an idle connection closes at once.
+        Pin::new(&mut connection).graceful_shutdown();
+        match tokio::time::timeout(grace, run!()).await {
+            Ok(Ok(())) => {}
+            _ => return,
+        }
+    }
+    let stream = connection.into_parts().io.into_inner();
+    match stream.framing.refusal() {
+        Some(refusal) if activity.refusal_due() => framing::answer(stream.inner, refusal).await,
+        _ => {
+            let mut inner = stream.inner;
+            let _ = tokio::time::timeout(CLOSE_GRACE, tokio::io::AsyncWriteExt::shutdown(&mut inner)).await;
+        }
+    }
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

@@ -65,8 +65,9 @@ pub fn load_mapping(settings: &Settings) -> Result<retrieval_engine::ingest::map
 }
 
 /// Builds the index the settings select. Must run inside a tokio runtime (starts the reloader).
-/// Chroma calls are recorded in `metrics` when given. PostgreSQL (`RETR_POSTGRES_URL`) is read
-/// by a replica like Chroma's.
+/// Chroma calls are recorded in `metrics` when given; PostgreSQL (`RETR_POSTGRES_URL`) is read
+/// by a replica like Chroma's. In mock mode, when `embedder` fails, the demo corpus is embedded
+/// with pseudo-embeddings (`build_state` then embeds queries the same way).
 pub async fn build_index(
     settings: &Settings,
     embedder: &dyn Embedder,
@@ -84,18 +85,7 @@ pub async fn build_index(
                 index.spawn_reloader(Duration::from_millis(settings.index_reload_interval_ms));
                 Ok(index)
             }
-            None => {
-                let mapping = load_mapping(settings)?;
-                let mut snapshot = retrieval_engine::ingest::demo_snapshot(embedder, &mapping)
-                    .await
-                    .map_err(|error| StartupError::Backend(format!("cannot build the demo corpus: {error}")))?;
-                settings.tenant_scope().retain(&mut snapshot);
-                let index = InMemoryIndex::from_snapshot(snapshot)
-                    .map_err(|error| StartupError::Backend(format!("demo corpus: {error}")))?;
-                index.replica().set_approximate_min_records(settings.approximate_min_records);
-                tracing::info!("mock mode: serving the bundled demo corpus (tenants demo, acme)");
-                Ok(Arc::new(index))
-            }
+            None => Ok(build_demo_index(settings, embedder).await?.0),
         },
         VectorBackend::Chroma => {
             let index = crate::index::ChromaIndex::new(&settings.chroma())
@@ -127,17 +117,72 @@ pub async fn build_index(
     }
 }
 
-/// Checks the optional config files that exist: one present but broken (a themes file that does
-/// not parse, a boosting value that would be ignored, an unreadable synonyms file or a malformed
-/// line in one) stops start-up, naming the setting, instead of running silently without what it
-/// says.
-pub(crate) fn check_config_files(settings: &Settings) -> Result<(), StartupError> {
-    let problems = settings.tuning_files().problems();
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(StartupError::Backend(problems.join("\n")))
-    }
+/// The index of mock mode: the bundled demo corpus embedded through `embedder`. When the embedder
+/// fails (an embedding server configured but down), the corpus is embedded with pseudo-embeddings
+/// instead, and the second value says why: queries must then be embedded the same way
+/// (`build_state` does so, and reports it).
+async fn build_demo_index(
+    settings: &Settings,
+    embedder: &dyn Embedder,
+) -> Result<(Arc<dyn VectorIndex>, Option<String>), StartupError> {
+    use retrieval_engine::ingest::{demo_snapshot, IngestError};
+    let mapping = load_mapping(settings)?;
+    let (mut snapshot, fallback) = match demo_snapshot(embedder, &mapping).await {
+        Ok(snapshot) => (snapshot, None),
+        Err(error @ (IngestError::Embedding(_) | IngestError::BadEmbedding(_))) => {
+            let failure = match &error {
+                IngestError::Embedding(error) => format!("{:?}", error.kind),
+                _ => "unusable vectors".to_string(),
+            };
+            let reason = format!(
+                "mock mode: the embedding server (RETR_EMBEDDING_API_BASE) failed ({failure}) when the demo corpus \
+                 was embedded at start-up; the corpus and every query use pseudo-embeddings until a restart with \
+                 the server up"
+            );
+            tracing::warn!(%error, "{reason}");
+            let pseudo = crate::embed::PseudoEmbedder::new(settings.embedding_dimension);
+            let snapshot = demo_snapshot(&pseudo, &mapping)
+                .await
+                .map_err(|error| StartupError::Backend(format!("cannot build the demo corpus: {error}")))?;
+            (snapshot, Some(reason))
+        }
+        Err(error) => return Err(StartupError::Backend(format!("cannot build the demo corpus: {error}"))),
+    };
+    settings.tenant_scope().retain(&mut snapshot);
+    let index = InMemoryIndex::from_snapshot(snapshot)
+        .map_err(|error| StartupError::Backend(format!("demo corpus: {error}")))?;
+    index.replica().set_approximate_min_records(settings.approximate_min_records);
+    tracing::info!("mock mode: serving the bundled demo corpus (tenants demo, acme)");
+    Ok((Arc::new(index), fallback))
+}
+
+/// The tuning files (themes, boosting.yaml, synonyms), read once each and checked: one present
+/// but unusable (a themes file that does not parse or defines no theme, a boosting.yaml that
+/// holds nothing or lacks a section, a value that would be ignored, a synonyms file unreadable or
+/// with a malformed line, a file over `RETR_CONFIG_MAX_FILE_BYTES` or not a regular file) stops
+/// start-up, naming the setting and the file, instead of running silently without what it says.
+/// Returns the tuning and the settings whose file is absent.
+pub(crate) fn load_config_files(
+    settings: &Settings,
+) -> Result<(crate::search::tuning::Tuning, Vec<String>), StartupError> {
+    let files = settings.tuning_files();
+    files.load(None).map_err(|problems| {
+        let paths = [
+            ("RETR_THEMES_PATH", &files.themes),
+            ("RETR_BOOSTING_PATH", &files.boosting),
+            ("RETR_SYNONYMS_DIR", &files.synonyms),
+        ];
+        let named = paths
+            .iter()
+            .filter(|(setting, _)| problems.iter().any(|problem| problem.starts_with(setting)))
+            .map(|(setting, path)| format!("  {setting} is {}", path.display()))
+            .collect::<Vec<_>>();
+        StartupError::Backend(format!(
+            "the config files cannot be used, so the service does not start:\n  {}\n{}",
+            problems.join("\n  "),
+            named.join("\n")
+        ))
+    })
 }
 
 /// The LLM theme router: chat completions at the rerank endpoint, when one is configured.
@@ -167,7 +212,18 @@ pub(crate) fn build_llm_router(
 pub fn state_with(settings: Settings, index: Arc<dyn VectorIndex>, embedder: Arc<dyn Embedder>) -> AppState {
     let metrics = Arc::new(Metrics::new());
     let reranker = build_reranker(&settings, &metrics);
-    state_from_parts(settings, index, embedder, reranker, metrics)
+    let tuning = load_config_files_leniently(&settings);
+    state_from_parts(settings, index, embedder, reranker, metrics, tuning)
+}
+
+/// The tuning files as they are, a problem logged and what it affects left out (the states the
+/// tests build; `serve` refuses to start on a problem: `load_config_files`).
+fn load_config_files_leniently(settings: &Settings) -> (crate::search::tuning::Tuning, Vec<String>) {
+    let (tuning, missing) = settings.tuning_files().load_leniently();
+    for setting in &missing {
+        tracing::warn!(setting = %setting, "optional config file missing; running without it");
+    }
+    (tuning, missing)
 }
 
 fn build_reranker(settings: &Settings, metrics: &Arc<Metrics>) -> Arc<dyn crate::rerank::Reranker> {
@@ -185,7 +241,8 @@ pub fn state_with_metrics(
     metrics: Arc<Metrics>,
 ) -> AppState {
     let reranker = build_reranker(&settings, &metrics);
-    state_from_parts(settings, index, embedder, reranker, metrics)
+    let tuning = load_config_files_leniently(&settings);
+    state_from_parts(settings, index, embedder, reranker, metrics, tuning)
 }
 
 /// The state over ready-made parts, recording into `metrics` (the clients built for it too).
@@ -195,14 +252,10 @@ fn state_from_parts(
     embedder: Arc<dyn Embedder>,
     reranker: Arc<dyn crate::rerank::Reranker>,
     metrics: Arc<Metrics>,
+    (tuning, missing_config): (crate::search::tuning::Tuning, Vec<String>),
 ) -> AppState {
-    let files = settings.tuning_files();
-    let missing_config = files.missing();
-    for setting in &missing_config {
-        tracing::warn!(setting = %setting, "optional config file missing; running without it");
-    }
     let search = SearchService::new(index, embedder, settings.runtime())
-        .with_tuning(files.load_leniently(), missing_config)
+        .with_tuning(tuning, missing_config)
         .with_llm_router(build_llm_router(&settings, Some(Arc::clone(&metrics))))
         .with_reranker(reranker, Duration::from_secs_f64(settings.rerank_timeout_seconds))
         .with_metrics(Arc::clone(&metrics))
@@ -222,7 +275,9 @@ fn state_from_parts(
         crate::api::dify::KnowledgeBases::none()
     });
     AppState {
+        degraded_since_start: None,
         openapi: Arc::default(),
+        reloads: Arc::default(),
         dify: Arc::new(dify),
         api_keys: Arc::new(api_keys),
         rerank_configured: !settings.rerank_api_base.is_empty(),
@@ -241,11 +296,26 @@ pub async fn build_state(settings: Settings) -> Result<AppState, StartupError> {
 /// `build_state` recording into `metrics` (made before the state: the log writer counts its
 /// dropped lines there from the first line on).
 pub async fn build_state_with_metrics(settings: Settings, metrics: Arc<Metrics>) -> Result<AppState, StartupError> {
-    check_config_files(&settings)?;
-    let embedder = build_embedder(&settings, Some(Arc::clone(&metrics)))?;
-    let index = build_index(&settings, embedder.as_ref(), Some(Arc::clone(&metrics))).await?;
+    let tuning = load_config_files(&settings)?;
+    for setting in &tuning.1 {
+        tracing::warn!(setting = %setting, "optional config file missing; running without it");
+    }
+    let mut embedder = build_embedder(&settings, Some(Arc::clone(&metrics)))?;
+    let mut degraded_since_start = None;
+    let index = if settings.backend() == VectorBackend::Memory && settings.index_path.is_none() {
+        let (index, fallback) = build_demo_index(&settings, embedder.as_ref()).await?;
+        if let Some(reason) = fallback {
+            // The corpus's vectors are pseudo-embeddings: so must every query's be.
+            embedder = Arc::new(crate::embed::PseudoCorpus::new(reason.clone()));
+            degraded_since_start = Some(reason);
+        }
+        index
+    } else {
+        build_index(&settings, embedder.as_ref(), Some(Arc::clone(&metrics))).await?
+    };
     let reranker = build_reranker(&settings, &metrics);
-    let state = state_from_parts(settings, index, embedder, reranker, metrics);
+    let mut state = state_from_parts(settings, index, embedder, reranker, metrics, tuning);
+    state.degraded_since_start = degraded_since_start;
     // Start-up names the first such knowledge base.
     if let Some(problem) = state.dify.themes_missing_from(&state.search.theme_list()).into_iter().next() {
         return Err(StartupError::Backend(problem));

@@ -2,10 +2,10 @@
 //!
 //! Part of the HTTP layer, with `api/` and `server`: it is the axum `State` of the handlers and
 //! holds values of that layer (the API key store, the Dify knowledge bases, the OpenAPI document
-//! cache), taken from the `api` files that define them and import no `AppState` (`api::keys`,
-//! `api::dify::knowledge`, `api::openapi::cache`), so no import runs in a circle. It is imported
-//! by `api`, `server`, `startup` (which builds it) and `lib.rs`; nothing below the HTTP layer
-//! (search and the engine's parts) may import it.
+//! cache, the config reload slot), taken from the `api` files that define them and import no
+//! `AppState` (`api::keys`, `api::dify::knowledge`, `api::openapi::cache`, `api::reload`), so no
+//! import runs in a circle. It is imported by `api`, `server`, `startup` (which builds it) and
+//! `lib.rs`; nothing below the HTTP layer (search and the engine's parts) may import it.
 
 use crate::config::Settings;
 use crate::search::SearchService;
@@ -27,4 +27,9 @@ pub struct AppState {
     pub(crate) dify: Arc<crate::api::dify::knowledge::KnowledgeBases>,
     /// The OpenAPI document, built once (per index dimension) and served as bytes.
     pub(crate) openapi: Arc<crate::api::openapi::cache::DocumentCache>,
+    /// Why every answer is degraded from start-up on (mock mode's demo corpus embedded with
+    /// pseudo-embeddings because the embedding server was down); `/health` says it.
+    pub(crate) degraded_since_start: Option<String>,
+    /// The config reload in progress: one at a time.
+    pub(crate) reloads: Arc<crate::api::reload::ReloadSlot>,
 }

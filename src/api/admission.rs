@@ -1,12 +1,14 @@
 //! What a request passes before it takes one of the `RETR_MAX_IN_FLIGHT_REQUESTS` work slots,
 //! so that slow or waiting clients hold a connection, never a slot:
+//! 0. the credentials its route needs are checked from its head (`auth::refuse_before_body`):
+//!    without them it is answered 401 and its connection closed, its body never read;
 //! 1. its body is read whole, within `RETR_BODY_READ_TIMEOUT_SECONDS` (else 408
 //!    `request_timeout`) and `RETR_MAX_BODY_BYTES` (else 413);
 //! 2. a search's `min_index_version` is waited for (at most `RETR_INDEX_VERSION_WAIT_SECONDS`,
 //!    else 503 `index_not_ready`);
 //! 3. a slot is taken, or the request is shed at once with 503 `overloaded` and `Retry-After: 1`.
 //!
-//! `/health` and `/metrics` skip all three, so that ops can still see the service under load.
+//! `/health` and `/metrics` skip all of them, so that ops can still see the service under load.
 //! Runs inside `guard`, so a slot is held until the handler has finished (also when the caller
 //! left).
 
@@ -25,7 +27,10 @@ pub(super) async fn admit(State(state): State<AppState>, request: Request, next:
     if path == "/health" || path == "/metrics" || path == "/internal/retrieval/health" {
         return next.run(request).await;
     }
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
+    if let Some(refusal) = super::auth::refuse_before_body(&mut parts, &state).await {
+        return refusal;
+    }
     let bytes = match read_body(&state, body).await {
         Ok(bytes) => bytes,
         Err(error) => return error.into_response(),

@@ -1,15 +1,18 @@
 //! `GET` / `POST /internal/retrieval/config`: the runtime subset of the settings, changed
-//! without a restart. A rejected update changes nothing. With `RETR_ADMIN_TOKEN` set, an update
-//! needs `Authorization: Bearer <token>`.
+//! without a restart (`GET` also names the tuning files in use). A rejected update changes
+//! nothing. With `RETR_ADMIN_TOKEN` set, an update needs `Authorization: Bearer <token>`.
+//! `POST /internal/retrieval/config/reload` (and `SIGHUP`): the tuning files read again.
 
 use super::auth::AdminAuth;
 use super::extract::ApiJson;
 use crate::config::{RouterMode, RuntimeSettings};
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::state::AppState;
 use axum::extract::State;
 use axum::Json;
 use serde::Deserialize;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// A partial update of the runtime settings: any subset of them; absent or `null` leaves a
 /// setting as it is. Each limit is `RuntimeSettings`' (a test keeps the two schemas alike).
@@ -68,11 +71,56 @@ impl RuntimePatch {
     }
 }
 
-/// The runtime settings.
+/// The runtime settings, and the tuning files in use.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct ConfigResponse {
+    #[serde(flatten)]
+    pub(crate) settings: RuntimeSettings,
+    pub(crate) tuning: TuningInUse,
+}
+
+/// The themes, boosting and synonyms files in use: those read at start-up or by the last reload
+/// that went through.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct TuningInUse {
+    /// How many reloads replaced the files since start-up.
+    pub(crate) generation: u64,
+    /// The files the tuning was read from (an absent one is not listed).
+    pub(crate) files: Vec<TuningFile>,
+}
+
+/// One tuning file as it was read.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct TuningFile {
+    /// `RETR_THEMES_PATH`, `RETR_BOOSTING_PATH` or `RETR_SYNONYMS_DIR`.
+    pub(crate) setting: String,
+    /// SHA-256 of the bytes read (`sha256sum` of the file); for the synonyms directory, of each
+    /// `.txt` file's name and bytes in name order.
+    pub(crate) sha256: String,
+    pub(crate) bytes: u64,
+    /// Its top-level sections; for the synonyms directory, its `.txt` files.
+    pub(crate) sections: Vec<String>,
+}
+
+/// The runtime settings and the tuning files in use.
 #[utoipa::path(get, path = "/internal/retrieval/config", tag = "config",
-    responses((status = 200, description = "the runtime settings", body = RuntimeSettings)))]
-pub(crate) async fn get_config(State(state): State<AppState>) -> Json<RuntimeSettings> {
-    Json(state.search.runtime_settings())
+    responses((status = 200, description = "the runtime settings and the tuning files in use", body = ConfigResponse)))]
+pub(crate) async fn get_config(State(state): State<AppState>) -> Json<ConfigResponse> {
+    let tuning = state.search.tuning();
+    let files = tuning
+        .files
+        .iter()
+        .map(|file| TuningFile {
+            setting: file.setting.to_string(),
+            sha256: file.sha256.clone(),
+            bytes: file.bytes,
+            sections: file.sections.clone(),
+        })
+        .collect();
+    Json(ConfigResponse {
+        settings: state.search.runtime_settings(),
+        tuning: TuningInUse { generation: tuning.generation, files },
+    })
 }
 
 /// A partial update of the runtime settings, validated; nothing changes on error.
@@ -121,16 +169,19 @@ pub(crate) struct ReloadResponse {
 }
 
 /// Reads the themes file, boosting.yaml and the synonyms directory again (also on `SIGHUP`) and
-/// puts them in use together; when any is broken the ones in use stay, the answer is 422 with
-/// every problem, and `/health` says `degraded` until a reload succeeds. Searches already running
-/// finish with the files they started with.
+/// puts them in use together; when any is broken (or empty, or lacks a section the file in use
+/// has) the ones in use stay, the answer is 422 with every problem, and `/health` says `degraded`
+/// until a reload succeeds. One reload runs at a time: another one meanwhile is answered 409
+/// `reload_in_progress`; one that has not finished within `RETR_CONFIG_RELOAD_TIMEOUT_SECONDS` is
+/// answered 504 `timeout` and changes nothing. Searches already running finish with the files
+/// they started with.
 #[utoipa::path(post, path = "/internal/retrieval/config/reload", tag = "config",
     responses((status = 200, description = "the files are in use", body = ReloadResponse)))]
 pub(crate) async fn reload_config(
     State(state): State<AppState>,
     _admin: AdminAuth,
 ) -> Result<Json<ReloadResponse>, ApiError> {
-    reload_tuning(&state).map_err(|problems| ApiError::invalid(problems.join("; ")))?;
+    reload_tuning(&state).await.map_err(ReloadError::into_api_error)?;
     let status = state.search.tuning_status();
     Ok(Json(ReloadResponse {
         status: "reloaded".into(),
@@ -139,30 +190,118 @@ pub(crate) async fn reload_config(
     }))
 }
 
-/// Reads the themes, boosting and synonyms files again (`POST /internal/retrieval/config/reload`,
-/// `SIGHUP`) and puts them in use together, or keeps the ones in use when any is broken or a Dify
-/// knowledge base names a theme the new themes file lacks. Returns the problems of a rejected
-/// reload; `/health` and `/metrics` show them until a reload succeeds.
-pub fn reload_tuning(state: &AppState) -> Result<(), Vec<String>> {
-    let files = state.settings.tuning_files();
-    let loaded = files.load().and_then(|tuning| {
-        let unknown = state.dify.themes_missing_from(&tuning.theme_set);
-        if unknown.is_empty() {
-            Ok((tuning, files.missing()))
-        } else {
-            Err(unknown)
-        }
-    });
-    let outcome = loaded.as_ref().map(|_| ()).map_err(Clone::clone);
-    match &outcome {
-        Ok(()) => tracing::info!("config files reloaded (themes, boosting, synonyms)"),
-        Err(problems) => {
-            tracing::warn!(problems = %problems.join("; "), "config reload rejected; the files in use stay")
+/// Why a reload changed nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReloadError {
+    /// Another reload is running (it has been for `seconds`).
+    InProgress { seconds: f64, reading: &'static str },
+    /// A file is broken, empty, too large or lacks a section: every problem, each starting with
+    /// its setting.
+    Rejected(Vec<String>),
+    /// Reading the files took longer than `RETR_CONFIG_RELOAD_TIMEOUT_SECONDS`.
+    TimedOut(String),
+    /// No thread could be started to read the files.
+    Unavailable(String),
+}
+
+impl ReloadError {
+    fn into_api_error(self) -> ApiError {
+        match self {
+            ReloadError::InProgress { seconds, reading } => ApiError::new(
+                ErrorCode::ReloadInProgress,
+                format!(
+                    "a config reload has been running for {seconds:.1} s{}; retry when it has finished",
+                    if reading.is_empty() { String::new() } else { format!(" (reading {reading})") }
+                ),
+            ),
+            ReloadError::Rejected(problems) => ApiError::invalid(problems.join("; ")),
+            ReloadError::TimedOut(problem) => ApiError::new(ErrorCode::Timeout, problem),
+            ReloadError::Unavailable(problem) => ApiError::new(ErrorCode::Overloaded, problem),
         }
     }
+}
+
+/// Reads the themes, boosting and synonyms files again (`POST /internal/retrieval/config/reload`,
+/// `SIGHUP`) and puts them in use together, or keeps the ones in use when any is broken or a Dify
+/// knowledge base names a theme the new themes file lacks. The files are read, once each, on a
+/// thread of their own (never on the async workers, so a read that blocks delays no request),
+/// with one reload at a time and the answer bounded by `RETR_CONFIG_RELOAD_TIMEOUT_SECONDS`.
+/// A rejected or timed-out reload's problems are shown by `/health` and `/metrics` until a reload
+/// succeeds.
+pub async fn reload_tuning(state: &AppState) -> Result<(), ReloadError> {
+    let ticket = state.reloads.take().map_err(|busy| {
+        tracing::warn!(
+            running_for_seconds = busy.seconds,
+            reading = busy.reading,
+            "config reload refused: another one is running"
+        );
+        ReloadError::InProgress { seconds: busy.seconds, reading: busy.reading }
+    })?;
+    let files = state.settings.tuning_files();
+    let installed = state.search.tuning();
+    let dify = Arc::clone(&state.dify);
+    let (sender, receiver) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("config-reload".into())
+        .spawn(move || {
+            let loaded = files.load_reporting(Some(&installed), &|setting| ticket.reading(setting)).and_then(
+                |(tuning, missing)| {
+                    let unknown = dify.themes_missing_from(&tuning.theme_set);
+                    if unknown.is_empty() {
+                        Ok((tuning, missing))
+                    } else {
+                        Err(unknown)
+                    }
+                },
+            );
+            // The slot goes with the outcome, held until it is put in use. Nobody listens after a
+            // timeout: what was read is dropped, never put in use, and the slot is freed here.
+            let _ = sender.send((loaded, ticket));
+        })
+        .map_err(|error| {
+            ReloadError::Unavailable(format!("cannot start a thread to read the config files: {error}"))
+        })?;
+    let timeout = Duration::from_secs_f64(state.settings.config_reload_timeout_seconds);
+    // The slot, once the outcome is here: freed when this function returns, after the outcome is
+    // in use, so the next reload compares with what this one put in use.
+    let mut held_slot = None;
+    let outcome = match tokio::time::timeout(timeout, receiver).await {
+        Ok(Ok((loaded, ticket))) => {
+            held_slot = Some(ticket);
+            loaded.map_err(ReloadError::Rejected)
+        }
+        Ok(Err(_)) => Err(ReloadError::Rejected(vec!["the reload stopped before it had read the files".into()])),
+        Err(_) => {
+            let reading = state.reloads.reading().filter(|setting| !setting.is_empty()).unwrap_or("the config files");
+            Err(ReloadError::TimedOut(format!(
+                "{reading}: reading the file did not finish within {} s (RETR_CONFIG_RELOAD_TIMEOUT_SECONDS); \
+                 the files in use stay",
+                timeout.as_secs_f64()
+            )))
+        }
+    };
+    match &outcome {
+        Ok(_) => tracing::info!("config files reloaded (themes, boosting, synonyms)"),
+        Err(error) => tracing::warn!(?error, "config reload rejected; the files in use stay"),
+    }
     state.metrics.config_reload(outcome.is_ok());
-    state.search.reload_tuning(loaded);
-    outcome
+    match outcome {
+        Ok(loaded) => {
+            state.search.reload_tuning(Ok(loaded));
+            drop(held_slot);
+            Ok(())
+        }
+        Err(error) => {
+            let problems = match &error {
+                ReloadError::Rejected(problems) => problems.clone(),
+                ReloadError::TimedOut(problem) | ReloadError::Unavailable(problem) => vec![problem.clone()],
+                ReloadError::InProgress { .. } => Vec::new(),
+            };
+            state.search.reload_tuning(Err(problems));
+            drop(held_slot);
+            Err(error)
+        }
+    }
 }
 
 #[cfg(test)]

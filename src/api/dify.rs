@@ -13,6 +13,11 @@
 //! - The request is read as Dify sends it (`request.rs`): `null` settings are defaults, `top_k`
 //!   above 50 is 50, unknown fields are ignored and logged once per name; `metadata_condition`
 //!   compiles to a `MetadataCondition` checked on every candidate record (`condition.rs`).
+//! - Dify sends a question of any length, or none: the query is searched without the blank
+//!   characters around it; a blank one (spaces, zero-width and other invisible characters) has no
+//!   records (counted as `blank_query`); one over `RETR_MAX_QUERY_CHARS` is searched by its
+//!   beginning ([`truncate_query`]), flagged `query_truncated` and counted
+//!   (`retrieval_dify_queries_truncated_total`). `/search` keeps refusing both.
 //! - Dify waits 5 s for an answer, then retries. A request is answered within
 //!   `RETR_DIFY_TIME_BUDGET_SECONDS`: past three quarters of it the full pipeline is dropped and
 //!   the answer is ranked lexically (no query embedding, reranker or LLM router), flagged in
@@ -44,7 +49,7 @@ use crate::config::{RouterMode, MAX_RESULTS_CAP};
 use crate::error::{ApiError, ErrorCode};
 use crate::index::condition::{Clause, MetadataCondition};
 use crate::search::ranking::RankingMode;
-use crate::search::{Degradation, RetrievalHit, SearchRequest, SearchResponse};
+use crate::search::{is_blank_char, Degradation, RetrievalHit, SearchRequest, SearchResponse};
 use crate::state::AppState;
 use axum::extract::{OriginalUri, Request, State};
 use axum::handler::Handler;
@@ -62,10 +67,14 @@ use tokio::time::Instant;
 const FULL_PIPELINE_SHARE: f64 = 0.75;
 /// The degradation of an answer ranked lexically because the full pipeline was too slow.
 const TIME_BUDGET: &str = "time_budget";
+/// The degradation of an answer to the beginning of a query over `RETR_MAX_QUERY_CHARS`.
+const QUERY_TRUNCATED: &str = "query_truncated";
+/// How far back from the limit a cut looks for the end of a word, in characters.
+const WORD_END_WINDOW: usize = 64;
 
 /// Whether `path` is `{base}/retrieval` up to empty segments: an endpoint registered in Dify with
 /// a trailing `/` is called at `{base}//retrieval`.
-fn is_retrieval_path(base: &str, path: &str) -> bool {
+pub(crate) fn is_retrieval_path(base: &str, path: &str) -> bool {
     let wanted = base.split('/').chain(["retrieval"]).filter(|segment| !segment.is_empty());
     path.split('/').filter(|segment| !segment.is_empty()).eq(wanted)
 }
@@ -163,7 +172,11 @@ pub(crate) async fn retrieval(
     body: Result<ApiJson<Value>, ApiError>,
 ) -> Response {
     match answer(&state, key, body).await {
-        Ok(response) => {
+        Ok(Answered::Blank(response)) => {
+            state.metrics.observe_dify("blank_query");
+            Json(response).into_response()
+        }
+        Ok(Answered::Searched(response)) => {
             let outcome = match &response.degradations {
                 none if none.is_empty() => "ok",
                 some if some.iter().any(|degradation| degradation.code == TIME_BUDGET) => "lexical_fallback",
@@ -180,11 +193,17 @@ pub(crate) async fn retrieval(
     }
 }
 
+/// A request answered: searched, or with no records for a blank query (counted apart).
+enum Answered {
+    Searched(DifyRetrievalResponse),
+    Blank(DifyRetrievalResponse),
+}
+
 async fn answer(
     state: &AppState,
     key: Result<DifyKey, DifyError>,
     body: Result<ApiJson<Value>, ApiError>,
-) -> Result<DifyRetrievalResponse, DifyError> {
+) -> Result<Answered, DifyError> {
     let started = Instant::now();
     let DifyKey(grant) = key?;
     let ApiJson(body) = body?;
@@ -218,11 +237,38 @@ async fn answer(
     if let Some(condition) = &request.metadata_condition {
         clauses.extend(condition::compile(condition)?.map(Clause::Group));
     }
+    // Dify sends whatever its user or workflow holds: blank characters around the question are
+    // dropped, a blank question has no records, an overlong one is searched by its beginning.
+    let query = request.query.trim_matches(is_blank_char);
+    if query.is_empty() {
+        check_tenant(state, &base.tenant_id, &request.knowledge_id).await?;
+        tracing::info!(knowledge_id = ?request.knowledge_id, "dify request: the query is blank; no records");
+        return Ok(Answered::Blank(DifyRetrievalResponse { records: Vec::new(), degradations: Vec::new() }));
+    }
+    let max_query_chars = state.settings.max_query_chars;
+    let truncated = truncate_query(query, max_query_chars);
+    let truncation = truncated.map(|kept| {
+        let (length, kept_chars) = (query.chars().count(), kept.chars().count());
+        state.metrics.dify_queries_truncated.inc();
+        tracing::info!(
+            knowledge_id = ?request.knowledge_id,
+            query_chars = length,
+            kept_chars,
+            "dify request: the query is over RETR_MAX_QUERY_CHARS; searching with its beginning"
+        );
+        Degradation::new(
+            QUERY_TRUNCATED,
+            format!(
+                "the query is {length} characters long, over the limit of {max_query_chars} (RETR_MAX_QUERY_CHARS); \
+                 searched with its first {kept_chars} characters"
+            ),
+        )
+    });
     let search = SearchRequest {
         max_results: top_k,
         theme: base.theme.clone(),
         condition: (!clauses.is_empty()).then(|| Arc::new(MetadataCondition::all(clauses))),
-        ..SearchRequest::new(base.tenant_id.clone(), request.query.clone())
+        ..SearchRequest::new(base.tenant_id.clone(), truncated.unwrap_or(query).to_string())
     };
     let (answer, texts) = within_budget(state, &search, started).await.map_err(|error| match error {
         Budget::Over(budget) => DifyError::over_budget(budget),
@@ -231,10 +277,39 @@ async fn answer(
         }
         Budget::Failed(error) => error.into(),
     })?;
-    Ok(DifyRetrievalResponse {
+    Ok(Answered::Searched(DifyRetrievalResponse {
         records: records(&request.knowledge_id, answer.hits, &texts, threshold as f32),
-        degradations: answer.degradations,
-    })
+        degradations: truncation.into_iter().chain(answer.degradations).collect(),
+    }))
+}
+
+/// The beginning of `query` (no blank character first) searched in its place when it is longer
+/// than `max` characters: its first `max` characters, cut back to the end of a word when the cut
+/// falls inside one and a blank character lies within the last `WORD_END_WINDOW` of them, without
+/// the blank characters it ends with. `None` when `query` is within `max`.
+fn truncate_query(query: &str, max: usize) -> Option<&str> {
+    let (cut, _) = query.char_indices().nth(max)?;
+    let (kept, rest) = query.split_at(cut);
+    let inside_word = !rest.starts_with(is_blank_char) && !kept.ends_with(is_blank_char);
+    let kept = match kept.char_indices().rev().nth(WORD_END_WINDOW.saturating_sub(1)) {
+        _ if !inside_word => kept,
+        window => {
+            let window_start = window.map_or(0, |(at, _)| at);
+            kept[window_start..].rfind(is_blank_char).map_or(kept, |at| &kept[..window_start + at])
+        }
+    };
+    Some(kept.trim_end_matches(is_blank_char))
+}
+
+/// What a search checks of the knowledge base's tenant first, for an answer without a search:
+/// this instance serves it (421) and it exists (2001).
+async fn check_tenant(state: &AppState, tenant_id: &str, knowledge_id: &str) -> Result<(), DifyError> {
+    state.search.check_served(tenant_id).map_err(ApiError::from)?;
+    match state.search.index().tenant_exists(tenant_id).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(DifyError::no_knowledge_base(knowledge_id)),
+        Err(error) => Err(ApiError::from(crate::search::SearchError::from(error)).into()),
+    }
 }
 
 enum Budget {
@@ -400,6 +475,29 @@ mod tests {
         // Above 1 (boosts): divided by the best.
         let scores = record_scores(&[2.0, 1.0, 0.5]);
         assert!((scores[0] - 1.0).abs() < 1e-6 && (scores[1] - 0.5).abs() < 1e-4 && (scores[2] - 0.25).abs() < 1e-4);
+    }
+
+    #[test]
+    fn an_overlong_query_keeps_its_first_words_within_the_limit() {
+        assert_eq!(truncate_query("short", 10), None);
+        assert_eq!(truncate_query("exactly ten", 11), None);
+        // The cut falls inside "gamma": back to the end of "beta".
+        assert_eq!(truncate_query("alpha beta gamma", 13), Some("alpha beta"));
+        // The cut falls on a space: the words before it stay whole.
+        assert_eq!(truncate_query("alpha beta gamma", 10), Some("alpha beta"));
+        assert_eq!(truncate_query("alpha beta gamma", 11), Some("alpha beta"));
+        // No word end within the window: cut at the limit, on a character boundary.
+        let word = "ж".repeat(200);
+        assert_eq!(truncate_query(&word, 100), Some("ж".repeat(100).as_str()));
+        let far = format!("a {}", "б".repeat(200));
+        assert_eq!(truncate_query(&far, 150).map(|kept| kept.chars().count()), Some(150));
+        // Invisible characters count as blank: a zero-width space ends a word.
+        assert_eq!(truncate_query("один\u{200b}два три", 6), Some("один"));
+        for max in 1..40 {
+            let text = "Подключение Android SDK через Gradle и CocoaPods";
+            let kept = truncate_query(text, max).unwrap();
+            assert!(!kept.is_empty() && kept.chars().count() <= max && text.starts_with(kept), "{max}: {kept:?}");
+        }
     }
 
     #[test]

@@ -17,7 +17,9 @@ pub(crate) struct HealthResponse {
     /// `ok`; `degraded` (200) when answers carry a degradation (the index's source cannot be
     /// refreshed and searches answer from the last good replica; the themes file is missing so
     /// theme routing is off; the last call to the embedding, rerank or LLM router upstream
-    /// failed; the last reload of the config files was rejected); `unavailable` (503) when no index is loaded.
+    /// failed; the last reload of the config files was rejected; in mock mode, the embedding
+    /// server was down at start-up so the demo corpus and the queries use pseudo-embeddings);
+    /// `unavailable` (503) when no index is loaded.
     pub(crate) status: String,
     /// `memory` or `chroma`.
     pub(crate) backend: String,
@@ -79,6 +81,7 @@ pub(crate) async fn health(State(state): State<AppState>) -> impl IntoResponse {
         return (StatusCode::SERVICE_UNAVAILABLE, Json(response));
     }
     let mut reasons: Vec<String> = index.staleness().into_iter().collect();
+    reasons.extend(state.degraded_since_start.clone());
     if themes_missing {
         reasons.push("the themes file (RETR_THEMES_PATH) is missing: theme routing is off (router_fallback)".into());
     }

@@ -8,7 +8,9 @@ pub(crate) mod dify;
 pub mod extract;
 pub(crate) mod health;
 pub(crate) mod keys;
+mod mcp;
 pub(crate) mod openapi;
+pub(crate) mod reload;
 pub(crate) mod search;
 mod strict;
 pub(crate) mod ui;
@@ -99,6 +101,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/config/reload", post(config::reload_config))
         .route("/chunks/window", post(window::window))
         .route("/context", post(context::context))
+        .route(mcp::PATH, mcp::route(&state))
         .route("/stats", get(health::stats))
         .route("/health", get(health::health))
         .route("/openapi.json", get(openapi_document))

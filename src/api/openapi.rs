@@ -79,6 +79,9 @@ pub(crate) mod cache;
         RuntimeSettings,
         RuntimePatch,
         super::config::ReloadResponse,
+        super::config::ConfigResponse,
+        super::config::TuningInUse,
+        super::config::TuningFile,
         WindowRequest,
         WindowResponse,
         WindowChunk,
@@ -131,6 +134,10 @@ fn add_by_rule(document: &mut Value) {
             }
             if path.ends_with("/config") && method == "post" {
                 codes.push("401");
+            }
+            // One reload at a time: another one meanwhile is 409 `reload_in_progress`.
+            if path.ends_with("/config/reload") {
+                codes.push("409");
             }
             let responses = &mut operation["responses"];
             for code in codes {
@@ -236,10 +243,6 @@ fn fill_in(document: &mut Value, deployment: &Deployment) {
     let modes: Vec<Value> = [RouterMode::None, RouterMode::Heuristic].iter().map(|mode| mode.as_str().into()).collect();
     let with_null = |values: &[Value]| values.iter().cloned().chain([Value::Null]).collect::<Vec<_>>();
     let schemas = &mut document["components"]["schemas"];
-    merge(
-        &mut schemas["DifyRetrievalRequest"]["properties"]["query"],
-        json!({"maxLength": deployment.max_query_chars}),
-    );
     for name in ["SearchRequest", "ContextRequest"] {
         let search = &mut schemas[name]["properties"];
         merge(&mut search["query"], json!({"maxLength": deployment.max_query_chars}));
@@ -361,7 +364,9 @@ mod tests {
             assert!(search.get("theme").is_none() && search.get("min_index_version").is_none(), "{name}");
             assert_eq!(search["router_mode"]["enum"], json!(["none", "heuristic", null]), "{name}");
         }
-        assert_eq!(schemas["DifyRetrievalRequest"]["properties"]["query"]["maxLength"], 321);
+        // Dify's query has no limit: past it, its beginning is searched.
+        let dify_query = &schemas["DifyRetrievalRequest"]["properties"]["query"];
+        assert!(dify_query["type"] == "string" && dify_query.get("maxLength").is_none(), "{dify_query}");
         assert_eq!(schemas["RuntimeSettings"]["properties"]["rerank_enabled"]["enum"], json!([false]));
         assert_eq!(schemas["RuntimeSettings"]["properties"]["theme_router_mode"]["enum"], json!(["none", "heuristic"]));
         assert_eq!(schemas["RuntimeSettingsUpdate"]["properties"]["rerank_enabled"]["enum"], json!([false, null]));

@@ -549,6 +549,51 @@ async fn service_recovers_when_chroma_comes_back() {
     assert!(body["degradations"].as_array().unwrap().is_empty(), "{body}");
 }
 
+/// Chroma accepting connections and never answering, with a replica in hand: `/health` turns
+/// degraded, and answers are flagged stale, once a refresh has gone unanswered for one call's
+/// timeout, not only when the client's three attempts have run out and the refresh fails.
+#[tokio::test]
+async fn a_stalled_chroma_shows_in_health_within_one_call_timeout() {
+    let Some(url) = chroma_url() else { return };
+    let prefix = unique_prefix();
+    ChromaIndex::new(&settings(&url, &prefix).chroma()).unwrap().replace_tenants(&snapshot()).await.unwrap();
+    let (proxy_url, stalled) = crate::common::stallable_proxy(&url).await;
+    // One call may take 2 s; three attempts (with their pauses) take over 6 s before a refresh fails.
+    let settings = Settings { chroma_timeout_seconds: 2.0, ..settings(&proxy_url, &prefix) };
+    let index = ChromaIndex::new(&settings.chroma()).unwrap();
+    index.spawn_refresher();
+    let acme = RecordFilter::tenant("acme");
+    wait_for(|| async { index.get(Level::Doc, &acme, 10).await.is_ok_and(|docs| docs.len() == 4) }).await;
+    let index: Arc<dyn VectorIndex> = index;
+    let service_settings = Settings { embedding_dimension: DIMENSION, mock_mode: false, ..settings };
+    let state = retrieval_service::startup::state_with(
+        service_settings,
+        Arc::clone(&index),
+        Arc::new(PseudoEmbedder::new(DIMENSION)),
+    );
+    let health = || async { crate::common::send(&state, "GET", "/health", None).await };
+    let (_, body) = health().await;
+    assert_eq!(body["status"], "ok", "{body}");
+
+    stalled.store(true, Ordering::Release);
+    let started = Instant::now();
+    wait_for(|| async { health().await.1["status"] == "degraded" }).await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5), "degraded after {took:?}: not before the retries ran out");
+    let (status, body) = health().await;
+    assert_eq!(status, axum::http::StatusCode::OK);
+    assert!(body["error"].as_str().unwrap().contains("no answer"), "{body}");
+    let search = r#"{"query": "установка android", "tenant_id": "acme"}"#;
+    let started = Instant::now();
+    let (status, body) = crate::common::send(&state, "POST", "/internal/retrieval/search", Some(search)).await;
+    assert_eq!(status, axum::http::StatusCode::OK, "{body}");
+    assert!(started.elapsed() < Duration::from_secs(1), "no search waits on the stalled Chroma");
+    assert!(body["degradations"].to_string().contains("backend_stale"), "{body}");
+
+    stalled.store(false, Ordering::Release);
+    wait_for(|| async { health().await.1["status"] == "ok" }).await;
+}
+
 /// A restart with a local copy (`RETR_CHROMA_LOCAL_COPY_DIR`) reads the copy, not Chroma, and
 /// catches up through the change log: only the docs written while it was down are read, and it
 /// answers exactly what a full load answers. The catch-up rewrites only the changed tenant's files.

@@ -349,3 +349,148 @@ async fn failed_dify_requests_are_counted_by_a_closed_set_of_reasons() {
     }
     assert!(!metrics.contains(hostile), "client input never becomes a label");
 }
+
+/// A metadata field Dify knows and the service does not (one a Dify user defined, `author`, or
+/// a date field `publish_date`): answered as Dify's own filter answers for a document without it,
+/// whatever the operator — `empty` passes, every other test fails; under `or` the other
+/// conditions decide.
+#[tokio::test]
+async fn a_metadata_field_the_service_does_not_have_is_one_no_record_has() {
+    let state = state(|_| {});
+    let question = "установка SDK теги чат отчёт лицензия Gradle CocoaPods";
+    let condition = |logic: &str, rows: &[(&str, &str, &str)]| {
+        let rows: Vec<String> = rows
+            .iter()
+            .map(|(name, operator, value)| {
+                format!(r#"{{"name": "{name}", "comparison_operator": "{operator}", "value": {value}}}"#)
+            })
+            .collect();
+        format!(r#"{{"logical_operator": "{logic}", "conditions": [{}]}}"#, rows.join(", "))
+    };
+    let everything = docs(&records(&state, &dify_body("t1", question, "50", "0.0", "null")).await);
+    assert_eq!(everything.len(), 5, "{everything:?}");
+    let sdk: BTreeSet<String> = ["sdk/android/install", "sdk/ios/install"].map(String::from).into();
+    let nothing = BTreeSet::new();
+    let product = ("product", "is", "\"sdk\"");
+    let cases: Vec<(String, &BTreeSet<String>)> = vec![
+        (condition("and", &[("author", "is", "\"Иванов\"")]), &nothing),
+        (condition("and", &[("author", "is not", "\"Иванов\"")]), &nothing),
+        (condition("and", &[("author", "contains", "\"ван\"")]), &nothing),
+        (condition("and", &[("author", "not contains", "\"ван\"")]), &nothing),
+        (condition("and", &[("author", "start with", "\"И\"")]), &nothing),
+        (condition("and", &[("author", "end with", "\"ов\"")]), &nothing),
+        (condition("and", &[("author", "in", r#"["a", "b"]"#)]), &nothing),
+        (condition("and", &[("author", "not in", r#"["a", "b"]"#)]), &nothing),
+        (condition("and", &[("author", "not empty", "null")]), &nothing),
+        (condition("and", &[("author", "empty", "null")]), &everything),
+        (condition("and", &[("pages", ">", "5")]), &nothing),
+        (condition("and", &[("pages", "≠", "5")]), &nothing),
+        (condition("and", &[("pages", "≤", "\"5\"")]), &nothing),
+        (condition("and", &[("publish_date", "before", "1772366400")]), &nothing),
+        (condition("and", &[("publish_date", "after", "\"2026-01-01\"")]), &nothing),
+        (condition("and", &[("Автор книги", "is", "\"x\"")]), &nothing),
+        (condition("and", &[("author", "is", "\"x\""), product]), &nothing),
+        (condition("and", &[("author", "empty", "null"), product]), &sdk),
+        (condition("or", &[("author", "is", "\"x\""), product]), &sdk),
+        (condition("or", &[("author", "not contains", "\"x\""), product]), &sdk),
+        (condition("or", &[("author", "not empty", "null"), product]), &sdk),
+        (condition("or", &[("author", "empty", "null"), product]), &everything),
+        // A blank row on such a field is ignored, as on any other.
+        (condition("and", &[("author", "is", "null"), product]), &sdk),
+    ];
+    for (condition, expected) in cases {
+        let found = records(&state, &dify_body("t1", question, "50", "0.0", &condition)).await;
+        assert_eq!(&docs(&found), expected, "{condition}");
+    }
+    // What is no field name, an unknown operator or a value of the wrong kind is still refused.
+    let long = "a".repeat(256);
+    for (name, operator, value) in [
+        ("", "is", "\"x\""),
+        (long.as_str(), "is", "\"x\""),
+        ("author\\u0000", "is", "\"x\""),
+        ("author", "like", "\"x\""),
+        ("author", "is", "true"),
+        ("author", "is", r#"{"a": 1}"#),
+        ("author", "in", "[1, 2]"),
+        ("pages", ">", "\"many\""),
+        ("publish_date", "before", "\"yesterday\""),
+    ] {
+        let body = dify_body("t1", question, "50", "0.0", &condition("or", &[(name, operator, value), product]));
+        let (status, answer) = post(&state, DIFY, &body).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{name:?} {operator} {value} → {answer}");
+        assert_eq!(answer["error_code"], 422, "{answer}");
+    }
+}
+
+/// Dify's workflow node and chat apps send a question of any length: past `RETR_MAX_QUERY_CHARS`
+/// it is searched by its beginning (cut back to a word's end), flagged and counted; `/search`
+/// keeps its 422.
+#[tokio::test]
+async fn a_query_over_the_limit_is_searched_by_its_beginning_and_flagged() {
+    let state = state(|s| s.max_query_chars = 40);
+    // The 40th character falls inside "CocoaPods": the search keeps the words before it.
+    let long = "Подключение Android SDK через Gradle и CocoaPods на iOS и на других платформах";
+    let kept = "Подключение Android SDK через Gradle и";
+    assert!(long.chars().count() > 40 && kept.chars().count() <= 40);
+    let (status, answer) = post(&state, DIFY, &dify_body("t1", long, "10", "0.0", "null")).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let codes: Vec<&str> =
+        answer["degradations"].as_array().unwrap().iter().map(|d| d["code"].as_str().unwrap()).collect();
+    assert_eq!(codes, ["query_truncated"], "{answer}");
+    let message = answer["degradations"][0]["message"].as_str().unwrap();
+    assert!(message.contains("RETR_MAX_QUERY_CHARS") && message.contains("40"), "{message}");
+    let expected = records(&state, &dify_body("t1", kept, "10", "0.0", "null")).await;
+    assert!(!expected.is_empty());
+    assert_eq!(ids(answer["records"].as_array().unwrap()), ids(&expected), "searched with {kept:?}");
+    // Blank characters around the question do not count, nor cost a degradation.
+    let padded = format!("\u{feff}  {kept} \u{200b}\n");
+    let (status, answer) = post(&state, DIFY, &dify_body("t1", &padded, "10", "0.0", "null")).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["degradations"], json!([]), "{answer}");
+    assert_eq!(ids(answer["records"].as_array().unwrap()), ids(&expected));
+    // No word boundary near the limit: cut at the limit.
+    let word = "Gradle".repeat(20);
+    let (status, answer) = post(&state, DIFY, &dify_body("t1", &word, "10", "0.0", "null")).await;
+    assert_eq!((status, answer["degradations"][0]["code"].as_str()), (StatusCode::OK, Some("query_truncated")));
+    let search = json!({"tenant_id": "t1", "query": long}).to_string();
+    let (status, refused) = send(&state, "POST", "/internal/retrieval/search", Some(&search)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "/search keeps its limit: {refused}");
+    let (_, metrics) = send(&state, "GET", "/metrics", None).await;
+    let metrics = metrics.as_str().unwrap();
+    assert!(metrics.contains("retrieval_dify_queries_truncated_total 2\n"), "{metrics}");
+    assert!(metrics.contains("retrieval_dify_requests_total{outcome=\"degraded\"} 2\n"), "{metrics}");
+}
+
+/// At the default limit (2,000 characters), a pasted log of 6,000 characters is answered.
+#[tokio::test]
+async fn a_pasted_six_thousand_character_question_is_answered() {
+    let state = state(|_| {});
+    let mut question = String::from("Подключение Android SDK через Gradle: ошибка сборки. ");
+    while question.chars().count() < 6000 {
+        question.push_str("at com.example.build.Task.run(Task.java:42) ");
+    }
+    let (status, answer) = post(&state, DIFY, &dify_body("t1", &question, "5", "0.0", "null")).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["degradations"][0]["code"], "query_truncated", "{answer}");
+    assert_eq!(answer["records"][0]["metadata"]["doc_id"], "sdk/android/install", "{answer}");
+}
+
+/// A question of nothing but spaces and invisible characters (a workflow variable left empty, a
+/// zero-width space pasted alone) has no answer: no records, not an error.
+#[tokio::test]
+async fn a_blank_query_gets_no_records_not_an_error() {
+    let state = state(|_| {});
+    for query in ["", "   ", "\u{200b}", "\u{feff}", "\u{a0}\u{2009}\u{200b}\u{2060} \t\n", "\u{3000}\u{200d}"] {
+        let (status, answer) = post(&state, DIFY, &dify_body("t1", query, "5", "0.0", "null")).await;
+        assert_eq!(status, StatusCode::OK, "{query:?}: {answer}");
+        assert_eq!(answer, json!({"records": [], "degradations": []}), "{query:?}");
+    }
+    // The request is still checked first: the knowledge base, the settings, the conditions.
+    let (status, answer) = post(&state, DIFY, &dify_body("no-such-kb", " ", "5", "0.0", "null")).await;
+    assert_eq!((status, answer["error_code"].as_u64()), (StatusCode::NOT_FOUND, Some(2001)), "{answer}");
+    let (status, _) = post(&state, DIFY, &dify_body("t1", " ", "0", "0.0", "null")).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (_, metrics) = send(&state, "GET", "/metrics", None).await;
+    let metrics = metrics.as_str().unwrap();
+    assert!(metrics.contains("retrieval_dify_requests_total{outcome=\"blank_query\"} 6\n"), "{metrics}");
+}

@@ -589,3 +589,63 @@ async fn the_openapi_document_is_served_from_one_build() {
     assert_eq!(first, second);
     assert!(serde_json::from_slice::<Value>(&first).unwrap()["paths"].is_object());
 }
+
+/// Every route that needs credentials (as the OpenAPI document declares them) refuses a caller
+/// without them from the head alone: its body, which here never ends, is not waited for, and the
+/// answer closes the connection.
+#[tokio::test]
+async fn credentials_are_checked_before_the_body_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys.txt");
+    std::fs::write(&keys, "t1-reader-key-0123456789: t1\n").unwrap();
+    let state = fixture_state(|s| {
+        s.api_keys = keys.clone();
+        s.admin_token = retrieval_service::config::Secret::new("test-admin-token-0123456789");
+        s.body_read_timeout_seconds = 25.0;
+    });
+    let (_, document) = send(&state, "GET", "/internal/retrieval/openapi.json", None).await;
+    let mut checked = Vec::new();
+    // The MCP endpoint describes itself over MCP, not in the OpenAPI document: it is secured too.
+    let mut paths = document["paths"].as_object().unwrap().clone();
+    paths.insert("/internal/retrieval/mcp".into(), serde_json::json!({"post": {"security": []}}));
+    for (path, operations) in &paths {
+        for (method, operation) in operations.as_object().unwrap() {
+            if operation.get("security").is_none() || path == "/metrics" {
+                continue;
+            }
+            let uri = if path.ends_with("/stats") { format!("{path}?tenant_id=t1") } else { path.clone() };
+            // No credential, and one nobody was given (Dify's contract answers that 403).
+            for authorization in [None, Some("Bearer not-a-known-key-0123456789")] {
+                let endless = futures_util::stream::pending::<Result<axum::body::Bytes, std::io::Error>>();
+                let mut request = axum::http::Request::builder()
+                    .method(method.to_uppercase().as_str())
+                    .uri(&uri)
+                    .header("content-type", "application/json")
+                    .header("content-length", "100");
+                if let Some(value) = authorization {
+                    request = request.header("authorization", value);
+                }
+                let request = request.body(axum::body::Body::from_stream(endless)).unwrap();
+                let answered = tokio::time::timeout(
+                    std::time::Duration::from_secs(5),
+                    tower::ServiceExt::oneshot(retrieval_service::app(state.clone()), request),
+                )
+                .await;
+                let response = answered.unwrap_or_else(|_| panic!("{method} {uri}: the body was waited for")).unwrap();
+                let dify_unknown_key = path.ends_with("/dify/retrieval") && authorization.is_some();
+                let expected = if dify_unknown_key { StatusCode::FORBIDDEN } else { StatusCode::UNAUTHORIZED };
+                assert_eq!(response.status(), expected, "{method} {uri} {authorization:?}");
+                assert_eq!(response.headers()["connection"], "close", "{method} {uri}");
+            }
+            checked.push(format!("{method} {path}"));
+        }
+    }
+    for expected in [
+        "post /internal/retrieval/search",
+        "post /internal/retrieval/config",
+        "post /internal/retrieval/dify/retrieval",
+        "post /internal/retrieval/mcp",
+    ] {
+        assert!(checked.contains(&expected.to_string()), "{expected} not among {checked:?}");
+    }
+}

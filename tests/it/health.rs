@@ -1,7 +1,7 @@
 //! `/health` tells the truth: `degraded` whenever every answer carries a degradation, computed
 //! from state the service holds (never waiting on Chroma), and config files checked at start-up.
 
-use crate::common::fake_http::{FakeResponse, FakeServer};
+use crate::common::fake_http::{closed_port_url, FakeResponse, FakeServer};
 use crate::common::send;
 use axum::http::StatusCode;
 use retrieval_engine::embed::PseudoEmbedder;
@@ -164,4 +164,41 @@ async fn a_failing_embedding_provider_makes_health_degraded_until_it_answers() {
     assert!(!answer["degradations"].to_string().contains("embedding_fallback"), "{answer}");
     let (_, health) = send(&state, "GET", "/health", None).await;
     assert_eq!(health["status"], "ok", "{health}");
+}
+
+/// Mock mode with an embedding server configured and down at start: the service starts on the demo
+/// corpus embedded with pseudo-embeddings (its queries too, the only vectors that compare with the
+/// corpus's), `/health` says degraded naming the embedder, and every answer carries the
+/// degradation.
+#[tokio::test]
+async fn mock_mode_starts_degraded_when_the_embedding_server_is_down() {
+    let url = closed_port_url().await;
+    let settings = Settings {
+        embedding_api_base: url.clone(),
+        embedding_max_attempts: 1,
+        embedding_timeout_seconds: 2.0,
+        ..Settings::default()
+    };
+    assert!(settings.mock_mode);
+    let state = startup::build_state(settings).await.expect("mock mode starts without its embedding server");
+    let (status, health) = send(&state, "GET", "/health", None).await;
+    assert_eq!((status, health["status"].as_str()), (StatusCode::OK, Some("degraded")), "{health}");
+    let error = health["error"].as_str().unwrap();
+    assert!(error.contains("RETR_EMBEDDING_API_BASE") && error.contains("pseudo-embeddings"), "{health}");
+    assert!(!error.contains(&url), "{health}");
+
+    let search = json!({"query": "как сбросить пароль", "tenant_id": "demo"}).to_string();
+    let (status, answer) = send(&state, "POST", "/internal/retrieval/search", Some(&search)).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert!(!answer["hits"].as_array().unwrap().is_empty(), "{answer}");
+    let degradation = answer["degradations"].as_array().unwrap().iter().find(|d| d["code"] == "embedding_fallback");
+    let message = degradation.unwrap_or_else(|| panic!("no embedding_fallback: {answer}"))["message"].as_str().unwrap();
+    assert!(message.contains("RETR_EMBEDDING_API_BASE"), "{message}");
+    let dify = json!({"knowledge_id": "demo", "query": "как сбросить пароль"}).to_string();
+    let (status, answer) = send(&state, "POST", "/internal/retrieval/dify/retrieval", Some(&dify)).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert!(!answer["records"].as_array().unwrap().is_empty(), "{answer}");
+    assert!(answer["degradations"].to_string().contains("embedding_fallback"), "{answer}");
+    let (_, stats) = send(&state, "GET", "/internal/retrieval/stats?tenant_id=demo", None).await;
+    assert_eq!(stats["embedding_model"], "pseudo-sha256", "{stats}");
 }

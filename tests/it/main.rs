@@ -21,6 +21,7 @@ mod hardening;
 mod health;
 mod ingest;
 mod logs;
+mod mcp;
 mod postgres_backend;
 mod reload;
 mod rerank_contract;

@@ -166,6 +166,7 @@ pub(crate) fn project_tuning_files() -> TuningFiles {
         themes: project_file("config/themes.yaml"),
         boosting: project_file("config/boosting.yaml"),
         synonyms: project_file("config/synonyms"),
+        max_file_bytes: crate::search::tuning::DEFAULT_MAX_FILE_BYTES,
     }
 }
 
@@ -174,10 +175,9 @@ pub(crate) fn project_tuning_files() -> TuningFiles {
 /// pseudo-embedded queries of at most 2,000 characters.
 #[cfg(test)]
 pub(crate) fn served(index: Arc<dyn VectorIndex>) -> SearchService {
-    let files = project_tuning_files();
-    let missing = files.missing();
+    let (tuning, missing) = project_tuning_files().load_leniently();
     SearchService::new(index, Arc::new(PseudoEmbedder::new(DIMENSION)), default_runtime())
-        .with_tuning(files.load_leniently(), missing)
+        .with_tuning(tuning, missing)
         .with_limits(2000, DIMENSION)
 }
 

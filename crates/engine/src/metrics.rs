@@ -57,7 +57,7 @@ struct TenantLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DifyLabels {
-    /// `ok`, `degraded`, `lexical_fallback`, or why the request failed (a closed set).
+    /// `ok`, `degraded`, `lexical_fallback`, `blank_query`, or why the request failed (a closed set).
     outcome: &'static str,
 }
 
@@ -99,8 +99,11 @@ pub struct Metrics {
     pub connections_open: Gauge,
     /// Requests in progress now (`/health` and `/metrics` included).
     pub requests_in_flight: Gauge,
-    /// Log lines dropped because the log sink could not keep up (`crate::log_writer`).
+    /// Log lines lost: dropped because the log sink could not keep up, or not written because
+    /// the sink failed (the service's `log_writer`).
     pub log_lines_dropped: Counter,
+    /// Dify queries longer than `RETR_MAX_QUERY_CHARS`, searched by their beginning.
+    pub dify_queries_truncated: Counter,
     http_requests: Family<ClassLabels, Counter>,
     search_duration: Histogram,
     request_duration: Family<RouteLabels, Histogram, fn() -> Histogram>,
@@ -137,6 +140,7 @@ impl Metrics {
             connections_open: Gauge::default(),
             requests_in_flight: Gauge::default(),
             log_lines_dropped: Counter::default(),
+            dify_queries_truncated: Counter::default(),
             http_requests: Family::default(),
             search_duration: histogram(),
             request_duration: Family::new_with_constructor(histogram),
@@ -186,8 +190,13 @@ impl Metrics {
         );
         registry.register(
             "log_lines_dropped",
-            "Log lines dropped because the log sink could not keep up (full disk, stuck pipe)",
+            "Log lines lost: dropped (the log sink could not keep up) or failed by the sink (full disk)",
             metrics.log_lines_dropped.clone(),
+        );
+        registry.register(
+            "dify_queries_truncated",
+            "Dify queries longer than RETR_MAX_QUERY_CHARS, searched by their beginning",
+            metrics.dify_queries_truncated.clone(),
         );
         registry.register("http_requests", "HTTP requests by status class", metrics.http_requests.clone());
         registry.register_with_unit(
@@ -298,8 +307,6 @@ impl Metrics {
         last.iter().filter(|(_, outcome)| **outcome != "ok").map(|(upstream, outcome)| (*upstream, *outcome)).collect()
     }
 
-    /// Counts one answer of the Dify endpoint; `outcome` comes from a closed set (`api::dify`),
-    /// never from the request.
     /// A reload of the config files: accepted, or rejected with the old files kept.
     pub fn config_reload(&self, accepted: bool) {
         let outcome = if accepted { "ok" } else { "rejected" };
@@ -307,6 +314,8 @@ impl Metrics {
         self.config_reload_rejected.set(i64::from(!accepted));
     }
 
+    /// Counts one answer of the Dify endpoint; `outcome` comes from a closed set (`api::dify`),
+    /// never from the request.
     pub fn observe_dify(&self, outcome: &'static str) {
         self.dify_requests.get_or_create(&DifyLabels { outcome }).inc();
     }

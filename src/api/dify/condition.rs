@@ -1,15 +1,20 @@
 //! Dify's `metadata_condition` compiled to a `MetadataCondition` checked on every candidate record.
 //!
 //! - Our field names, and Dify's built-in ones where they mean something here: `document_name` is
-//!   the title, `upload_date` and `last_update_date` are `indexed_at`. `uploader` has no
-//!   counterpart: it is a field no record has (it passes `empty` only). Dify's built-in `source`
+//!   the title, `upload_date` and `last_update_date` are `indexed_at`. Dify's built-in `source`
 //!   (the upload channel) shares its name with ours (the source file), whose values are paths, so
 //!   Dify's channel names match nothing.
+//! - Any other name (`uploader`, a metadata field a Dify user defined: `author`, `category`, …)
+//!   is a field no record has, read as Dify's own filter reads a field a document lacks (SQL on a
+//!   `NULL`): `empty` passes every record, every other test none (`is not`, `not contains` and
+//!   `not in` included), so under `and` nothing passes and under `or` the other conditions decide.
+//!   Its value is still checked as the operator's kind of field would check it.
 //! - A condition whose `value` is `null` or absent is a blank filter row: ignored, as Dify ignores
 //!   it (`empty`/`not empty` take no value). No condition left: nothing is filtered.
 //! - Dates compare as instants (Unix seconds as Dify's date picker sends them, `YYYY-MM-DD` or
 //!   RFC 3339): `is` is the same second, `before`/`after` strictly earlier/later.
-//! - An unknown field or operator, or a value of the wrong kind, is a 422, never a wider search.
+//! - A name that is no field name (empty, over `MAX_NAME_CHARS`, control characters), an unknown
+//!   operator, or a value of the wrong kind is a 422, never a wider search.
 
 use super::request::{DifyCondition, DifyMetadataCondition, LogicalOperator};
 use super::DifyError;
@@ -39,22 +44,35 @@ const DIFY_NAMES: [(&str, Option<Field>); 4] = [
     ("uploader", None),
 ];
 
+/// Longest metadata field name, in characters: Dify's own limit on a metadata name.
+pub(crate) const MAX_NAME_CHARS: usize = 255;
+
 /// What a condition's name refers to.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Target {
     Field(Field),
-    /// A Dify field no record has.
+    /// A field no record has: Dify's `uploader`, or a metadata field a Dify user defined.
     Absent,
 }
 
-fn target(name: &str) -> Option<Target> {
+/// The field `name` means; a name that is none of ours is a field no record has. `Err`: not a
+/// field name at all.
+fn target(name: &str) -> Result<Target, String> {
     if let Some((_, field)) = DIFY_NAMES.iter().find(|(dify, _)| *dify == name) {
-        return Some(field.map_or(Target::Absent, Target::Field));
+        return Ok(field.map_or(Target::Absent, Target::Field));
     }
-    Field::parse(name).map(Target::Field)
+    if let Some(field) = Field::parse(name) {
+        return Ok(Target::Field(field));
+    }
+    if name.is_empty() || name.chars().nth(MAX_NAME_CHARS).is_some() || name.chars().any(char::is_control) {
+        return Err(format!(
+            "name: a metadata field name is 1 to {MAX_NAME_CHARS} characters without control characters"
+        ));
+    }
+    Ok(Target::Absent)
 }
 
-/// Every name a condition may use, with the field it means (`None`: no record has it).
+/// Every name of a field the records have (and Dify's names of them; `None`: no record has it).
 fn all_names() -> impl Iterator<Item = (&'static str, Option<Field>)> {
     Field::ALL.into_iter().map(|field| (field.name(), Some(field))).chain(DIFY_NAMES)
 }
@@ -115,13 +133,16 @@ fn compile_one(condition: &DifyCondition) -> Result<Option<Clause>, String> {
         },
         _ => return Err("name: a field name is a string".into()),
     };
-    let target = target(name).ok_or_else(|| unknown_field(name))?;
-    // A field no record has is checked as a text field, then passes `empty` only.
+    let target = target(name)?;
+    let operator = condition.comparison_operator.as_str();
+    // A field no record has is checked as a field of the operator's kind (so its value is read as
+    // that kind's), then passes `empty` only.
     let field = match target {
         Target::Field(field) => field,
+        Target::Absent if NUMBER_OPERATORS.contains(&operator) => Field::Product,
+        Target::Absent if ["before", "after"].contains(&operator) => Field::IndexedAt,
         Target::Absent => Field::Title,
     };
-    let operator = condition.comparison_operator.as_str();
     check_operator(name, field, operator)?;
     let value = condition.value.as_ref().filter(|value| !value.is_null());
     if value.is_none() && !PRESENCE_OPERATORS.contains(&operator) {
@@ -239,32 +260,42 @@ fn test(field: Field, operator: &str, value: Option<&Value>) -> Result<Clause, S
 }
 
 /// The schema of one condition: one shape per family of operators, so that what the document
-/// calls valid is exactly what `compile_one` accepts.
+/// calls valid is exactly what `compile_one` accepts. Each family takes the names of our fields
+/// it applies to and any other field name (a field no record has).
 pub(crate) fn condition_schema() -> Value {
-    let names = |names: Vec<&str>| {
+    let every: Vec<&str> = all_names().map(|(name, _)| name).collect();
+    let other = json!({"type": "string", "minLength": 1, "maxLength": MAX_NAME_CHARS,
+        "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*$", "not": {"enum": every}});
+    let names = |names: Vec<&str>, others: bool| {
+        let mut one = vec![json!({"type": "string", "enum": names})];
+        if others {
+            one.push(other.clone());
+        }
         json!({"oneOf": [
-            {"type": "string", "enum": names},
-            {"type": "array", "items": {"type": "string", "enum": names}, "minItems": 1, "maxItems": 1},
+            {"oneOf": one.clone()},
+            {"type": "array", "items": {"oneOf": one}, "minItems": 1, "maxItems": 1},
         ]})
     };
-    let every: Vec<&str> = all_names().map(|(name, _)| name).collect();
     let dates: Vec<&str> = all_names().filter(|(_, field)| is_date(*field)).map(|(name, _)| name).collect();
+    let absent: Vec<&str> = all_names().filter(|(_, field)| field.is_none()).map(|(name, _)| name).collect();
     let not_dates: Vec<&str> = all_names().filter(|(_, field)| !is_date(*field)).map(|(name, _)| name).collect();
     let text = json!({"type": "string", "maxLength": MAX_TAG_CHARS});
     let blank = json!({"type": "null"});
+    let date = json!({"anyOf": [{"type": "number"}, {"type": "string", "format": "date-time"},
+        {"type": "string", "format": "date"}, blank]});
     let family = |operators: &[&str], name: Value, value: Value| {
         json!({"type": "object", "required": ["name", "comparison_operator"], "properties": {
             "name": name, "comparison_operator": {"type": "string", "enum": operators}, "value": value}})
     };
     json!({"oneOf": [
-        family(&TEXT_OPERATORS, names(every.clone()), json!({"oneOf": [text, {"type": "number"}, blank]})),
-        family(&EQUALITY_OPERATORS, names(not_dates), json!({"oneOf": [text, {"type": "number"}, blank]})),
-        family(&LIST_OPERATORS, names(every.clone()), json!({"oneOf": [
+        family(&TEXT_OPERATORS, names(every.clone(), true), json!({"oneOf": [text, {"type": "number"}, blank]})),
+        family(&EQUALITY_OPERATORS, names(not_dates, true), json!({"oneOf": [text, {"type": "number"}, blank]})),
+        family(&LIST_OPERATORS, names(every.clone(), true), json!({"oneOf": [
             {"type": "array", "items": text, "maxItems": MAX_ID_LIST}, text, blank]})),
-        family(&PRESENCE_OPERATORS, names(every), json!({})),
-        family(&NUMBER_OPERATORS, names(number_names()), json!({"oneOf": [{"type": "number"},
+        family(&PRESENCE_OPERATORS, names(every, true), json!({})),
+        family(&NUMBER_OPERATORS, names(number_names(), true), json!({"oneOf": [{"type": "number"},
             {"type": "string", "pattern": "^[vV]?[0-9]{1,18}(\\.[0-9]{1,18})*$"}, blank]})),
-        family(&DATE_OPERATORS, names(dates), json!({"anyOf": [{"type": "number"},
-            {"type": "string", "format": "date-time"}, {"type": "string", "format": "date"}, blank]})),
+        family(&DATE_OPERATORS, names(dates, false), date.clone()),
+        family(&["before", "after"], names(absent, true), date),
     ]})
 }

@@ -16,7 +16,8 @@ use std::sync::Mutex;
 pub(crate) struct DifyRetrievalRequest {
     #[schema(schema_with = knowledge_id)]
     pub(crate) knowledge_id: String,
-    #[schema(schema_with = crate::search::schema::query)]
+    /// The question, of any length: blank characters around it are dropped; a blank one has no
+    /// records; one over `RETR_MAX_QUERY_CHARS` is searched by its beginning (`query_truncated`).
     pub(crate) query: String,
     /// Absent or `null`: every setting at its default.
     #[serde(default)]

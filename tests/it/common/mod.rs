@@ -86,3 +86,44 @@ pub async fn switchable_proxy(target: &str, enabled: bool) -> (String, Arc<Atomi
     });
     (url, enabled)
 }
+
+/// A TCP proxy to `target` (a Chroma URL) that can be made to stall, as an upstream that accepts
+/// connections and never answers: while `stalled`, new connections are accepted and held unread,
+/// and open ones stop carrying bytes (held open, not cut). Once it is cleared, held connections
+/// are closed and new ones are carried again.
+pub async fn stallable_proxy(target: &str) -> (String, Arc<AtomicBool>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let target = target.trim_start_matches("http://").trim_end_matches('/').to_string();
+    let stalled = Arc::new(AtomicBool::new(false));
+    let switch = Arc::clone(&stalled);
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            let (target, switch) = (target.clone(), Arc::clone(&switch));
+            tokio::spawn(async move {
+                let wait_while = |stalled: bool| {
+                    let switch = Arc::clone(&switch);
+                    async move {
+                        while switch.load(Ordering::Acquire) == stalled {
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                        }
+                    }
+                };
+                if switch.load(Ordering::Acquire) {
+                    wait_while(true).await;
+                    return;
+                }
+                let Ok(mut outbound) = TcpStream::connect(&target).await else {
+                    return;
+                };
+                tokio::select! {
+                    _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => return,
+                    _ = wait_while(false) => {}
+                }
+                // Stalled: both ends stay open and silent until the stall is over.
+                wait_while(true).await;
+            });
+        }
+    });
+    (url, stalled)
+}

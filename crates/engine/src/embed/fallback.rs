@@ -66,6 +66,33 @@ pub async fn embed_query_with_fallback(
     }
 }
 
+/// The query embedder over a corpus that was embedded with pseudo-embeddings because the configured
+/// embedder failed when the corpus was built (the demo corpus at start-up with the embedding server
+/// down): every call fails with `reason`, so each query takes the pseudo-embedding of
+/// [`embed_query_with_fallback`] — the only vectors the corpus's compare with — and each answer
+/// carries `embedding_fallback` saying why.
+#[derive(Debug, Clone)]
+pub struct PseudoCorpus {
+    reason: String,
+}
+
+impl PseudoCorpus {
+    pub fn new(reason: impl Into<String>) -> Self {
+        Self { reason: reason.into() }
+    }
+}
+
+#[async_trait::async_trait]
+impl Embedder for PseudoCorpus {
+    async fn embed(&self, _texts: &[String], _kind: InputKind) -> super::Result<Vec<Vec<f32>>> {
+        Err(EmbedError::new(EmbedErrorKind::Unavailable, self.reason.clone()))
+    }
+
+    fn model_name(&self) -> &str {
+        PseudoEmbedder::MODEL_NAME
+    }
+}
+
 fn single_vector(mut vectors: Vec<Vec<f32>>, dimension: usize) -> Result<Vec<f32>, EmbedError> {
     if vectors.len() != 1 {
         let message = format!("expected exactly one query vector, got {}", vectors.len());

@@ -9,7 +9,7 @@ mod settings;
 
 use async_trait::async_trait;
 
-pub use fallback::{build_embedder, build_ingest_embedder, embed_query_with_fallback};
+pub use fallback::{build_embedder, build_ingest_embedder, embed_query_with_fallback, PseudoCorpus};
 pub use http::{HttpEmbedder, HttpEmbedderConfig};
 pub use pseudo::PseudoEmbedder;
 pub use settings::EmbeddingClientSettings;

@@ -173,6 +173,8 @@ impl ChromaIndex {
         retry: crate::upstream::RetryPolicy,
     ) -> Result<Arc<Self>> {
         let client = ChromaClient::new(&settings.host, &settings.tenant, &settings.database, timeout, retry)?;
+        let replica = Replica::refreshed();
+        replica.set_probe_deadline(timeout);
         let prefix = &settings.collection;
         Ok(Arc::new(Self {
             client,
@@ -184,7 +186,7 @@ impl ChromaIndex {
             changes_collection: RwLock::new(None),
             manifests_name: format!("{prefix}_manifests"),
             manifests_collection: RwLock::new(None),
-            replica: Replica::refreshed(),
+            replica,
             sync: Mutex::new(SyncState::default()),
             reload: tokio::sync::Mutex::new(()),
             dirty: AtomicBool::new(false),
@@ -282,8 +284,12 @@ impl ChromaIndex {
         if self.replica.current().is_none() {
             self.restore_local_copy().await;
         }
+        // The probe: cheap calls that say whether anything changed. One that goes unanswered past
+        // one call's timeout makes the replica stale at once (`Replica::probe`).
+        let probe = self.replica.probe();
         let signature = self.poll_signature().await?;
         let heads = self.poll_manifest_heads().await?;
+        drop(probe);
         let (previous, cursor_ms, full) = {
             let sync = self.sync();
             let same_collections =

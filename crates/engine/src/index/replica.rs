@@ -1,7 +1,8 @@
 //! The replica engine both backends share. Searches never read the store of record: they read a
 //! `LoadedIndex` held by a `Replica`, which a `SnapshotSource` (the snapshot file, Chroma or PostgreSQL)
 //! brings up to date. One refresh loop (`spawn_refresher`), one swap (`Replica::swap`), one error
-//! state (`Replica::fail`), and one `VectorIndex` implementation for every source: each call reads
+//! state (`Replica::fail`, or a probe of the source unanswered past its deadline:
+//! `Replica::probe`), and one `VectorIndex` implementation for every source: each call reads
 //! the current snapshot, and `pin` hands a search one snapshot for all of its calls.
 
 use super::memory::LoadedIndex;
@@ -25,6 +26,8 @@ struct State {
     records_loaded: u64,
     /// A pinned copy's staleness note, fixed when it was pinned.
     pinned_staleness: Option<String>,
+    /// When the probe in progress (the source's cheap "has anything changed" calls) started.
+    probing_since: Option<Instant>,
     /// Which server the source last read from (`primary`, `standby 1`), when it has several.
     source: Option<String>,
     /// Why answers are degraded although the last refresh succeeded (read from a standby).
@@ -40,18 +43,40 @@ pub struct Replica {
     /// Tenant levels of at least this many records are ranked tenant-wide through their
     /// partition (`index::partition`) once it is built; 0: always exactly.
     approximate_min_records: std::sync::atomic::AtomicUsize,
+    /// How long a probe may go unanswered before the replica counts as stale (one call's timeout;
+    /// `None`: never, the default).
+    probe_deadline: RwLock<Option<Duration>>,
+}
+
+/// A probe in progress ([`Replica::probe`]); over when dropped, answered or not.
+pub(crate) struct Probe<'a>(&'a Replica);
+
+impl Drop for Probe<'_> {
+    fn drop(&mut self) {
+        self.0.write().probing_since = None;
+    }
 }
 
 impl Replica {
     /// An empty replica that a source will load.
     pub(crate) fn refreshed() -> Self {
-        Self { state: RwLock::default(), refreshed: true, approximate_min_records: Self::exact() }
+        Self {
+            state: RwLock::default(),
+            refreshed: true,
+            approximate_min_records: Self::exact(),
+            probe_deadline: RwLock::default(),
+        }
     }
 
     /// A replica over a fixed snapshot (the demo corpus, tests, a pinned copy); never refreshed.
     pub(crate) fn fixed(loaded: Arc<LoadedIndex>, version: Option<u64>, staleness: Option<String>) -> Self {
         let state = State { loaded: Some(loaded), version, pinned_staleness: staleness, ..State::default() };
-        Self { state: RwLock::new(state), refreshed: false, approximate_min_records: Self::exact() }
+        Self {
+            state: RwLock::new(state),
+            refreshed: false,
+            approximate_min_records: Self::exact(),
+            probe_deadline: RwLock::default(),
+        }
     }
 
     fn exact() -> std::sync::atomic::AtomicUsize {
@@ -66,6 +91,20 @@ impl Replica {
 
     pub(crate) fn approximate_min_records(&self) -> usize {
         self.approximate_min_records.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Sets how long a probe of the source may go unanswered before the replica counts as stale:
+    /// the timeout of one call to the source, so a stalled source (one that accepts connections
+    /// and never answers) shows as soon as one call has timed out, not when the client's retries
+    /// have run out and the refresh fails.
+    pub(crate) fn set_probe_deadline(&self, deadline: Duration) {
+        *self.probe_deadline.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(deadline);
+    }
+
+    /// Marks a probe of the source in progress until the returned guard is dropped.
+    pub(crate) fn probe(&self) -> Probe<'_> {
+        self.write().probing_since = Some(Instant::now());
+        Probe(self)
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
@@ -174,22 +213,34 @@ impl Replica {
         state.loaded.as_ref().and(state.version)
     }
 
-    /// Why answers may be out of date: the source cannot be refreshed and the last good snapshot
-    /// answers. `None` when current.
+    /// Why answers may be out of date: the source cannot be refreshed (the last refresh failed,
+    /// or a probe has gone unanswered past its deadline) and the last good snapshot answers.
+    /// `None` when current.
     pub(crate) fn staleness(&self, backend: &str) -> Option<String> {
+        let deadline = *self.probe_deadline.read().unwrap_or_else(|poisoned| poisoned.into_inner());
         let state = self.read();
         if state.pinned_staleness.is_some() {
             return state.pinned_staleness.clone();
         }
-        match (&state.error, &state.loaded) {
-            (Some(error), Some(_)) => {
-                let age = state.fresh_at.map_or(0, |at| at.elapsed().as_secs());
+        let age = state.fresh_at.map_or(0, |at| at.elapsed().as_secs());
+        let unanswered = state
+            .probing_since
+            .map(|since| since.elapsed())
+            .filter(|waited| deadline.is_some_and(|deadline| *waited > deadline));
+        match (&state.error, &state.loaded, unanswered) {
+            (Some(error), Some(_), _) => {
                 let reason = error.public_message();
                 Some(format!(
                     "the {backend} index cannot be refreshed ({reason}); answering from the replica confirmed {age} s ago"
                 ))
             }
-            (None, Some(_)) => state.note.clone(),
+            (None, Some(_), Some(waited)) => Some(format!(
+                "the {backend} index cannot be refreshed (no answer for {} s, past the {} s timeout of one call); \
+                 answering from the replica confirmed {age} s ago",
+                waited.as_secs(),
+                deadline.unwrap_or_default().as_secs_f64()
+            )),
+            (None, Some(_), None) => state.note.clone(),
             _ => None,
         }
     }
@@ -365,5 +416,50 @@ fn newest(served: Option<u64>, new: Option<u64>) -> Option<u64> {
     match (served, new) {
         (Some(served), Some(new)) => Some(served.max(new)),
         (served, new) => new.or(served),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loaded() -> Arc<LoadedIndex> {
+        Arc::new(LoadedIndex::build(crate::fixtures::snapshot()).unwrap())
+    }
+
+    /// A source that accepts connections and never answers: the replica is stale as soon as a
+    /// probe has waited past one call's timeout, and current again once a probe is over.
+    #[test]
+    fn a_probe_unanswered_past_its_deadline_makes_the_replica_stale() {
+        let replica = Replica::refreshed();
+        replica.set_probe_deadline(Duration::from_millis(30));
+        replica.swap(loaded(), Some(1), Duration::ZERO, 0);
+        let probe = replica.probe();
+        assert_eq!(replica.staleness("chroma"), None, "a probe within its deadline is no staleness");
+        std::thread::sleep(Duration::from_millis(60));
+        let note = replica.staleness("chroma").expect("stale once the probe is overdue");
+        assert!(note.contains("cannot be refreshed") && note.contains("no answer"), "{note}");
+        // A search pins the replica with the same note.
+        assert_eq!(replica.pin("chroma").unwrap().staleness(), Some(note));
+        drop(probe);
+        assert_eq!(replica.staleness("chroma"), None, "the probe is over");
+        replica.confirm(Some(1));
+        assert_eq!(replica.staleness("chroma"), None);
+    }
+
+    /// Without a deadline (the snapshot file), a long probe is no staleness; without a replica
+    /// there is nothing stale (the index is unavailable instead).
+    #[test]
+    fn no_deadline_or_no_replica_is_no_staleness() {
+        let replica = Replica::refreshed();
+        replica.swap(loaded(), Some(1), Duration::ZERO, 0);
+        let _probe = replica.probe();
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(replica.staleness("file"), None);
+        let empty = Replica::refreshed();
+        empty.set_probe_deadline(Duration::ZERO);
+        let _probe = empty.probe();
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(empty.staleness("chroma"), None);
     }
 }

@@ -26,7 +26,7 @@ pub use label::infer_theme_label;
 pub(crate) use label::ThemeLabels;
 pub use llm::LlmRouter;
 pub use mode::RouterMode;
-pub use themes::{parse_themes_yaml, Theme, ThemesProvider, YamlThemesProvider};
+pub use themes::{parse_themes_yaml, Theme, ThemesFile, ThemesProvider, YamlThemesProvider};
 
 use crate::index::RecordFilter;
 use crate::model::Metadata;

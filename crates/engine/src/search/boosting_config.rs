@@ -180,7 +180,8 @@ impl fmt::Display for ConfigWarning {
     }
 }
 
-const SECTIONS: [&str; 14] = [
+/// The top-level sections of boosting.yaml (a start-up needs every one: `tuning`).
+pub(crate) const SECTIONS: [&str; 14] = [
     "fusion",
     "cascade",
     "page_type_boosts",

@@ -3,6 +3,7 @@
 
 pub mod boosting;
 pub mod boosting_config;
+pub mod browse;
 pub(crate) mod cascade;
 #[cfg(feature = "ceiling-probe")]
 pub mod ceiling;
@@ -120,8 +121,13 @@ pub(crate) const BLANK_CHARS: [std::ops::RangeInclusive<char>; 18] = [
 ];
 
 /// Whether a text has nothing but [`BLANK_CHARS`].
-pub(crate) fn is_blank(text: &str) -> bool {
-    text.chars().all(|c| BLANK_CHARS.iter().any(|range| range.contains(&c)))
+pub fn is_blank(text: &str) -> bool {
+    text.chars().all(is_blank_char)
+}
+
+/// Whether `c` is one of [`BLANK_CHARS`].
+pub fn is_blank_char(c: char) -> bool {
+    BLANK_CHARS.iter().any(|range| range.contains(&c))
 }
 
 /// Rejects a string longer than `max` characters without counting past the limit.
@@ -717,9 +723,35 @@ impl SearchService {
 
     /// The chunks around an anchor chunk of one doc, sorted by (page, chunk_index).
     pub async fn window(&self, query: &WindowQuery) -> Result<Vec<Arc<Record>>> {
+        self.window_around(query, "anchor_chunk_id", |_, chunk| chunk.id == query.anchor_chunk_id).await
+    }
+
+    /// The window around a hit of any level (the MCP `read_passage` tool): `anchor_chunk_id` may
+    /// name a chunk, a section (all of its chunks) or the doc itself (its first chunk), and
+    /// `before`/`after` count chunks outside that span.
+    pub async fn passage(&self, query: &WindowQuery) -> Result<Vec<Arc<Record>>> {
+        let anchor = query.anchor_chunk_id.as_str();
+        if anchor == query.doc_id {
+            return self.window_around(query, "hit_id", |position, _| position == 0).await;
+        }
+        self.window_around(query, "hit_id", |_, chunk| {
+            chunk.id == anchor || chunk.meta.section_id.as_deref() == Some(anchor)
+        })
+        .await
+    }
+
+    /// The chunks of one doc from `query.before` chunks before the first one `anchor` accepts
+    /// (given its position in the doc and the chunk) to `query.after` chunks after the last one it
+    /// accepts, in (page, chunk_index) order; `anchor_field` names `query.anchor_chunk_id`.
+    async fn window_around(
+        &self,
+        query: &WindowQuery,
+        anchor_field: &str,
+        anchor: impl Fn(usize, &Record) -> bool,
+    ) -> Result<Vec<Arc<Record>>> {
         self.check_served(&query.tenant_id)?;
         validate_id("doc_id", &query.doc_id)?;
-        validate_id("anchor_chunk_id", &query.anchor_chunk_id)?;
+        validate_id(anchor_field, &query.anchor_chunk_id)?;
         let mut chunks = self.index.doc_chunks(&query.tenant_id, &query.doc_id).await?;
         if chunks.is_empty() {
             return Err(SearchError::NotFound(format!(
@@ -728,14 +760,21 @@ impl SearchService {
             )));
         }
         chunks.sort_by(|a, b| (a.meta.page, a.meta.chunk_index, &a.id).cmp(&(b.meta.page, b.meta.chunk_index, &b.id)));
-        let Some(anchor) = chunks.iter().position(|c| c.id == query.anchor_chunk_id) else {
+        let matching: Vec<usize> = chunks
+            .iter()
+            .enumerate()
+            .filter(|(position, chunk)| anchor(*position, chunk))
+            .map(|(position, _)| position)
+            .collect();
+        let (Some(&first), Some(&last)) = (matching.first(), matching.last()) else {
+            let noun = if anchor_field == "anchor_chunk_id" { "chunk" } else { "hit" };
             return Err(SearchError::NotFound(format!(
-                "chunk {:?} not found in doc {:?}",
+                "{noun} {:?} not found in doc {:?}",
                 query.anchor_chunk_id, query.doc_id
             )));
         };
-        let start = anchor.saturating_sub(query.before);
-        let end = anchor.saturating_add(query.after).saturating_add(1).min(chunks.len());
+        let start = first.saturating_sub(query.before);
+        let end = last.saturating_add(query.after).saturating_add(1).min(chunks.len());
         Ok(chunks[start..end].to_vec())
     }
 }

@@ -288,6 +288,13 @@ pub struct SearchResponse {
     pub(crate) words_probability: Option<f32>,
 }
 
+impl SearchResponse {
+    /// `confidence`: the probability that the first hit answers the question, in [0, 1].
+    pub fn confidence(&self) -> f32 {
+        self.confidence
+    }
+}
+
 /// The routing part of a search response.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct RoutingInfo {
