@@ -203,9 +203,14 @@ impl PostgresIndex {
     fn note_source(&self, pool: &NamedPool, failures: &[IndexError]) {
         let note = (pool.name != self.primary.name)
             .then(|| format!("the postgres primary does not answer; the replica is read from the {}", pool.name));
-        if note.is_some() && self.replica.source().as_deref() != Some(pool.name.as_str()) {
-            let reason = failures.first().map(|error| error.message.clone()).unwrap_or_default();
-            tracing::warn!(source = %pool.name, %reason, "postgres primary unavailable; reading from a standby");
+        let previous = self.replica.source();
+        if previous.as_deref() != Some(pool.name.as_str()) {
+            if note.is_some() {
+                let reason = failures.first().map(|error| error.message.clone()).unwrap_or_default();
+                tracing::warn!(source = %pool.name, %reason, "postgres primary unavailable; reading from a standby");
+            } else if previous.is_some() {
+                tracing::info!("postgres primary answers again; reading from it");
+            }
         }
         self.replica.set_source(pool.name.clone(), note);
     }
