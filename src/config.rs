@@ -3,6 +3,7 @@
 
 pub(crate) use crate::embed::EmbeddingClientSettings;
 pub(crate) use crate::index::ChromaSettings;
+pub(crate) use crate::index::PostgresSettings;
 pub use crate::rerank::RerankBackend;
 pub(crate) use crate::rerank::RerankClientSettings;
 pub use crate::router::RouterMode;
@@ -24,6 +25,7 @@ pub(crate) const DEFAULT_DIFY_TIME_BUDGET_SECONDS: f64 = 4.0;
 pub enum VectorBackend {
     Memory,
     Chroma,
+    Postgres,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -122,6 +124,24 @@ pub struct Settings {
     /// per instance); unset: none, a restart reads the whole replica from Chroma.
     pub chroma_local_copy_dir: Option<PathBuf>,
 
+    /// `RETR_POSTGRES_URL`: the primary's connection URL (`postgres://user:password@host:port/db`),
+    /// a secret: never logged nor shown.
+    pub postgres_url: Secret,
+    /// `RETR_POSTGRES_STANDBY_URLS`: read-only standbys (comma-separated URLs, secrets too), read
+    /// in order when the primary does not answer.
+    pub postgres_standby_urls: Secret,
+    /// `RETR_POSTGRES_POOL_SIZE`: connections per server at most.
+    pub postgres_pool_size: usize,
+    /// `RETR_POSTGRES_STATEMENT_TIMEOUT_SECONDS`: each statement's bound while serving.
+    pub postgres_statement_timeout_seconds: f64,
+    /// `RETR_POSTGRES_INGEST_STATEMENT_TIMEOUT_SECONDS`: each statement's bound in `ingest`.
+    pub postgres_ingest_statement_timeout_seconds: f64,
+    /// `RETR_POSTGRES_CONNECT_TIMEOUT_SECONDS`: how long opening a connection may take.
+    pub postgres_connect_timeout_seconds: f64,
+    /// `RETR_POSTGRES_HNSW_INDEX`: `ingest` builds and keeps an HNSW index of the vectors (no
+    /// search uses it: searches run on the replica).
+    pub postgres_hnsw_index: bool,
+
     pub max_results: usize,
     pub topk_per_doc: usize,
     pub min_score: f32,
@@ -209,6 +229,13 @@ impl Default for Settings {
             chroma_ingest_timeout_seconds: 120.0,
             chroma_write_concurrency: 4,
             chroma_local_copy_dir: None,
+            postgres_url: Secret::default(),
+            postgres_standby_urls: Secret::default(),
+            postgres_pool_size: 8,
+            postgres_statement_timeout_seconds: 5.0,
+            postgres_ingest_statement_timeout_seconds: 300.0,
+            postgres_connect_timeout_seconds: 3.0,
+            postgres_hnsw_index: false,
             max_results: 10,
             topk_per_doc: 1,
             min_score: 0.0,
@@ -371,6 +398,9 @@ impl Settings {
         positive("shutdown_grace_seconds", self.shutdown_grace_seconds);
         positive("chroma_timeout_seconds", self.chroma_timeout_seconds);
         positive("chroma_ingest_timeout_seconds", self.chroma_ingest_timeout_seconds);
+        positive("postgres_statement_timeout_seconds", self.postgres_statement_timeout_seconds);
+        positive("postgres_ingest_statement_timeout_seconds", self.postgres_ingest_statement_timeout_seconds);
+        positive("postgres_connect_timeout_seconds", self.postgres_connect_timeout_seconds);
         positive("embedding_timeout_seconds", self.embedding_timeout_seconds);
         positive("ingest_embedding_timeout_seconds", self.ingest_embedding_timeout_seconds);
         positive("rerank_timeout_seconds", self.rerank_timeout_seconds);
@@ -506,6 +536,7 @@ impl Settings {
                 problems.push((name.to_string(), format!("must be an http(s) URL, got {url:?}")));
             }
         }
+        problems.extend(self.postgres_problems());
         if self.rerank_enabled && self.rerank_api_base.is_empty() {
             problems.push(("rerank_enabled".into(), "is true but RETR_RERANK_API_BASE is empty".into()));
         }
@@ -566,6 +597,67 @@ impl Settings {
             api_key: self.rerank_api_key.clone(),
             model: self.rerank_model.clone(),
             timeout_seconds: self.rerank_timeout_seconds,
+        }
+    }
+
+    /// The problems of the `RETR_POSTGRES_*` settings. The URLs hold passwords: a message never
+    /// repeats one.
+    fn postgres_problems(&self) -> Vec<(String, String)> {
+        let mut problems = Vec::new();
+        if self.postgres_pool_size < 1 || self.postgres_pool_size > 256 {
+            problems.push((
+                "postgres_pool_size".into(),
+                format!("must be within 1..=256, got {}", self.postgres_pool_size),
+            ));
+        }
+        let valid = crate::index::postgres::is_valid_url;
+        let url = self.postgres_url.expose();
+        if self.vector_backend == VectorBackend::Postgres && url.is_empty() {
+            problems.push(("postgres_url".into(), "is required when vector_backend is postgres".into()));
+        } else if !url.is_empty() && !valid(url) {
+            problems.push((
+                "postgres_url".into(),
+                "must be a postgres://user:password@host:port/database URL (value not shown: it may hold a password)"
+                    .into(),
+            ));
+        }
+        for (number, standby) in self.postgres_standby_list().iter().enumerate() {
+            if !valid(standby.expose()) {
+                problems.push((
+                    "postgres_standby_urls".into(),
+                    format!(
+                        "URL {} must be a postgres://user:password@host:port/database URL (value not shown)",
+                        number + 1
+                    ),
+                ));
+            }
+        }
+        problems
+    }
+
+    fn postgres_standby_list(&self) -> Vec<Secret> {
+        self.postgres_standby_urls
+            .expose()
+            .split(',')
+            .map(str::trim)
+            .filter(|url| !url.is_empty())
+            .map(Secret::new)
+            .collect()
+    }
+
+    /// What the PostgreSQL backend takes (`RETR_POSTGRES_*`, `RETR_INDEX_RELOAD_INTERVAL_MS`,
+    /// `RETR_TENANTS`).
+    pub fn postgres(&self) -> PostgresSettings {
+        PostgresSettings {
+            url: self.postgres_url.clone(),
+            standby_urls: self.postgres_standby_list(),
+            pool_size: self.postgres_pool_size,
+            statement_timeout_seconds: self.postgres_statement_timeout_seconds,
+            ingest_statement_timeout_seconds: self.postgres_ingest_statement_timeout_seconds,
+            connect_timeout_seconds: self.postgres_connect_timeout_seconds,
+            refresh_interval_ms: self.index_reload_interval_ms,
+            scope: self.tenant_scope(),
+            hnsw_index: self.postgres_hnsw_index,
         }
     }
 

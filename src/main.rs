@@ -199,20 +199,7 @@ fn main() -> ExitCode {
             Command::Ingest(args) => {
                 let embedder =
                     retrieval_service::startup::build_ingest_embedder(&settings).map_err(|e| e.to_string())?;
-                let writer: Option<std::sync::Arc<dyn retrieval_engine::ingest::writer::IndexWriter>> =
-                    match retrieval_engine::index::ChromaIndex::for_ingest(&settings.chroma()) {
-                        Ok(index) => Some(std::sync::Arc::new(
-                            // The report prints where it wrote: without a password in the URL.
-                            retrieval_engine::ingest::ChromaSourceWriter::new(
-                                index,
-                                retrieval_engine::upstream::redact(&settings.chroma_host),
-                            ),
-                        )),
-                        Err(error) => {
-                            tracing::warn!(%error, "chroma writer unavailable");
-                            None
-                        }
-                    };
+                let writer = remote_writer(&settings, &args)?;
                 retrieval_service::ingest::cli::run_ingest_with_writer(&settings, embedder, &args, writer)
                     .await
                     .map(|report| println!("{report}"))
@@ -230,4 +217,36 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The writer of `ingest` for a remote backend (Chroma or PostgreSQL); `None` for the snapshot
+/// file, or when the Chroma client cannot be built (the run then says which writer is missing).
+/// A PostgreSQL URL that cannot be used stops the run with why (never the URL).
+fn remote_writer(
+    settings: &retrieval_service::config::Settings,
+    args: &retrieval_service::ingest::cli::IngestArgs,
+) -> Result<Option<std::sync::Arc<dyn retrieval_engine::ingest::writer::IndexWriter>>, String> {
+    use retrieval_service::ingest::cli::IngestBackend;
+    Ok(match args.backend_for(settings) {
+        IngestBackend::Memory => None,
+        IngestBackend::Chroma => match retrieval_engine::index::ChromaIndex::for_ingest(&settings.chroma()) {
+            // The report prints where it wrote: without a password in the URL.
+            Ok(index) => Some(std::sync::Arc::new(retrieval_engine::ingest::ChromaSourceWriter::new(
+                index,
+                retrieval_engine::upstream::redact(&settings.chroma_host),
+            ))),
+            Err(error) => {
+                tracing::warn!(%error, "chroma writer unavailable");
+                None
+            }
+        },
+        IngestBackend::Postgres => {
+            let index = retrieval_engine::index::PostgresIndex::for_ingest(&settings.postgres())
+                .map_err(|error| format!("RETR_POSTGRES_URL: {}", error.message))?;
+            Some(std::sync::Arc::new(retrieval_engine::ingest::PostgresSourceWriter::new(
+                index,
+                retrieval_engine::index::postgres::describe_url(&settings.postgres_url),
+            )))
+        }
+    })
 }

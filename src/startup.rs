@@ -65,8 +65,9 @@ pub fn load_mapping(settings: &Settings) -> Result<retrieval_engine::ingest::map
 }
 
 /// Builds the index the settings select. Must run inside a tokio runtime (starts the reloader).
-/// Chroma calls are recorded in `metrics` when given. In mock mode, when `embedder` fails, the
-/// demo corpus is embedded with pseudo-embeddings (`build_state` then embeds queries the same way).
+/// Chroma calls are recorded in `metrics` when given; PostgreSQL (`RETR_POSTGRES_URL`) is read
+/// by a replica like Chroma's. In mock mode, when `embedder` fails, the demo corpus is embedded
+/// with pseudo-embeddings (`build_state` then embeds queries the same way).
 pub async fn build_index(
     settings: &Settings,
     embedder: &dyn Embedder,
@@ -97,6 +98,18 @@ pub async fn build_index(
             // and the refresher recovers by itself).
             if let Err(error) = index.refresh().await {
                 tracing::warn!(%error, host = %crate::upstream::redact(&settings.chroma_host), "chroma index not loaded yet");
+            }
+            index.spawn_refresher();
+            Ok(index)
+        }
+        VectorBackend::Postgres => {
+            let index = crate::index::PostgresIndex::new(&settings.postgres())
+                .map_err(|error| StartupError::Backend(format!("postgres client: {error}")))?;
+            index.replica().set_approximate_min_records(settings.approximate_min_records);
+            // A first load before serving; the database being down is not fatal (searches answer
+            // 503 until a first load, and the refresher recovers by itself).
+            if let Err(error) = index.refresh().await {
+                tracing::warn!(%error, "postgres index not loaded yet");
             }
             index.spawn_refresher();
             Ok(index)

@@ -46,6 +46,9 @@ pub(crate) struct ReplicaHealth {
     /// Why the last refresh failed, while it keeps failing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) last_refresh_error: Option<String>,
+    /// Which server the replica was last read from (`primary`, `standby 1`), for PostgreSQL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) source: Option<String>,
 }
 
 /// Liveness and backend health (also at `/internal/retrieval/health`).
@@ -54,9 +57,11 @@ pub(crate) struct ReplicaHealth {
     (status = 503, description = "no index loaded", body = HealthResponse)))]
 pub(crate) async fn health(State(state): State<AppState>) -> impl IntoResponse {
     let index = state.search.index();
-    let replica = index
-        .replica_status()
-        .map(|status| ReplicaHealth { age_seconds: status.age_seconds, last_refresh_error: status.last_refresh_error });
+    let replica = index.replica_status().map(|status| ReplicaHealth {
+        age_seconds: status.age_seconds,
+        last_refresh_error: status.last_refresh_error,
+        source: status.source,
+    });
     let tuning = state.search.tuning_status();
     let missing_config = tuning.missing.clone();
     let themes_missing = missing_config.iter().any(|setting| setting == crate::config::THEMES_SETTING);

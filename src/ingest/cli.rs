@@ -22,6 +22,7 @@ pub(crate) const DEFAULT_EMBEDDING_CACHE_PATH: &str = ".cache/embeddings.jsonl";
 pub enum IngestBackend {
     Memory,
     Chroma,
+    Postgres,
 }
 
 /// `retrieval-service ingest <PATH> --tenant <ID> ...`
@@ -71,6 +72,15 @@ pub struct IngestArgs {
 }
 
 impl IngestArgs {
+    /// Where this run writes: `--backend`, else `RETR_VECTOR_BACKEND`.
+    pub fn backend_for(&self, settings: &Settings) -> IngestBackend {
+        self.backend.unwrap_or(match settings.vector_backend {
+            VectorBackend::Memory => IngestBackend::Memory,
+            VectorBackend::Chroma => IngestBackend::Chroma,
+            VectorBackend::Postgres => IngestBackend::Postgres,
+        })
+    }
+
     /// Arguments with every option at its default.
     pub fn new(path: impl Into<PathBuf>, tenant: impl Into<String>) -> Self {
         Self {
@@ -178,8 +188,8 @@ impl fmt::Display for IngestReport {
     }
 }
 
-/// Runs `ingest` with the snapshot writer; `--backend chroma` fails with `NoWriter` (use
-/// `run_ingest_with_writer` and pass the Chroma writer).
+/// Runs `ingest` with the snapshot writer; `--backend chroma` or `postgres` fails with
+/// `NoWriter` (use `run_ingest_with_writer` and pass that backend's writer).
 pub async fn run_ingest(
     settings: &Settings,
     embedder: Arc<dyn Embedder>,
@@ -188,14 +198,14 @@ pub async fn run_ingest(
     run_ingest_with_writer(settings, embedder, args, None).await
 }
 
-/// Runs `ingest`: load → records → embed (cached) → write. `chroma_writer` is used when the
-/// backend is Chroma. Nothing is written unless every step before succeeded. Pages the writer
+/// Runs `ingest`: load → records → embed (cached) → write. `remote_writer` (the Chroma or the
+/// PostgreSQL writer) is used when the backend is Chroma or PostgreSQL. Nothing is written unless every step before succeeded. Pages the writer
 /// already holds unchanged (`IndexWriter::stored_pages`) are neither embedded nor written.
 pub async fn run_ingest_with_writer(
     settings: &Settings,
     embedder: Arc<dyn Embedder>,
     args: &IngestArgs,
-    chroma_writer: Option<Arc<dyn IndexWriter>>,
+    remote_writer: Option<Arc<dyn IndexWriter>>,
 ) -> Result<IngestReport, IngestError> {
     let started = Instant::now();
     if args.tenant.trim().is_empty() {
@@ -204,16 +214,13 @@ pub async fn run_ingest_with_writer(
     if !args.path.exists() {
         return Err(IngestError::PathNotFound(args.path.clone()));
     }
-    let backend = args.backend.unwrap_or(match settings.vector_backend {
-        VectorBackend::Memory => IngestBackend::Memory,
-        VectorBackend::Chroma => IngestBackend::Chroma,
-    });
-    let writer: Arc<dyn IndexWriter> = match backend {
+    let writer: Arc<dyn IndexWriter> = match args.backend_for(settings) {
         IngestBackend::Memory => {
             let path = args.out.clone().or_else(|| settings.index_path.clone()).ok_or(IngestError::NoOutput)?;
             Arc::new(SnapshotWriter { path })
         }
-        IngestBackend::Chroma => chroma_writer.ok_or_else(|| IngestError::NoWriter("chroma".to_string()))?,
+        IngestBackend::Chroma => remote_writer.ok_or_else(|| IngestError::NoWriter("chroma".to_string()))?,
+        IngestBackend::Postgres => remote_writer.ok_or_else(|| IngestError::NoWriter("postgres".to_string()))?,
     };
     let mapping = load_mapping(settings, args)?;
     let source_name = source_name(args)?;

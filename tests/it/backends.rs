@@ -1,6 +1,7 @@
-//! One behaviour suite, two backends: the same searches and windows through the HTTP router on
-//! the in-memory backend and on a real Chroma server (`RETR_TEST_CHROMA_URL`, started by
-//! scripts/test.sh) must give the same hits in the same order, and never another tenant's data.
+//! One behaviour suite, three backends: the same searches and windows through the HTTP router on
+//! the in-memory backend, on a real Chroma server (`RETR_TEST_CHROMA_URL`) and on a real
+//! PostgreSQL server (`RETR_TEST_POSTGRES_URL`), both started by scripts/test.sh, must give the
+//! same hits in the same order, and never another tenant's data.
 
 use crate::common::send;
 use axum::http::StatusCode;
@@ -169,7 +170,33 @@ async fn chroma_backend_gives_the_same_answers() {
     let Some(url) = chroma_url() else { return };
     let memory = run_suite(&memory_state()).await;
     let chroma = run_suite(&chroma_state(&url).await).await;
-    for ((case_uri, case, _), (expected, got)) in requests().iter().zip(memory.iter().zip(&chroma)) {
+    assert_same_answers(&memory, &chroma);
+}
+
+/// The PostgreSQL backend's replica: the fixture written through the ingest writer, then served.
+async fn postgres_state(url: &str) -> AppState {
+    let url = crate::postgres_backend::fresh_database(url).await;
+    crate::postgres_backend::write_snapshot(&url, &fixtures::snapshot()).await;
+    let settings = crate::postgres_backend::settings(&url);
+    let index = retrieval_engine::index::PostgresIndex::new(&settings.postgres()).unwrap();
+    index.refresh().await.unwrap();
+    startup::state_with(settings, index, Arc::new(PseudoEmbedder::new(fixtures::DIMENSION)))
+}
+
+#[tokio::test]
+async fn postgres_backend_gives_the_same_answers() {
+    let Some(url) = crate::postgres_backend::postgres_url() else { return };
+    let memory = run_suite(&memory_state()).await;
+    let postgres = run_suite(&postgres_state(&url).await).await;
+    assert_same_answers(&memory, &postgres);
+}
+
+/// Each request's status and comparable hits (`comparable`).
+type SuiteResults = [(StatusCode, Vec<(String, String, i64)>)];
+
+fn assert_same_answers(memory: &SuiteResults, other: &SuiteResults) {
+    assert_eq!(memory.len(), other.len());
+    for ((case_uri, case, _), (expected, got)) in requests().iter().zip(memory.iter().zip(other)) {
         assert_eq!(expected.0, got.0, "{case_uri} {case}: status differs");
         assert_eq!(expected.1.len(), got.1.len(), "{case}: {:?} vs {:?}", expected.1, got.1);
         for (left, right) in expected.1.iter().zip(&got.1) {

@@ -22,6 +22,7 @@ mod health;
 mod ingest;
 mod logs;
 mod mcp;
+mod postgres_backend;
 mod reload;
 mod rerank_contract;
 mod router;

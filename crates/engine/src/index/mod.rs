@@ -12,6 +12,7 @@ mod in_parts;
 pub mod lexical;
 pub mod memory;
 pub mod partition;
+pub mod postgres;
 mod record_ref;
 pub mod replica;
 pub use crate::scope;
@@ -28,6 +29,7 @@ pub use chroma::{ChromaIndex, ChromaSettings};
 pub(crate) use features::RecordFeatures;
 pub use file_index::InMemoryIndex;
 pub use filter::RecordFilter;
+pub use postgres::{PostgresIndex, PostgresSettings};
 pub(crate) use record_ref::{LevelStore, RecordRef};
 
 /// The number of the record whose id is `id` among `records`, which a level keeps in id order.
@@ -106,6 +108,9 @@ pub struct ReplicaStatus {
     pub last_load_seconds: Option<f64>,
     /// Records fetched by every load and refresh since start-up.
     pub records_loaded_total: u64,
+    /// Which server the replica was last read from (`primary`, `standby 1`), for a source with
+    /// standbys (PostgreSQL).
+    pub source: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]

@@ -1,5 +1,5 @@
 //! The replica engine both backends share. Searches never read the store of record: they read a
-//! `LoadedIndex` held by a `Replica`, which a `SnapshotSource` (the snapshot file, or Chroma)
+//! `LoadedIndex` held by a `Replica`, which a `SnapshotSource` (the snapshot file, Chroma or PostgreSQL)
 //! brings up to date. One refresh loop (`spawn_refresher`), one swap (`Replica::swap`), one error
 //! state (`Replica::fail`, or a probe of the source unanswered past its deadline:
 //! `Replica::probe`), and one `VectorIndex` implementation for every source: each call reads
@@ -28,6 +28,10 @@ struct State {
     pinned_staleness: Option<String>,
     /// When the probe in progress (the source's cheap "has anything changed" calls) started.
     probing_since: Option<Instant>,
+    /// Which server the source last read from (`primary`, `standby 1`), when it has several.
+    source: Option<String>,
+    /// Why answers are degraded although the last refresh succeeded (read from a standby).
+    note: Option<String>,
 }
 
 /// The snapshot searches read, and what is known about its freshness.
@@ -187,6 +191,19 @@ impl Replica {
         (state.attempted_at, state.error.is_some())
     }
 
+    /// The last refresh read from `source`; `note` says why that degrades answers (a standby read
+    /// while the primary is down), `None` when it does not.
+    pub(crate) fn set_source(&self, source: String, note: Option<String>) {
+        let mut state = self.write();
+        state.source = Some(source);
+        state.note = note;
+    }
+
+    /// Which server the source last read from, when it has several.
+    pub(crate) fn source(&self) -> Option<String> {
+        self.read().source.clone()
+    }
+
     pub(crate) fn last_error(&self) -> Option<IndexError> {
         self.read().error.clone()
     }
@@ -223,6 +240,7 @@ impl Replica {
                 waited.as_secs(),
                 deadline.unwrap_or_default().as_secs_f64()
             )),
+            (None, Some(_), None) => state.note.clone(),
             _ => None,
         }
     }
@@ -237,6 +255,7 @@ impl Replica {
             last_refresh_error: state.error.as_ref().map(IndexError::public_message),
             last_load_seconds: state.last_load.map(|load| load.as_secs_f64()),
             records_loaded_total: state.records_loaded,
+            source: state.source.clone(),
         })
     }
 
