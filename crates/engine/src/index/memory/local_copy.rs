@@ -3,8 +3,9 @@
 //! them back instead of parsing a multi-gigabyte snapshot and tokenizing every text again.
 //!
 //! A copy is a cache, never a source of truth: it is stamped with the version of what it copies
-//! (`source`: the snapshot file's size and modification time), every file is written to a
-//! temporary name and renamed, the manifest naming the tenants last, and a copy that is missing,
+//! (`source`: the snapshot file's size and modification time), every file is written unnamed
+//! (Linux's `O_TMPFILE`; elsewhere under a temporary name), then named and renamed into place, the
+//! manifest naming the tenants last, and a copy that is missing,
 //! stale, of another format or damaged is ignored (the snapshot is read instead and the copy
 //! written again).
 //!
@@ -142,6 +143,25 @@ fn remove_abandoned_parts(directory: &Path) {
     }
 }
 
+/// With no whole copy of what is asked for (a writer killed before its manifest, or a copy of
+/// another version), the directory's files serve nothing: they are removed, unless a writer of
+/// this process is at work (its files are the copy to come). The next write writes every tenant.
+fn remove_files_of_no_copy(directory: &Path) {
+    let _writing = match WRITING.try_lock() {
+        Ok(guard) => guard,
+        Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return,
+    };
+    let Ok(entries) = std::fs::read_dir(directory) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("tenant-") || name == MANIFEST {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// After a failed write: removes this process's temporary files, and every tenant file when no
 /// manifest names them.
 fn remove_unnamed_parts(directory: &Path) {
@@ -250,7 +270,10 @@ pub(crate) fn read_with_note(
     source: &str,
 ) -> io::Result<Option<(LoadedIndex, Option<serde_json::Value>)>> {
     remove_abandoned_parts(directory);
-    let Some(manifest) = read_manifest(directory, source)? else { return Ok(None) };
+    let Some(manifest) = read_manifest(directory, source)? else {
+        remove_files_of_no_copy(directory);
+        return Ok(None);
+    };
     let mut tenants = HashMap::new();
     let topics = Arc::new(TopicTable::default());
     for tenant in &manifest.tenants {
@@ -331,15 +354,64 @@ fn write_atomically(
     let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
     let temporary = directory.join(format!(".tmp-{name}-{}", std::process::id()));
     let written = (|| {
-        let mut out = BufWriter::with_capacity(1 << 20, std::fs::File::create(&temporary)?);
+        let (file, unnamed) = match create_unnamed(directory) {
+            Some(file) => (file, true),
+            None => (std::fs::File::create(&temporary)?, false),
+        };
+        let mut out = BufWriter::with_capacity(1 << 20, file);
         write(&mut out)?;
-        out.into_inner().map_err(|error| error.into_error())?.sync_all()?;
+        let file = out.into_inner().map_err(|error| error.into_error())?;
+        file.sync_all()?;
+        if unnamed {
+            name_unnamed(&file, &temporary)?;
+        }
         std::fs::rename(&temporary, path)
     })();
     if written.is_err() {
         let _ = std::fs::remove_file(&temporary);
     }
     written
+}
+
+/// A new file in `directory` that has no name yet (Linux's `O_TMPFILE`): a writer killed while
+/// writing it leaves nothing behind (the kernel frees an unnamed file with its last descriptor),
+/// so only the instant between naming and renaming can leave a temporary file. `None` where the
+/// platform or file system has none: the caller writes a named temporary file instead.
+#[cfg(target_os = "linux")]
+fn create_unnamed(directory: &Path) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new().write(true).mode(0o644).custom_flags(libc::O_TMPFILE).open(directory).ok()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn create_unnamed(_directory: &Path) -> Option<std::fs::File> {
+    None
+}
+
+/// Gives the unnamed `file` the name `temporary` (replacing a file a dead writer of the same
+/// process number left there).
+#[cfg(target_os = "linux")]
+fn name_unnamed(file: &std::fs::File, temporary: &Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::io::AsRawFd;
+    let source = std::ffi::CString::new(format!("/proc/self/fd/{}", file.as_raw_fd())).map_err(io::Error::other)?;
+    let target = std::ffi::CString::new(temporary.as_os_str().as_bytes()).map_err(io::Error::other)?;
+    let _ = std::fs::remove_file(temporary);
+    // SAFETY: both arguments are NUL-terminated strings that live across the call; `linkat` reads
+    // no other memory of ours.
+    let linked = unsafe {
+        libc::linkat(libc::AT_FDCWD, source.as_ptr(), libc::AT_FDCWD, target.as_ptr(), libc::AT_SYMLINK_FOLLOW)
+    };
+    if linked == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn name_unnamed(_file: &std::fs::File, _temporary: &Path) -> io::Result<()> {
+    Ok(())
 }
 
 /// Writes a tenant's file to `out` and its record parts and scan matrices beside it; returns
@@ -648,4 +720,38 @@ fn read_record<R: io::Read>(input: &mut Reader<R>, sections: &[Arc<Record>]) -> 
         indexed_at: indexed_at.into(),
     };
     Ok(Record { id, meta, text, embedding: Vec::new() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// While a copy's file is being written, nothing of it has a name in the directory: a writer
+    /// killed at that moment leaves nothing there.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_file_being_written_has_no_name_until_it_is_whole() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("tenant-74.bin");
+        let listing = || {
+            let mut names: Vec<String> = std::fs::read_dir(directory.path())
+                .unwrap()
+                .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names
+        };
+        write_atomically(&path, |out| {
+            out.write_all(&[7u8; 3 << 20])?;
+            out.flush()?;
+            assert_eq!(listing(), Vec::<String>::new(), "a named part while writing");
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(listing(), vec!["tenant-74.bin".to_string()]);
+        assert_eq!(std::fs::read(&path).unwrap().len(), 3 << 20);
+        // Written again over it: the same, and still nothing else.
+        write_atomically(&path, |out| out.write_all(b"again")).unwrap();
+        assert_eq!((listing().len(), std::fs::read(&path).unwrap()), (1, b"again".to_vec()));
+    }
 }

@@ -321,6 +321,8 @@ mod tests {
         }
         let running = format!(".tmp-tenant-74.bin-{parent}");
         std::fs::write(copy_dir.join(&running), b"part").unwrap();
+        // And the tenant files of a writer killed before its manifest.
+        std::fs::write(copy_dir.join("tenant-74.bin"), b"whole, but no manifest names it").unwrap();
         // A start reads the copy first: the dead writers' parts go.
         assert!(local_copy::read(&copy_dir, "v1").unwrap().is_none());
         assert_eq!(directory_listing(&copy_dir), vec![running.clone()]);
