@@ -55,6 +55,33 @@ struct Manifest {
 /// is never written over a manifest a copy is replacing.
 static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// The directories a copy is being written to by this process (their files without a manifest
+/// are the copy to come, not a dead writer's).
+static WRITING_TO: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Marks `directory` as being written to until dropped.
+struct WritingTo(PathBuf);
+
+impl WritingTo {
+    fn new(directory: &Path) -> Self {
+        WRITING_TO.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(directory.to_path_buf());
+        Self(directory.to_path_buf())
+    }
+
+    fn holds(directory: &Path) -> bool {
+        WRITING_TO.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).iter().any(|written| written == directory)
+    }
+}
+
+impl Drop for WritingTo {
+    fn drop(&mut self) {
+        let mut writing = WRITING_TO.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(at) = writing.iter().position(|written| *written == self.0) {
+            writing.swap_remove(at);
+        }
+    }
+}
+
 /// The tenant parts a copy directory holds whole, as last written or read: a later write of an
 /// index sharing a part (the same `Arc`) skips its files. Held weakly, so no part outlives its
 /// index for it, and a freed part's address is never taken for a new part's.
@@ -118,6 +145,7 @@ pub(crate) fn write_with(
     written: &Written,
 ) -> io::Result<Written> {
     let _writing = WRITING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _writing_to = WritingTo::new(directory);
     std::fs::create_dir_all(directory)?;
     remove_abandoned_parts(directory);
     let written_now = write_files(directory, source, index, note, written);
@@ -143,20 +171,17 @@ fn remove_abandoned_parts(directory: &Path) {
     }
 }
 
-/// With no whole copy of what is asked for (a writer killed before its manifest, or a copy of
-/// another version), the directory's files serve nothing: they are removed, unless a writer of
-/// this process is at work (its files are the copy to come). The next write writes every tenant.
+/// With no manifest at all (a writer killed before writing it), the directory's tenant files
+/// serve nothing: they are removed, unless a writer of this process is at work (its files are
+/// the copy to come). A copy of another version keeps its files: the next write replaces only
+/// the tenants that changed.
 fn remove_files_of_no_copy(directory: &Path) {
-    let _writing = match WRITING.try_lock() {
-        Ok(guard) => guard,
-        Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-        Err(std::sync::TryLockError::WouldBlock) => return,
-    };
+    if WritingTo::holds(directory) || directory.join(MANIFEST).exists() {
+        return;
+    }
     let Ok(entries) = std::fs::read_dir(directory) else { return };
     for entry in entries.flatten() {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if name.starts_with("tenant-") || name == MANIFEST {
+        if entry.file_name().to_string_lossy().starts_with("tenant-") {
             let _ = std::fs::remove_file(entry.path());
         }
     }
