@@ -5,7 +5,7 @@
 //! with the primary gone the replica reads from the standby (flagged) or answers stale (flagged);
 //! the connection URL's password reaches no log, error, `/health` or `/metrics`.
 
-use crate::common::{send, switchable_proxy};
+use crate::common::{send, switchable_proxy, LogCapture};
 use axum::http::StatusCode;
 use retrieval_engine::embed::PseudoEmbedder;
 use retrieval_engine::fixtures;
@@ -403,36 +403,6 @@ async fn sql_text_in_ids_texts_filters_and_queries_is_data() {
     assert_eq!(count, 6);
 }
 
-/// Every log line written while installed.
-#[derive(Clone, Default)]
-struct Capture(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Capture {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Capture {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-
-    fn install(&self) -> tracing::subscriber::DefaultGuard {
-        let capture = self.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .json()
-            .with_max_level(tracing::Level::DEBUG)
-            .with_writer(move || capture.clone())
-            .finish();
-        tracing::subscriber::set_default(subscriber)
-    }
-}
-
 /// The postgres URL of a proxy (`switchable_proxy`) in front of the server of `url`.
 async fn proxied(url: &str) -> (String, Arc<std::sync::atomic::AtomicBool>) {
     let config: tokio_postgres::Config = url.parse().unwrap();
@@ -527,7 +497,7 @@ async fn the_password_reaches_no_log_error_health_or_metrics() {
     write_snapshot(&url, &fixtures::snapshot()).await;
     let (primary, switch) = proxied(&url).await;
     let wrong = url.replace(&format!(":{password}@"), ":not-the-password@");
-    let capture = Capture::default();
+    let capture = LogCapture::default();
     let _logs = capture.install();
     let settings = Settings { postgres_standby_urls: Secret::new(wrong.clone()), ..settings(&primary) };
     let (state, index) = serving_state(settings.clone()).await;

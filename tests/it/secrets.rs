@@ -3,7 +3,7 @@
 //! operator's credential when API keys are on; the OpenAPI document declares the credentials.
 
 use crate::common::fake_http::{closed_port_url, FakeResponse, FakeServer};
-use crate::common::send;
+use crate::common::{send, LogCapture};
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use retrieval_engine::embed::PseudoEmbedder;
@@ -12,43 +12,14 @@ use retrieval_engine::index::InMemoryIndex;
 use retrieval_service::config::{Secret, Settings, VectorBackend};
 use retrieval_service::{startup, AppState};
 use serde_json::{json, Value};
-use std::sync::{Arc, Mutex};
-
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Capture {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Capture {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-
-    fn install(&self) -> tracing::subscriber::DefaultGuard {
-        let capture = self.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .json()
-            .with_max_level(tracing::Level::DEBUG)
-            .with_writer(move || capture.clone())
-            .finish();
-        tracing::subscriber::set_default(subscriber)
-    }
-}
+use std::sync::Arc;
 
 const EMBEDDING_KEY: &str = "sk-embed-0123456789abcdef";
 const RERANK_KEY: &str = "sk-rerank-0123456789abcdef";
 
 #[tokio::test]
 async fn upstream_answers_echoing_our_keys_reach_neither_callers_nor_logs() {
-    let capture = Capture::default();
+    let capture = LogCapture::default();
     let _logs = capture.install();
     // The server echoes the request's credentials in its error body, as the did.
     let server = FakeServer::start_with(|request, _| {
@@ -87,7 +58,7 @@ async fn upstream_answers_echoing_our_keys_reach_neither_callers_nor_logs() {
 
 #[tokio::test]
 async fn a_password_in_the_chroma_url_is_never_logged_nor_shown() {
-    let capture = Capture::default();
+    let capture = LogCapture::default();
     let _logs = capture.install();
     let closed = closed_port_url().await;
     let settings = Settings {

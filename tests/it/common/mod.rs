@@ -127,3 +127,34 @@ pub async fn stallable_proxy(target: &str) -> (String, Arc<AtomicBool>) {
     });
     (url, stalled)
 }
+
+/// Every log line written while installed (JSON lines, from `DEBUG` up).
+#[derive(Clone, Default)]
+pub struct LogCapture(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogCapture {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl LogCapture {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+
+    /// Captures this thread's log lines until the guard is dropped.
+    pub fn install(&self) -> tracing::subscriber::DefaultGuard {
+        let capture = self.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_writer(move || capture.clone())
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+}

@@ -55,30 +55,27 @@ struct Manifest {
 /// is never written over a manifest a copy is replacing.
 static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// The directories a copy is being written to by this process (their files without a manifest
-/// are the copy to come, not a dead writer's).
-static WRITING_TO: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+/// The directory a copy is being written to by this process, if any (one at a time: `WRITING`);
+/// its files without a manifest are the copy to come, not a dead writer's.
+static WRITING_TO: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
 
 /// Marks `directory` as being written to until dropped.
-struct WritingTo(PathBuf);
+struct WritingTo;
 
 impl WritingTo {
     fn new(directory: &Path) -> Self {
-        WRITING_TO.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(directory.to_path_buf());
-        Self(directory.to_path_buf())
+        *WRITING_TO.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(directory.to_path_buf());
+        WritingTo
     }
 
     fn holds(directory: &Path) -> bool {
-        WRITING_TO.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).iter().any(|written| written == directory)
+        WRITING_TO.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).as_deref() == Some(directory)
     }
 }
 
 impl Drop for WritingTo {
     fn drop(&mut self) {
-        let mut writing = WRITING_TO.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(at) = writing.iter().position(|written| *written == self.0) {
-            writing.swap_remove(at);
-        }
+        *WRITING_TO.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
     }
 }
 
@@ -151,8 +148,9 @@ pub(crate) fn write_with(
     let written_now = write_files(directory, source, index, note, written);
     if written_now.is_err() {
         // No manifest names what this attempt wrote (the old one went first): its files are
-        // garbage, and a full disk must not keep them.
-        remove_unnamed_parts(directory);
+        // garbage, and a full disk must not keep them. (Its temporary files went with each
+        // failed `write_atomically`.)
+        remove_tenant_files_without_manifest(directory);
     }
     written_now
 }
@@ -171,32 +169,16 @@ fn remove_abandoned_parts(directory: &Path) {
     }
 }
 
-/// With no manifest at all (a writer killed before writing it), the directory's tenant files
-/// serve nothing: they are removed, unless a writer of this process is at work (its files are
-/// the copy to come). A copy of another version keeps its files: the next write replaces only
-/// the tenants that changed.
-fn remove_files_of_no_copy(directory: &Path) {
-    if WritingTo::holds(directory) || directory.join(MANIFEST).exists() {
+/// With no manifest at all (a writer killed or failed before writing it), the directory's tenant
+/// files serve nothing: they are removed. A copy of another version keeps its files: the next
+/// write replaces only the tenants that changed.
+fn remove_tenant_files_without_manifest(directory: &Path) {
+    if directory.join(MANIFEST).exists() {
         return;
     }
     let Ok(entries) = std::fs::read_dir(directory) else { return };
     for entry in entries.flatten() {
         if entry.file_name().to_string_lossy().starts_with("tenant-") {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
-}
-
-/// After a failed write: removes this process's temporary files, and every tenant file when no
-/// manifest names them.
-fn remove_unnamed_parts(directory: &Path) {
-    let manifest = directory.join(MANIFEST).exists();
-    let own = format!("-{}", std::process::id());
-    let Ok(entries) = std::fs::read_dir(directory) else { return };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if (name.starts_with(".tmp-") && name.ends_with(&own)) || (!manifest && name.starts_with("tenant-")) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
@@ -296,7 +278,10 @@ pub(crate) fn read_with_note(
 ) -> io::Result<Option<(LoadedIndex, Option<serde_json::Value>)>> {
     remove_abandoned_parts(directory);
     let Some(manifest) = read_manifest(directory, source)? else {
-        remove_files_of_no_copy(directory);
+        // Unless a writer of this process is at work: its files are the copy to come.
+        if !WritingTo::holds(directory) {
+            remove_tenant_files_without_manifest(directory);
+        }
         return Ok(None);
     };
     let mut tenants = HashMap::new();
