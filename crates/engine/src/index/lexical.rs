@@ -794,7 +794,6 @@ fn distinct(query_terms: &[String]) -> Vec<&String> {
 /// The terms BM25 indexes, by their definition (what `LexicalTermsOf` and a level's build must
 /// give, one record at a time): those of the title and the text, the title left out when the
 /// text holds it.
-#[cfg(test)]
 pub(crate) fn lexical_terms(record: &crate::model::Record) -> Vec<String> {
     if record.text.contains(record.meta.title.as_str()) {
         crate::text::terms(&record.text)

@@ -29,7 +29,7 @@ pub use chroma::{ChromaIndex, ChromaSettings};
 pub(crate) use features::RecordFeatures;
 pub use file_index::InMemoryIndex;
 pub use filter::RecordFilter;
-pub use postgres::{PostgresIndex, PostgresSettings};
+pub use postgres::{PostgresIndex, PostgresSearchIndex, PostgresSearchMode, PostgresSettings};
 pub(crate) use record_ref::{LevelStore, RecordRef};
 
 /// The number of the record whose id is `id` among `records`, which a level keeps in id order.
