@@ -1,5 +1,5 @@
 //! Page-level evaluation on real users' questions: every question of a set in the format of
-//! ../shared/corpora/adguard-kb-ru/dev_questions.jsonl ({"id","query","relevant":[source paths],
+//! a corpus's `dev_questions.jsonl` ({"id","query","relevant":[source paths],
 //! "platform","ambiguous"}) goes through the real `SearchService` (routing, the cascade, fusion,
 //! boosting, clarification) over an ingested snapshot, once per router mode. Reports page MRR@10,
 //! hit@k, recall@10, platform questions right first, ambiguity flags, where each miss happened

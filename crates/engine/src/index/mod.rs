@@ -87,7 +87,7 @@ impl IndexError {
 
 pub(crate) type Result<T> = std::result::Result<T, IndexError>;
 
-/// Counts and sources of one tenant's index (seed 002 `get_index_stats`).
+/// Counts and sources of one tenant's index: what `/stats` reports, so ops can see what was ingested.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct TenantStats {
     pub docs: usize,

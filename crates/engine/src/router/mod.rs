@@ -1,4 +1,4 @@
-//! Theme router (seed 003 §3–4): decides which themes a query is about before the cascade runs,
+//! Theme router: decides which themes a query is about before the cascade runs,
 //! whether the search may be hard-filtered to one theme, and whether the user should be asked to
 //! choose; plus the theme-aware pieces after the search (hit labels, clarification, LLM context).
 //!
@@ -232,7 +232,7 @@ fn trimmed(value: &str) -> &str {
     }
 }
 
-/// The router's answer (seed 003 §3.3).
+/// The router's answer: the themes, the primary one, and whether to filter or to ask.
 ///
 /// `themes` are ordered by score (best first, ties by priority then id); `primary_theme` is
 /// `themes[0]`, or `None` when nothing matched or the two best scores are tied (the soft theme boost
