@@ -100,9 +100,9 @@ impl IndexWriter for PostgresSourceWriter {
                 None => store::fix_dimension(&mut client, batch.dimension).await.map_err(pg_error)?,
             }
         }
-        if self.index.hnsw_index() {
-            store::ensure_hnsw_index(&client).await.map_err(pg_error)?;
-        }
+        // A first write builds the HNSW indexes after its rows are in (one build over all of them,
+        // not a graph insert per row); later writes keep the existing indexes up row by row.
+        let build_hnsw = self.index.hnsw_index() && !store::has_hnsw_index(&client).await.map_err(pg_error)?;
         let other_model = client
             .query_opt(
                 "SELECT embedding_model FROM retr_tenants WHERE generation > 0 AND embedding_model <> '' \
@@ -186,6 +186,11 @@ impl IndexWriter for PostgresSourceWriter {
             .collect();
         let counts = write_records(&transaction, tenant, rows, &written).await?;
         counts.store(&transaction, tenant).await?;
+        if build_hnsw {
+            // The graph of a large tenant needs the memory to be built in one pass.
+            transaction.batch_execute("SET LOCAL maintenance_work_mem = '1GB'").await.map_err(db("write"))?;
+            store::ensure_hnsw_index(&transaction).await.map_err(pg_error)?;
+        }
 
         // 2. The next generation, made current.
         let generation = old + 1;

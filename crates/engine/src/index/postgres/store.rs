@@ -313,7 +313,7 @@ pub(crate) async fn fix_dimension(client: &mut deadpool_postgres::Client, dimens
 /// Builds the HNSW indexes of the vectors (cosine), one per level (a search asks one level, and
 /// the planner uses a partial index only for queries naming its level), when they are not there:
 /// over the rows already stored, then kept up by every insert.
-pub(crate) async fn ensure_hnsw_index(client: &deadpool_postgres::Client) -> Result<()> {
+pub(crate) async fn ensure_hnsw_index(client: &impl deadpool_postgres::GenericClient) -> Result<()> {
     for level in [Level::Doc, Level::Section, Level::Chunk] {
         let number = level_number(level);
         // A level number is a constant of this file, not a value from outside.
@@ -326,6 +326,15 @@ pub(crate) async fn ensure_hnsw_index(client: &deadpool_postgres::Client) -> Res
             .map_err(|e| db_error("schema", &e))?;
     }
     Ok(())
+}
+
+/// Whether the HNSW index of the chunks (the last `ensure_hnsw_index` builds) is there.
+pub(crate) async fn has_hnsw_index(client: &impl deadpool_postgres::GenericClient) -> Result<bool> {
+    let row = client
+        .query_one("SELECT to_regclass('retr_records_embedding_2') IS NOT NULL", &[])
+        .await
+        .map_err(|e| db_error("schema", &e))?;
+    Ok(row.get(0))
 }
 
 pub(crate) fn level_number(level: Level) -> i16 {
