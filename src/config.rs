@@ -147,6 +147,8 @@ pub struct Settings {
     pub postgres_search: PostgresSearchMode,
     /// `RETR_POSTGRES_EF_SEARCH`: the HNSW candidate list of a search in the database.
     pub postgres_ef_search: usize,
+    /// `RETR_POSTGRES_LEXICAL_DEPTH`: postings read per query term by a search in the database.
+    pub postgres_lexical_depth: usize,
 
     pub max_results: usize,
     pub topk_per_doc: usize,
@@ -244,6 +246,7 @@ impl Default for Settings {
             postgres_hnsw_index: false,
             postgres_search: PostgresSearchMode::Replica,
             postgres_ef_search: 100,
+            postgres_lexical_depth: 2000,
             max_results: 10,
             topk_per_doc: 1,
             min_score: 0.0,
@@ -618,6 +621,12 @@ impl Settings {
                 format!("must be within 1..=1000, got {}", self.postgres_ef_search),
             ));
         }
+        if self.postgres_lexical_depth < 10 || self.postgres_lexical_depth > 1_000_000 {
+            problems.push((
+                "postgres_lexical_depth".into(),
+                format!("must be within 10..=1000000, got {}", self.postgres_lexical_depth),
+            ));
+        }
         if self.postgres_pool_size < 1 || self.postgres_pool_size > 256 {
             problems.push((
                 "postgres_pool_size".into(),
@@ -674,6 +683,7 @@ impl Settings {
             hnsw_index: self.postgres_hnsw_index,
             search: self.postgres_search,
             ef_search: self.postgres_ef_search,
+            lexical_depth: self.postgres_lexical_depth,
         }
     }
 
