@@ -16,6 +16,7 @@
 
 pub mod embed;
 pub mod eval;
+pub mod feedback;
 /// Test support: the fixture corpus (unit tests, and the service's tests through the
 /// `test-support` feature).
 #[cfg(any(test, feature = "test-support"))]
