@@ -23,6 +23,7 @@ pub mod feedback;
 pub mod fixtures;
 pub mod index;
 pub mod ingest;
+pub mod learn;
 pub mod metrics;
 pub mod model;
 pub mod rerank;

@@ -7,6 +7,11 @@ mod store;
 
 pub use store::{FeedbackLimits, FeedbackStore, StoreError};
 
+/// The directory of a tenant's feedback (and learned re-ranker) under the feedback directory.
+pub fn tenant_dir_of(dir: &std::path::Path, tenant: &str) -> std::path::PathBuf {
+    store::tenant_dir(dir, tenant)
+}
+
 use serde::{Deserialize, Serialize};
 
 /// Most hit ids in `used` or `shown`.

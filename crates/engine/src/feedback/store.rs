@@ -90,7 +90,9 @@ impl FeedbackStore {
         let mut line = serde_json::to_vec(record).map_err(|error| StoreError::Io(error.to_string()))?;
         line.push(b'\n');
         let (done, answer) = oneshot::channel();
-        self.commands.send(Command::Append { tenant: tenant.to_string(), line, done }).map_err(|_| StoreError::Stopped)?;
+        self.commands
+            .send(Command::Append { tenant: tenant.to_string(), line, done })
+            .map_err(|_| StoreError::Stopped)?;
         answer.await.map_err(|_| StoreError::Stopped)?
     }
 
