@@ -130,12 +130,14 @@ fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
         }
         a.swap(column, pivot);
         b.swap(column, pivot);
-        for row in column + 1..n {
-            let factor = a[row][column] / a[column][column];
-            for k in column..n {
-                a[row][k] -= factor * a[column][k];
+        let (upper, lower) = a.split_at_mut(column + 1);
+        let pivot_row = &upper[column];
+        for (offset, target) in lower.iter_mut().enumerate() {
+            let factor = target[column] / pivot_row[column];
+            for (value, pivot_value) in target[column..].iter_mut().zip(&pivot_row[column..]) {
+                *value -= factor * pivot_value;
             }
-            b[row] -= factor * b[column];
+            b[column + 1 + offset] -= factor * b[column];
         }
     }
     let mut x = vec![0.0; n];
