@@ -31,9 +31,10 @@ pub struct LearnArgs {
     /// (never fitted on).
     #[arg(long, value_delimiter = ',')]
     pub(crate) held_out: Vec<PathBuf>,
-    /// The L2 penalty on the weights besides the score's: higher, more feedback is needed to move.
-    #[arg(long, default_value_t = learn::DEFAULT_REGULARIZATION)]
-    pub(crate) regularization: f64,
+    /// The L2 penalty on the weights besides the score's: higher, more feedback is needed to
+    /// move. Default: chosen from the feedback (out of fold, among 1, 3, 10, … 1000).
+    #[arg(long)]
+    pub(crate) regularization: Option<f64>,
     /// Report only; write no model.
     #[arg(long)]
     pub(crate) dry_run: bool,
@@ -59,8 +60,8 @@ fn labelled_questions(files: &[PathBuf]) -> Result<Vec<LabelledSearch>, String> 
 /// Runs the command and returns its report.
 pub async fn run(settings: &Settings, embedder: Arc<dyn Embedder>, args: &LearnArgs) -> Result<String, String> {
     let tenant = TenantId::new(args.tenant.clone()).map_err(|error| format!("--tenant: {error}"))?;
-    if !(args.regularization >= 0.0 && args.regularization.is_finite()) {
-        return Err(format!("--regularization: must be a number ≥ 0, got {}", args.regularization));
+    if let Some(regularization) = args.regularization.filter(|r| !(*r >= 0.0 && r.is_finite())) {
+        return Err(format!("--regularization: must be a number ≥ 0, got {regularization}"));
     }
     let mut searches = Vec::new();
     let mut stored = 0;
@@ -99,18 +100,19 @@ pub async fn run(settings: &Settings, embedder: Arc<dyn Embedder>, args: &LearnA
     let held = &outcome.held_out;
     let _ = writeln!(
         report,
-        "held-out feedback ({} folds, {} searches with a used hit among the first {}): MRR@10 {:.4} (service's \
-         order) → {:.4} (learned)",
+        "held-out feedback ({} folds, {} searches): MRR@10 {:.4} (service's order) → {:.4} (learned)",
         learn::FOLDS,
         held.records,
-        learn::CANDIDATES,
         held.mrr_default,
         held.mrr_learned
     );
-    let fitted = learn::fit::fit(&examples.iter().filter(|e| e.has_used()).collect::<Vec<_>>(), args.regularization);
+    let usable: Vec<&learn::Example> = examples.iter().filter(|e| e.has_used()).collect();
+    let regularization =
+        args.regularization.unwrap_or_else(|| fit::choose_regularization(&usable, learn::FOLDS, "inner:"));
+    let fitted = fit::fit(&usable, regularization);
     let weights: Vec<String> =
         learn::FEATURES.iter().zip(&fitted).map(|(name, weight)| format!("{name} {weight:+.4}")).collect();
-    let _ = writeln!(report, "weights: {}", weights.join(", "));
+    let _ = writeln!(report, "regularization {regularization}; weights: {}", weights.join(", "));
     if !held_out.is_empty() {
         let scored = learn::examples(&service, &tenant, &held_out).await.map_err(|error| error.to_string())?;
         let refs: Vec<&learn::Example> = scored.iter().collect();

@@ -161,7 +161,14 @@ fn write_reversing_model(dir: &Path, tenant: &str) {
         candidates: 20,
         regularization: 30.0,
         trained_records: 100,
-        held_out: retrieval_engine::learn::HeldOutScore { records: 100, mrr_default: 0.5, mrr_learned: 0.6 },
+        held_out: retrieval_engine::learn::HeldOutScore {
+            records: 100,
+            mrr_default: 0.5,
+            mrr_learned: 0.6,
+            wins: 20,
+            losses: 5,
+            p_value: 0.002,
+        },
         fitted_at_ms: 0,
     };
     retrieval_engine::learn::model::save(dir, tenant, &model).unwrap();
@@ -187,6 +194,10 @@ async fn a_tenants_learned_reranker_orders_its_searches_and_is_swapped_live() {
     assert!(after["hits"][0]["explain"]["rerank_score"].is_number(), "{after}");
     let (_, listed) = send(&state, "GET", &format!("{FEEDBACK}?tenant_id=t1"), None).await;
     assert_eq!(listed["reranker"]["candidates"], 20, "{listed}");
+    // Asking for as many hits as the model re-ranks, or more, still gets its order.
+    let many = json!({"query": "лицензия", "tenant_id": "t1", "max_results": 50, "explain": true}).to_string();
+    let (_, all) = send(&state, "POST", SEARCH, Some(&many)).await;
+    assert!(all["hits"][0]["explain"]["rerank_score"].is_number(), "{all}");
     // Another tenant is not touched; turning the model off restores the service's order.
     assert!(state.search.learned_rerankers().get("t2").is_none());
     std::fs::write(dir.path().join("t-t1").join(retrieval_engine::learn::model::OFF_FILE), "").unwrap();

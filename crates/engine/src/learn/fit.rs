@@ -159,23 +159,96 @@ pub fn fold_of(key: &str, folds: usize) -> usize {
     (hash % folds.max(1) as u64) as usize
 }
 
-/// Out-of-fold MRR@10 of the default order and of the model fitted without each fold, over the
-/// examples with a used candidate.
-pub fn out_of_fold(examples: &[&Example], regularization: f64, folds: usize) -> (f64, f64, usize) {
-    let usable: Vec<&Example> = examples.iter().copied().filter(|e| e.has_used()).collect();
+/// The penalties a refit chooses from when none is given.
+pub const REGULARIZATION_GRID: [f64; 7] = [1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0];
+
+/// The penalty of [`REGULARIZATION_GRID`] whose models rank the used pages best out of fold
+/// (folds of `salt`ed keys, so that inside an outer fold the inner folds are not the outer ones);
+/// a tie goes to the larger penalty.
+pub fn choose_regularization(examples: &[&Example], folds: usize, salt: &str) -> f64 {
+    let mut best = (f64::MIN, REGULARIZATION_GRID[REGULARIZATION_GRID.len() - 1]);
+    for &regularization in REGULARIZATION_GRID.iter().rev() {
+        let learned = out_of_fold_with(examples, folds, salt, &|train| fit(train, regularization)).mrr_learned;
+        if learned > best.0 + 1e-9 {
+            best = (learned, regularization);
+        }
+    }
+    best.1
+}
+
+/// Out-of-fold MRR@10 over `examples` (one without a used candidate counts 0) of the default
+/// order and of the weights `fitted` gives for each fold's training part, and the examples scored.
+fn out_of_fold_with(
+    examples: &[&Example],
+    folds: usize,
+    salt: &str,
+    fitted: &dyn Fn(&[&Example]) -> Vec<f64>,
+) -> OutOfFold {
     let (mut default_total, mut learned_total) = (0.0, 0.0);
+    let (mut wins, mut losses) = (0, 0);
+    let reciprocal = |example: &Example, weights: &[f64]| first_used_place(example, weights, 10).map_or(0.0, |p| 1.0 / p as f64);
     for fold in 0..folds {
         let (held, train): (Vec<&Example>, Vec<&Example>) =
-            usable.iter().copied().partition(|e| fold_of(&e.key, folds) == fold);
+            examples.iter().copied().partition(|e| fold_of(&format!("{salt}{}", e.key), folds) == fold);
         if held.is_empty() {
             continue;
         }
-        let weights = fit(&train, regularization);
-        default_total += mrr(&held, &default_weights()) * held.len() as f64;
-        learned_total += mrr(&held, &weights) * held.len() as f64;
+        let usable: Vec<&Example> = train.into_iter().filter(|e| e.has_used()).collect();
+        let weights = fitted(&usable);
+        for example in held {
+            let (before, after) = (reciprocal(example, &default_weights()), reciprocal(example, &weights));
+            default_total += before;
+            learned_total += after;
+            wins += usize::from(after > before);
+            losses += usize::from(after < before);
+        }
     }
-    let count = usable.len().max(1) as f64;
-    (default_total / count, learned_total / count, usable.len())
+    let count = examples.len().max(1) as f64;
+    OutOfFold {
+        mrr_default: default_total / count,
+        mrr_learned: learned_total / count,
+        records: examples.len(),
+        wins,
+        losses,
+    }
+}
+
+/// Out-of-fold figures of a refit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OutOfFold {
+    pub mrr_default: f64,
+    pub mrr_learned: f64,
+    /// Searches scored (one whose used pages are not among the candidates counts 0).
+    pub records: usize,
+    /// Searches whose used page the learned order puts higher / lower than the service's.
+    pub wins: usize,
+    pub losses: usize,
+}
+
+impl OutOfFold {
+    /// The one-sided sign test's p-value of "the learned order is better": the chance of at
+    /// least `wins` wins among `wins + losses` changed searches if each were a coin toss.
+    pub fn sign_test_p(&self) -> f64 {
+        let n = self.wins + self.losses;
+        if n == 0 {
+            return 1.0;
+        }
+        // Σ_{k ≥ wins} C(n, k) / 2^n, in logarithms (n may be thousands).
+        let ln_choose = |k: usize| -> f64 {
+            (1..=k).map(|i| ((n - k + i) as f64).ln() - (i as f64).ln()).sum::<f64>()
+        };
+        (self.wins..=n).map(|k| (ln_choose(k) - n as f64 * std::f64::consts::LN_2).exp()).sum::<f64>().min(1.0)
+    }
+}
+
+/// Out-of-fold MRR@10 of the default order and of the model fitted without each fold: with the
+/// given penalty, or (`None`) with the penalty chosen on each training part alone (nested), so
+/// the figure judges the whole refit on feedback it never saw.
+pub fn out_of_fold(examples: &[&Example], regularization: Option<f64>, folds: usize) -> OutOfFold {
+    out_of_fold_with(examples, folds, "", &|train| {
+        let chosen = regularization.unwrap_or_else(|| choose_regularization(train, folds, "inner:"));
+        fit(train, chosen)
+    })
 }
 
 #[cfg(test)]
@@ -209,9 +282,10 @@ mod tests {
         assert!(weights[10] > 0.0, "{weights:?}");
         assert!(mrr(&refs, &weights) > 0.9);
         assert!(mrr(&refs, &default_weights()) < 0.5);
-        let (default, learned, count) = out_of_fold(&refs, 1.0, 5);
-        assert_eq!(count, 60);
-        assert!(learned > default + 0.3, "{default} → {learned}");
+        let scored = out_of_fold(&refs, Some(1.0), 5);
+        assert_eq!(scored.records, 60);
+        assert!(scored.mrr_learned > scored.mrr_default + 0.3, "{scored:?}");
+        assert!(scored.sign_test_p() < 0.001, "{scored:?}");
     }
 
     #[test]
@@ -225,12 +299,31 @@ mod tests {
     }
 
     #[test]
+    fn the_chosen_penalty_is_measured_on_feedback_it_was_not_chosen_on() {
+        let all = examples(60);
+        let refs: Vec<&Example> = all.iter().collect();
+        assert!(REGULARIZATION_GRID.contains(&choose_regularization(&refs, 5, "")));
+        let scored = out_of_fold(&refs, None, 5);
+        assert!(scored.mrr_learned > scored.mrr_default + 0.3, "{scored:?}");
+    }
+
+    #[test]
     fn no_pairs_keep_the_default_order() {
         let mut none = examples(3);
         for example in &mut none {
             example.used.iter_mut().for_each(|used| *used = false);
         }
         assert_eq!(fit(&none.iter().collect::<Vec<_>>(), 1.0), default_weights());
+    }
+
+    #[test]
+    fn the_sign_test_asks_for_more_wins_than_chance_gives() {
+        let scored = |wins, losses| OutOfFold { mrr_default: 0.0, mrr_learned: 0.0, records: 100, wins, losses };
+        assert!((scored(1, 0).sign_test_p() - 0.5).abs() < 1e-12);
+        assert!((scored(5, 5).sign_test_p() - 0.623046875).abs() < 1e-9);
+        assert!(scored(15, 5).sign_test_p() < 0.05);
+        assert!(scored(12, 8).sign_test_p() > 0.05);
+        assert_eq!(scored(0, 0).sign_test_p(), 1.0);
     }
 
     #[test]

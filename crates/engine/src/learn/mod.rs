@@ -16,12 +16,13 @@ use crate::search::{SearchError, SearchRequest, SearchService, TenantId};
 
 /// Hits a learned re-ranker re-orders (the search takes this many, then cuts to what was asked).
 pub const CANDIDATES: usize = 20;
-/// The L2 penalty of a refit unless told otherwise.
-pub const DEFAULT_REGULARIZATION: f64 = 30.0;
 /// Searches with a used hit among their candidates needed before a model is fitted at all.
 pub const MIN_RECORDS: usize = 30;
 /// Held-out parts of the feedback (each scored by a model fitted on the others).
 pub const FOLDS: usize = 5;
+/// A model is kept only when its held-out wins over the service's order are this unlikely to be
+/// chance (one-sided sign test over the searches whose used page moved).
+pub const MAX_P_VALUE: f64 = 0.05;
 
 /// One candidate hit of a search, as the learner reads it.
 #[derive(Debug, Clone)]
@@ -83,20 +84,37 @@ pub struct Outcome {
 }
 
 /// Fits a model on `examples` and keeps it only when, out of fold, it ranks the used pages
-/// higher than the service's own order.
-pub fn learn(examples: &[Example], regularization: f64) -> Outcome {
+/// higher than the service's own order. `regularization` `None`: chosen from the feedback
+/// (`fit::choose_regularization`), and the held-out figure includes that choice.
+pub fn learn(examples: &[Example], regularization: Option<f64>) -> Outcome {
     let refs: Vec<&Example> = examples.iter().collect();
-    let (mrr_default, mrr_learned, records) = fit::out_of_fold(&refs, regularization, FOLDS);
-    let held_out = HeldOutScore { records, mrr_default, mrr_learned };
-    if records < MIN_RECORDS {
-        let reason = format!("{records} searches with a used hit among the candidates; at least {MIN_RECORDS} needed");
+    let scored = fit::out_of_fold(&refs, regularization, FOLDS);
+    let p_value = scored.sign_test_p();
+    let held_out = HeldOutScore {
+        records: scored.records,
+        mrr_default: scored.mrr_default,
+        mrr_learned: scored.mrr_learned,
+        wins: scored.wins,
+        losses: scored.losses,
+        p_value,
+    };
+    let (mrr_default, mrr_learned) = (scored.mrr_default, scored.mrr_learned);
+    let usable_count = refs.iter().filter(|e| e.has_used()).count();
+    if usable_count < MIN_RECORDS {
+        let reason =
+            format!("{usable_count} searches with a used hit among the candidates; at least {MIN_RECORDS} needed");
         return Outcome { held_out, model: None, reason };
     }
-    if mrr_learned <= mrr_default {
-        let reason = format!("held out it does not beat the default order ({mrr_learned:.4} vs {mrr_default:.4})");
+    let versus = format!(
+        "MRR@10 {mrr_learned:.4} vs {mrr_default:.4}, {} searches up, {} down, sign test p = {p_value:.3}",
+        scored.wins, scored.losses
+    );
+    if mrr_learned <= mrr_default || p_value >= MAX_P_VALUE {
+        let reason = format!("held out it does not beat the default order clearly enough ({versus})");
         return Outcome { held_out, model: None, reason };
     }
     let usable: Vec<&Example> = refs.into_iter().filter(|e| e.has_used()).collect();
+    let regularization = regularization.unwrap_or_else(|| fit::choose_regularization(&usable, FOLDS, "inner:"));
     let model = LearnedReranker {
         features: FEATURES.iter().map(|f| f.to_string()).collect(),
         weights: fit::fit(&usable, regularization),
@@ -106,6 +124,6 @@ pub fn learn(examples: &[Example], regularization: f64) -> Outcome {
         held_out: held_out.clone(),
         fitted_at_ms: crate::feedback::now_ms(),
     };
-    let reason = format!("held out it beats the default order ({mrr_learned:.4} vs {mrr_default:.4})");
+    let reason = format!("held out it beats the default order ({versus})");
     Outcome { held_out, model: Some(model), reason }
 }

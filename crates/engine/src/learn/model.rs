@@ -19,12 +19,17 @@ pub const OFF_FILE: &str = "reranker.off";
 /// How a model did on the part of the feedback it was not fitted on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct HeldOutScore {
-    /// Feedback records (with a used hit among the candidates) scored.
+    /// Feedback searches scored (one whose used pages are not among the candidates counts 0).
     pub records: usize,
     /// MRR@10 of the pages the answers used, in the service's own order.
     pub mrr_default: f64,
     /// The same in the learned order (out-of-fold: each part scored by a model fitted without it).
     pub mrr_learned: f64,
+    /// Searches whose used page the learned order put higher / lower.
+    pub wins: usize,
+    pub losses: usize,
+    /// The one-sided sign test's p-value of those wins and losses.
+    pub p_value: f64,
 }
 
 /// A linear re-ranker of the first `candidates` hits: a hit's learned score is `weights · row`.

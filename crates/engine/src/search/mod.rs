@@ -699,7 +699,7 @@ impl SearchService {
             }
         }
         let labels = ThemeLabels::new(&themes, topics.as_deref());
-        if candidates > max_results {
+        if matches!(learned_use, LearnedUse::Collect(_)) || learned_model.is_some() {
             let hit_labels: Vec<Option<String>> =
                 output.hits.iter().map(|hit| ranking::theme_label(hit, &labels)).collect();
             let rows = crate::learn::features::rows(
