@@ -186,7 +186,8 @@ fn out_of_fold_with(
 ) -> OutOfFold {
     let (mut default_total, mut learned_total) = (0.0, 0.0);
     let (mut wins, mut losses) = (0, 0);
-    let reciprocal = |example: &Example, weights: &[f64]| first_used_place(example, weights, 10).map_or(0.0, |p| 1.0 / p as f64);
+    let reciprocal =
+        |example: &Example, weights: &[f64]| first_used_place(example, weights, 10).map_or(0.0, |p| 1.0 / p as f64);
     for fold in 0..folds {
         let (held, train): (Vec<&Example>, Vec<&Example>) =
             examples.iter().copied().partition(|e| fold_of(&format!("{salt}{}", e.key), folds) == fold);
@@ -234,9 +235,7 @@ impl OutOfFold {
             return 1.0;
         }
         // Σ_{k ≥ wins} C(n, k) / 2^n, in logarithms (n may be thousands).
-        let ln_choose = |k: usize| -> f64 {
-            (1..=k).map(|i| ((n - k + i) as f64).ln() - (i as f64).ln()).sum::<f64>()
-        };
+        let ln_choose = |k: usize| -> f64 { (1..=k).map(|i| ((n - k + i) as f64).ln() - (i as f64).ln()).sum::<f64>() };
         (self.wins..=n).map(|k| (ln_choose(k) - n as f64 * std::f64::consts::LN_2).exp()).sum::<f64>().min(1.0)
     }
 }

@@ -181,3 +181,52 @@ impl LearnedRerankers {
         *self.models.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(weight: f64) -> LearnedReranker {
+        let mut weights = vec![0.0; FEATURES.len()];
+        weights[0] = 1.0;
+        weights[10] = weight;
+        LearnedReranker {
+            features: FEATURES.iter().map(|f| f.to_string()).collect(),
+            weights,
+            candidates: 20,
+            regularization: 30.0,
+            trained_records: 40,
+            held_out: HeldOutScore {
+                records: 40,
+                mrr_default: 0.5,
+                mrr_learned: 0.6,
+                wins: 10,
+                losses: 1,
+                p_value: 0.006,
+            },
+            fitted_at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn a_refresh_swaps_a_new_model_in_and_keeps_the_last_good_one_over_a_bad_file() {
+        let dir = tempfile::tempdir().unwrap();
+        save(dir.path(), "acme", &model(0.5)).unwrap();
+        let rerankers = LearnedRerankers::new(Some(dir.path().to_path_buf()));
+        assert_eq!(rerankers.get("acme").unwrap().weights[10], 0.5);
+        assert!(rerankers.get("other").is_none());
+        // A written file of another length is a change even within the clock's resolution.
+        save(dir.path(), "acme", &model(0.25)).unwrap();
+        rerankers.refresh();
+        assert_eq!(rerankers.get("acme").unwrap().weights[10], 0.25);
+        std::fs::write(model_path(dir.path(), "acme"), b"{\"features\": []}").unwrap();
+        rerankers.refresh();
+        assert_eq!(rerankers.get("acme").unwrap().weights[10], 0.25, "the last good model stays");
+        let mut other_features = model(0.5);
+        other_features.features[3] = "something else".into();
+        assert!(other_features.problem().is_some());
+        assert!(remove(dir.path(), "acme").unwrap());
+        rerankers.refresh();
+        assert!(rerankers.get("acme").is_none());
+    }
+}
