@@ -7,17 +7,22 @@
 #
 #   bench/feedback_load.sh              needs: apt-get install -y wrk; a release build
 #   DURATION=30 FEEDBACK_CONNECTIONS=64 bench/feedback_load.sh
+#   BIN=path/to/retrieval-service bench/feedback_load.sh     (that binary; no build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION="${DURATION:-30}"
 FEEDBACK_CONNECTIONS="${FEEDBACK_CONNECTIONS:-64}"
 PORT="${PORT:-18190}"
 command -v wrk >/dev/null || { echo "wrk not found: apt-get install -y wrk" >&2; exit 1; }
-cargo build --release --quiet
+BIN="${BIN:-}"
+if [[ -z "$BIN" ]]; then
+    cargo build --release --quiet
+    BIN=target/release/retrieval-service
+fi
 work=$(mktemp -d)
 trap 'kill "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
 RUST_LOG=warn RETR_REQUEST_LOG_LEVEL=off RETR_FEEDBACK_DIR="$work/feedback" \
-  target/release/retrieval-service serve --port "$PORT" >"$work/server.log" 2>&1 &
+  "$BIN" serve --port "$PORT" >"$work/server.log" 2>&1 &
 server=$!
 for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.2; done
 # Demo questions, pseudo-embedded in process.

@@ -114,6 +114,8 @@ fn read_model(path: &Path) -> Result<LearnedReranker, String> {
 pub struct LearnedRerankers {
     dir: Option<PathBuf>,
     models: RwLock<Arc<HashMap<String, Loaded>>>,
+    /// The files found unusable, by tenant: not read (nor logged) again until they change.
+    rejected: std::sync::Mutex<HashMap<String, Option<(SystemTime, u64)>>>,
 }
 
 #[derive(Debug, Clone)]
@@ -125,7 +127,7 @@ struct Loaded {
 impl LearnedRerankers {
     /// The models under `dir`, loaded now (and again by each `refresh`).
     pub fn new(dir: Option<PathBuf>) -> Self {
-        let rerankers = Self { dir, models: Default::default() };
+        let rerankers = Self { dir, models: Default::default(), rejected: Default::default() };
         rerankers.refresh();
         rerankers
     }
@@ -165,13 +167,22 @@ impl LearnedRerankers {
                 next.insert(tenant.to_string(), loaded.clone());
                 continue;
             }
+            let mut rejected = self.rejected.lock().unwrap_or_else(|p| p.into_inner());
+            if stamp.is_some() && rejected.get(tenant) == Some(&stamp) {
+                if let Some(loaded) = current.get(tenant) {
+                    next.insert(tenant.to_string(), loaded.clone());
+                }
+                continue;
+            }
             match read_model(&path) {
                 Ok(model) => {
+                    rejected.remove(tenant);
                     tracing::info!(tenant, path = %path.display(), "learned re-ranker loaded");
                     next.insert(tenant.to_string(), Loaded { stamp, model: Arc::new(model) });
                 }
                 Err(problem) => {
                     tracing::warn!(tenant, path = %path.display(), %problem, "learned re-ranker not loaded");
+                    rejected.insert(tenant.to_string(), stamp);
                     if let Some(loaded) = current.get(tenant) {
                         next.insert(tenant.to_string(), loaded.clone());
                     }
@@ -222,6 +233,8 @@ mod tests {
         std::fs::write(model_path(dir.path(), "acme"), b"{\"features\": []}").unwrap();
         rerankers.refresh();
         assert_eq!(rerankers.get("acme").unwrap().weights[10], 0.25, "the last good model stays");
+        rerankers.refresh();
+        assert_eq!(rerankers.get("acme").unwrap().weights[10], 0.25, "and stays while the bad file is unchanged");
         let mut other_features = model(0.5);
         other_features.features[3] = "something else".into();
         assert!(other_features.problem().is_some());
