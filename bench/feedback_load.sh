@@ -3,7 +3,8 @@
 # every acknowledged record on disk? Starts the release service (mock mode, demo corpus, a fresh
 # RETR_FEEDBACK_DIR), measures search latency at concurrency 1 alone, then again while wrk posts
 # feedback as fast as it can (FEEDBACK_CONNECTIONS connections) for DURATION seconds, then counts
-# the records on disk against the posts answered 200.
+# the records on disk against the posts answered 200 (the log's size bound is lifted to 4 GiB, so
+# that no record is dropped by it; BOUND_BYTES sets another, whose rewrites are then measured too).
 #
 #   bench/feedback_load.sh              needs: apt-get install -y wrk; a release build
 #   DURATION=30 FEEDBACK_CONNECTIONS=64 bench/feedback_load.sh
@@ -22,6 +23,7 @@ fi
 work=$(mktemp -d)
 trap 'kill "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
 RUST_LOG=warn RETR_REQUEST_LOG_LEVEL=off RETR_FEEDBACK_DIR="$work/feedback" \
+  RETR_FEEDBACK_MAX_BYTES="${BOUND_BYTES:-4294967296}" \
   "$BIN" serve --port "$PORT" >"$work/server.log" 2>&1 &
 server=$!
 for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.2; done
