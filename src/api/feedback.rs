@@ -40,8 +40,8 @@ pub(crate) struct FeedbackRequest {
     /// The hits the answer used: hit ids (or their pages' doc ids), at most 50; empty when it used none.
     #[schema(schema_with = id_array)]
     used: Vec<String>,
-    /// The hits shown to the answer's writer, when known (at most 50).
-    #[schema(schema_with = id_array)]
+    /// The hits shown to the answer's writer, when known (at most 50); `null` is absent.
+    #[schema(schema_with = optional_id_array)]
     shown: Option<Vec<String>>,
     /// The user's verdict on the answer, when given.
     verdict: Option<Verdict>,
@@ -50,6 +50,16 @@ pub(crate) struct FeedbackRequest {
 /// `used` / `shown`: at most `MAX_FEEDBACK_IDS` ids (`schema::id`).
 fn id_array() -> utoipa::openapi::schema::Array {
     utoipa::openapi::schema::ArrayBuilder::new().items(schema::id()).max_items(Some(MAX_FEEDBACK_IDS)).build()
+}
+
+/// `shown`: as `used`, or `null`.
+fn optional_id_array() -> utoipa::openapi::schema::Array {
+    use utoipa::openapi::schema::{SchemaType, Type};
+    utoipa::openapi::schema::ArrayBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
+        .items(schema::id())
+        .max_items(Some(MAX_FEEDBACK_IDS))
+        .build()
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]

@@ -299,3 +299,24 @@ async fn acknowledged_feedback_survives_kill_9() {
     let lost: Vec<_> = acknowledged.iter().filter(|trace| !traces.contains(*trace)).collect();
     assert!(lost.is_empty(), "{} acknowledged records lost, e.g. {:?}", lost.len(), lost.first());
 }
+
+#[tokio::test]
+async fn the_openapi_document_states_the_feedback_limits() {
+    let state = fixture_state(|s| s.max_query_chars = 321);
+    let (status, document) = send(&state, "GET", "/internal/retrieval/openapi.json", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let operations = &document["paths"][FEEDBACK];
+    for method in ["post", "get", "delete"] {
+        assert!(operations[method]["responses"]["200"].is_object(), "{method}: {operations}");
+        assert!(operations[method]["responses"]["404"].is_object(), "{method}: {operations}");
+    }
+    let request = &document["components"]["schemas"]["FeedbackRequest"];
+    assert_eq!(request["properties"]["query"]["maxLength"], 321, "{request}");
+    assert_eq!(request["properties"]["trace_id"]["maxLength"], 256, "{request}");
+    assert_eq!(request["properties"]["used"]["maxItems"], 50, "{request}");
+    let required: Vec<&str> = request["required"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    for field in ["tenant_id", "trace_id", "query", "used"] {
+        assert!(required.contains(&field), "{field} not required: {request}");
+    }
+    assert!(!required.contains(&"shown") && !required.contains(&"verdict"), "{request}");
+}
