@@ -139,3 +139,57 @@ pub async fn run(settings: &Settings, embedder: Arc<dyn Embedder>, args: &LearnA
     }
     Ok(report)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use retrieval_engine::feedback::{now_ms, FeedbackRecord, Verdict};
+    use retrieval_engine::fixtures;
+
+    fn record(trace: &str, used: &[&str], verdict: Option<Verdict>) -> FeedbackRecord {
+        FeedbackRecord {
+            at_ms: now_ms(),
+            trace_id: trace.into(),
+            query: "лицензия".into(),
+            used: used.iter().map(|u| u.to_string()).collect(),
+            shown: vec![],
+            verdict,
+        }
+    }
+
+    #[tokio::test]
+    async fn learn_reads_the_tenants_feedback_and_keeps_the_defaults_without_enough_of_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let snapshot = dir.path().join("index.json");
+        crate::index::memory::write_snapshot_file(&snapshot, &fixtures::snapshot()).unwrap();
+        let feedback = dir.path().join("feedback");
+        let settings = Settings {
+            embedding_dimension: fixtures::DIMENSION,
+            feedback_dir: Some(feedback.clone()),
+            ..Settings::default()
+        };
+        let store = FeedbackStore::open(&feedback, settings.feedback_limits()).unwrap();
+        store.append("t1", &record("a", &["docs/faq/flat"], Some(Verdict::Helpful))).await.unwrap();
+        store.append("t1", &record("b", &["docs/faq/flat"], Some(Verdict::Unhelpful))).await.unwrap();
+        store.append("t1", &record("c", &[], None)).await.unwrap();
+        store.append("t2", &record("d", &["docs/faq/flat"], None)).await.unwrap();
+        drop(store);
+        let args = LearnArgs {
+            index: snapshot,
+            tenant: "t1".into(),
+            questions: vec![],
+            held_out: vec![],
+            regularization: None,
+            dry_run: false,
+            embedding_cache: dir.path().join("cache.jsonl"),
+        };
+        let embedder: Arc<dyn Embedder> = Arc::new(crate::embed::PseudoEmbedder::new(fixtures::DIMENSION));
+        let report = run(&settings, Arc::clone(&embedder), &args).await.unwrap();
+        // One of t1's three records says what was used and was not found unhelpful; t2's is not read.
+        assert!(report.contains("1 searches to learn from (1 of 3 stored feedback records"), "{report}");
+        assert!(report.contains("at least 30 needed"), "{report}");
+        assert!(!retrieval_engine::learn::model::model_path(&feedback, "t1").exists());
+        let nobody = LearnArgs { tenant: "t3".into(), ..args };
+        assert!(run(&settings, embedder, &nobody).await.unwrap_err().contains("no feedback to learn from"));
+    }
+}
