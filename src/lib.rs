@@ -11,6 +11,7 @@ pub mod config;
 pub(crate) mod error;
 pub mod eval;
 pub mod ingest;
+pub mod learn;
 pub mod log_writer;
 pub mod server;
 pub mod startup;
