@@ -43,6 +43,9 @@ type Param = Box<dyn ToSql + Sync + Send>;
 /// Rows read at most per round while a condition filters them in the service.
 const CONDITION_ROUND_MAX: i64 = 20_000;
 
+/// A lexical list restricted to at most this many pages reads their records' terms by record.
+const FEW_PAGES: usize = 200;
+
 /// How long a primary that did not answer is passed over before it is asked again.
 const PRIMARY_RETRY_AFTER: Duration = Duration::from_secs(2);
 
@@ -381,6 +384,7 @@ impl VectorIndex for PostgresSearchIndex {
         distinct.dedup();
         let (k1, b) = (f64::from(self.shared.params.k1), f64::from(self.shared.params.b));
         let narrowed = narrows(filter) || filter.condition.is_some();
+        let few_pages = filter.doc_ids.as_ref().is_some_and(|ids| ids.len() <= FEW_PAGES);
         let number = store::level_number(level);
         let depth = self.shared.lexical_depth;
         self.ranked(filter, k, |limit| {
@@ -409,9 +413,29 @@ impl VectorIndex for PostgresSearchIndex {
                      ORDER BY p.impact DESC LIMIT {depth}) AS t, s \
                    GROUP BY t.rid)"
             );
-            // Without a filter the best `limit` are chosen before their rows are read; with one,
-            // every scored record's row is checked.
-            let sql = if narrowed {
+            // A few pages (the cascade's sections and chunks of the chosen pages): their records'
+            // terms are read by record, every posting of them, as the in-memory `score_among`.
+            // Without a filter the best `limit` are chosen before their rows are read; with another
+            // one, every scored record's row is checked.
+            let by_record = format!(
+                "WITH s AS (SELECT documents::float8 AS n, \
+                   CASE WHEN documents > 0 THEN total_length::float8 / documents ELSE 0 END AS avgdl \
+                   FROM retr_level_stats WHERE tenant = $1 AND level = {number}), \
+                 q AS (SELECT f.term, ln(1 + (s.n - f.df + 0.5) / (f.df + 0.5)) AS idf \
+                   FROM retr_term_df f, s WHERE f.tenant = $1 AND f.level = {number} AND f.term = ANY(${terms}) \
+                   AND f.df > 0), \
+                 candidates AS (SELECT r.rid FROM retr_records r WHERE {clause}), \
+                 scored AS (SELECT t.rid, sum(q.idf * t.tf * ({k1} + 1) / (t.tf + {k1} * (1 - {b} + {b} * \
+                   CASE WHEN s.avgdl > 0 THEN t.dl / s.avgdl ELSE 1 END))) AS score \
+                   FROM candidates c JOIN retr_terms t ON t.tenant = $1 AND t.rid = c.rid \
+                   JOIN q ON q.term = t.term, s GROUP BY t.rid) \
+                 SELECT {columns}, scored.score FROM scored JOIN retr_records r \
+                 ON r.tenant = $1 AND r.rid = scored.rid ORDER BY scored.score DESC, r.id LIMIT ${limit}",
+                columns = store::RECORD_COLUMNS
+            );
+            let sql = if few_pages {
+                by_record
+            } else if narrowed {
                 format!(
                     "{scores} SELECT {columns}, scored.score FROM scored JOIN retr_records r \
                      ON r.tenant = $1 AND r.rid = scored.rid WHERE {clause} \
