@@ -1,10 +1,13 @@
-//! Loading a Markdown/MDX tree: walking it, reading pages (binary, unreadable and empty pages are
-//! skipped with a reason), and turning each page into a `SourceDoc` (title, summary, URL, tags,
-//! topic). Used by `ingest` and by the bundled demo corpus alike.
+//! Loading a tree of Markdown/MDX or HTML pages: walking it, reading pages (binary, unreadable
+//! and empty pages are skipped with a reason), and turning each page into a `SourceDoc` (title,
+//! summary, URL, tags, topic; HTML pages through `site`). Used by `ingest` and by the bundled demo
+//! corpus alike.
 
+use super::html::{sniff_html, HtmlPage};
 use super::mapping::MappingRules;
 use super::markdown::parse_markdown;
 use super::records::{truncate_words, SourceDoc};
+use super::site::{html_doc, read_html_page, site_name};
 use super::split::ChunkingConfig;
 use std::path::Path;
 
@@ -47,7 +50,8 @@ pub struct Loaded {
 /// are kilobytes; a file this big is a mistake, and reading it whole would cost its size in memory).
 pub const MAX_PAGE_BYTES: u64 = 8 * 1024 * 1024;
 
-/// Walks `root` in name order for `.md`/`.mdx` pages. Hidden entries, `_partials`, `node_modules`
+/// Walks `root` in name order for `.md`/`.mdx` and `.html`/`.htm` pages (a site generator's
+/// `404.html` is skipped with the reason). Hidden entries, `_partials`, `node_modules`
 /// and directory symlinks are not entered; other file types are ignored silently. A page that is
 /// a symlink is read only when it leads to a regular file inside `root` (a link out of the tree,
 /// to a device or to a FIFO is skipped with the reason, so ingest never publishes a file the tree
@@ -57,34 +61,83 @@ pub fn load_tree(root: &Path, options: &LoadOptions<'_>) -> std::io::Result<Load
     collect_pages(root, root, &mut files)?;
     let canonical_root = root.canonicalize()?;
     let mut loaded = Loaded::default();
+    // Docs in file order; HTML pages wait for the site's name, known once every page is read.
+    let mut pending: Vec<Pending> = Vec::new();
     for (path, relative) in files {
+        let note = |reason: String| FileNote { path: path.display().to_string(), reason };
         let bytes = match read_page(&path, &canonical_root) {
             Ok(bytes) => bytes,
             Err(reason) => {
-                loaded.skipped.push(FileNote { path: path.display().to_string(), reason });
+                loaded.skipped.push(note(reason));
                 continue;
             }
         };
+        if is_html_name(&relative) || sniff_html(&bytes) {
+            if is_error_page(&relative) {
+                loaded.skipped.push(note("an error page of the site (404): not ingested".to_string()));
+                continue;
+            }
+            let address = page_address(options.base_url, &relative, &path);
+            match read_html_page(&bytes, None, address.as_ref(), options) {
+                Ok(page) => pending.push(Pending::Html(relative, Box::new(page))),
+                Err(reason) => loaded.skipped.push(note(reason)),
+            }
+            continue;
+        }
         let content = match String::from_utf8(bytes) {
             Ok(content) if !content.contains('\0') => content,
             Ok(_) | Err(_) => {
-                loaded
-                    .skipped
-                    .push(FileNote { path: path.display().to_string(), reason: "binary or not UTF-8".to_string() });
+                loaded.skipped.push(note("binary or not UTF-8".to_string()));
                 continue;
             }
         };
         match page_to_doc(&relative, &content, options) {
             Ok((doc, warnings)) => {
-                loaded
-                    .warnings
-                    .extend(warnings.into_iter().map(|reason| FileNote { path: path.display().to_string(), reason }));
-                loaded.docs.push(doc);
+                loaded.warnings.extend(warnings.into_iter().map(note));
+                pending.push(Pending::Doc(Box::new(doc)));
             }
-            Err(reason) => loaded.skipped.push(FileNote { path: path.display().to_string(), reason }),
+            Err(reason) => loaded.skipped.push(note(reason)),
         }
     }
+    let site = site_name(pending.iter().filter_map(|p| match p {
+        Pending::Html(_, page) => Some(page.as_ref()),
+        Pending::Doc(_) => None,
+    }));
+    for item in pending {
+        loaded.docs.push(match item {
+            Pending::Doc(doc) => *doc,
+            Pending::Html(relative, page) => html_doc(&relative, *page, site.as_deref(), options),
+        });
+    }
     Ok(loaded)
+}
+
+enum Pending {
+    Doc(Box<SourceDoc>),
+    Html(String, Box<HtmlPage>),
+}
+
+/// `.html`, `.htm` and `.xhtml` pages are read as HTML (and any page whose content is).
+pub(crate) fn is_html_name(relative: &str) -> bool {
+    let lower = relative.to_ascii_lowercase();
+    lower.ends_with(".html") || lower.ends_with(".htm") || lower.ends_with(".xhtml")
+}
+
+/// A site generator's "page not found" page.
+fn is_error_page(relative: &str) -> bool {
+    let name = relative.rsplit('/').next().unwrap_or(relative).to_ascii_lowercase();
+    name == "404.html" || name == "404.htm"
+}
+
+/// Where a built page lives: its route under `base_url`, else its file (relative links resolve
+/// either way).
+fn page_address(base_url: &str, relative: &str, path: &Path) -> Option<url::Url> {
+    if !base_url.is_empty() {
+        if let Ok(url) = url::Url::parse(&page_url(base_url, relative, "")) {
+            return Some(url);
+        }
+    }
+    path.canonicalize().ok().and_then(|absolute| url::Url::from_file_path(absolute).ok())
 }
 
 /// Reads the page at `path` when it is (or links to) a regular file inside `canonical_root` of at
@@ -124,7 +177,9 @@ fn collect_pages(root: &Path, directory: &Path, files: &mut Vec<(std::path::Path
         let Ok(file_type) = entry.file_type() else { continue };
         if file_type.is_dir() {
             collect_pages(root, &path, files)?;
-        } else if (file_type.is_file() || file_type.is_symlink()) && (name.ends_with(".md") || name.ends_with(".mdx")) {
+        } else if (file_type.is_file() || file_type.is_symlink())
+            && (name.ends_with(".md") || name.ends_with(".mdx") || is_html_name(&name))
+        {
             let relative = path.strip_prefix(root).unwrap_or(&path);
             let relative = relative.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
             files.push((path, relative));
