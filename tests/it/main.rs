@@ -19,6 +19,7 @@ mod embed_e2e;
 mod eval;
 mod hardening;
 mod health;
+mod html_ingest;
 mod ingest;
 mod logs;
 mod mcp;

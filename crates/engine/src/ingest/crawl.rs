@@ -115,7 +115,7 @@ pub async fn crawl_site(start: &str, limits: &CrawlLimits, options: &LoadOptions
             continue;
         }
         fetched += 1;
-        let page = match crawler.fetch_page(&url, &robots).await {
+        let page = match crawler.fetch_page(&url, &robots, &seen).await {
             Ok(page) => page,
             Err(reason) => {
                 loaded.skipped.push(FileNote { path: url.to_string(), reason });
@@ -237,8 +237,9 @@ impl Crawler {
         Ok(body)
     }
 
-    /// Fetches a page, following redirects inside the site (at most `MAX_REDIRECTS`, none twice).
-    async fn fetch_page(&mut self, url: &Url, robots: &Robots) -> Result<Fetched, String> {
+    /// Fetches a page, following redirects inside the site (at most `MAX_REDIRECTS`, none twice,
+    /// none to a page the crawl has already met).
+    async fn fetch_page(&mut self, url: &Url, robots: &Robots, seen: &HashSet<Url>) -> Result<Fetched, String> {
         let mut current = url.clone();
         let mut chain = vec![current.clone()];
         loop {
@@ -264,6 +265,9 @@ impl Crawler {
                 }
                 if !robots.allows(&next) {
                     return Err(format!("redirects to {next}, disallowed by robots.txt"));
+                }
+                if seen.contains(&next) {
+                    return Err(format!("redirects to {next}, which the crawl reads on its own"));
                 }
                 chain.push(next.clone());
                 current = next;
