@@ -3,7 +3,7 @@
 use crate::config::{Settings, VectorBackend};
 use crate::embed::Embedder;
 use retrieval_engine::ingest::embedding::{embed_records, EmbedPlan, Progress};
-use retrieval_engine::ingest::tree::{load_tree, FileNote, LoadOptions, Loaded};
+use retrieval_engine::ingest::tree::{load_sitemap, load_tree, FileNote, LoadOptions, Loaded};
 use retrieval_engine::ingest::writer::{
     page_hashes, without_pages, IndexWriter, IngestBatch, SnapshotWriter, SourceScope,
 };
@@ -30,7 +30,8 @@ pub enum IngestBackend {
 #[derive(Debug, Clone, clap::Args)]
 pub struct IngestArgs {
     /// A directory of Markdown/MDX pages (Docusaurus) or of HTML pages (a built site, an HTML export),
-    /// a .jsonl file of {"id","title","text",...} records, or an http(s) URL whose site is crawled
+    /// a built site's sitemap.xml (the pages it lists), a .jsonl file of {"id","title","text",...}
+    /// records, or an http(s) URL whose site is crawled
     pub path: PathBuf,
     /// Tenant that owns the ingested docs
     #[arg(long)]
@@ -413,11 +414,13 @@ async fn load_input(
         };
         let result = if path.is_dir() {
             load_tree(&path, &options)
+        } else if path.file_name().is_some_and(|name| name == "sitemap.xml") {
+            load_sitemap(&path, &options)
         } else if path.extension().is_some_and(|e| e == "jsonl") {
             load_jsonl(&path, &options)
         } else {
             return Err(IngestError::InvalidArgument(format!(
-                "{} is neither a directory nor a .jsonl file",
+                "{} is neither a directory, a sitemap.xml nor a .jsonl file",
                 path.display()
             )));
         };

@@ -235,3 +235,29 @@ fn class_words_split_at_dashes_and_camel_case() {
     assert!(sniff_html(b"\xef\xbb\xbf  <!DOCTYPE html><html>"));
     assert!(!sniff_html(b"# Markdown"));
 }
+
+#[test]
+fn a_sitemap_lists_the_pages_read_and_gives_their_urls() {
+    let mapping = MappingRules::builtin();
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["index.html", "guide/settings.html"] {
+        let target = dir.path().join(name);
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        std::fs::copy(fixtures().join("vitepress").join(name), target).unwrap();
+    }
+    let sitemap = std::fs::read_to_string(fixtures().join("vitepress/sitemap.xml")).unwrap();
+    let sitemap = sitemap.replace("</urlset>", "<url><loc>https://docs.example.org/agent/gone</loc></url></urlset>");
+    std::fs::write(dir.path().join("sitemap.xml"), sitemap).unwrap();
+    let loaded = crate::ingest::tree::load_sitemap(&dir.path().join("sitemap.xml"), &options(&mapping)).unwrap();
+    let mut urls: Vec<(&str, &str)> = loaded.docs.iter().map(|d| (d.source.as_str(), d.url.as_str())).collect();
+    urls.sort_unstable();
+    assert_eq!(
+        urls,
+        [
+            ("guide/settings.html", "https://docs.example.org/agent/guide/settings.html"),
+            ("index.html", "https://docs.example.org/agent/")
+        ]
+    );
+    assert_eq!(loaded.skipped.len(), 1, "{:?}", loaded.skipped);
+    assert!(loaded.skipped[0].reason.contains("no page for it"), "{:?}", loaded.skipped);
+}

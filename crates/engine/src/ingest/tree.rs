@@ -7,7 +7,7 @@ use super::html::{sniff_html, HtmlPage};
 use super::mapping::MappingRules;
 use super::markdown::parse_markdown;
 use super::records::{truncate_words, SourceDoc};
-use super::site::{html_doc, read_html_page, site_name};
+use super::site::{html_doc, read_html_page, site_name, sitemap_locations};
 use super::split::ChunkingConfig;
 use std::path::Path;
 
@@ -59,11 +59,67 @@ pub const MAX_PAGE_BYTES: u64 = 8 * 1024 * 1024;
 pub fn load_tree(root: &Path, options: &LoadOptions<'_>) -> std::io::Result<Loaded> {
     let mut files = Vec::new();
     collect_pages(root, root, &mut files)?;
+    let files = files.into_iter().map(|(path, relative)| (path, relative, None)).collect();
+    load_files(root, files, Loaded::default(), options)
+}
+
+/// Reads the pages a `sitemap.xml` lists from the folder it lies in: each `<loc>` is looked up by
+/// its path, leading folders dropped until a page is found (`https://x/kb/ru/a/` →
+/// `a/index.html`, `a.html` or `a`, so a site built for a sub-path is found), and its address
+/// is the page's URL when the page has no canonical link. A location with no page is skipped with
+/// the reason.
+pub fn load_sitemap(sitemap: &Path, options: &LoadOptions<'_>) -> std::io::Result<Loaded> {
+    let root = sitemap.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let canonical_root = root.canonicalize()?;
+    let bytes = read_page(sitemap, &canonical_root).map_err(std::io::Error::other)?;
     let mut loaded = Loaded::default();
+    let mut files = Vec::new();
+    for location in sitemap_locations(&String::from_utf8_lossy(&bytes)) {
+        let Ok(url) = url::Url::parse(&location) else {
+            loaded.skipped.push(FileNote { path: location, reason: "not a URL".to_string() });
+            continue;
+        };
+        let path = percent_encoding::percent_decode_str(url.path()).decode_utf8_lossy().to_string();
+        let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        // Leading folders dropped until a page is found; a folder URL (`/kb/ru/`) may stand for
+        // the root page.
+        let folder_url = url.path().ends_with('/');
+        let found = (0..=segments.len()).find_map(|skip| {
+            let relative = segments[skip..].join("/");
+            let candidates = if relative.is_empty() {
+                if folder_url {
+                    vec!["index.html".to_string()]
+                } else {
+                    vec![]
+                }
+            } else {
+                vec![relative.clone(), format!("{relative}/index.html"), format!("{relative}.html")]
+            };
+            candidates.into_iter().find(|candidate| is_html_name(candidate) && root.join(candidate).is_file())
+        });
+        match found {
+            Some(relative) if files.iter().any(|(_, known, _)| *known == relative) => {}
+            Some(relative) => files.push((root.join(&relative), relative, Some(url))),
+            None => loaded.skipped.push(FileNote {
+                path: location,
+                reason: format!("listed in the sitemap, but no page for it under {}", root.display()),
+            }),
+        }
+    }
+    load_files(root, files, loaded, options)
+}
+
+/// Reads `files` (path, path relative to `root`, the page's URL when known) into `loaded`.
+fn load_files(
+    root: &Path,
+    files: Vec<(std::path::PathBuf, String, Option<url::Url>)>,
+    mut loaded: Loaded,
+    options: &LoadOptions<'_>,
+) -> std::io::Result<Loaded> {
+    let canonical_root = root.canonicalize()?;
     // Docs in file order; HTML pages wait for the site's name, known once every page is read.
     let mut pending: Vec<Pending> = Vec::new();
-    for (path, relative) in files {
+    for (path, relative, known_url) in files {
         let note = |reason: String| FileNote { path: path.display().to_string(), reason };
         let bytes = match read_page(&path, &canonical_root) {
             Ok(bytes) => bytes,
@@ -77,9 +133,14 @@ pub fn load_tree(root: &Path, options: &LoadOptions<'_>) -> std::io::Result<Load
                 loaded.skipped.push(note("an error page of the site (404): not ingested".to_string()));
                 continue;
             }
-            let address = page_address(options.base_url, &relative, &path);
+            let address = known_url.clone().or_else(|| page_address(options.base_url, &relative, &path));
             match read_html_page(&bytes, None, address.as_ref(), options) {
-                Ok(page) => pending.push(Pending::Html(relative, Box::new(page))),
+                Ok(mut page) => {
+                    if let Some(url) = known_url {
+                        page.canonical.get_or_insert_with(|| url.to_string());
+                    }
+                    pending.push(Pending::Html(relative, Box::new(page)));
+                }
                 Err(reason) => loaded.skipped.push(note(reason)),
             }
             continue;
