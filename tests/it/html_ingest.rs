@@ -81,7 +81,7 @@ async fn a_built_site_is_ingested_searched_and_its_bad_files_skipped_with_reason
         }
     }
 
-    let index = Arc::new(InMemoryIndex::from_file(&dir.path().join("index.json")));
+    let index = Arc::new(InMemoryIndex::from_file(dir.path().join("index.json")));
     let state = retrieval_service::startup::state_with(settings, index, Arc::new(PseudoEmbedder::new(16)));
     let query = json!({"query": "rotate_days сколько дней хранить журналы", "tenant_id": "docs"}).to_string();
     let (status, body) = send(&state, "POST", SEARCH, Some(&query)).await;

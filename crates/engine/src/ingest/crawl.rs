@@ -348,11 +348,14 @@ impl Crawler {
     }
 }
 
+/// A robots.txt rule: whether it allows, and its path pattern.
+type Rule = (bool, String);
+
 /// The rules of robots.txt that apply to this crawler.
 #[derive(Debug, Default)]
 struct Robots {
-    /// (allow, path pattern) of the group for this crawler, else of `*`.
-    rules: Vec<(bool, String)>,
+    /// The rules of the group for this crawler, else of `*`.
+    rules: Vec<Rule>,
     crawl_delay: Option<Duration>,
     sitemaps: Vec<String>,
 }
@@ -363,7 +366,7 @@ impl Robots {
     fn parse(text: &str, agent: &str) -> Robots {
         let agent = agent.to_ascii_lowercase();
         let mut robots = Robots::default();
-        let (mut ours, mut star): (Option<Vec<(bool, String)>>, Option<Vec<(bool, String)>>) = (None, None);
+        let (mut ours, mut star): (Option<Vec<Rule>>, Option<Vec<Rule>>) = (None, None);
         let (mut our_delay, mut star_delay) = (None, None);
         let mut group_agents: Vec<String> = Vec::new();
         let mut in_rules = false;
