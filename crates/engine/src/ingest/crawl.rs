@@ -79,9 +79,11 @@ pub async fn crawl_site(start: &str, limits: &CrawlLimits, options: &LoadOptions
 
     let mut queue: VecDeque<(Url, usize)> = VecDeque::from([(normalized(start.clone()), 0)]);
     let mut seen: HashSet<Url> = queue.iter().map(|(url, _)| url.clone()).collect();
-    for location in crawler.sitemap_pages(&robots).await {
-        if crawler.same_site(&location) && seen.insert(location.clone()) {
-            queue.push_back((location, 1));
+    if limits.max_depth > 0 {
+        for location in crawler.sitemap_pages(&robots).await {
+            if crawler.same_site(&location) && seen.insert(location.clone()) {
+                queue.push_back((location, 1));
+            }
         }
     }
     let mut loaded = Loaded::default();
@@ -126,7 +128,7 @@ pub async fn crawl_site(start: &str, limits: &CrawlLimits, options: &LoadOptions
             continue;
         }
         let relative = crawler.relative_path(&page.final_url);
-        match read_html_page(&page.body, page.charset.as_deref(), Some(&page.final_url), options) {
+        match read_html_page(&page.body, page.charset.as_deref(), Some(&page.final_url), true, options) {
             Ok(read) => {
                 if depth < limits.max_depth {
                     for link in &read.links {

@@ -34,7 +34,8 @@ pub(crate) struct HtmlPage {
     pub(crate) canonical: Option<String>,
     /// The labels of the page's breadcrumb trail, outermost first.
     pub(crate) breadcrumbs: Vec<String>,
-    /// Every `a href` of the document (navigation included), resolved, fragment removed.
+    /// Every `a href` of the document (navigation included), resolved, fragment removed; empty
+    /// unless asked for.
     pub(crate) links: Vec<Url>,
     /// `<meta name="robots" content="noindex">`.
     pub(crate) noindex: bool,
@@ -284,8 +285,9 @@ fn find_ignore_case(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// Reads a decoded page. `address` is where the page lives (its URL, or the URL its path stands
-/// for) and resolves relative links; a `<base href>` takes precedence.
-pub(crate) fn parse_html(source: &str, address: Option<&Url>, max_section_level: usize) -> HtmlPage {
+/// for) and resolves relative links; a `<base href>` takes precedence. The page's links are
+/// collected `with_links` only (a crawl follows them; a tree does not need them).
+pub(crate) fn parse_html(source: &str, address: Option<&Url>, max_section_level: usize, with_links: bool) -> HtmlPage {
     let document = Html::parse_document(source);
     let base = document
         .select(&BASE)
@@ -293,7 +295,8 @@ pub(crate) fn parse_html(source: &str, address: Option<&Url>, max_section_level:
         .and_then(|base| base.attr("href"))
         .and_then(|href| resolve(address, href))
         .or_else(|| address.cloned());
-    let mut page = HtmlPage { links: links(&document, base.as_ref()), ..HtmlPage::default() };
+    let links = if with_links { links(&document, base.as_ref()) } else { Vec::new() };
+    let mut page = HtmlPage { links, ..HtmlPage::default() };
     read_head(&document, base.as_ref(), &mut page);
     page.breadcrumbs = breadcrumbs(&document);
     let (root, link_dense) = match main_content(&document) {
@@ -363,6 +366,7 @@ fn breadcrumbs(document: &Html) -> Vec<String> {
         [value.attr("class"), value.id(), value.attr("aria-label")]
             .into_iter()
             .flatten()
+            .filter(|names| contains_ignore_case(names, "breadcrumb"))
             .any(|names| names_words(names).any(|word| word == "breadcrumb" || word == "breadcrumbs"))
     }) else {
         return Vec::new();
@@ -380,6 +384,13 @@ fn breadcrumbs(document: &Html) -> Vec<String> {
         .map(|label| label.trim_matches(|c: char| "/>»›|\u{200b}".contains(c) || c.is_whitespace()).to_string())
         .filter(|label| !label.is_empty())
         .collect()
+}
+
+/// Whether `text` holds `needle` (ASCII, lowercase), ignoring ASCII case: a cheap test before
+/// splitting a class list into words.
+fn contains_ignore_case(text: &str, needle: &str) -> bool {
+    text.len() >= needle.len()
+        && text.as_bytes().windows(needle.len()).any(|window| window.eq_ignore_ascii_case(needle.as_bytes()))
 }
 
 /// The words of a class list or id: split at non-alphanumerics and camel-case boundaries, lowercased.
@@ -488,13 +499,16 @@ fn is_chrome(element: ElementRef<'_>, in_admonition: bool) -> bool {
     if value.attr("role").is_some_and(|role| CHROME_ROLES.contains(&role.trim().to_ascii_lowercase().as_str())) {
         return true;
     }
-    let style = value.attr("style").unwrap_or_default().to_ascii_lowercase().replace(' ', "");
-    if style.contains("display:none") || style.contains("visibility:hidden") {
-        return true;
+    if let Some(style) = value.attr("style") {
+        let style = style.to_ascii_lowercase().replace(' ', "");
+        if style.contains("display:none") || style.contains("visibility:hidden") {
+            return true;
+        }
     }
     if [value.attr("class"), value.id()]
         .into_iter()
         .flatten()
+        .filter(|names| CHROME_WORDS.iter().any(|word| contains_ignore_case(names, word)))
         .any(|names| names_words(names).any(|word| CHROME_WORDS.contains(&word.as_str())))
     {
         return true;
@@ -573,8 +587,12 @@ fn render(
                 }
                 match node.value() {
                     Node::Text(text) => {
-                        let text: String = text.chars().filter(|c| *c != '\u{200b}' && *c != '\u{feff}').collect();
-                        if !text.is_empty() {
+                        let text: &str = text;
+                        if text.contains(['\u{200b}', '\u{feff}']) {
+                            let visible: String =
+                                text.chars().filter(|c| *c != '\u{200b}' && *c != '\u{feff}').collect();
+                            renderer.event(Event::Text(visible.into()), 0);
+                        } else if !text.is_empty() {
                             renderer.event(Event::Text(text.into()), 0);
                         }
                     }

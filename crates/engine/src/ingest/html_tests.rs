@@ -32,7 +32,7 @@ fn options(mapping: &MappingRules) -> LoadOptions<'_> {
 }
 
 fn page(source: &str) -> HtmlPage {
-    parse_html(source, Url::parse("https://docs.example.org/kb/guide/page.html").ok().as_ref(), 3)
+    parse_html(source, Url::parse("https://docs.example.org/kb/guide/page.html").ok().as_ref(), 3, true)
 }
 
 fn text_of(page: &HtmlPage) -> String {
@@ -128,6 +128,7 @@ fn canonical_url_title_breadcrumbs_and_links() {
             .as_bytes(),
         None,
         None,
+        false,
         &options,
     )
     .unwrap();
@@ -135,6 +136,7 @@ fn canonical_url_title_breadcrumbs_and_links() {
         "<title>Вход | Справочный центр</title><main><p>Ещё текст.</p></main>".as_bytes(),
         None,
         None,
+        false,
         &options,
     )
     .unwrap();
@@ -174,10 +176,10 @@ fn a_page_of_navigation_only_is_refused_with_the_reason() {
         <nav><ul><li><a href="/a">A</a></li><li><a href="/b">B</a></li></ul></nav>
         <div class="sidebar"><a href="/c">C</a></div><footer>© 2026 Example</footer>
         <div id="cookie-banner">We use cookies <button>OK</button></div></body></html>"#;
-    let reason = read_html_page(nav_only.as_bytes(), None, None, &options(&mapping)).unwrap_err();
+    let reason = read_html_page(nav_only.as_bytes(), None, None, false, &options(&mapping)).unwrap_err();
     assert!(reason.contains("no main content"), "{reason}");
     let noindex = r#"<meta name="robots" content="noindex"><main><p>Черновик</p></main>"#;
-    assert!(read_html_page(noindex.as_bytes(), None, None, &options(&mapping)).unwrap_err().contains("noindex"));
+    assert!(read_html_page(noindex.as_bytes(), None, None, false, &options(&mapping)).unwrap_err().contains("noindex"));
 }
 
 #[test]
@@ -212,18 +214,29 @@ fn deeply_nested_markup_is_read_or_refused_never_hangs() {
         |depth: usize| format!("<main>{}<p>глубоко</p>{}</main>", "<div>".repeat(depth), "</div>".repeat(depth));
     let started = std::time::Instant::now();
     // Deep, but as deep as real pages get: read.
-    let read = read_html_page(nested(400).as_bytes(), None, None, &options(&mapping)).unwrap();
+    let read = read_html_page(nested(400).as_bytes(), None, None, false, &options(&mapping)).unwrap();
     assert_eq!(text_of(&read), "глубоко");
     // Lists nested deeper than the reader indents are read as lines.
     let lists = format!("<main>{}</main>", "<ul><li>пункт".repeat(300));
     assert!(text_of(&page(&lists)).contains("пункт"));
     // Deeper: refused before parsing (the HTML tree builder's time grows with the square of the depth).
-    let reason = read_html_page(nested(200_000).as_bytes(), None, None, &options(&mapping)).unwrap_err();
+    let reason = read_html_page(nested(200_000).as_bytes(), None, None, false, &options(&mapping)).unwrap_err();
     assert!(reason.contains("nested deeper than"), "{reason}");
     // Elements whose end tag HTML leaves optional are not nesting.
     let flat = format!("<main><ul>{}</ul></main>", "<li>пункт".repeat(5_000));
-    assert!(read_html_page(flat.as_bytes(), None, None, &options(&mapping)).is_ok());
+    assert!(read_html_page(flat.as_bytes(), None, None, false, &options(&mapping)).is_ok());
     assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}", started.elapsed());
+}
+
+#[test]
+fn a_page_built_into_a_folder_is_mapped_as_its_route() {
+    // MkDocs builds `a/b.md` into `a/b/index.html`: the mapping sees `a/b`, not an index page.
+    let mapping = MappingRules::builtin();
+    let mkdocs = load("mkdocs", &mapping);
+    let markdown = load("markdown", &mapping);
+    let page_type = |loaded: &Loaded, source: &str| doc(loaded, source).topic.page_type.clone();
+    assert_eq!(page_type(&mkdocs, "guide/settings/index.html"), page_type(&markdown, "guide/settings.md"));
+    assert_eq!(page_type(&mkdocs, "index.html"), page_type(&markdown, "index.md"));
 }
 
 #[test]

@@ -11,19 +11,20 @@ use url::Url;
 /// What separates a page's title from the site's name in `<title>` (`Page | Site`, `Page - Site`).
 const TITLE_SEPARATORS: &[&str] = &[" | ", " - ", " — ", " – ", " · ", " :: "];
 
-/// Decodes and reads one page; the reason when it is not ingested (binary, undecodable, marked
+/// Decodes and reads one page (its links collected `with_links`); the reason when it is not ingested (binary, undecodable, marked
 /// `noindex`, or nothing left once the site's chrome is dropped).
 pub(crate) fn read_html_page(
     bytes: &[u8],
     transport_charset: Option<&str>,
     address: Option<&Url>,
+    with_links: bool,
     options: &LoadOptions<'_>,
 ) -> Result<HtmlPage, String> {
     let text = decode_html(bytes, transport_charset)?;
     if nesting_depth(&text, MAX_NESTING).is_none() {
         return Err(format!("markup nested deeper than {MAX_NESTING} levels: not read"));
     }
-    let page = parse_html(&text, address, options.chunking.max_section_level);
+    let page = parse_html(&text, address, options.chunking.max_section_level, with_links);
     if page.noindex {
         return Err("marked noindex (<meta name=\"robots\">): not ingested".to_string());
     }
@@ -80,7 +81,7 @@ pub(crate) fn html_doc(
     } else {
         page.parsed.first_paragraph.clone()
     };
-    let mut topic = options.mapping.resolve(relative_path, &title);
+    let mut topic = options.mapping.resolve(&mapping_path(relative_path), &title);
     if topic.section.is_empty() {
         topic.section = breadcrumb_area(&page.breadcrumbs, &title).unwrap_or_default();
     }
@@ -98,6 +99,21 @@ pub(crate) fn html_doc(
         title,
         topic,
         sections: page.parsed.sections,
+    }
+}
+
+/// The path the mapping sees: the page's route with its extension, `a/b/index.html` standing for
+/// `a/b` (a generator that builds `a/b.md` into `a/b/index.html` does not make it an index page).
+fn mapping_path(relative_path: &str) -> String {
+    let lower = relative_path.to_ascii_lowercase();
+    let stem_length = [".html", ".htm", ".xhtml"]
+        .iter()
+        .find(|extension| lower.ends_with(*extension))
+        .map_or(relative_path.len(), |extension| relative_path.len() - extension.len());
+    let stem = &relative_path[..stem_length];
+    match stem.rsplit_once('/') {
+        Some((folder, "index")) if !folder.is_empty() => format!("{folder}.html"),
+        _ => format!("{stem}.html"),
     }
 }
 

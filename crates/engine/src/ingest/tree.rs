@@ -134,7 +134,7 @@ fn load_files(
                 continue;
             }
             let address = known_url.clone().or_else(|| page_address(options.base_url, &relative, &path));
-            match read_html_page(&bytes, None, address.as_ref(), options) {
+            match read_html_page(&bytes, None, address.as_ref(), false, options) {
                 Ok(mut page) => {
                     if let Some(url) = known_url {
                         page.canonical.get_or_insert_with(|| url.to_string());
