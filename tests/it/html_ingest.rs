@@ -152,6 +152,13 @@ async fn a_site_is_crawled_within_its_host_robots_and_limits() {
     assert!(!paths.iter().any(|p| p.starts_with("/private/")), "{paths:?}");
     assert_eq!(paths.iter().filter(|p| p.as_str() == "/docs/a.html").count(), 1, "{paths:?}");
 
+    // Bounded by depth: the start page alone.
+    let mut start_only = args.clone();
+    start_only.crawl_max_depth = 0;
+    start_only.out = Some(dir.path().join("start.json"));
+    let report = run_ingest(&settings, Arc::new(PseudoEmbedder::new(16)), &start_only).await.unwrap();
+    assert_eq!(report.docs, 1, "{:?}", report.skipped);
+
     // Bounded: one page at most.
     let mut one = args.clone();
     one.crawl_max_pages = 1;

@@ -109,7 +109,8 @@ pub fn load_sitemap(sitemap: &Path, options: &LoadOptions<'_>) -> std::io::Resul
     load_files(root, files, loaded, options)
 }
 
-/// Reads `files` (path, path relative to `root`, the page's URL when known) into `loaded`.
+/// Reads `files` (path, path relative to `root`, the page's URL when known) into `loaded`, the
+/// pages parsed on every core (an HTML page costs milliseconds) and kept in file order.
 fn load_files(
     root: &Path,
     files: Vec<(std::path::PathBuf, String, Option<url::Url>)>,
@@ -117,45 +118,34 @@ fn load_files(
     options: &LoadOptions<'_>,
 ) -> std::io::Result<Loaded> {
     let canonical_root = root.canonicalize()?;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
+    let chunk_length = files.len().div_ceil(threads).max(1);
+    let outcomes: Vec<Result<(Pending, Vec<String>), String>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = files
+            .chunks(chunk_length)
+            .map(|chunk| {
+                let canonical_root = &canonical_root;
+                scope.spawn(move || {
+                    chunk
+                        .iter()
+                        .map(|(path, relative, url)| read_file(path, relative, url, canonical_root, options))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|worker| worker.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+            .collect()
+    });
     // Docs in file order; HTML pages wait for the site's name, known once every page is read.
     let mut pending: Vec<Pending> = Vec::new();
-    for (path, relative, known_url) in files {
+    for ((path, _, _), outcome) in files.iter().zip(outcomes) {
         let note = |reason: String| FileNote { path: path.display().to_string(), reason };
-        let bytes = match read_page(&path, &canonical_root) {
-            Ok(bytes) => bytes,
-            Err(reason) => {
-                loaded.skipped.push(note(reason));
-                continue;
-            }
-        };
-        if is_html_name(&relative) || sniff_html(&bytes) {
-            if is_error_page(&relative) {
-                loaded.skipped.push(note("an error page of the site (404): not ingested".to_string()));
-                continue;
-            }
-            let address = known_url.clone().or_else(|| page_address(options.base_url, &relative, &path));
-            match read_html_page(&bytes, None, address.as_ref(), false, options) {
-                Ok(mut page) => {
-                    if let Some(url) = known_url {
-                        page.canonical.get_or_insert_with(|| url.to_string());
-                    }
-                    pending.push(Pending::Html(relative, Box::new(page)));
-                }
-                Err(reason) => loaded.skipped.push(note(reason)),
-            }
-            continue;
-        }
-        let content = match String::from_utf8(bytes) {
-            Ok(content) if !content.contains('\0') => content,
-            Ok(_) | Err(_) => {
-                loaded.skipped.push(note("binary or not UTF-8".to_string()));
-                continue;
-            }
-        };
-        match page_to_doc(&relative, &content, options) {
-            Ok((doc, warnings)) => {
+        match outcome {
+            Ok((item, warnings)) => {
                 loaded.warnings.extend(warnings.into_iter().map(note));
-                pending.push(Pending::Doc(Box::new(doc)));
+                pending.push(item);
             }
             Err(reason) => loaded.skipped.push(note(reason)),
         }
@@ -171,6 +161,34 @@ fn load_files(
         });
     }
     Ok(loaded)
+}
+
+/// Reads one page: a Markdown doc with its warnings, or an HTML page; else why it is skipped.
+fn read_file(
+    path: &Path,
+    relative: &str,
+    known_url: &Option<url::Url>,
+    canonical_root: &Path,
+    options: &LoadOptions<'_>,
+) -> Result<(Pending, Vec<String>), String> {
+    let bytes = read_page(path, canonical_root)?;
+    if is_html_name(relative) || sniff_html(&bytes) {
+        if is_error_page(relative) {
+            return Err("an error page of the site (404): not ingested".to_string());
+        }
+        let address = known_url.clone().or_else(|| page_address(options.base_url, relative, path));
+        let mut page = read_html_page(&bytes, None, address.as_ref(), false, options)?;
+        if let Some(url) = known_url {
+            page.canonical.get_or_insert_with(|| url.to_string());
+        }
+        return Ok((Pending::Html(relative.to_string(), Box::new(page)), Vec::new()));
+    }
+    let content = match String::from_utf8(bytes) {
+        Ok(content) if !content.contains('\0') => content,
+        Ok(_) | Err(_) => return Err("binary or not UTF-8".to_string()),
+    };
+    let (doc, warnings) = page_to_doc(relative, &content, options)?;
+    Ok((Pending::Doc(Box::new(doc)), warnings))
 }
 
 enum Pending {
