@@ -41,6 +41,9 @@ def pairing(md, html):
     md_sources = {d["source"] for d in md["docs"]}
     pairs = {}
     for d in html["docs"]:
+        if d["source"] in md_sources:  # a Markdown file the generator copied as it is
+            pairs[d["source"]] = d["source"]
+            continue
         for c in candidates(d["source"]):
             if c in md_sources:
                 pairs[c] = d["source"]
