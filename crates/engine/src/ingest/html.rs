@@ -14,6 +14,10 @@
 //! Bytes are decoded by their BOM, else the transport's or a `<meta>` charset (any encoding
 //! `encoding_rs` knows), else as UTF-8; binary files and invalid UTF-8 are refused with a reason.
 
+use super::html_chrome::{
+    contains_ignore_case, is_admonition, is_chrome, link_dense_blocks, main_content, names_words, one_line,
+};
+pub(crate) use super::html_input::{decode_html, nesting_depth, sniff_html, MAX_NESTING};
 use super::markdown::{ParsedPage, Renderer};
 use ego_tree::iter::Edge;
 use ego_tree::NodeId;
@@ -44,74 +48,6 @@ pub(crate) struct HtmlPage {
 /// Lists nested deeper than this are read as plain lines (each level widens every line's indent).
 const MAX_LIST_DEPTH: usize = 32;
 
-/// Elements that hold a page's main text, most specific first: Docusaurus, MkDocs Material,
-/// VitePress, schema.org markup, then the generic HTML5 and ARIA landmarks (MkDocs' and Sphinx'
-/// themes mark their body `role="main"`), then common ids.
-const CONTENT_SELECTORS: &[&str] = &[
-    ".theme-doc-markdown",
-    ".md-content",
-    ".vp-doc",
-    "[itemprop=articleBody]",
-    "article",
-    "[role=main]",
-    "main",
-    "#content",
-    "#main-content",
-    ".content",
-];
-
-/// Class and id words that mark site chrome (compared with the words of a class or id split at
-/// `-`, `_` and camel-case boundaries: `VPDocFooter` → vp, doc, footer).
-const CHROME_WORDS: &[&str] = &[
-    "nav",
-    "navbar",
-    "navigation",
-    "sidebar",
-    "toc",
-    "breadcrumb",
-    "breadcrumbs",
-    "menu",
-    "cookie",
-    "cookies",
-    "consent",
-    "footer",
-    "pagination",
-    "pager",
-    "skip",
-    "edit",
-    "aside",
-    "banner",
-    "announcement",
-    "share",
-    "feedback",
-    "headerlink",
-    "permalink",
-    "clipboard",
-    "copy",
-    "lang",
-    "search",
-    "prev",
-    "next",
-];
-
-const CHROME_TAGS: &[&str] = &[
-    "nav", "footer", "aside", "script", "style", "noscript", "svg", "button", "form", "template", "iframe", "select",
-    "input", "textarea", "canvas", "object", "embed", "dialog", "head", "link", "meta", "math",
-];
-
-const CHROME_ROLES: &[&str] = &[
-    "navigation",
-    "banner",
-    "contentinfo",
-    "complementary",
-    "search",
-    "menu",
-    "menubar",
-    "toolbar",
-    "dialog",
-    "tablist",
-];
-
 /// Elements that end the text before them (a line of their own), besides those with events.
 const BLOCK_TAGS: &[&str] = &[
     "div",
@@ -138,151 +74,12 @@ const BLOCK_TAGS: &[&str] = &[
     "tfoot",
 ];
 
-/// Admonition kinds whose bare name as an admonition's title says nothing (the Markdown reader
-/// drops `:::info` without a title the same way).
-const ADMONITION_KINDS: &[&str] =
-    &["note", "info", "tip", "warning", "danger", "caution", "important", "details", "success", "error", "attention"];
-
-static CONTENT: LazyLock<Vec<Selector>> =
-    LazyLock::new(|| CONTENT_SELECTORS.iter().map(|s| Selector::parse(s).expect("valid selector")).collect());
 static TITLE: LazyLock<Selector> = LazyLock::new(|| Selector::parse("title").expect("valid selector"));
 static META: LazyLock<Selector> = LazyLock::new(|| Selector::parse("meta").expect("valid selector"));
 static LINK_REL: LazyLock<Selector> = LazyLock::new(|| Selector::parse("link[rel][href]").expect("valid selector"));
 static BASE: LazyLock<Selector> = LazyLock::new(|| Selector::parse("base[href]").expect("valid selector"));
 static ANCHOR: LazyLock<Selector> = LazyLock::new(|| Selector::parse("a[href]").expect("valid selector"));
 static BODY: LazyLock<Selector> = LazyLock::new(|| Selector::parse("body").expect("valid selector"));
-
-/// Whether `bytes` look like an HTML document (used for files without an `.html` name).
-pub(crate) fn sniff_html(bytes: &[u8]) -> bool {
-    let start = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
-    let head: Vec<u8> =
-        start.iter().skip_while(|b| b.is_ascii_whitespace()).take(15).map(u8::to_ascii_lowercase).collect();
-    head.starts_with(b"<!doctype html") || head.starts_with(b"<html")
-}
-
-/// Decodes a page: BOM, else `transport_charset` (an HTTP `Content-Type` charset), else a
-/// `<meta charset>` / `<meta http-equiv content="…charset=…">` in the first 1024 bytes, else UTF-8.
-/// Binary content and undecodable UTF-8 are an `Err` with the reason.
-pub(crate) fn decode_html(bytes: &[u8], transport_charset: Option<&str>) -> Result<String, String> {
-    if let Some((encoding, bom_length)) = encoding_rs::Encoding::for_bom(bytes) {
-        let (text, had_errors) = encoding.decode_without_bom_handling(&bytes[bom_length..]);
-        if had_errors && encoding == encoding_rs::UTF_8 {
-            return Err("not valid UTF-8 despite its byte order mark: not read".to_string());
-        }
-        return Ok(text.into_owned());
-    }
-    if bytes.iter().take(8192).any(|&b| b == 0) {
-        return Err("binary content (NUL bytes), not an HTML page: not read".to_string());
-    }
-    let declared = transport_charset.and_then(|label| encoding_rs::Encoding::for_label(label.trim().as_bytes()));
-    let declared = declared.or_else(|| meta_charset(&bytes[..bytes.len().min(1024)]));
-    match declared {
-        Some(encoding) if encoding != encoding_rs::UTF_8 => {
-            // A legacy single- or multi-byte encoding maps every byte sequence (errors become U+FFFD).
-            let (text, _) = encoding.decode_without_bom_handling(bytes);
-            Ok(text.into_owned())
-        }
-        Some(_) | None => match std::str::from_utf8(bytes) {
-            Ok(text) => Ok(text.to_string()),
-            Err(error) => Err(format!(
-                "not valid UTF-8 (at byte {}) and no other charset declared: not read",
-                error.valid_up_to()
-            )),
-        },
-    }
-}
-
-/// The encoding named by a `<meta>` tag's `charset=` in `head` (the HTML prescan, simplified).
-fn meta_charset(head: &[u8]) -> Option<&'static encoding_rs::Encoding> {
-    let lower: Vec<u8> = head.iter().map(u8::to_ascii_lowercase).collect();
-    let mut from = 0;
-    while let Some(at) = find(&lower[from..], b"<meta").map(|i| i + from) {
-        let end = find(&lower[at..], b">").map_or(lower.len(), |i| i + at);
-        let tag = &lower[at..end];
-        if let Some(position) = find(tag, b"charset") {
-            let rest = &tag[position + b"charset".len()..];
-            let label: Vec<u8> = rest
-                .iter()
-                .skip_while(|b| b.is_ascii_whitespace() || **b == b'=' || **b == b'"' || **b == b'\'')
-                .take_while(|b| b.is_ascii_alphanumeric() || matches!(**b, b'-' | b'_' | b':' | b'.'))
-                .copied()
-                .collect();
-            if let Some(encoding) = encoding_rs::Encoding::for_label(&label) {
-                // A page that says UTF-16 in ASCII is not UTF-16 (the HTML standard reads it as UTF-8).
-                return Some(if encoding == encoding_rs::UTF_16LE || encoding == encoding_rs::UTF_16BE {
-                    encoding_rs::UTF_8
-                } else {
-                    encoding
-                });
-            }
-        }
-        from = end;
-    }
-    None
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|window| window == needle)
-}
-
-/// Markup nested deeper than this is refused unread: real pages nest a few dozen levels, and the
-/// HTML tree builder's time grows with the square of the depth (100,000 levels take minutes).
-pub(crate) const MAX_NESTING: usize = 1_000;
-
-/// Elements that never hold others, and those whose end tag HTML lets a page leave out (a list
-/// of unclosed `<li>` is not nested).
-const NOT_NESTING: &[&str] = &[
-    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr", "param",
-    "keygen", "p", "li", "dt", "dd", "td", "th", "tr", "option", "optgroup", "thead", "tbody", "tfoot", "colgroup",
-    "caption", "rt", "rp", "!doctype",
-];
-
-/// How deep the page's elements nest, counted by a scan of its tags (comments and the text of
-/// `script`/`style` skipped) that stops at `limit`: the depth, or `None` past the limit.
-pub(crate) fn nesting_depth(source: &str, limit: usize) -> Option<usize> {
-    let bytes = source.as_bytes();
-    let (mut depth, mut deepest, mut at) = (0usize, 0usize, 0usize);
-    while let Some(offset) = memchr::memchr(b'<', &bytes[at..]) {
-        at += offset + 1;
-        if bytes[at..].starts_with(b"!--") {
-            at = find(&bytes[at..], b"-->").map_or(bytes.len(), |end| at + end + 3);
-            continue;
-        }
-        let closing = bytes.get(at) == Some(&b'/');
-        let name_start = if closing { at + 1 } else { at };
-        let name_length =
-            bytes[name_start..].iter().take_while(|b| b.is_ascii_alphanumeric() || **b == b'-' || **b == b'!').count();
-        if name_length == 0 {
-            continue;
-        }
-        let name = source[name_start..name_start + name_length].to_ascii_lowercase();
-        let tag_end = memchr::memchr(b'>', &bytes[name_start..]).map_or(bytes.len(), |end| name_start + end);
-        let self_closing = tag_end > 0 && bytes.get(tag_end - 1) == Some(&b'/');
-        at = tag_end.min(bytes.len());
-        if NOT_NESTING.contains(&name.as_str()) || self_closing {
-            continue;
-        }
-        if closing {
-            depth = depth.saturating_sub(1);
-            continue;
-        }
-        if name == "script" || name == "style" {
-            let lower_end = format!("</{name}");
-            at = find_ignore_case(&bytes[at..], lower_end.as_bytes()).map_or(bytes.len(), |end| at + end);
-            continue;
-        }
-        depth += 1;
-        deepest = deepest.max(depth);
-        if deepest > limit {
-            return None;
-        }
-    }
-    Some(deepest)
-}
-
-fn find_ignore_case(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|window| window.eq_ignore_ascii_case(needle))
-}
 
 /// Reads a decoded page. `address` is where the page lives (its URL, or the URL its path stands
 /// for) and resolves relative links; a `<base href>` takes precedence. The page's links are
@@ -386,170 +183,6 @@ fn breadcrumbs(document: &Html) -> Vec<String> {
         .collect()
 }
 
-/// Whether `text` holds `needle` (ASCII, lowercase), ignoring ASCII case: a cheap test before
-/// splitting a class list into words.
-fn contains_ignore_case(text: &str, needle: &str) -> bool {
-    text.len() >= needle.len()
-        && text.as_bytes().windows(needle.len()).any(|window| window.eq_ignore_ascii_case(needle.as_bytes()))
-}
-
-/// The words of a class list or id: split at non-alphanumerics and camel-case boundaries, lowercased.
-fn names_words(names: &str) -> impl Iterator<Item = String> + '_ {
-    names.split(|c: char| !c.is_alphanumeric()).filter(|part| !part.is_empty()).flat_map(camel_words)
-}
-
-fn camel_words(part: &str) -> Vec<String> {
-    let chars: Vec<char> = part.chars().collect();
-    let mut words = Vec::new();
-    let mut word = String::new();
-    for (i, &c) in chars.iter().enumerate() {
-        let boundary = c.is_uppercase()
-            && i > 0
-            && (chars[i - 1].is_lowercase()
-                || (chars[i - 1].is_uppercase() && chars.get(i + 1).is_some_and(|n| n.is_lowercase())));
-        if boundary && !word.is_empty() {
-            words.push(std::mem::take(&mut word));
-        }
-        word.extend(c.to_lowercase());
-    }
-    if !word.is_empty() {
-        words.push(word);
-    }
-    words
-}
-
-/// The main content element: the first match of `CONTENT_SELECTORS` that holds text.
-fn main_content(document: &Html) -> Option<ElementRef<'_>> {
-    CONTENT.iter().find_map(|selector| {
-        document.select(selector).find(|element| element.text().any(|text| !text.trim().is_empty()))
-    })
-}
-
-/// Blocks of a page without a marked content element that are mostly link text (menus, link
-/// lists of a sidebar): at least 3 links and at least 60 % of the block's text in links.
-fn link_dense_blocks(body: ElementRef<'_>) -> std::collections::HashSet<NodeId> {
-    // (text chars, link text chars, links) per open element, summed bottom-up without recursion.
-    let mut stack: Vec<(NodeId, usize, usize, usize)> = Vec::new();
-    let mut dense = std::collections::HashSet::new();
-    let mut link_depth = 0usize;
-    for edge in body.traverse() {
-        match edge {
-            Edge::Open(node) => match node.value() {
-                Node::Element(element) => {
-                    if element.name() == "a" {
-                        link_depth += 1;
-                        if let Some(top) = stack.last_mut() {
-                            top.3 += 1;
-                        }
-                    }
-                    stack.push((node.id(), 0, 0, 0));
-                }
-                Node::Text(text) => {
-                    let length = text.chars().filter(|c| !c.is_whitespace()).count();
-                    if let Some(top) = stack.last_mut() {
-                        top.1 += length;
-                        if link_depth > 0 {
-                            top.2 += length;
-                        }
-                    }
-                }
-                _ => {}
-            },
-            Edge::Close(node) => {
-                let Node::Element(element) = node.value() else { continue };
-                let Some((id, text, link_text, links)) = stack.pop() else { continue };
-                if element.name() == "a" {
-                    link_depth = link_depth.saturating_sub(1);
-                }
-                let is_block = matches!(element.name(), "div" | "ul" | "ol" | "section" | "table" | "p" | "td");
-                if is_block && links >= 3 && text > 0 && link_text * 10 >= text * 6 {
-                    dense.insert(id);
-                }
-                if let Some(parent) = stack.last_mut() {
-                    parent.1 += text;
-                    parent.2 += link_text;
-                    parent.3 += links;
-                }
-            }
-        }
-    }
-    dense
-}
-
-/// Whether an element inside the content is site chrome, not text of the page.
-fn is_chrome(element: ElementRef<'_>, in_admonition: bool) -> bool {
-    let value = element.value();
-    let name = value.name();
-    if CHROME_TAGS.contains(&name) {
-        return true;
-    }
-    // A `header` holding the page's heading (Docusaurus puts the h1 there) is content.
-    if name == "header" {
-        let has_heading = element
-            .descendants()
-            .filter_map(ElementRef::wrap)
-            .any(|e| matches!(e.value().name(), "h1" | "h2" | "h3" | "h4" | "h5" | "h6"));
-        if !has_heading {
-            return true;
-        }
-    }
-    if value.attr("hidden").is_some() || value.attr("aria-hidden").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
-        return true;
-    }
-    if value.attr("role").is_some_and(|role| CHROME_ROLES.contains(&role.trim().to_ascii_lowercase().as_str())) {
-        return true;
-    }
-    if let Some(style) = value.attr("style") {
-        let style = style.to_ascii_lowercase().replace(' ', "");
-        if style.contains("display:none") || style.contains("visibility:hidden") {
-            return true;
-        }
-    }
-    if [value.attr("class"), value.id()]
-        .into_iter()
-        .flatten()
-        .filter(|names| CHROME_WORDS.iter().any(|word| contains_ignore_case(names, word)))
-        .any(|names| names_words(names).any(|word| CHROME_WORDS.contains(&word.as_str())))
-    {
-        return true;
-    }
-    if name == "a" && value.attr("href").is_some_and(|href| href.starts_with('#')) {
-        // A heading's permalink: `#`, `¶`, `§` or an invisible character as its whole text.
-        let text: String = element.text().collect();
-        if text.trim().chars().all(|c| "#¶§🔗\u{200b}".contains(c)) {
-            return true;
-        }
-    }
-    if in_admonition
-        && [value.attr("class")]
-            .into_iter()
-            .flatten()
-            .any(|names| names_words(names).any(|word| word == "title" || word == "heading"))
-    {
-        let text = one_line(&element.text().collect::<String>()).to_lowercase();
-        return ADMONITION_KINDS.contains(&text.trim_end_matches(':'));
-    }
-    false
-}
-
-fn is_admonition(element: ElementRef<'_>) -> bool {
-    let classes = element.value().attr("class").unwrap_or_default();
-    classes.split_ascii_whitespace().any(|class| class == "custom-block")
-        || names_words(classes).any(|word| word == "admonition" || word == "callout")
-}
-
-fn heading_level(name: &str) -> Option<HeadingLevel> {
-    Some(match name {
-        "h1" => HeadingLevel::H1,
-        "h2" => HeadingLevel::H2,
-        "h3" => HeadingLevel::H3,
-        "h4" => HeadingLevel::H4,
-        "h5" => HeadingLevel::H5,
-        "h6" => HeadingLevel::H6,
-        _ => return None,
-    })
-}
-
 /// What an element opened, so its close emits the matching end.
 #[derive(Clone, Copy)]
 enum Opened {
@@ -565,6 +198,18 @@ enum Opened {
     Row,
     Cell,
     Admonition,
+}
+
+fn heading_level(name: &str) -> Option<HeadingLevel> {
+    Some(match name {
+        "h1" => HeadingLevel::H1,
+        "h2" => HeadingLevel::H2,
+        "h3" => HeadingLevel::H3,
+        "h4" => HeadingLevel::H4,
+        "h5" => HeadingLevel::H5,
+        "h6" => HeadingLevel::H6,
+        _ => return None,
+    })
 }
 
 /// Walks the content element without recursion (deeply nested markup cannot overflow the stack)
@@ -738,11 +383,6 @@ fn render(
         }
     }
     renderer.finish()
-}
-
-/// Text on one line, spaces collapsed.
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ").replace('\u{200b}', "")
 }
 
 #[cfg(test)]

@@ -14,6 +14,8 @@ pub(crate) mod demo;
 pub mod embedding;
 mod frontmatter;
 pub(crate) mod html;
+mod html_chrome;
+mod html_input;
 mod inline;
 pub(crate) mod jsonl;
 pub mod mapping;
