@@ -3,12 +3,13 @@
 use crate::config::{Settings, VectorBackend};
 use crate::embed::Embedder;
 use retrieval_engine::ingest::embedding::{embed_records, EmbedPlan, Progress};
-use retrieval_engine::ingest::tree::{load_tree, FileNote, LoadOptions, Loaded};
+use retrieval_engine::ingest::tree::{load_sitemap, load_tree, FileNote, LoadOptions, Loaded};
 use retrieval_engine::ingest::writer::{
     page_hashes, without_pages, IndexWriter, IngestBatch, SnapshotWriter, SourceScope,
 };
 use retrieval_engine::ingest::{
-    build_record_set, load_jsonl, rfc3339_now, ChunkingConfig, EmbeddingCache, IngestError, MappingRules,
+    build_record_set, crawl_site, load_jsonl, rfc3339_now, ChunkingConfig, CrawlLimits, EmbeddingCache, IngestError,
+    MappingRules,
 };
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -28,7 +29,9 @@ pub enum IngestBackend {
 /// `retrieval-service ingest <PATH> --tenant <ID> ...`
 #[derive(Debug, Clone, clap::Args)]
 pub struct IngestArgs {
-    /// A directory of Markdown/MDX pages (Docusaurus) or a .jsonl file of {"id","title","text",...} records
+    /// A directory of Markdown/MDX pages (Docusaurus) or of HTML pages (a built site, an HTML export),
+    /// a built site's sitemap.xml (the pages it lists), a .jsonl file of {"id","title","text",...}
+    /// records, or an http(s) URL whose site is crawled
     pub path: PathBuf,
     /// Tenant that owns the ingested docs
     #[arg(long)]
@@ -69,6 +72,21 @@ pub struct IngestArgs {
     /// No progress output
     #[arg(long)]
     pub quiet: bool,
+    /// Crawl (PATH is a URL): most pages fetched
+    #[arg(long, default_value_t = 500)]
+    pub crawl_max_pages: usize,
+    /// Crawl: most links followed from the start URL
+    #[arg(long, default_value_t = 8)]
+    pub crawl_max_depth: usize,
+    /// Crawl: most MiB of pages read in all
+    #[arg(long, default_value_t = 200)]
+    pub crawl_max_mib: u64,
+    /// Crawl: milliseconds between two requests (robots.txt's Crawl-delay can make it longer)
+    #[arg(long, default_value_t = 250)]
+    pub crawl_delay_ms: u64,
+    /// Crawl: seconds allowed for one request
+    #[arg(long, default_value_t = 15)]
+    pub crawl_timeout_secs: u64,
 }
 
 impl IngestArgs {
@@ -98,6 +116,27 @@ impl IngestArgs {
             chunk_overlap: 60,
             no_cache: false,
             quiet: false,
+            crawl_max_pages: 500,
+            crawl_max_depth: 8,
+            crawl_max_mib: 200,
+            crawl_delay_ms: 250,
+            crawl_timeout_secs: 15,
+        }
+    }
+
+    /// The URL to crawl when PATH is an http(s) URL.
+    pub(crate) fn crawl_url(&self) -> Option<&str> {
+        let text = self.path.to_str()?;
+        (text.starts_with("http://") || text.starts_with("https://")).then_some(text)
+    }
+
+    fn crawl_limits(&self) -> CrawlLimits {
+        CrawlLimits {
+            max_pages: self.crawl_max_pages,
+            max_depth: self.crawl_max_depth,
+            max_bytes: self.crawl_max_mib.saturating_mul(1024 * 1024),
+            delay: Duration::from_millis(self.crawl_delay_ms),
+            timeout: Duration::from_secs(self.crawl_timeout_secs.max(1)),
         }
     }
 }
@@ -211,7 +250,7 @@ pub async fn run_ingest_with_writer(
     if args.tenant.trim().is_empty() {
         return Err(IngestError::InvalidArgument("--tenant must not be empty".to_string()));
     }
-    if !args.path.exists() {
+    if args.crawl_url().is_none() && !args.path.exists() {
         return Err(IngestError::PathNotFound(args.path.clone()));
     }
     let writer: Arc<dyn IndexWriter> = match args.backend_for(settings) {
@@ -319,6 +358,11 @@ fn load_mapping(settings: &Settings, args: &IngestArgs) -> Result<MappingRules, 
 fn source_name(args: &IngestArgs) -> Result<String, IngestError> {
     let name = match &args.source_name {
         Some(name) => name.trim().trim_matches('/').to_string(),
+        None if args.crawl_url().is_some() => args
+            .crawl_url()
+            .and_then(|url| url::Url::parse(url).ok())
+            .and_then(|url| url.host_str().map(str::to_string))
+            .unwrap_or_default(),
         None => args
             .path
             .canonicalize()
@@ -346,6 +390,18 @@ async fn load_input(
     let (source_name, base_url, product, version) =
         (source_name.to_string(), args.base_url.clone(), args.product.clone(), args.version.clone());
     let tags: Vec<String> = args.tags.iter().map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect();
+    if let Some(url) = args.crawl_url() {
+        let options = LoadOptions {
+            source_name: &source_name,
+            base_url: &base_url,
+            product: &product,
+            version: &version,
+            tags: &tags,
+            mapping: &mapping,
+            chunking,
+        };
+        return crawl_site(url, &args.crawl_limits(), &options).await;
+    }
     tokio::task::spawn_blocking(move || {
         let options = LoadOptions {
             source_name: &source_name,
@@ -358,11 +414,13 @@ async fn load_input(
         };
         let result = if path.is_dir() {
             load_tree(&path, &options)
+        } else if path.file_name().is_some_and(|name| name == "sitemap.xml") {
+            load_sitemap(&path, &options)
         } else if path.extension().is_some_and(|e| e == "jsonl") {
             load_jsonl(&path, &options)
         } else {
             return Err(IngestError::InvalidArgument(format!(
-                "{} is neither a directory nor a .jsonl file",
+                "{} is neither a directory, a sitemap.xml nor a .jsonl file",
                 path.display()
             )));
         };

@@ -20,6 +20,7 @@ mod eval;
 mod feedback;
 mod hardening;
 mod health;
+mod html_ingest;
 mod ingest;
 mod logs;
 mod mcp;

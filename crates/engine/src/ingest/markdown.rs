@@ -66,6 +66,7 @@ fn parse_body(body: &str, max_section_level: usize) -> ParsedPage {
     let mut renderer = Renderer {
         max_section_level,
         admonitions: &prepared.admonitions,
+        in_admonition: false,
         sections: Vec::new(),
         headings: Vec::new(),
         lines: Vec::new(),
@@ -388,9 +389,14 @@ enum Container {
     },
 }
 
-struct Renderer<'a> {
+/// Turns pulldown-cmark events into sections of text. The HTML reader (`html.rs`) feeds it the
+/// same events for a page's elements, so both formats give the same sections and texts.
+pub(crate) struct Renderer<'a> {
     max_section_level: usize,
     admonitions: &'a [Range<usize>],
+    /// Set by a reader without source offsets (HTML): the paragraphs read now are inside an
+    /// admonition.
+    in_admonition: bool,
     sections: Vec<RawSection>,
     headings: Vec<(usize, String)>,
     lines: Vec<String>,
@@ -406,8 +412,34 @@ struct Renderer<'a> {
     paragraph_start: usize,
 }
 
+impl Renderer<'static> {
+    /// A renderer for a reader that has no Markdown source (HTML).
+    pub(crate) fn without_source(max_section_level: usize) -> Self {
+        Renderer {
+            max_section_level,
+            admonitions: &[],
+            in_admonition: false,
+            sections: Vec::new(),
+            headings: Vec::new(),
+            lines: Vec::new(),
+            h1: None,
+            first_paragraph: None,
+            fallback_paragraph: None,
+            stack: Vec::new(),
+            inline: String::new(),
+            code: None,
+            table: None,
+            paragraph_start: 0,
+        }
+    }
+}
+
 impl Renderer<'_> {
-    fn event(&mut self, event: Event<'_>, offset: usize) {
+    pub(crate) fn set_in_admonition(&mut self, in_admonition: bool) {
+        self.in_admonition = in_admonition;
+    }
+
+    pub(crate) fn event(&mut self, event: Event<'_>, offset: usize) {
         match event {
             Event::Start(tag) => self.start(tag, offset),
             Event::End(tag) => self.end(tag),
@@ -495,7 +527,8 @@ impl Renderer<'_> {
                     self.stack.iter().any(|c| matches!(c, Container::Item { .. } | Container::Footnote { .. }));
                 if !in_item {
                     let text = one_line(&self.inline);
-                    let in_admonition = self.admonitions.iter().any(|r| r.contains(&self.paragraph_start));
+                    let in_admonition =
+                        self.in_admonition || self.admonitions.iter().any(|r| r.contains(&self.paragraph_start));
                     let slot = if in_admonition { &mut self.fallback_paragraph } else { &mut self.first_paragraph };
                     if slot.is_none() && !text.is_empty() {
                         *slot = Some(text);
@@ -646,7 +679,7 @@ impl Renderer<'_> {
         }
     }
 
-    fn finish(mut self) -> ParsedPage {
+    pub(crate) fn finish(mut self) -> ParsedPage {
         self.flush_inline();
         self.flush_section();
         ParsedPage {

@@ -1,23 +1,28 @@
-//! Ingestion: Markdown/MDX trees and JSONL files → doc, section and chunk records with topic
+//! Ingestion: Markdown/MDX trees, HTML sites (a tree of built pages or a crawl) and JSONL files → doc, section and chunk records with topic
 //! metadata, embedded in batches (with a persistent cache) and written to the snapshot file or
 //! another `IndexWriter`. The bundled demo corpus and `themes suggest` use the same code.
 //!
-//! Flow: `tree`/`jsonl` load pages into `SourceDoc`s (`markdown` + `inline` parse, `mapping`
-//! derives topics) → `records` builds records (`split` makes chunks) → `embedding` embeds them
+//! Flow: `tree`/`jsonl`/`crawl` load pages into `SourceDoc`s (`markdown` + `inline` parse
+//! Markdown, `html` + `site` HTML, `mapping` derives topics) → `records` builds records (`split` makes chunks) → `embedding` embeds them
 //! (`cache`) → `writer` replaces the tenant's source in the index. The service's `ingest` command
 //! (`retrieval-service ingest`) drives a run.
 
 pub(crate) mod cache;
 pub(crate) mod chroma_writer;
+pub(crate) mod crawl;
 pub(crate) mod demo;
 pub mod embedding;
 mod frontmatter;
+pub(crate) mod html;
+mod html_chrome;
+mod html_input;
 mod inline;
 pub(crate) mod jsonl;
 pub mod mapping;
 pub mod markdown;
 pub(crate) mod postgres_writer;
 pub(crate) mod records;
+pub(crate) mod site;
 pub(crate) mod split;
 pub(crate) mod themes_suggest;
 pub mod tree;
@@ -29,6 +34,7 @@ use std::path::PathBuf;
 // The items of the one-purpose modules above that the service uses, under `ingest::`.
 pub use cache::EmbeddingCache;
 pub use chroma_writer::ChromaSourceWriter;
+pub use crawl::{crawl_site, CrawlLimits};
 pub use demo::{demo_snapshot, DEMO_PAGES};
 pub use jsonl::load_jsonl;
 pub use mapping::MappingRules;

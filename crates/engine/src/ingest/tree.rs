@@ -1,10 +1,13 @@
-//! Loading a Markdown/MDX tree: walking it, reading pages (binary, unreadable and empty pages are
-//! skipped with a reason), and turning each page into a `SourceDoc` (title, summary, URL, tags,
-//! topic). Used by `ingest` and by the bundled demo corpus alike.
+//! Loading a tree of Markdown/MDX or HTML pages: walking it, reading pages (binary, unreadable
+//! and empty pages are skipped with a reason), and turning each page into a `SourceDoc` (title,
+//! summary, URL, tags, topic; HTML pages through `site`). Used by `ingest` and by the bundled demo
+//! corpus alike.
 
+use super::html::{sniff_html, HtmlPage};
 use super::mapping::MappingRules;
 use super::markdown::parse_markdown;
 use super::records::{truncate_words, SourceDoc};
+use super::site::{html_doc, read_html_page, site_name, sitemap_locations};
 use super::split::ChunkingConfig;
 use std::path::Path;
 
@@ -47,7 +50,8 @@ pub struct Loaded {
 /// are kilobytes; a file this big is a mistake, and reading it whole would cost its size in memory).
 pub const MAX_PAGE_BYTES: u64 = 8 * 1024 * 1024;
 
-/// Walks `root` in name order for `.md`/`.mdx` pages. Hidden entries, `_partials`, `node_modules`
+/// Walks `root` in name order for `.md`/`.mdx` and `.html`/`.htm` pages (a site generator's
+/// `404.html` is skipped with the reason). Hidden entries, `_partials`, `node_modules`
 /// and directory symlinks are not entered; other file types are ignored silently. A page that is
 /// a symlink is read only when it leads to a regular file inside `root` (a link out of the tree,
 /// to a device or to a FIFO is skipped with the reason, so ingest never publishes a file the tree
@@ -55,36 +59,164 @@ pub const MAX_PAGE_BYTES: u64 = 8 * 1024 * 1024;
 pub fn load_tree(root: &Path, options: &LoadOptions<'_>) -> std::io::Result<Loaded> {
     let mut files = Vec::new();
     collect_pages(root, root, &mut files)?;
+    let files = files.into_iter().map(|(path, relative)| (path, relative, None)).collect();
+    load_files(root, files, Loaded::default(), options)
+}
+
+/// Reads the pages a `sitemap.xml` lists from the folder it lies in: each `<loc>` is looked up by
+/// its path, leading folders dropped until a page is found (`https://x/kb/ru/a/` →
+/// `a/index.html`, `a.html` or `a`, so a site built for a sub-path is found), and its address
+/// is the page's URL when the page has no canonical link. A location with no page is skipped with
+/// the reason.
+pub fn load_sitemap(sitemap: &Path, options: &LoadOptions<'_>) -> std::io::Result<Loaded> {
+    let root = sitemap.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let canonical_root = root.canonicalize()?;
+    let bytes = read_page(sitemap, &canonical_root).map_err(std::io::Error::other)?;
     let mut loaded = Loaded::default();
-    for (path, relative) in files {
-        let bytes = match read_page(&path, &canonical_root) {
-            Ok(bytes) => bytes,
-            Err(reason) => {
-                loaded.skipped.push(FileNote { path: path.display().to_string(), reason });
-                continue;
-            }
+    let mut files = Vec::new();
+    for location in sitemap_locations(&String::from_utf8_lossy(&bytes)) {
+        let Ok(url) = url::Url::parse(&location) else {
+            loaded.skipped.push(FileNote { path: location, reason: "not a URL".to_string() });
+            continue;
         };
-        let content = match String::from_utf8(bytes) {
-            Ok(content) if !content.contains('\0') => content,
-            Ok(_) | Err(_) => {
-                loaded
-                    .skipped
-                    .push(FileNote { path: path.display().to_string(), reason: "binary or not UTF-8".to_string() });
-                continue;
-            }
-        };
-        match page_to_doc(&relative, &content, options) {
-            Ok((doc, warnings)) => {
-                loaded
-                    .warnings
-                    .extend(warnings.into_iter().map(|reason| FileNote { path: path.display().to_string(), reason }));
-                loaded.docs.push(doc);
-            }
-            Err(reason) => loaded.skipped.push(FileNote { path: path.display().to_string(), reason }),
+        let path = percent_encoding::percent_decode_str(url.path()).decode_utf8_lossy().to_string();
+        let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        // Leading folders dropped until a page is found; a folder URL (`/kb/ru/`) may stand for
+        // the root page.
+        let folder_url = url.path().ends_with('/');
+        let found = (0..=segments.len()).find_map(|skip| {
+            let relative = segments[skip..].join("/");
+            let candidates = if relative.is_empty() {
+                if folder_url {
+                    vec!["index.html".to_string()]
+                } else {
+                    vec![]
+                }
+            } else {
+                vec![relative.clone(), format!("{relative}/index.html"), format!("{relative}.html")]
+            };
+            candidates.into_iter().find(|candidate| is_html_name(candidate) && root.join(candidate).is_file())
+        });
+        match found {
+            Some(relative) if files.iter().any(|(_, known, _)| *known == relative) => {}
+            Some(relative) => files.push((root.join(&relative), relative, Some(url))),
+            None => loaded.skipped.push(FileNote {
+                path: location,
+                reason: format!("listed in the sitemap, but no page for it under {}", root.display()),
+            }),
         }
     }
+    load_files(root, files, loaded, options)
+}
+
+/// Reads `files` (path, path relative to `root`, the page's URL when known) into `loaded`, the
+/// pages parsed on every core (an HTML page costs milliseconds) and kept in file order.
+fn load_files(
+    root: &Path,
+    files: Vec<(std::path::PathBuf, String, Option<url::Url>)>,
+    mut loaded: Loaded,
+    options: &LoadOptions<'_>,
+) -> std::io::Result<Loaded> {
+    let canonical_root = root.canonicalize()?;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
+    let chunk_length = files.len().div_ceil(threads).max(1);
+    let outcomes: Vec<Result<(Pending, Vec<String>), String>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = files
+            .chunks(chunk_length)
+            .map(|chunk| {
+                let canonical_root = &canonical_root;
+                scope.spawn(move || {
+                    chunk
+                        .iter()
+                        .map(|(path, relative, url)| read_file(path, relative, url, canonical_root, options))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|worker| worker.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+            .collect()
+    });
+    // Docs in file order; HTML pages wait for the site's name, known once every page is read.
+    let mut pending: Vec<Pending> = Vec::new();
+    for ((path, _, _), outcome) in files.iter().zip(outcomes) {
+        let note = |reason: String| FileNote { path: path.display().to_string(), reason };
+        match outcome {
+            Ok((item, warnings)) => {
+                loaded.warnings.extend(warnings.into_iter().map(note));
+                pending.push(item);
+            }
+            Err(reason) => loaded.skipped.push(note(reason)),
+        }
+    }
+    let site = site_name(pending.iter().filter_map(|p| match p {
+        Pending::Html(_, page) => Some(page.as_ref()),
+        Pending::Doc(_) => None,
+    }));
+    for item in pending {
+        loaded.docs.push(match item {
+            Pending::Doc(doc) => *doc,
+            Pending::Html(relative, page) => html_doc(&relative, *page, site.as_deref(), options),
+        });
+    }
     Ok(loaded)
+}
+
+/// Reads one page: a Markdown doc with its warnings, or an HTML page; else why it is skipped.
+fn read_file(
+    path: &Path,
+    relative: &str,
+    known_url: &Option<url::Url>,
+    canonical_root: &Path,
+    options: &LoadOptions<'_>,
+) -> Result<(Pending, Vec<String>), String> {
+    let bytes = read_page(path, canonical_root)?;
+    if is_html_name(relative) || sniff_html(&bytes) {
+        if is_error_page(relative) {
+            return Err("an error page of the site (404): not ingested".to_string());
+        }
+        let address = known_url.clone().or_else(|| page_address(options.base_url, relative, path));
+        let mut page = read_html_page(&bytes, None, address.as_ref(), false, options)?;
+        if let Some(url) = known_url {
+            page.canonical.get_or_insert_with(|| url.to_string());
+        }
+        return Ok((Pending::Html(relative.to_string(), Box::new(page)), Vec::new()));
+    }
+    let content = match String::from_utf8(bytes) {
+        Ok(content) if !content.contains('\0') => content,
+        Ok(_) | Err(_) => return Err("binary or not UTF-8".to_string()),
+    };
+    let (doc, warnings) = page_to_doc(relative, &content, options)?;
+    Ok((Pending::Doc(Box::new(doc)), warnings))
+}
+
+enum Pending {
+    Doc(Box<SourceDoc>),
+    Html(String, Box<HtmlPage>),
+}
+
+/// `.html`, `.htm` and `.xhtml` pages are read as HTML (and any page whose content is).
+pub(crate) fn is_html_name(relative: &str) -> bool {
+    let lower = relative.to_ascii_lowercase();
+    lower.ends_with(".html") || lower.ends_with(".htm") || lower.ends_with(".xhtml")
+}
+
+/// A site generator's "page not found" page.
+fn is_error_page(relative: &str) -> bool {
+    let name = relative.rsplit('/').next().unwrap_or(relative).to_ascii_lowercase();
+    name == "404.html" || name == "404.htm"
+}
+
+/// Where a built page lives: its route under `base_url`, else its file (relative links resolve
+/// either way).
+fn page_address(base_url: &str, relative: &str, path: &Path) -> Option<url::Url> {
+    if !base_url.is_empty() {
+        if let Ok(url) = url::Url::parse(&page_url(base_url, relative, "")) {
+            return Some(url);
+        }
+    }
+    path.canonicalize().ok().and_then(|absolute| url::Url::from_file_path(absolute).ok())
 }
 
 /// Reads the page at `path` when it is (or links to) a regular file inside `canonical_root` of at
@@ -124,7 +256,9 @@ fn collect_pages(root: &Path, directory: &Path, files: &mut Vec<(std::path::Path
         let Ok(file_type) = entry.file_type() else { continue };
         if file_type.is_dir() {
             collect_pages(root, &path, files)?;
-        } else if (file_type.is_file() || file_type.is_symlink()) && (name.ends_with(".md") || name.ends_with(".mdx")) {
+        } else if (file_type.is_file() || file_type.is_symlink())
+            && (name.ends_with(".md") || name.ends_with(".mdx") || is_html_name(&name))
+        {
             let relative = path.strip_prefix(root).unwrap_or(&path);
             let relative = relative.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
             files.push((path, relative));
