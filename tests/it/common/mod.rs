@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod fake_http;
+pub mod needs;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
