@@ -2,9 +2,8 @@
 //! service, the CLI commands and the settings around the engine crate (`retrieval_engine`).
 //!
 //! The public surface is what the binary (`main.rs`), the integration tests, benches and examples
-//! use; `unreachable_pub` flags a `pub` item they cannot reach.
-
-#![warn(unreachable_pub)]
+//! use; `unreachable_pub` (a workspace lint, in the root Cargo.toml) flags a `pub` item they cannot
+//! reach.
 
 pub mod api;
 pub mod config;

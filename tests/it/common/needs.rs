@@ -10,18 +10,18 @@
 //! running.
 
 /// One thing from outside the repository that some integration tests need.
-pub struct Need {
+pub(crate) struct Need {
     /// The cfg value build.rs sets when it is missing: `#[cfg_attr(retr_test_missing = "<name>", ignore = …)]`.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// The environment variable holding its URL or path.
-    pub variable: &'static str,
+    pub(crate) variable: &'static str,
     /// The path, relative to the repository, used when the variable is unset (files only).
-    pub default_path: Option<&'static str>,
+    pub(crate) default_path: Option<&'static str>,
     /// What it is and how to get it, for the failure message.
-    pub how: &'static str,
+    pub(crate) how: &'static str,
 }
 
-pub const NEEDS: [Need; 5] = [
+pub(crate) const NEEDS: [Need; 5] = [
     Need {
         name: "chroma",
         variable: "RETR_TEST_CHROMA_URL",
@@ -56,14 +56,14 @@ pub const NEEDS: [Need; 5] = [
 
 /// Whether every test must run: `CI` (other than `false` or `0`) or `RETR_TEST_REQUIRE_SERVERS`
 /// (scripts/test.sh, which starts the servers) is set.
-pub fn everything_required(env: &dyn Fn(&str) -> Option<String>) -> bool {
+pub(crate) fn everything_required(env: &dyn Fn(&str) -> Option<String>) -> bool {
     let ci = env("CI").is_some_and(|value| !matches!(value.trim(), "" | "false" | "0"));
     ci || env("RETR_TEST_REQUIRE_SERVERS").is_some_and(|value| !value.trim().is_empty())
 }
 
 /// Where `need` is: its variable's value, else its default path if `exists` finds it there.
 /// `root` is the repository (the service crate's manifest directory).
-pub fn locate(
+pub(crate) fn locate(
     need: &Need,
     env: &dyn Fn(&str) -> Option<String>,
     root: &str,
@@ -77,7 +77,11 @@ pub fn locate(
 }
 
 /// The names of the needs to mark ignored: none when everything is required, else the missing ones.
-pub fn to_ignore(env: &dyn Fn(&str) -> Option<String>, root: &str, exists: &dyn Fn(&str) -> bool) -> Vec<&'static str> {
+pub(crate) fn to_ignore(
+    env: &dyn Fn(&str) -> Option<String>,
+    root: &str,
+    exists: &dyn Fn(&str) -> bool,
+) -> Vec<&'static str> {
     if everything_required(env) {
         return Vec::new();
     }
@@ -86,7 +90,7 @@ pub fn to_ignore(env: &dyn Fn(&str) -> Option<String>, root: &str, exists: &dyn 
 
 /// The URL or path of the need called `name`, for a test that needs it; panics, naming the variable,
 /// when it is missing (under CI, or when it went away after the tests were built).
-pub fn required(name: &str) -> String {
+pub(crate) fn required(name: &str) -> String {
     let env = |variable: &str| std::env::var(variable).ok();
     let exists = |path: &str| std::path::Path::new(path).exists();
     required_in(name, &env, &exists)
@@ -96,8 +100,7 @@ fn required_in(name: &str, env: &dyn Fn(&str) -> Option<String>, exists: &dyn Fn
     let need = NEEDS.iter().find(|need| need.name == name).unwrap_or_else(|| panic!("no test dependency {name:?}"));
     locate(need, env, env!("CARGO_MANIFEST_DIR"), exists).unwrap_or_else(|| {
         panic!(
-            "this test needs {}, and {} is not set; scripts/test.sh starts it (outside CI, without the variable, \
-             the test is ignored)",
+            "this test needs {}; {} is not set (scripts/test.sh sets it; outside CI the test is ignored without it)",
             need.how, need.variable
         )
     })
