@@ -33,6 +33,7 @@
 
 mod condition;
 mod error;
+mod field_names;
 pub(crate) mod knowledge;
 mod request;
 
