@@ -13,7 +13,6 @@ pub mod ingest;
 pub mod log_writer;
 pub mod server;
 pub mod startup;
-pub mod state;
 
 // The engine's modules under short paths inside the service (`crate::index::…`); not re-exported:
 // the binary, the tests and the benches name engine items by their own crate
@@ -22,7 +21,10 @@ pub(crate) use retrieval_engine::{
     embed, index, metrics, model, rerank, router, scope, search, secret, upstream, yaml,
 };
 
-pub use state::AppState;
+// `AppState` is the HTTP layer's (`api::state`); `crate::state` and `retrieval_service::state`
+// name it there.
+pub use api::state;
+pub use api::state::AppState;
 
 /// The service's router (see `api::router`).
 pub fn app(state: AppState) -> axum::Router {

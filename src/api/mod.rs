@@ -12,6 +12,7 @@ mod mcp;
 pub(crate) mod openapi;
 pub(crate) mod reload;
 pub(crate) mod search;
+pub mod state;
 mod strict;
 pub(crate) mod ui;
 pub(crate) mod window;

@@ -1,11 +1,12 @@
 //! `AppState`: everything handlers share, built once at start-up (no globals).
 //!
-//! Part of the HTTP layer, with `api/` and `server`: it is the axum `State` of the handlers and
-//! holds values of that layer (the API key store, the Dify knowledge bases, the OpenAPI document
-//! cache, the config reload slot), taken from the `api` files that define them and import no
-//! `AppState` (`api::keys`, `api::dify::knowledge`, `api::openapi::cache`, `api::reload`), so no
-//! import runs in a circle. It is imported by `api`, `server`, `startup` (which builds it) and
-//! `lib.rs`; nothing below the HTTP layer (search and the engine's parts) may import it.
+//! Part of the HTTP layer: the axum `State` of the handlers, holding values of that layer (the API
+//! key store, the Dify knowledge bases, the OpenAPI document cache, the config reload slot), taken
+//! from the `api` files that define them and import no `AppState` (`api::keys`,
+//! `api::dify::knowledge`, `api::openapi::cache`, `api::reload`), so no import runs in a circle.
+//! It lives in `api/` so that `api` and the state it holds are one module: `server` and `startup`
+//! (which builds it) import it from there (`crate::state` is the same module, re-exported by
+//! `lib.rs`); nothing below the HTTP layer (search and the engine's parts) may import it.
 
 use crate::config::Settings;
 use crate::search::SearchService;
