@@ -35,7 +35,7 @@ use crate::state::AppState;
 use serde_json::{json, Value};
 use utoipa::OpenApi;
 
-pub(crate) mod cache;
+pub(crate) mod document_cache;
 
 #[derive(OpenApi)]
 #[openapi(

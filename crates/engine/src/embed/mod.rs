@@ -1,10 +1,10 @@
 //! Embedders: the `Embedder` trait, the SHA256 pseudo-embedder, the OpenAI-compatible HTTP client
-//! (`http.rs`), the query cache (`cache.rs`) and the query-time fallback (`fallback.rs`).
+//! (`http.rs`), the query cache (`query_cache.rs`) and the query-time fallback (`fallback.rs`).
 
-pub(crate) mod cache;
 pub(crate) mod fallback;
 pub(crate) mod http;
 pub(crate) mod pseudo;
+pub(crate) mod query_cache;
 mod settings;
 
 use async_trait::async_trait;

@@ -4,9 +4,9 @@
 //! command itself (its arguments, reading the settings, building the search service as `serve`
 //! does) is the service's `eval` module.
 
-pub mod cache;
 pub mod crossval;
 pub mod data;
+pub mod file_cached_embedder;
 pub(crate) mod metrics;
 pub mod multi;
 pub mod pages;
