@@ -369,7 +369,7 @@ async fn lexical_search(
         ..search.clone()
     };
     let answer = state.search.search_with_mode(&lexical, RankingMode::Lexical).await?;
-    let texts = crate::search::context::hit_texts(index, &lexical.tenant_id, &answer.hits).await?;
+    let texts = crate::search::prompt_context::hit_texts(index, &lexical.tenant_id, &answer.hits).await?;
     Ok((answer, texts))
 }
 

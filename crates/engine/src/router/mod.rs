@@ -6,7 +6,7 @@
 //! the heuristic, so routing never blocks or fails a search.
 
 mod config;
-pub(crate) mod context;
+pub(crate) mod context_format;
 pub(crate) mod disambiguation;
 pub(crate) mod heuristic;
 pub(crate) mod label;
@@ -17,8 +17,8 @@ pub(crate) mod themes;
 
 pub use config::RouterConfig;
 pub(crate) use config::LEARNED_NAMED_PROBABILITY;
-pub(crate) use context::FormattedContext;
-pub use context::{format_context, ContextSource, MULTI_THEME_RULE};
+pub(crate) use context_format::FormattedContext;
+pub use context_format::{format_context, ContextSource, MULTI_THEME_RULE};
 pub use disambiguation::{build_clarification, Clarification, ClarificationOption};
 pub use heuristic::route_heuristic;
 pub(crate) use heuristic::KeywordRules;
