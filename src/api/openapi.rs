@@ -54,7 +54,7 @@ pub(crate) mod document_cache;
         super::health::stats,
         super::health::health,
         super::health::metrics,
-        super::openapi_document,
+        openapi_document,
         super::dify::retrieval,
         super::ui::tenants,
     ),
@@ -415,4 +415,16 @@ mod tests {
         assert_eq!(parameter["schema"]["pattern"], crate::search::schema::tenant_id_pattern());
         assert_eq!(parameter["required"], true);
     }
+}
+
+/// The OpenAPI document of the whole API, as this deployment serves it.
+#[utoipa::path(get, path = "/internal/retrieval/openapi.json", tag = "meta",
+    responses((status = 200, description = "this document (OpenAPI 3.1)", body = Object)))]
+pub(super) async fn openapi_document(
+    axum::extract::State(state): axum::extract::State<AppState>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let bytes = document(&state).await;
+    ([(axum::http::header::CONTENT_TYPE, axum::http::HeaderValue::from_static("application/json"))], bytes)
+        .into_response()
 }
