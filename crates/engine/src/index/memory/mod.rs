@@ -3,6 +3,7 @@
 //! its searches' scores (`memo`). The file source that serves a snapshot file is `index::file_index`.
 
 mod allocator;
+mod block_source;
 mod build;
 mod engine;
 mod load;
