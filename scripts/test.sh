@@ -51,6 +51,8 @@ fi
 # No import circle between the files (or the top-level modules) of either crate; the one left is
 # search/mod.rs's (its children import the content it holds).
 python3 scripts/module_cycles.py --folders --known crates/engine/src/search/mod.rs
+# No source file over 800 lines of code (tests not counted).
+python3 scripts/file_sizes.py
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # The ceiling probe of bench/ceiling.sh is compiled only with its feature: keep it building.
 cargo clippy --workspace --all-targets --locked --features ceiling-probe -- -D warnings
