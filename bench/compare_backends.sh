@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Equality check for issue 7 ("hits identical to the exact cascade"): loads the synthetic corpus
+# Equality check (a Chroma-backed service must answer exactly as the in-memory one): loads the synthetic corpus
 # into a fresh Chroma, writes the same deterministic corpus as an in-memory snapshot file, starts
 # one service on each backend, sends both the same 100 /search requests (bench/compare_hits.py)
 # and fails unless every answer has the same hit ids in the same order and scores within 1e-4.

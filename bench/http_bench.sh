@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# HTTP benchmark of POST /internal/retrieval/search on the Chroma backend (issue 7's speed bar:
+# HTTP benchmark of POST /internal/retrieval/search on the Chroma backend (the bar it checks:
 # ≥ 300 req/s and p99 ≤ 50 ms at concurrency 16). Starts a fresh Chroma, loads the synthetic
 # corpus (2,000 docs / 10,000 sections / 40,000 chunks, 384-d, 10 tenants) with
 # examples/chroma_bench.rs, starts the release service on it, runs wrk at concurrency 1 and 16

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Replica scale benchmark (issue 13): a synthetic corpus loaded into a real Chroma, the service's
+# Replica scale benchmark: a synthetic corpus loaded into a real Chroma, the service's
 # replica loaded from it, then one-page ingests and how long until /search sees them.
 #
 #   bench/replica_scale.sh                       260k records: 10,000 docs × 5 sections × 4 chunks, 50 tenants

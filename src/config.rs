@@ -3,6 +3,7 @@
 
 pub(crate) use crate::embed::EmbeddingClientSettings;
 pub(crate) use crate::index::ChromaSettings;
+pub use crate::index::PostgresSearchMode;
 pub(crate) use crate::index::PostgresSettings;
 pub use crate::rerank::RerankBackend;
 pub(crate) use crate::rerank::RerankClientSettings;
@@ -138,9 +139,14 @@ pub struct Settings {
     pub postgres_ingest_statement_timeout_seconds: f64,
     /// `RETR_POSTGRES_CONNECT_TIMEOUT_SECONDS`: how long opening a connection may take.
     pub postgres_connect_timeout_seconds: f64,
-    /// `RETR_POSTGRES_HNSW_INDEX`: `ingest` builds and keeps an HNSW index of the vectors (no
-    /// search uses it: searches run on the replica).
+    /// `RETR_POSTGRES_HNSW_INDEX`: `ingest` builds and keeps the HNSW indexes of the vectors
+    /// (always when `RETR_POSTGRES_SEARCH=database`, whose searches use them).
     pub postgres_hnsw_index: bool,
+    /// `RETR_POSTGRES_SEARCH`: `replica` (searches on the in-process replica) or `database`
+    /// (each call of the cascade a statement on the database).
+    pub postgres_search: PostgresSearchMode,
+    /// `RETR_POSTGRES_EF_SEARCH`: the HNSW candidate list of a search in the database.
+    pub postgres_ef_search: usize,
 
     pub max_results: usize,
     pub topk_per_doc: usize,
@@ -236,6 +242,8 @@ impl Default for Settings {
             postgres_ingest_statement_timeout_seconds: 300.0,
             postgres_connect_timeout_seconds: 3.0,
             postgres_hnsw_index: false,
+            postgres_search: PostgresSearchMode::Replica,
+            postgres_ef_search: 100,
             max_results: 10,
             topk_per_doc: 1,
             min_score: 0.0,
@@ -604,6 +612,12 @@ impl Settings {
     /// repeats one.
     fn postgres_problems(&self) -> Vec<(String, String)> {
         let mut problems = Vec::new();
+        if self.postgres_ef_search < 1 || self.postgres_ef_search > 1000 {
+            problems.push((
+                "postgres_ef_search".into(),
+                format!("must be within 1..=1000, got {}", self.postgres_ef_search),
+            ));
+        }
         if self.postgres_pool_size < 1 || self.postgres_pool_size > 256 {
             problems.push((
                 "postgres_pool_size".into(),
@@ -658,6 +672,8 @@ impl Settings {
             refresh_interval_ms: self.index_reload_interval_ms,
             scope: self.tenant_scope(),
             hnsw_index: self.postgres_hnsw_index,
+            search: self.postgres_search,
+            ef_search: self.postgres_ef_search,
         }
     }
 

@@ -33,7 +33,8 @@ pub struct EvalArgs {
     #[arg(long, requires = "index", conflicts_with = "corpus", value_delimiter = ',')]
     pub(crate) questions: Option<Vec<PathBuf>>,
     /// The snapshot(s) written by `ingest` that the questions are asked against: one for every
-    /// question file, or one per question file in the same order (comma-separated).
+    /// question file, or one per question file in the same order (comma-separated). `postgres`:
+    /// the configured PostgreSQL database (`RETR_POSTGRES_URL`), searched in it.
     #[arg(long, value_delimiter = ',')]
     pub(crate) index: Option<Vec<PathBuf>>,
     /// Folds of the out-of-fold figures (stratified by file, platform and ambiguity).
@@ -138,6 +139,7 @@ pub async fn run(settings: &Settings, embedder: Arc<dyn Embedder>, args: &EvalAr
                 let run = pages::PagesRun {
                     questions: &group_questions,
                     snapshot,
+                    index: configured_index(settings, snapshot).await?,
                     tenant: args.tenant.clone(),
                     modes: modes.clone(),
                     cutoff: args.cutoff.max(1),
@@ -159,6 +161,22 @@ pub async fn run(settings: &Settings, embedder: Arc<dyn Embedder>, args: &EvalAr
         }
         _ => run_passages(settings, embedder, args).await.map(Report::Passages),
     }
+}
+
+/// The index `--index postgres` names: the configured PostgreSQL database, searched in it
+/// (`RETR_POSTGRES_URL`, `RETR_POSTGRES_*`), as `serve` with `RETR_POSTGRES_SEARCH=database` does.
+/// Any other value is a snapshot file (`None`).
+async fn configured_index(
+    settings: &Settings,
+    index: &std::path::Path,
+) -> Result<Option<Arc<dyn VectorIndex>>, EvalError> {
+    if index != std::path::Path::new("postgres") {
+        return Ok(None);
+    }
+    let database = crate::index::PostgresSearchIndex::new(&settings.postgres())
+        .map_err(|error| EvalError::Index(format!("postgres: {error}")))?;
+    database.poll().await.map_err(|error| EvalError::Index(format!("postgres: {error}")))?;
+    Ok(Some(database))
 }
 
 /// `path` for the first index group, `path` with `-<n>` before its extension for the others.
@@ -239,6 +257,7 @@ mod tests {
         let run = PagesRun {
             questions: &questions,
             snapshot: &index,
+            index: None,
             tenant: Some("demo".into()),
             modes: vec![RouterMode::None, RouterMode::Heuristic],
             cutoff: 10,

@@ -44,7 +44,7 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum ThemesCommand {
-    /// Print a draft themes.yaml from the topic metadata of an index snapshot (seed 003 §3.5)
+    /// Print a draft themes.yaml from the topic metadata of an index snapshot
     Suggest {
         /// Snapshot to read; default RETR_INDEX_PATH
         #[arg(long)]

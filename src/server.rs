@@ -51,8 +51,8 @@ mod framing;
 mod refusal;
 
 /// The largest read buffer of a connection, and so about the longest request head it accepts
-/// (hyper checks it when the buffer fills; its default is ~400 KiB): 1,200 connections sending
-/// unfinished 390 KB heads held 1.28 GB before, and hold nothing now (431 at once). Request bodies
+/// (hyper checks it when the buffer fills; its default is ~400 KiB): connections that send huge
+/// heads and never finish them are answered 431 at once instead of holding memory. Request bodies
 /// stream through it in pieces and are not limited by it.
 pub const MAX_READ_BUFFER: usize = 64 * 1024;
 

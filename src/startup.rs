@@ -102,6 +102,17 @@ pub async fn build_index(
             index.spawn_refresher();
             Ok(index)
         }
+        VectorBackend::Postgres if settings.postgres_search == crate::config::PostgresSearchMode::Database => {
+            let index = crate::index::PostgresSearchIndex::new(&settings.postgres())
+                .map_err(|error| StartupError::Backend(format!("postgres client: {error}")))?;
+            // A first poll before serving; the database being down is not fatal (searches answer
+            // 503 until a server answers).
+            if let Err(error) = index.poll().await {
+                tracing::warn!(%error, "postgres not reachable yet");
+            }
+            index.spawn_refresher();
+            Ok(index)
+        }
         VectorBackend::Postgres => {
             let index = crate::index::PostgresIndex::new(&settings.postgres())
                 .map_err(|error| StartupError::Backend(format!("postgres client: {error}")))?;

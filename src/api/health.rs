@@ -135,7 +135,7 @@ pub(crate) struct StatsQuery {
     tenant_id: Option<crate::search::TenantId>,
 }
 
-/// Index statistics of one tenant (seed 002 `get_index_stats`). The tenant is required: stats
+/// Index statistics of one tenant (counts, source files, when indexed). The tenant is required: stats
 /// of other tenants (their counts and file names) are never returned.
 #[utoipa::path(get, path = "/internal/retrieval/stats", tag = "meta",
     params(("tenant_id" = String, Query, pattern = "^[A-Za-z0-9._-]{1,128}$",

@@ -1,4 +1,4 @@
-//! A re-ingest into Chroma is atomic for searches (issue 35): while one source of a tenant is
+//! A re-ingest into Chroma is atomic for searches: while one source of a tenant is
 //! re-ingested over and over — run to completion, interrupted at a random point (the ingest
 //! killed: its future dropped mid-write), or with Chroma cut off for a moment mid-write — a serving
 //! replica polling every 20 ms answers every search from one complete version: the tenant exists,

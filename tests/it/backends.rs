@@ -190,6 +190,33 @@ async fn postgres_backend_gives_the_same_answers() {
     assert_same_answers(&memory, &postgres);
 }
 
+/// The PostgreSQL backend searched in the database (`RETR_POSTGRES_SEARCH=database`): the fixture
+/// written through the ingest writer (which then builds the HNSW indexes and the BM25 terms),
+/// nothing loaded.
+async fn postgres_in_database_state(url: &str) -> AppState {
+    let url = crate::postgres_backend::fresh_database(url).await;
+    let settings = Settings {
+        postgres_search: retrieval_engine::index::PostgresSearchMode::Database,
+        ..crate::postgres_backend::settings(&url)
+    };
+    crate::postgres_backend::write_snapshot_with(&settings, &fixtures::snapshot()).await;
+    let index = retrieval_engine::index::PostgresSearchIndex::new(&settings.postgres()).unwrap();
+    index.poll().await.unwrap();
+    startup::state_with(settings, index, Arc::new(PseudoEmbedder::new(fixtures::DIMENSION)))
+}
+
+#[cfg_attr(
+    retr_test_missing = "postgres",
+    ignore = "needs a PostgreSQL server: set RETR_TEST_POSTGRES_URL (scripts/test.sh starts one)"
+)]
+#[tokio::test]
+async fn postgres_searched_in_the_database_gives_the_same_answers() {
+    let url = crate::postgres_backend::postgres_url();
+    let memory = run_suite(&memory_state()).await;
+    let postgres = run_suite(&postgres_in_database_state(&url).await).await;
+    assert_same_answers(&memory, &postgres);
+}
+
 /// Each request's status and comparable hits (`comparable`).
 type SuiteResults = [(StatusCode, Vec<(String, String, i64)>)];
 

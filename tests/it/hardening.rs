@@ -1,4 +1,4 @@
-//! Hostile-input hardening (issue 15): bounded work per request, one strict JSON parsing path,
+//! Hostile-input hardening: bounded work per request, one strict JSON parsing path,
 //! load shedding, admin authentication and the smaller defects, through the router.
 
 use crate::common::{error_code, fixture_state, send};

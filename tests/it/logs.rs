@@ -73,7 +73,7 @@ async fn request_lines_follow_the_configured_level_and_carry_the_request_id() {
 }
 
 /// A client's `X-Request-Id` is kept only when short and plain; anything else (here a 400 KB
-/// header, which used to be written into every log line of the request and echoed back) is
+/// header, which would otherwise be written into every log line of the request and echoed back) is
 /// replaced by a generated id in the response and the logs.
 #[tokio::test]
 async fn only_short_plain_request_ids_are_kept_logged_and_echoed() {

@@ -10,7 +10,7 @@ use crate::common::{send, switchable_proxy, LogCapture};
 use axum::http::StatusCode;
 use retrieval_engine::embed::PseudoEmbedder;
 use retrieval_engine::fixtures;
-use retrieval_engine::index::{PostgresIndex, RecordFilter, VectorIndex};
+use retrieval_engine::index::{PostgresIndex, PostgresSearchIndex, PostgresSearchMode, RecordFilter, VectorIndex};
 use retrieval_engine::ingest::writer::{IndexWriter, IngestBatch, SourceScope};
 use retrieval_engine::ingest::{PostgresSourceWriter, RecordSet};
 use retrieval_engine::model::{Level, Metadata, Record, Snapshot};
@@ -72,7 +72,12 @@ pub(crate) fn settings(url: &str) -> Settings {
 
 /// Writes every tenant of `snapshot` through the ingest writer, as source `fixtures`.
 pub(crate) async fn write_snapshot(url: &str, snapshot: &Snapshot) {
-    let writer = PostgresSourceWriter::new(PostgresIndex::for_ingest(&settings(url).postgres()).unwrap(), "test");
+    write_snapshot_with(&settings(url), snapshot).await
+}
+
+/// `write_snapshot` through an ingest configured by `settings`.
+pub(crate) async fn write_snapshot_with(settings: &Settings, snapshot: &Snapshot) {
+    let writer = PostgresSourceWriter::new(PostgresIndex::for_ingest(&settings.postgres()).unwrap(), "test");
     let mut tenants: BTreeMap<String, RecordSet> = BTreeMap::new();
     for (level, records) in
         [(Level::Doc, &snapshot.docs), (Level::Section, &snapshot.sections), (Level::Chunk, &snapshot.chunks)]
@@ -689,7 +694,7 @@ async fn the_hnsw_index_is_built_only_when_asked_for() {
     let client = sql_client(&url).await;
     let has_index = || async {
         let row = client
-            .query_one("SELECT count(*) FROM pg_indexes WHERE indexname = 'retr_records_embedding'", &[])
+            .query_one("SELECT count(*) FROM pg_indexes WHERE indexname = 'retr_records_embedding_2'", &[])
             .await
             .unwrap();
         row.get::<_, i64>(0) == 1
@@ -796,4 +801,206 @@ async fn measure_ingest_and_replica_load() {
         refresh.as_secs_f64()
     );
     assert_eq!(read, written as u64);
+}
+
+/// The serving state searched in the database (`RETR_POSTGRES_SEARCH=database`) over `settings`.
+async fn in_database_state(settings: Settings) -> (AppState, Arc<PostgresSearchIndex>) {
+    let settings = Settings { postgres_search: PostgresSearchMode::Database, ..settings };
+    let index = PostgresSearchIndex::new(&settings.postgres()).unwrap();
+    index.poll().await.unwrap();
+    let state = startup::state_with(settings, index.clone(), Arc::new(PseudoEmbedder::new(fixtures::DIMENSION)));
+    (state, index)
+}
+
+/// What the statistics tables hold for `tenant`, and the same counted again from the terms and
+/// records themselves.
+async fn statistics_and_recount(client: &tokio_postgres::Client, tenant: &str) -> [Vec<String>; 4] {
+    let lines = |rows: Vec<tokio_postgres::Row>| -> Vec<String> {
+        rows.iter()
+            .map(|row| format!("{}:{}:{}", row.get::<_, i16>(0), row.get::<_, String>(1), row.get::<_, i64>(2)))
+            .collect()
+    };
+    let kept = client
+        .query("SELECT level, term, df FROM retr_term_df WHERE tenant = $1 AND df > 0 ORDER BY 1, 2", &[&tenant])
+        .await
+        .unwrap();
+    let counted = client
+        .query(
+            "SELECT t.level, t.term, count(*) FROM retr_terms t JOIN retr_records r ON r.tenant = t.tenant AND r.rid = t.rid \
+             WHERE t.tenant = $1 GROUP BY 1, 2 ORDER BY 1, 2",
+            &[&tenant],
+        )
+        .await
+        .unwrap();
+    let levels = client
+        .query(
+            "SELECT level, documents::text, total_length FROM retr_level_stats WHERE tenant = $1 AND documents > 0 ORDER BY 1",
+            &[&tenant],
+        )
+        .await
+        .unwrap();
+    let recount = client
+        .query(
+            "SELECT level, count(*)::text, sum(terms_length)::int8 FROM retr_records WHERE tenant = $1 GROUP BY 1 ORDER BY 1",
+            &[&tenant],
+        )
+        .await
+        .unwrap();
+    [lines(kept), lines(counted), lines(levels), lines(recount)]
+}
+
+#[cfg_attr(
+    retr_test_missing = "postgres",
+    ignore = "needs a PostgreSQL server: set RETR_TEST_POSTGRES_URL (scripts/test.sh starts one)"
+)]
+#[tokio::test]
+async fn term_statistics_stay_equal_to_a_recount_across_reingests() {
+    let url = postgres_url();
+    let url = fresh_database(&url).await;
+    let writer = PostgresSourceWriter::new(PostgresIndex::for_ingest(&settings(&url).postgres()).unwrap(), "test");
+    let scope = SourceScope { tenant_id: "acme".into(), source_name: "docs".into() };
+    let first = merged(vec![
+        page("acme", "docs/a", "настройка фильтрации рекламы в браузере"),
+        page("acme", "docs/b", "удаление сертификата из системы"),
+    ]);
+    writer.replace_source(&scope, batch(first, BTreeMap::new())).await.unwrap();
+    let other = SourceScope { tenant_id: "beta".into(), source_name: "docs".into() };
+    writer
+        .replace_source(&other, batch(page("beta", "docs/x", "сертификат сертификат"), BTreeMap::new()))
+        .await
+        .unwrap();
+    let client = sql_client(&url).await;
+    let [kept, counted, levels, recount] = statistics_and_recount(&client, "acme").await;
+    assert!(!kept.is_empty() && levels.len() == 3, "{kept:?} {levels:?}");
+    assert_eq!((&kept, &levels), (&counted, &recount));
+
+    // docs/a changes, docs/b goes, docs/c comes: the statistics follow, by the change only.
+    let second = merged(vec![
+        page("acme", "docs/a", "настройка фильтрации рекламы в приложении"),
+        page("acme", "docs/c", "обновление программы до новой версии"),
+    ]);
+    writer.replace_source(&scope, batch(second, BTreeMap::new())).await.unwrap();
+    let [kept, counted, levels, recount] = statistics_and_recount(&client, "acme").await;
+    assert_eq!((&kept, &levels), (&counted, &recount));
+    assert!(!kept.iter().any(|line| line.contains("сертификат")), "docs/b's terms are gone: {kept:?}");
+    let orphans: i64 = client
+        .query_one(
+            "SELECT count(*) FROM retr_terms t WHERE NOT EXISTS \
+             (SELECT 1 FROM retr_records r WHERE r.tenant = t.tenant AND r.rid = t.rid)",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(orphans, 0);
+    // The other tenant's statistics are its own.
+    let [kept, counted, _, _] = statistics_and_recount(&client, "beta").await;
+    assert_eq!(kept, counted);
+    assert!(kept.iter().any(|line| line.ends_with(":сертификат:1")), "{kept:?}");
+
+    // Searched in the database: the new page is found, the removed one is not, beta stays apart.
+    let (state, _) = in_database_state(settings(&url)).await;
+    for (query, found, absent) in [("обновление программы", "docs/c", "docs/b"), ("сертификат", "", "docs/b")]
+    {
+        let body = json!({"query": query, "tenant_id": "acme"}).to_string();
+        let (status, answer) = send(&state, "POST", "/internal/retrieval/search", Some(&body)).await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        let hits = answer["hits"].to_string();
+        assert!(hits.contains(found) && !hits.contains(absent) && !hits.contains("docs/x"), "{query}: {answer}");
+    }
+}
+
+#[cfg_attr(
+    retr_test_missing = "postgres",
+    ignore = "needs a PostgreSQL server: set RETR_TEST_POSTGRES_URL (scripts/test.sh starts one)"
+)]
+#[tokio::test]
+async fn searched_in_the_database_sql_text_is_data() {
+    let url = postgres_url();
+    let url = fresh_database(&url).await;
+    let writer = PostgresSourceWriter::new(PostgresIndex::for_ingest(&settings(&url).postgres()).unwrap(), "test");
+    let scope = SourceScope { tenant_id: "acme".into(), source_name: "docs".into() };
+    writer
+        .replace_source(&scope, batch(page("acme", "docs/a", "SELECT * FROM retr_tenants; настройка"), BTreeMap::new()))
+        .await
+        .unwrap();
+    let (state, _) = in_database_state(settings(&url)).await;
+    for (body, hits) in [
+        (json!({"query": "'; DROP TABLE retr_records; --", "tenant_id": "acme"}), None),
+        (json!({"query": "настройка", "tenant_id": "acme", "filters": {"product": "' OR 1=1 --"}}), Some(0)),
+        (json!({"query": "настройка", "tenant_id": "acme", "doc_ids": ["docs/a' OR '1'='1"]}), Some(0)),
+        (json!({"query": "настройка", "tenant_id": "acme", "filters": {"tags": ["x' OR '1'='1"]}}), Some(0)),
+        (json!({"query": "настройка", "tenant_id": "acme"}), Some(1)),
+    ] {
+        let (status, response) = send(&state, "POST", "/internal/retrieval/search", Some(&body.to_string())).await;
+        assert_eq!(status, StatusCode::OK, "{body}: {response}");
+        if let Some(hits) = hits {
+            assert_eq!(response["hits"].as_array().map(Vec::len), Some(hits), "{body}: {response}");
+        }
+    }
+    let client = sql_client(&url).await;
+    let count: i64 = client.query_one("SELECT count(*) FROM retr_records", &[]).await.unwrap().get(0);
+    assert_eq!(count, 3, "nothing ran");
+}
+
+#[cfg_attr(
+    any(retr_test_missing = "postgres", retr_test_missing = "postgres_standby"),
+    ignore = "needs a PostgreSQL primary and standby: set RETR_TEST_POSTGRES_URL and RETR_TEST_POSTGRES_STANDBY_URL (scripts/test.sh starts them)"
+)]
+#[tokio::test]
+async fn searched_in_the_database_with_the_primary_gone_searches_read_the_standby_flagged() {
+    let url = postgres_url();
+    let standby = standby_url();
+    let url = fresh_database(&url).await;
+    let database = url.rsplit_once('/').unwrap().1.to_string();
+    let standby = with_database(&standby, &database);
+    write_snapshot(&url, &fixtures::snapshot()).await;
+    wait_for_standby(&standby, "t1").await;
+    let (primary, primary_switch) = proxied(&url).await;
+    let (standby_proxy, standby_switch) = proxied(&standby).await;
+    let settings = Settings { postgres_standby_urls: Secret::new(standby_proxy), ..settings(&primary) };
+    let (state, index) = in_database_state(settings).await;
+    let search = json!({"query": "Подключение Android SDK через Gradle", "tenant_id": "t1"}).to_string();
+    let (status, fresh) = send(&state, "POST", "/internal/retrieval/search", Some(&search)).await;
+    assert_eq!(status, StatusCode::OK, "{fresh}");
+    assert!(!fresh["hits"].as_array().unwrap().is_empty());
+    assert!(!fresh["degradations"].to_string().contains("backend_stale"), "{fresh}");
+
+    // The primary goes away: searches read the standby, and every answer says so.
+    primary_switch.store(false, Ordering::Release);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let (status, body) = send(&state, "POST", "/internal/retrieval/search", Some(&search)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["hits"], fresh["hits"]);
+    let degradations = body["degradations"].to_string();
+    assert!(degradations.contains("backend_stale") && degradations.contains("standby 1"), "{body}");
+    index.poll().await.unwrap();
+    let (status, health) = send(&state, "GET", "/health", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(health["status"], "degraded", "{health}");
+    assert_eq!(health["replica"]["source"], "standby 1");
+
+    // Both gone: a clear 503 with a JSON error, quickly.
+    standby_switch.store(false, Ordering::Release);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = Instant::now();
+    let (status, body) = send(&state, "POST", "/internal/retrieval/search", Some(&search)).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["error"]["code"], "backend_unavailable");
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+
+    // The primary is back: answers are current again.
+    primary_switch.store(true, Ordering::Release);
+    standby_switch.store(true, Ordering::Release);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, body) = send(&state, "POST", "/internal/retrieval/search", Some(&search)).await;
+        if status == StatusCode::OK && !body["degradations"].to_string().contains("backend_stale") {
+            assert_eq!(body["hits"], fresh["hits"]);
+            break;
+        }
+        assert!(Instant::now() < deadline, "still flagged: {body}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

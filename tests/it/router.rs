@@ -1,5 +1,5 @@
-//! Theme router at the level the search service uses it: the shipped themes files, the seed 003
-//! §4.6 scenarios (routing → hit labels → clarification / filter → context), and the LLM router
+//! Theme router at the level the search service uses it: the shipped themes files, the product
+//! scenarios (routing → hit labels → clarification / filter → context), and the LLM router
 //! against a local fake chat-completions server.
 
 use axum::extract::{Path, State};

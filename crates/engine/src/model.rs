@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::shared_str::{SharedStr, SharedText};
 
-/// One of the three levels of the index (SPEC §1).
+/// One of the three levels of the index: a page (doc), a heading's section, a chunk of a section.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Level {

@@ -1,9 +1,9 @@
 //! YAML, as the configuration files (themes, boosting, mapping, Dify knowledge bases) and page
 //! front matter are read: [`from_str`] over serde-saphyr (pure Rust, no `unsafe-libyaml`), with
-//! the options that read a document as `serde_yaml_ng` read it, and [`Value`], the untyped tree
+//! the options that read a document as `serde_yaml_ng` reads it, and [`Value`], the untyped tree
 //! the front matter and boosting readers walk (serde-saphyr deserializes into types only).
 //!
-//! Read as before: only `true`/`false` (and `True`, `FALSE`, …) are booleans (`yes`, `on` stay
+//! Read as serde_yaml_ng reads them: only `true`/`false` (and `True`, `FALSE`, …) are booleans (`yes`, `on` stay
 //! strings); digits with a leading zero (`0755`) and numbers with `_` (`1_000`) are strings; `.inf`
 //! and `.nan` are floats; `<<` is an ordinary key (no merging); `~` read into a string is `"~"`; a
 //! repeated key in an untyped mapping or a struct is an error. A key with nothing after it is an

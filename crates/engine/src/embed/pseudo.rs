@@ -1,4 +1,4 @@
-//! SHA256 pseudo-embeddings (seed 004 §5): a deterministic stand-in when no embedding
+//! SHA256 pseudo-embeddings: a deterministic stand-in (same text, same vector) when no embedding
 //! provider is configured or the provider is down.
 //!
 //! Each stemmed term is hashed with SHA256 into a few signed buckets (feature hashing), so texts

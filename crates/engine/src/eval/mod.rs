@@ -1,6 +1,6 @@
 //! The evaluation behind the `eval` command: ranking quality (nDCG@10, Recall@10, MRR@10) and
 //! query latency of dense, lexical and hybrid retrieval on a BEIR-style corpus (formats of
-//! ../shared/eval/xquad-ru), and page-level questions through the real search (`pages`). The
+//! xquad-ru: `corpus.jsonl`, queries, qrels TSV), and page-level questions through the real search (`pages`). The
 //! command itself (its arguments, reading the settings, building the search service as `serve`
 //! does) is the service's `eval` module.
 

@@ -1,5 +1,5 @@
 //! Page-level evaluation on real users' questions: every question of a set in the format of
-//! ../shared/corpora/adguard-kb-ru/dev_questions.jsonl ({"id","query","relevant":[source paths],
+//! a corpus's `dev_questions.jsonl` ({"id","query","relevant":[source paths],
 //! "platform","ambiguous"}) goes through the real `SearchService` (routing, the cascade, fusion,
 //! boosting, clarification) over an ingested snapshot, once per router mode. Reports page MRR@10,
 //! hit@k, recall@10, platform questions right first, ambiguity flags, where each miss happened
@@ -298,6 +298,8 @@ pub(crate) type BuildService<'a> =
 pub struct PagesRun<'a> {
     pub questions: &'a [PageQuestion],
     pub snapshot: &'a Path,
+    /// An index to search instead of the snapshot file (a database the configuration names).
+    pub index: Option<Arc<dyn VectorIndex>>,
     pub tenant: Option<String>,
     pub modes: Vec<RouterMode>,
     pub cutoff: usize,
@@ -314,20 +316,25 @@ pub async fn run_pages(
     run: &PagesRun<'_>,
     build_service: BuildService<'_>,
 ) -> Result<PagesReport, EvalError> {
-    let snapshot =
-        crate::index::memory::read_snapshot_file(run.snapshot).map_err(|e| EvalError::Index(e.to_string()))?;
+    let index: Arc<dyn VectorIndex> = match &run.index {
+        Some(index) => Arc::clone(index),
+        None => {
+            let snapshot =
+                crate::index::memory::read_snapshot_file(run.snapshot).map_err(|e| EvalError::Index(e.to_string()))?;
+            let index = InMemoryIndex::from_snapshot(snapshot).map_err(|e| EvalError::Index(e.to_string()))?;
+            Arc::new(index.approximate_from(settings.approximate_min_records))
+        }
+    };
+    let stats = crate::index::VectorIndex::stats(index.as_ref()).await.map_err(|e| EvalError::Index(e.to_string()))?;
     // Query vectors from another model than the index's would rank at random: refuse, don't guess.
-    if !snapshot.embedding_model.is_empty() && snapshot.embedding_model != embedder.model_name() {
+    if !stats.embedding_model.is_empty() && stats.embedding_model != embedder.model_name() {
         return Err(EvalError::Index(format!(
             "the index was embedded with {:?} but queries would be embedded with {:?}; \
              set RETR_EMBEDDING_* as for ingest",
-            snapshot.embedding_model,
+            stats.embedding_model,
             embedder.model_name()
         )));
     }
-    let index = InMemoryIndex::from_snapshot(snapshot).map_err(|e| EvalError::Index(e.to_string()))?;
-    let index = Arc::new(index.approximate_from(settings.approximate_min_records));
-    let stats = crate::index::VectorIndex::stats(index.as_ref()).await.map_err(|e| EvalError::Index(e.to_string()))?;
     let tenant = match &run.tenant {
         Some(tenant) => tenant.clone(),
         None if stats.tenants.len() == 1 => stats.tenants.keys().next().cloned().unwrap_or_default(),

@@ -191,9 +191,9 @@ pub enum Test {
 
 /// The values of an `in` / `not in` test, in a hash set built once when the condition is read,
 /// so a record is checked with one hash and one comparison whatever the list's length (a
-/// request's conditions × values × records was the CPU an attacker could ask for; sorted with a
-/// binary search, Dify's 64 lists of 1,000 values still spent 88 % of a search in string
-/// comparisons). The hasher is the standard library's keyed SipHash: the values come from the
+/// request's conditions × values × records is the CPU an attacker could ask for; a binary search
+/// of a sorted list would still spend most of a search of Dify's 64 lists of 1,000 values in
+/// string comparisons). The hasher is the standard library's keyed SipHash: the values come from the
 /// caller, and an unkeyed hash would let them collide on purpose.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ValueList(std::collections::HashSet<String>);

@@ -29,7 +29,7 @@ pub use chroma::{ChromaIndex, ChromaSettings};
 pub(crate) use features::RecordFeatures;
 pub use file_index::InMemoryIndex;
 pub use filter::RecordFilter;
-pub use postgres::{PostgresIndex, PostgresSettings};
+pub use postgres::{PostgresIndex, PostgresSearchIndex, PostgresSearchMode, PostgresSettings};
 pub(crate) use record_ref::{LevelStore, RecordRef};
 
 /// The number of the record whose id is `id` among `records`, which a level keeps in id order.
@@ -87,7 +87,7 @@ impl IndexError {
 
 pub(crate) type Result<T> = std::result::Result<T, IndexError>;
 
-/// Counts and sources of one tenant's index (seed 002 `get_index_stats`).
+/// Counts and sources of one tenant's index: what `/stats` reports, so ops can see what was ingested.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct TenantStats {
     pub docs: usize,

@@ -16,7 +16,10 @@
 //! answer carries a `backend_stale` degradation naming it. When no server answers, searches keep
 //! answering from the last good replica, flagged stale; without one they fail with `Unavailable`.
 
+mod in_database;
 pub(crate) mod store;
+
+pub use in_database::PostgresSearchIndex;
 
 use super::change::ChangeScope;
 use super::memory::{IndexBuilder, LoadedIndex};
@@ -53,6 +56,23 @@ pub struct PostgresSettings {
     pub hnsw_index: bool,
     /// The tenants the replica holds.
     pub scope: crate::scope::TenantScope,
+    /// Where searches run: on the in-process replica, or in the database.
+    pub search: PostgresSearchMode,
+    /// The HNSW candidate list of a search in the database (`hnsw.ef_search`): larger finds
+    /// more of the exact neighbours, slower.
+    pub ef_search: usize,
+}
+
+/// Where the PostgreSQL backend's searches run (`RETR_POSTGRES_SEARCH`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PostgresSearchMode {
+    /// Each instance loads its tenants into the in-memory engine and refreshes them.
+    #[default]
+    Replica,
+    /// Each call of the cascade is a statement on the database (`PostgresSearchIndex`): for
+    /// tenants larger than one machine's memory.
+    Database,
 }
 
 /// Whether `url` is a `postgres://` (or `postgresql://`) connection URL this backend can use.
@@ -149,7 +169,7 @@ impl PostgresIndex {
             reload: tokio::sync::Mutex::new(()),
             refresh_interval: Duration::from_millis(settings.refresh_interval_ms),
             scope: settings.scope.clone(),
-            hnsw_index: settings.hnsw_index,
+            hnsw_index: settings.hnsw_index || settings.search == PostgresSearchMode::Database,
         }))
     }
 

@@ -421,8 +421,8 @@ unsafe fn block_dots_avx(columns: [&[Column]; GROUP], query: &[f32]) -> [[f32; L
 
 /// Plain index loops over slices cut to one length up front (no bounds check is left in the
 /// loop): written with iterator adapters (`array::map`, nested `zip`s), the kernel's machine code
-/// depended on inlining choices made elsewhere in the crate, and an unrelated change once made
-/// it 2.7× slower (AdGuard searches 0.30 → 0.44 ms).
+/// depends on inlining choices made elsewhere in the crate, so an unrelated change can make it
+/// several times slower; index loops compile to the same small kernel whatever the crate holds.
 #[inline(always)]
 fn block_dots_portable(columns: [&[Column]; GROUP], query: &[f32]) -> [[f32; LANES]; GROUP] {
     // -0.0 is the start of `Iterator::sum` for floats: the sign of an all-zero sum matches too.

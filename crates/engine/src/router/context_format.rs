@@ -1,16 +1,16 @@
-//! Prompt-ready context for the LLM: numbered sources in seed 002's `format_results_for_llm` layout,
+//! Prompt-ready context for the LLM: numbered sources (`[n] Источник: …`, relevance, the text),
 //! extended with title and url, grouped under `[THEME: <id>]` labels when the sources span several
-//! themes (seed 003 §4.4), within a character budget.
+//! themes (so the LLM answers each product or role apart), within a character budget.
 
 use serde::Serialize;
 
-/// Heading of every non-empty context (seed 002).
+/// Heading of every non-empty context: tells the LLM what follows is retrieved documentation.
 pub(crate) const CONTEXT_HEADER: &str = "Найденные документы:";
 
 /// Group label of sources without a theme when the others are grouped by theme.
 pub(crate) const UNLABELLED_THEME: &str = "other";
 
-/// The system-prompt rule for contexts that span several themes (seed 003 §4.4).
+/// The system-prompt rule for contexts that span several themes: answer each theme apart.
 pub const MULTI_THEME_RULE: &str = "Если в контексте есть фрагменты с разными THEME, формируй ответ отдельными \
 разделами по каждой THEME, с понятными заголовками («Для SDK Android», «Для АРМ администратора» и т.п.). \
 Не смешивай инструкции.";

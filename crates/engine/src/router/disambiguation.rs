@@ -1,4 +1,4 @@
-//! Clarifying questions (seed 003 §4.3): asked only when the router was unsure *and* the real top
+//! Clarifying questions: asked only when the router was unsure *and* the real top
 //! hits split across several themes.
 
 use super::{RoutingResult, Theme};

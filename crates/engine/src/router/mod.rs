@@ -1,4 +1,4 @@
-//! Theme router (seed 003 §3–4): decides which themes a query is about before the cascade runs,
+//! Theme router: decides which themes a query is about before the cascade runs,
 //! whether the search may be hard-filtered to one theme, and whether the user should be asked to
 //! choose; plus the theme-aware pieces after the search (hit labels, clarification, LLM context).
 //!

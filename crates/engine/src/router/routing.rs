@@ -143,7 +143,7 @@ fn trimmed(value: &str) -> &str {
     }
 }
 
-/// The router's answer (seed 003 §3.3).
+/// The router's answer: the themes, the primary one, and whether to filter or to ask.
 ///
 /// `themes` are ordered by score (best first, ties by priority then id); `primary_theme` is
 /// `themes[0]`, or `None` when nothing matched or the two best scores are tied (the soft theme boost

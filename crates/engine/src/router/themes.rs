@@ -1,4 +1,4 @@
-//! Themes (seed 003 §3.1–3.2): the `Theme` entity, the `ThemesProvider` trait and the YAML-file
+//! Themes (the product, role or area of a question): the `Theme` entity, the `ThemesProvider` trait and the YAML-file
 //! provider that reads `config/themes.yaml` (the format `themes suggest` prints).
 
 use super::config::RouterConfig;

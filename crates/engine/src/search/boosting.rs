@@ -1,4 +1,4 @@
-//! Boosting of fused scores (seed 003 §2.4–2.5): ten rules in a fixed order, every coefficient
+//! Boosting of fused scores by the docs' metadata: ten rules in a fixed order, every coefficient
 //! from `BoostingConfig`. `keep_best` (through `boost_and_keep_best` and
 //! `sort_best_first`) is the one place where boosted hits are sorted.
 
@@ -50,7 +50,7 @@ pub struct BoostInput<'a> {
     pub(crate) features: Option<&'a RecordFeatures>,
 }
 
-/// The ten rules of seed 003 §2.5, in application order.
+/// The ten boosting rules, in application order (`explain.boosts` lists them in this order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum BoostRule {

@@ -1,4 +1,4 @@
-//! `boosting.yaml`: every coefficient of fusion and boosting (seed 003 §2.2–2.3), loaded once at
+//! `boosting.yaml`: every coefficient of fusion and boosting, so none is hard-coded, loaded once at
 //! start-up. Nothing here fails: a missing file or key means "no effect", a malformed file or a bad
 //! value is reported as a `ConfigWarning` naming the key and replaced by the no-effect default.
 
@@ -93,7 +93,7 @@ impl Default for DepthPenaltyConfig {
     }
 }
 
-/// Additive theme boosts on the normalised score (seed 003 §3.3.2, §4.2); 0 means no effect.
+/// Additive theme boosts on the normalised score (a soft preference for the routed themes); 0 means no effect.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ThemeBoostConfig {
     pub primary: f32,

@@ -1,4 +1,4 @@
-//! The doc → section → chunk cascade of SPEC §3 steps 2–6, written once for every backend.
+//! The doc → section → chunk cascade (filter, rank docs, sections, chunks, answer), written once for every backend.
 
 use super::fusion::{RankedList, ReciprocalRankFusion};
 use super::ranking::{rank_level, rank_level_with, Ranked, RankingContext, FUSION_DEPTH};
@@ -279,7 +279,7 @@ async fn doc_level_filter(index: &dyn VectorIndex, filter: &RecordFilter) -> Res
     Ok(Some(doc_filter))
 }
 
-/// Pads the doc list up to `min_docs` with metadata matches (seed 004 `_pad_docs_with_metadata`).
+/// Pads the doc list up to `min_docs` with metadata matches, so a narrow filter still has pages to rank.
 async fn pad_docs(
     index: &dyn VectorIndex,
     filter: &RecordFilter,

@@ -8,8 +8,8 @@
 //! hit's BM25 score stands above the first five's, and how many of the question's words its title
 //! and headings lack. Apart from those few words (the question's and the first hit's title and
 //! headings, compared by their first letters: nothing is stemmed), every feature comes from
-//! scores the search already made (the query words' coverage of the first hit's text was measured
-//! and left out: stemming the hit's text cost ~20 % more CPU per search).
+//! scores the search already made (the query words' coverage of the first hit's text is left
+//! out: stemming the hit's text would cost ~20 % more CPU per search for no better AUC).
 //! `eval` fits the model out-of-fold on labelled questions and reports its AUC and reliability
 //! (docs/quality.md); `ConfidenceModel::default` holds the weights fitted on every dev set
 //! together (AdGuard dev + dev2 and VeiL, 432 questions), so a new site needs nothing written.
@@ -105,7 +105,7 @@ fn push_prefix(token: &str, into: &mut Vec<String>) {
 
 /// The share of the question's words `asked` (its distinct prefixes, `question_words`) that
 /// the hit's title, heading and heading path do not hold; 0 for a question without such words.
-/// Only those few words are read: the hit's text is not (stemming it was measured: ~20 % more CPU
+/// Only those few words are read: the hit's text is not (stemming it would cost ~20 % more CPU
 /// per search).
 fn absent_from_title(asked: &[String], meta: &crate::model::Metadata) -> f32 {
     if asked.is_empty() {

@@ -20,9 +20,9 @@ use tokio::sync::OnceCell;
 /// Most docs and sections read to learn a tenant's themes (a sample of a very large tenant).
 const THEMES_MAX_DOCS: usize = 50_000;
 const THEMES_MAX_SECTIONS: usize = 20_000;
-/// Most docs and most sections the spellings are learned from: ~40 ms for AdGuard's 258 pages and
-/// 1,163 sections; ~0.8 s for 4,000 docs and 20,000 sections of 3.4 KB, which this bound cuts to a
-/// tenth.
+/// Most docs and most sections the spellings are learned from: a site of a few hundred pages is
+/// read whole (tens of milliseconds), and a very large tenant's first search does not wait
+/// seconds for a sample bigger than the spellings need.
 const SPELLINGS_MAX_PAGES: usize = 3_000;
 
 /// One tenant's learning.

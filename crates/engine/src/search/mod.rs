@@ -584,8 +584,8 @@ impl SearchService {
             fields.apply_to(&mut filter);
         }
 
-        // Synonyms widen the lexical query only: adding them to the embedded text too lowered
-        // MRR on the AdGuard dev questions (0.828 vs 0.835 with BM25-only expansion).
+        // Synonyms widen the lexical query only: added to the embedded text they pull the
+        // question's vector away from its own meaning and lower page MRR (docs/quality.md).
         let mut terms = crate::text::terms(&request.query);
         // Latin names written in Cyrillic and back, learned from the tenant's pages: from the
         // words the user wrote, not from the synonyms' («macos» → «мак» → «make»).

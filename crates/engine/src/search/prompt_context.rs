@@ -1,4 +1,4 @@
-//! Prompt-ready context (seed 002 `format_results_for_llm`, seed 003 §4.4): search, fetch the
+//! Prompt-ready context for the LLM (`router::context` formats it): search, fetch the
 //! winning sections' or chunks' text for the same tenant, and format numbered sources grouped by
 //! theme within a character budget.
 

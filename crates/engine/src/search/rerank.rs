@@ -1,4 +1,4 @@
-//! The optional LLM rerank of the top sections (SPEC §3 step 4). Any failure keeps the original
+//! The optional LLM rerank of the top sections (after the section step). Any failure keeps the original
 //! order and reports a degradation; the call is bounded by the rerank timeout.
 
 use super::ranking::Ranked;

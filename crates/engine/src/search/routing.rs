@@ -1,4 +1,4 @@
-//! Theme routing around the cascade (seed 003 §3.3.2): route the query, decide hard filter vs soft
+//! Theme routing around the cascade: route the query, decide hard filter vs soft
 //! boost, label hits with their theme, and offer a clarification when the top hits really split.
 
 use super::boosting::RoutingHint;

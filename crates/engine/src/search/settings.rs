@@ -4,7 +4,7 @@
 use crate::router::RouterMode;
 use serde::{Deserialize, Serialize};
 
-/// The hard cap of `max_results` (SPEC §2): larger request values are capped, larger settings rejected.
+/// The hard cap of `max_results` (a prompt holds few hits): larger request values are capped, larger settings rejected.
 pub const MAX_RESULTS_CAP: usize = 50;
 /// The largest `doc_top_k`, `section_top_k`, `chunk_top_k`, `rerank_top_n` and `min_docs`.
 pub(crate) const MAX_TOP_K: usize = 1000;
