@@ -110,6 +110,13 @@ pub struct Settings {
     pub dify_time_budget_seconds: f64,
     /// `RETR_TENANTS`: the tenants this instance loads and serves (`a,b` or `shard:i/n`); empty = all.
     pub tenants: String,
+    /// `RETR_FEEDBACK_DIR`: where each tenant's feedback (`POST /feedback`) and its learned
+    /// re-ranker are kept; unset: no feedback endpoint, no learned re-ranking.
+    pub feedback_dir: Option<PathBuf>,
+    /// `RETR_FEEDBACK_MAX_BYTES`: one tenant's feedback log beyond this keeps its newest half.
+    pub feedback_max_bytes: u64,
+    /// `RETR_FEEDBACK_MAX_AGE_DAYS`: feedback older than this is dropped.
+    pub feedback_max_age_days: f64,
 
     pub chroma_host: String,
     pub chroma_path: Option<PathBuf>,
@@ -147,6 +154,8 @@ pub struct Settings {
     pub postgres_search: PostgresSearchMode,
     /// `RETR_POSTGRES_EF_SEARCH`: the HNSW candidate list of a search in the database.
     pub postgres_ef_search: usize,
+    /// `RETR_POSTGRES_LEXICAL_DEPTH`: postings read per query term by a search in the database.
+    pub postgres_lexical_depth: usize,
 
     pub max_results: usize,
     pub topk_per_doc: usize,
@@ -226,6 +235,9 @@ impl Default for Settings {
             dify_knowledge_bases: PathBuf::new(),
             dify_time_budget_seconds: DEFAULT_DIFY_TIME_BUDGET_SECONDS,
             tenants: String::new(),
+            feedback_dir: None,
+            feedback_max_bytes: 64 << 20,
+            feedback_max_age_days: 90.0,
             chroma_host: "http://127.0.0.1:8000".into(),
             chroma_path: None,
             chroma_tenant: "default_tenant".into(),
@@ -244,6 +256,7 @@ impl Default for Settings {
             postgres_hnsw_index: false,
             postgres_search: PostgresSearchMode::Replica,
             postgres_ef_search: 100,
+            postgres_lexical_depth: 2000,
             max_results: 10,
             topk_per_doc: 1,
             min_score: 0.0,
@@ -323,6 +336,14 @@ pub(crate) fn validate_dify_base_path(base: &str) -> Result<(), String> {
 }
 
 impl Settings {
+    /// How much feedback a tenant keeps (`RETR_FEEDBACK_MAX_BYTES`, `RETR_FEEDBACK_MAX_AGE_DAYS`).
+    pub(crate) fn feedback_limits(&self) -> retrieval_engine::feedback::FeedbackLimits {
+        retrieval_engine::feedback::FeedbackLimits {
+            max_bytes: self.feedback_max_bytes,
+            max_age: std::time::Duration::from_secs_f64(self.feedback_max_age_days * 86_400.0),
+        }
+    }
+
     /// Where the themes file, boosting.yaml and the synonyms directory are.
     pub(crate) fn tuning_files(&self) -> crate::search::tuning::TuningFiles {
         crate::search::tuning::TuningFiles {
@@ -414,6 +435,16 @@ impl Settings {
         positive("rerank_timeout_seconds", self.rerank_timeout_seconds);
         positive("theme_router_timeout_seconds", self.theme_router_timeout_seconds);
         positive("dify_time_budget_seconds", self.dify_time_budget_seconds);
+        if self.feedback_max_bytes < 4096 {
+            problems
+                .push(("feedback_max_bytes".into(), format!("must be at least 4096, got {}", self.feedback_max_bytes)));
+        }
+        if !(self.feedback_max_age_days > 0.0 && self.feedback_max_age_days <= 36_500.0) {
+            problems.push((
+                "feedback_max_age_days".into(),
+                format!("must be within (0, 36500] days, got {}", self.feedback_max_age_days),
+            ));
+        }
         if self.dify_time_budget_seconds >= self.request_timeout_seconds {
             problems.push((
                 "dify_time_budget_seconds".into(),
@@ -618,6 +649,12 @@ impl Settings {
                 format!("must be within 1..=1000, got {}", self.postgres_ef_search),
             ));
         }
+        if self.postgres_lexical_depth < 10 || self.postgres_lexical_depth > 1_000_000 {
+            problems.push((
+                "postgres_lexical_depth".into(),
+                format!("must be within 10..=1000000, got {}", self.postgres_lexical_depth),
+            ));
+        }
         if self.postgres_pool_size < 1 || self.postgres_pool_size > 256 {
             problems.push((
                 "postgres_pool_size".into(),
@@ -674,6 +711,7 @@ impl Settings {
             hnsw_index: self.postgres_hnsw_index,
             search: self.postgres_search,
             ef_search: self.postgres_ef_search,
+            lexical_depth: self.postgres_lexical_depth,
         }
     }
 

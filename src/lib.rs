@@ -10,6 +10,7 @@ pub mod config;
 pub(crate) mod error;
 pub mod eval;
 pub mod ingest;
+pub mod learn;
 pub mod log_writer;
 pub mod server;
 pub mod startup;

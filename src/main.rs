@@ -35,6 +35,9 @@ enum Command {
     Ingest(retrieval_service::ingest::cli::IngestArgs),
     /// Measure retrieval quality (nDCG@10, Recall@10, MRR@10) of dense, lexical and hybrid search
     Eval(retrieval_service::eval::EvalArgs),
+    /// Refit a tenant's re-ranker on its feedback (RETR_FEEDBACK_DIR) and labelled questions; keep it
+    /// only when it beats the service's order on held-out feedback
+    Learn(retrieval_service::learn::LearnArgs),
     /// Theme tooling
     Themes {
         #[command(subcommand)]
@@ -195,6 +198,11 @@ fn main() -> ExitCode {
                     .await
                     .map(|report| print!("{report}"))
                     .map_err(|error| error.to_string())
+            }
+            Command::Learn(args) => {
+                let embedder =
+                    retrieval_service::startup::build_ingest_embedder(&settings).map_err(|e| e.to_string())?;
+                retrieval_service::learn::run(&settings, embedder, &args).await.map(|report| print!("{report}"))
             }
             Command::Ingest(args) => {
                 let embedder =

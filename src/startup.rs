@@ -7,6 +7,8 @@ use crate::index::{InMemoryIndex, VectorIndex};
 use crate::metrics::Metrics;
 use crate::search::SearchService;
 use crate::state::AppState;
+use retrieval_engine::feedback::FeedbackStore;
+use retrieval_engine::learn::LearnedRerankers;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,7 +40,21 @@ pub fn validate_settings(settings: &Settings) -> Result<(), ConfigError> {
     if let Err(error) = crate::api::dify::KnowledgeBases::load(&settings.dify_knowledge_bases) {
         problems.push(("dify_knowledge_bases".into(), error));
     }
+    if let Some(dir) = &settings.feedback_dir {
+        if let Err(error) = check_writable_dir(dir) {
+            problems.push(("feedback_dir".into(), format!("{}: {error}", dir.display())));
+        }
+    }
     ConfigError::from_problems(problems)
+}
+
+/// Creates `dir` when missing and checks that a file can be written and synced in it.
+fn check_writable_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let probe = dir.join(".write-check");
+    std::fs::write(&probe, b"ok")?;
+    std::fs::File::open(&probe)?.sync_all()?;
+    std::fs::remove_file(&probe)
 }
 
 /// The query/passage embedder the settings select (pseudo-embeddings when no API base is set);
@@ -265,7 +281,9 @@ fn state_from_parts(
     metrics: Arc<Metrics>,
     (tuning, missing_config): (crate::search::tuning::Tuning, Vec<String>),
 ) -> AppState {
+    let learned = Arc::new(LearnedRerankers::new(settings.feedback_dir.clone()));
     let search = SearchService::new(index, embedder, settings.runtime())
+        .with_learned_rerankers(learned)
         .with_tuning(tuning, missing_config)
         .with_llm_router(build_llm_router(&settings, Some(Arc::clone(&metrics))))
         .with_reranker(reranker, Duration::from_secs_f64(settings.rerank_timeout_seconds))
@@ -285,7 +303,16 @@ fn state_from_parts(
         tracing::error!(%error, "RETR_DIFY_KNOWLEDGE_BASES unusable: every Dify request will be refused");
         crate::api::dify::KnowledgeBases::none()
     });
+    let feedback =
+        settings.feedback_dir.as_ref().and_then(|dir| match FeedbackStore::open(dir, settings.feedback_limits()) {
+            Ok(store) => Some(Arc::new(store)),
+            Err(error) => {
+                tracing::error!(%error, "RETR_FEEDBACK_DIR unusable: feedback is off");
+                None
+            }
+        });
     AppState {
+        feedback,
         degraded_since_start: None,
         openapi: Arc::default(),
         reloads: Arc::default(),
@@ -297,6 +324,20 @@ fn state_from_parts(
         search: Arc::new(search),
         metrics,
     }
+}
+
+/// Reads the learned re-rankers' files again every `RETR_INDEX_RELOAD_INTERVAL_MS` (at least
+/// every second), so a model `learn` wrote is used by the next searches without a restart.
+fn spawn_reranker_refresher(state: &AppState) {
+    let rerankers = Arc::clone(state.search.learned_rerankers());
+    let interval = Duration::from_millis(state.settings.index_reload_interval_ms.clamp(100, 1000));
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(interval).await;
+            let rerankers = Arc::clone(&rerankers);
+            let _ = tokio::task::spawn_blocking(move || rerankers.refresh()).await;
+        }
+    });
 }
 
 /// The state `serve` runs on: every outbound client records its calls in the state's metrics.
@@ -327,6 +368,9 @@ pub async fn build_state_with_metrics(settings: Settings, metrics: Arc<Metrics>)
     let reranker = build_reranker(&settings, &metrics);
     let mut state = state_from_parts(settings, index, embedder, reranker, metrics, tuning);
     state.degraded_since_start = degraded_since_start;
+    if state.settings.feedback_dir.is_some() {
+        spawn_reranker_refresher(&state);
+    }
     // Start-up names the first such knowledge base.
     if let Some(problem) = state.dify.themes_missing_from(&state.search.theme_list()).into_iter().next() {
         return Err(StartupError::Backend(problem));

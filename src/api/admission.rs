@@ -34,10 +34,14 @@ async fn refuse_before_body(parts: &mut Parts, state: &AppState) -> Option<Respo
     let path = parts.uri.path();
     let under_prefix = |suffix: &str| path.strip_prefix(super::PREFIX) == Some(suffix);
     let refused = match parts.method {
-        Method::POST if ["/search", "/context", "/chunks/window", super::mcp::PATH].into_iter().any(under_prefix) => {
+        Method::POST
+            if ["/search", "/context", "/chunks/window", "/feedback", super::mcp::PATH]
+                .into_iter()
+                .any(under_prefix) =>
+        {
             super::auth::TenantKey::from_request_parts(parts, state).await.err()
         }
-        Method::GET if ["/stats", "/tenants"].into_iter().any(under_prefix) => {
+        Method::GET | Method::DELETE if ["/stats", "/tenants", "/feedback"].into_iter().any(under_prefix) => {
             super::auth::TenantKey::from_request_parts(parts, state).await.err()
         }
         Method::POST if ["/config", "/config/reload"].into_iter().any(under_prefix) => {

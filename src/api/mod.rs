@@ -6,6 +6,7 @@ pub mod config;
 pub(crate) mod context;
 pub(crate) mod dify;
 pub mod extract;
+pub(crate) mod feedback;
 pub(crate) mod health;
 pub(crate) mod keys;
 mod mcp;
@@ -105,6 +106,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/config/reload", post(config::reload_config))
         .route("/chunks/window", post(window::window))
         .route("/context", post(context::context))
+        .route("/feedback", post(feedback::post_feedback).get(feedback::get_feedback).delete(feedback::delete_feedback))
         .route(mcp::PATH, mcp::route(&state))
         .route("/stats", get(health::stats))
         .route("/health", get(health::health))

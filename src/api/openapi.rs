@@ -57,6 +57,9 @@ pub(crate) mod document_cache;
         openapi_document,
         super::dify::retrieval,
         super::ui::tenants,
+        super::feedback::post_feedback,
+        super::feedback::get_feedback,
+        super::feedback::delete_feedback,
     ),
     components(schemas(
         SearchRequest,
@@ -102,6 +105,14 @@ pub(crate) mod document_cache;
         DifyErrorBody,
         TenantsResponse,
         TenantSummary,
+        super::feedback::FeedbackRequest,
+        super::feedback::FeedbackStored,
+        super::feedback::FeedbackList,
+        super::feedback::FeedbackItem,
+        super::feedback::FeedbackDeleted,
+        retrieval_engine::feedback::Verdict,
+        retrieval_engine::learn::LearnedReranker,
+        retrieval_engine::learn::HeldOutScore,
     ))
 )]
 struct ApiDoc;
@@ -126,7 +137,7 @@ fn add_by_rule(document: &mut Value) {
             if method == "post" {
                 codes.extend(["400", "413", "415", "422"]);
             }
-            if ["/search", "/context", "/chunks/window", "/stats"].iter().any(|p| path.ends_with(p)) {
+            if ["/search", "/context", "/chunks/window", "/stats", "/feedback"].iter().any(|p| path.ends_with(p)) {
                 codes.extend(["401", "403", "404", "421", "422"]);
             }
             if path.ends_with("/tenants") {
@@ -264,6 +275,9 @@ fn fill_in(document: &mut Value, deployment: &Deployment) {
             remove(search, "min_index_version");
         }
     }
+    let feedback = &mut schemas["FeedbackRequest"]["properties"];
+    merge(&mut feedback["query"], json!({"maxLength": deployment.max_query_chars}));
+    merge(&mut feedback["trace_id"], json!({"maxLength": super::feedback::MAX_TRACE_ID_CHARS}));
     let no_rerank = "true needs a rerank endpoint (RETR_RERANK_API_BASE), which this deployment has not";
     for (name, nullable) in [("RuntimeSettings", false), ("RuntimeSettingsUpdate", true)] {
         let types = |kind: &str| if nullable { json!([kind, "null"]) } else { json!(kind) };
@@ -300,9 +314,10 @@ fn add_security(document: &mut Value, deployment: &Deployment, dify_path: &str) 
     for (path, operations) in paths.iter_mut() {
         let Some(operations) = operations.as_object_mut() else { continue };
         for (method, operation) in operations.iter_mut() {
-            let data =
-                ["/search", "/context", "/chunks/window", "/stats", "/tenants"].iter().any(|p| path.ends_with(p))
-                    || path == dify_path;
+            let data = ["/search", "/context", "/chunks/window", "/stats", "/tenants", "/feedback"]
+                .iter()
+                .any(|p| path.ends_with(p))
+                || path == dify_path;
             let needed = (deployment.api_keys && data)
                 || (deployment.admin_token
                     && method == "post"

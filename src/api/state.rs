@@ -33,4 +33,6 @@ pub struct AppState {
     pub(crate) degraded_since_start: Option<String>,
     /// The config reload in progress: one at a time.
     pub(crate) reloads: Arc<crate::api::reload::ReloadSlot>,
+    /// The tenants' feedback logs (`RETR_FEEDBACK_DIR`); none when feedback is off.
+    pub(crate) feedback: Option<Arc<retrieval_engine::feedback::FeedbackStore>>,
 }

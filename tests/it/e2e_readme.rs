@@ -61,12 +61,15 @@ fn the_readme_examples_work_against_the_real_binary() {
     let examples = readme_examples();
     assert!(examples.len() >= 5, "README should show curl examples for every endpoint: {examples:?}");
     let port = free_port();
+    // The feedback example needs a feedback directory.
+    let feedback = tempfile::tempdir().unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_retrieval-service"))
         .args(["serve", "--port", &port.to_string()])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("RUST_LOG", "warn")
+        .env("RETR_FEEDBACK_DIR", feedback.path())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()

@@ -17,6 +17,7 @@ mod e2e_readme;
 mod embed_contract;
 mod embed_e2e;
 mod eval;
+mod feedback;
 mod hardening;
 mod health;
 mod ingest;

@@ -14,12 +14,14 @@
 
 pub mod embed;
 pub mod eval;
+pub mod feedback;
 /// Test support: the fixture corpus (unit tests, and the service's tests through the
 /// `test-support` feature).
 #[cfg(any(test, feature = "test-support"))]
 pub mod fixtures;
 pub mod index;
 pub mod ingest;
+pub mod learn;
 pub mod metrics;
 pub mod model;
 pub mod rerank;

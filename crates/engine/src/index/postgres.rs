@@ -61,6 +61,8 @@ pub struct PostgresSettings {
     /// The HNSW candidate list of a search in the database (`hnsw.ef_search`): larger finds
     /// more of the exact neighbours, slower.
     pub ef_search: usize,
+    /// Postings read per query term by a search in the database, the weightiest first.
+    pub lexical_depth: usize,
 }
 
 /// Where the PostgreSQL backend's searches run (`RETR_POSTGRES_SEARCH`).

@@ -363,6 +363,16 @@ async fn write_records(
     rows: Vec<(Level, Record)>,
     hashes: &BTreeMap<String, String>,
 ) -> Result<TermCounts, IngestError> {
+    // Each level's average length in terms over the records written: the `impact` of a posting
+    // (its BM25 weight without the IDF) is computed with it. It only orders a term's postings;
+    // scores are computed at query time with the tenant's own average.
+    let mut lengths = [(0u64, 0u64); 3];
+    for (level, record) in &rows {
+        let slot = &mut lengths[store::level_number(*level) as usize];
+        slot.0 += 1;
+        slot.1 += crate::index::lexical::lexical_terms(record).len() as u64;
+    }
+    let averages = lengths.map(|(records, total)| if records == 0 { 0.0 } else { total as f64 / records as f64 });
     let mut batches = Vec::new();
     let mut rows = rows.into_iter().peekable();
     while rows.peek().is_some() {
@@ -370,7 +380,7 @@ async fn write_records(
         batches.push(batch);
     }
     let results: Vec<Result<TermCounts, IngestError>> = futures_util::stream::iter(batches)
-        .map(|batch| insert_batch(transaction, tenant, batch, hashes))
+        .map(|batch| insert_batch(transaction, tenant, batch, hashes, &averages))
         .buffer_unordered(INSERTS_IN_FLIGHT)
         .collect()
         .await;
@@ -402,6 +412,7 @@ async fn insert_batch(
     tenant: &str,
     batch: Vec<(Level, Record)>,
     hashes: &BTreeMap<String, String>,
+    averages: &[f64; 3],
 ) -> Result<TermCounts, IngestError> {
     let rows: Vec<RecordRow> = batch
         .into_iter()
@@ -468,15 +479,21 @@ async fn insert_batch(
 
     // The inserted records' terms, one row per record and term.
     let mut counts = TermCounts::default();
-    let (mut levels, mut terms, mut numbers, mut tfs, mut lengths) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut levels, mut terms, mut numbers, mut tfs, mut lengths, mut impacts) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::<f32>::new());
+    let params = crate::index::lexical::Bm25Params::default();
     for row in rows {
         let Some(&rid) = rids.get(&(row.doc_id, row.level, row.id)) else { continue };
         let level_counts = counts.levels.entry(row.level).or_default();
         level_counts.0 += 1;
         level_counts.1 += i64::from(row.terms_length);
+        let average = averages[row.level as usize];
+        let norm = if average > 0.0 { f64::from(row.terms_length) / average } else { 1.0 };
+        let (k1, b) = (f64::from(params.k1), f64::from(params.b));
         for (term, tf) in row.terms {
             *counts.df.entry((row.level, term.clone())).or_default() += 1;
+            let tf_f = f64::from(tf);
+            impacts.push((tf_f * (k1 + 1.0) / (tf_f + k1 * (1.0 - b + b * norm))) as f32);
             levels.push(row.level);
             terms.push(term);
             numbers.push(rid);
@@ -487,10 +504,10 @@ async fn insert_batch(
     if !terms.is_empty() {
         client
             .execute(
-                "INSERT INTO retr_terms (tenant, level, term, rid, tf, dl) \
-                 SELECT $1, l, t, r, f, d FROM unnest($2::int2[], $3::text[], $4::int8[], $5::int4[], $6::int4[]) \
-                 AS u(l, t, r, f, d)",
-                &[&tenant, &levels, &terms, &numbers, &tfs, &lengths],
+                "INSERT INTO retr_terms (tenant, level, term, rid, tf, dl, impact) \
+                 SELECT $1, l, t, r, f, d, i FROM unnest($2::int2[], $3::text[], $4::int8[], $5::int4[], \
+                 $6::int4[], $7::float4[]) AS u(l, t, r, f, d, i)",
+                &[&tenant, &levels, &terms, &numbers, &tfs, &lengths, &impacts],
             )
             .await
             .map_err(db("write terms"))?;

@@ -76,6 +76,16 @@ pub struct SearchService {
     version_wait: std::time::Duration,
     /// The tenants this instance serves (`RETR_TENANTS`).
     scope: crate::scope::TenantScope,
+    /// Each tenant's re-ranker learned from its feedback (`crate::learn`), when it has one.
+    learned_rerankers: Arc<crate::learn::LearnedRerankers>,
+}
+
+/// What a search does with the tenant's learned re-ranker.
+enum LearnedUse<'a> {
+    /// Re-orders the first candidates with it, when the tenant has one.
+    Apply,
+    /// Ignores it and hands every candidate's features to the learner.
+    Collect(&'a mut Vec<crate::learn::Candidate>),
 }
 
 /// Window request after validation.
@@ -238,7 +248,27 @@ impl SearchService {
             default_dimension: 0,
             version_wait: std::time::Duration::from_secs(5),
             scope: Default::default(),
+            learned_rerankers: Default::default(),
         }
+    }
+
+    /// The tenants' learned re-rankers, read by every search (refreshed by their owner).
+    pub fn with_learned_rerankers(mut self, rerankers: Arc<crate::learn::LearnedRerankers>) -> Self {
+        self.learned_rerankers = rerankers;
+        self
+    }
+
+    pub fn learned_rerankers(&self) -> &Arc<crate::learn::LearnedRerankers> {
+        &self.learned_rerankers
+    }
+
+    /// The first `learn::CANDIDATES` hits of a search in the service's own order (no learned
+    /// model), each with the features a learned re-ranker reads.
+    pub async fn candidates(&self, request: &SearchRequest) -> Result<Vec<crate::learn::Candidate>> {
+        let index = self.pin_for(request).await?;
+        let mut candidates = Vec::new();
+        self.search_on(&index, request, RankingMode::Hybrid, LearnedUse::Collect(&mut candidates)).await?;
+        Ok(candidates)
     }
 
     pub fn with_llm_router(mut self, llm_router: Option<Arc<LlmRouter>>) -> Self {
@@ -502,7 +532,7 @@ impl SearchService {
     /// Runs one search with the given ranking mode (`eval` compares the modes).
     pub async fn search_with_mode(&self, request: &SearchRequest, mode: RankingMode) -> Result<SearchResponse> {
         let index = self.pin_for(request).await?;
-        self.search_on(&index, request, mode).await
+        self.search_on(&index, request, mode, LearnedUse::Apply).await
     }
 
     /// Searches, then reads the hits' texts from the same snapshot (`/context`, the Dify API).
@@ -511,7 +541,7 @@ impl SearchService {
         request: &SearchRequest,
     ) -> Result<(SearchResponse, HashMap<String, String>)> {
         let index = self.pin_for(request).await?;
-        let response = self.search_on(&index, request, RankingMode::Hybrid).await?;
+        let response = self.search_on(&index, request, RankingMode::Hybrid, LearnedUse::Apply).await?;
         let texts = prompt_context::hit_texts(index.as_ref(), &request.tenant_id, &response.hits).await?;
         Ok((response, texts))
     }
@@ -533,6 +563,7 @@ impl SearchService {
         pinned: &Arc<dyn VectorIndex>,
         request: &SearchRequest,
         mode: RankingMode,
+        mut learned_use: LearnedUse<'_>,
     ) -> Result<SearchResponse> {
         let index = pinned.as_ref();
         let started = Instant::now();
@@ -612,6 +643,16 @@ impl SearchService {
             ..BoostContext::default()
         };
         let rerank_enabled = request.rerank_enabled.unwrap_or(runtime.rerank_enabled);
+        let learned_model = match learned_use {
+            LearnedUse::Apply => self.learned_rerankers.get(&request.tenant_id),
+            LearnedUse::Collect(_) => None,
+        };
+        // A learned re-ranker (or its learner) sees more candidates than are answered.
+        let candidates = match (&learned_use, &learned_model) {
+            (LearnedUse::Collect(_), _) => max_results.max(crate::learn::CANDIDATES),
+            (LearnedUse::Apply, Some(model)) => max_results.max(model.candidates),
+            (LearnedUse::Apply, None) => max_results,
+        };
         let run = |filter: crate::index::RecordFilter| {
             let input = cascade::CascadeInput {
                 filter,
@@ -628,7 +669,7 @@ impl SearchService {
                     query: &request.query,
                     timeout: self.rerank_timeout,
                 }),
-                max_results,
+                max_results: candidates,
                 query_words: query_words.clone(),
                 chunks_wanted: request.include_steps,
             };
@@ -657,9 +698,45 @@ impl SearchService {
                 }
             }
         }
+        let labels = ThemeLabels::new(&themes, topics.as_deref());
+        if matches!(learned_use, LearnedUse::Collect(_)) || learned_model.is_some() {
+            let hit_labels: Vec<Option<String>> =
+                output.hits.iter().map(|hit| ranking::theme_label(hit, &labels)).collect();
+            let rows = crate::learn::features::rows(
+                &request.query,
+                &output.hits,
+                &output.docs,
+                &hit_labels,
+                routing.primary_theme.as_deref(),
+            );
+            match (&mut learned_use, &learned_model) {
+                (LearnedUse::Collect(into), _) => {
+                    into.extend(output.hits.iter().zip(rows).map(|(hit, row)| crate::learn::Candidate {
+                        hit_id: hit.record.id.clone(),
+                        doc_id: hit.record.meta.doc_id.to_string(),
+                        source: hit.record.meta.source.to_string(),
+                        row,
+                    }));
+                }
+                (LearnedUse::Apply, Some(model)) => {
+                    let mut scored: Vec<(f64, ranking::Ranked)> =
+                        rows.iter().map(|row| model.score(row)).zip(output.hits.drain(..)).collect();
+                    // Stable: equal learned scores keep the service's order.
+                    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+                    output.hits = scored
+                        .into_iter()
+                        .map(|(score, mut hit)| {
+                            hit.rerank_score = Some(score as f32);
+                            hit
+                        })
+                        .collect();
+                }
+                (LearnedUse::Apply, None) => {}
+            }
+            output.hits.truncate(max_results);
+        }
         let mut routing = routing;
         let words_probability = routing.words_probability;
-        let labels = ThemeLabels::new(&themes, topics.as_deref());
         let mut split = None;
         if chosen_theme.is_none() && !filter_applied {
             if routing.mode_used != RouterMode::None {

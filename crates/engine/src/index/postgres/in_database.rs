@@ -5,7 +5,12 @@
 //!   that a filter still yields `k` rows), re-sorted by the one ordering rule of every ranker;
 //! - `lexical`: BM25 over `retr_terms` with the in-memory engine's terms and formula, its IDF and
 //!   average length read at query time from the tenant level's statistics (`retr_term_df`,
-//!   `retr_level_stats`), so the weights are those a build over the same records computes;
+//!   `retr_level_stats`), so the weights are those a build over the same records computes. Each
+//!   query term's postings are read weightiest first (`impact`, the weight without the IDF), at
+//!   most `RETR_POSTGRES_LEXICAL_DEPTH` of them: the scores are the in-memory engine's exactly
+//!   while no query term is held by more records of the level than that; past it, a record that
+//!   holds a very common term only weakly is scored without that term (a term in most records
+//!   weighs little: its IDF is near zero);
 //! - `get`, `text_search`, `doc_chunks`: plain filtered reads in id order.
 //!
 //! Fusion, boosts, routing, clarification and the cascade are the service's own, unchanged.
@@ -48,6 +53,8 @@ struct Shared {
     servers: Vec<NamedPool>,
     scope: crate::scope::TenantScope,
     params: Bm25Params,
+    /// Postings read per query term, the weightiest first (`RETR_POSTGRES_LEXICAL_DEPTH`).
+    lexical_depth: usize,
     refresh_interval: Duration,
     state: Mutex<PollState>,
 }
@@ -107,6 +114,7 @@ impl PostgresSearchIndex {
                 servers,
                 scope: settings.scope.clone(),
                 params: Bm25Params::default(),
+                lexical_depth: settings.lexical_depth.max(1),
                 refresh_interval: Duration::from_millis(settings.refresh_interval_ms.max(50)),
                 state: Mutex::new(PollState::default()),
             }),
@@ -374,6 +382,7 @@ impl VectorIndex for PostgresSearchIndex {
         let (k1, b) = (f64::from(self.shared.params.k1), f64::from(self.shared.params.b));
         let narrowed = narrows(filter) || filter.condition.is_some();
         let number = store::level_number(level);
+        let depth = self.shared.lexical_depth;
         self.ranked(filter, k, |limit| {
             let mut params: Vec<Param> = Vec::new();
             let clause = where_clause(level, filter, &mut params);
@@ -395,7 +404,9 @@ impl VectorIndex for PostgresSearchIndex {
                    AND f.df > 0), \
                  scored AS (SELECT t.rid, sum(q.idf * t.tf * ({k1} + 1) / (t.tf + {k1} * (1 - {b} + {b} * \
                    CASE WHEN s.avgdl > 0 THEN t.dl / s.avgdl ELSE 1 END))) AS score \
-                   FROM q JOIN retr_terms t ON t.tenant = $1 AND t.level = {number} AND t.term = q.term, s \
+                   FROM q CROSS JOIN LATERAL (SELECT p.rid, p.tf, p.dl FROM retr_terms p \
+                     WHERE p.tenant = $1 AND p.level = {number} AND p.term = q.term \
+                     ORDER BY p.impact DESC LIMIT {depth}) AS t, s \
                    GROUP BY t.rid)"
             );
             // Without a filter the best `limit` are chosen before their rows are read; with one,

@@ -14,7 +14,8 @@
 //!   write; HNSW indexes, one per level, when `RETR_POSTGRES_HNSW_INDEX` asks for them or the
 //!   service searches in the database), a row number `rid` and the record's length in terms;
 //! - the lexical side of a search in the database, BM25 with the in-memory engine's terms:
-//!   `retr_terms` (each record's terms and how often it holds each, with its length),
+//!   `retr_terms` (each record's terms and how often it holds each, with its length and the
+//!   term's weight in it without the IDF, `impact`, by which a term's postings are read),
 //!   `retr_term_df` (each tenant level's document frequency per term) and `retr_level_stats`
 //!   (records and total length per tenant level), kept by every ingest in its transaction, so
 //!   a query computes the same BM25 weights as a build over the tenant's records.
@@ -87,8 +88,9 @@ CREATE TABLE retr_terms (
     rid bigint NOT NULL,
     tf integer NOT NULL,
     dl integer NOT NULL,
-    PRIMARY KEY (tenant, level, term, rid)
+    impact real NOT NULL
 );
+CREATE INDEX retr_terms_term ON retr_terms (tenant, level, term, impact DESC) INCLUDE (rid, tf, dl);
 CREATE INDEX retr_terms_rid ON retr_terms (tenant, rid);
 CREATE TABLE retr_term_df (
     tenant text NOT NULL,
