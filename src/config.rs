@@ -256,7 +256,7 @@ impl Default for Settings {
             postgres_hnsw_index: false,
             postgres_search: PostgresSearchMode::Replica,
             postgres_ef_search: 100,
-            postgres_lexical_depth: 2000,
+            postgres_lexical_depth: 20_000,
             max_results: 10,
             topk_per_doc: 1,
             min_score: 0.0,
