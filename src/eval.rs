@@ -3,7 +3,7 @@
 //! `serve` builds it (`startup::state_with`).
 
 use retrieval_engine::eval::{
-    cache, crossval, data, multi, pages, run_eval, EvalError, EvalOptions, EvalReport, Report,
+    crossval, data, file_cached_embedder, multi, pages, run_eval, EvalError, EvalOptions, EvalReport, Report,
 };
 
 use crate::config::Settings;
@@ -216,8 +216,11 @@ pub(crate) async fn run_passages(
         boosting: Some(boosting),
         approximate_min_records: settings.approximate_min_records,
     };
-    let cached =
-        Arc::new(cache::CachedEmbedder::open(embedder, &args.embedding_cache, settings.ingest_embedding_batch_size));
+    let cached = Arc::new(file_cached_embedder::FileCachedEmbedder::open(
+        embedder,
+        &args.embedding_cache,
+        settings.ingest_embedding_batch_size,
+    ));
     let report = run_eval(&corpus, &queries, &qrels, cached.clone(), &options).await?;
     tracing::info!(embedded = cached.misses(), "eval finished");
     Ok(report)

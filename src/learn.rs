@@ -6,7 +6,7 @@
 use crate::config::Settings;
 use crate::embed::Embedder;
 use crate::search::TenantId;
-use retrieval_engine::eval::cache::CachedEmbedder;
+use retrieval_engine::eval::file_cached_embedder::FileCachedEmbedder;
 use retrieval_engine::eval::pages::read_questions;
 use retrieval_engine::feedback::FeedbackStore;
 use retrieval_engine::learn::{self, fit, LabelledSearch};
@@ -83,7 +83,7 @@ pub async fn run(settings: &Settings, embedder: Arc<dyn Embedder>, args: &LearnA
         crate::index::memory::read_snapshot_file(&args.index).map_err(|error| format!("--index: {error}"))?;
     let index = Arc::new(crate::index::InMemoryIndex::from_snapshot(snapshot).map_err(|error| error.to_string())?);
     let cached: Arc<dyn Embedder> =
-        Arc::new(CachedEmbedder::open(embedder, &args.embedding_cache, settings.ingest_embedding_batch_size));
+        Arc::new(FileCachedEmbedder::open(embedder, &args.embedding_cache, settings.ingest_embedding_batch_size));
     let queries: Vec<String> = searches.iter().chain(&held_out).map(|s| s.query.clone()).collect();
     cached.embed(&queries, crate::embed::InputKind::Query).await.map_err(|error| error.to_string())?;
     let service = crate::startup::state_with(settings.clone(), index, cached).search;

@@ -1,6 +1,6 @@
 //! What a request passes before it takes one of the `RETR_MAX_IN_FLIGHT_REQUESTS` work slots,
 //! so that slow or waiting clients hold a connection, never a slot:
-//! 0. the credentials its route needs are checked from its head (`auth::refuse_before_body`):
+//! 0. the credentials its route needs are checked from its head (`refuse_before_body`):
 //!    without them it is answered 401 and its connection closed, its body never read;
 //! 1. its body is read whole, within `RETR_BODY_READ_TIMEOUT_SECONDS` (else 408
 //!    `request_timeout`) and `RETR_MAX_BODY_BYTES` (else 413);
@@ -16,11 +16,47 @@ use crate::error::{ApiError, ErrorCode};
 use crate::state::AppState;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use std::time::{Duration, Instant};
+
+/// The 401 (or Dify's error) for a request whose route needs credentials it does not carry, from
+/// its head alone: `admit` calls it before reading the body, so the body of such a request is
+/// never read (no `100 Continue` is sent) and the answer closes the connection. The same
+/// extractors the handlers use decide, so both agree; a request let through is checked again by
+/// its handler (with the tenant it asks for).
+async fn refuse_before_body(parts: &mut Parts, state: &AppState) -> Option<Response> {
+    use axum::extract::FromRequestParts;
+    use axum::http::Method;
+    let path = parts.uri.path();
+    let under_prefix = |suffix: &str| path.strip_prefix(super::PREFIX) == Some(suffix);
+    let refused = match parts.method {
+        Method::POST
+            if ["/search", "/context", "/chunks/window", "/feedback", super::mcp::PATH]
+                .into_iter()
+                .any(under_prefix) =>
+        {
+            super::auth::TenantKey::from_request_parts(parts, state).await.err()
+        }
+        Method::GET | Method::DELETE if ["/stats", "/tenants", "/feedback"].into_iter().any(under_prefix) => {
+            super::auth::TenantKey::from_request_parts(parts, state).await.err()
+        }
+        Method::POST if ["/config", "/config/reload"].into_iter().any(under_prefix) => {
+            super::auth::AdminAuth::from_request_parts(parts, state).await.err()
+        }
+        Method::POST if super::dify::is_retrieval_path(&state.settings.dify_base_path, path) => {
+            super::dify::DifyKey::from_request_parts(parts, state).await.err().map(IntoResponse::into_response)
+        }
+        _ => None,
+    };
+    refused.map(|mut response| {
+        response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+        response
+    })
+}
 
 pub(super) async fn admit(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let path = request.uri().path();
@@ -28,7 +64,7 @@ pub(super) async fn admit(State(state): State<AppState>, request: Request, next:
         return next.run(request).await;
     }
     let (mut parts, body) = request.into_parts();
-    if let Some(refusal) = super::auth::refuse_before_body(&mut parts, &state).await {
+    if let Some(refusal) = refuse_before_body(&mut parts, &state).await {
         return refusal;
     }
     let bytes = match read_body(&state, body).await {

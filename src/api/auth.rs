@@ -5,7 +5,7 @@
 //!   context, chunk window, stats, the MCP endpoint) then needs `Authorization: Bearer <key>`, and a key never reads
 //!   a tenant it is not granted, whatever the body says.
 //!
-//! Both are checked from the request head, before its body is read ([`refuse_before_body`]): a
+//! Both are checked from the request head, before its body is read (`admission::refuse_before_body`): a
 //! caller without them gets 401 at once (no `100 Continue`) and its connection is closed, so it
 //! cannot hold a connection by sending a body slowly.
 
@@ -35,40 +35,6 @@ fn unauthorized(message: &str) -> Response {
     let mut response = ApiError::new(ErrorCode::Unauthorized, message).into_response();
     response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     response
-}
-
-/// The 401 (or Dify's error) for a request whose route needs credentials it does not carry, from
-/// its head alone: `admission` calls it before reading the body, so the body of such a request is
-/// never read (no `100 Continue` is sent) and the answer closes the connection. The same
-/// extractors the handlers use decide, so both agree; a request let through is checked again by
-/// its handler (with the tenant it asks for).
-pub(super) async fn refuse_before_body(parts: &mut Parts, state: &AppState) -> Option<Response> {
-    use axum::http::Method;
-    let path = parts.uri.path();
-    let under_prefix = |suffix: &str| path.strip_prefix(super::PREFIX) == Some(suffix);
-    let refused = match parts.method {
-        Method::POST
-            if ["/search", "/context", "/chunks/window", "/feedback", super::mcp::PATH]
-                .into_iter()
-                .any(under_prefix) =>
-        {
-            TenantKey::from_request_parts(parts, state).await.err()
-        }
-        Method::GET | Method::DELETE if ["/stats", "/tenants", "/feedback"].into_iter().any(under_prefix) => {
-            TenantKey::from_request_parts(parts, state).await.err()
-        }
-        Method::POST if ["/config", "/config/reload"].into_iter().any(under_prefix) => {
-            AdminAuth::from_request_parts(parts, state).await.err()
-        }
-        Method::POST if super::dify::is_retrieval_path(&state.settings.dify_base_path, path) => {
-            super::dify::DifyKey::from_request_parts(parts, state).await.err().map(IntoResponse::into_response)
-        }
-        _ => None,
-    };
-    refused.map(|mut response| {
-        response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-        response
-    })
 }
 
 /// An extractor for the data endpoints: with `RETR_API_KEYS` set, the request must carry a known

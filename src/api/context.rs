@@ -4,7 +4,7 @@ use super::auth::TenantKey;
 use super::extract::ApiJson;
 use crate::error::ApiError;
 use crate::router::Clarification;
-use crate::search::context::{DEFAULT_CONTEXT_CHARS, MAX_CONTEXT_CHARS};
+use crate::search::prompt_context::{DEFAULT_CONTEXT_CHARS, MAX_CONTEXT_CHARS};
 use crate::search::Degradation;
 use crate::search::RoutingInfo;
 use crate::search::SearchRequest;

@@ -33,6 +33,7 @@
 
 mod condition;
 mod error;
+mod field_names;
 pub(crate) mod knowledge;
 mod request;
 
@@ -368,7 +369,7 @@ async fn lexical_search(
         ..search.clone()
     };
     let answer = state.search.search_with_mode(&lexical, RankingMode::Lexical).await?;
-    let texts = crate::search::context::hit_texts(index, &lexical.tenant_id, &answer.hits).await?;
+    let texts = crate::search::prompt_context::hit_texts(index, &lexical.tenant_id, &answer.hits).await?;
     Ok((answer, texts))
 }
 

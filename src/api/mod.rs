@@ -11,8 +11,10 @@ pub(crate) mod health;
 pub(crate) mod keys;
 mod mcp;
 pub(crate) mod openapi;
+mod paths;
 pub(crate) mod reload;
 pub(crate) mod search;
+pub mod state;
 mod strict;
 pub(crate) mod ui;
 pub(crate) mod window;
@@ -21,7 +23,7 @@ use crate::config::RequestLogLevel;
 use crate::error::{ApiError, ErrorCode};
 use crate::state::AppState;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
-use axum::http::{header, HeaderName, HeaderValue};
+use axum::http::HeaderName;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -32,7 +34,9 @@ use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, 
 use tower_http::trace::TraceLayer;
 use tracing::Instrument;
 
-pub(crate) const PREFIX: &str = "/internal/retrieval";
+use openapi::openapi_document;
+pub(crate) use paths::PREFIX;
+
 const REQUEST_ID_HEADER: &str = "x-request-id";
 /// Longest accepted request URI (path and query); longer is a JSON 414. No endpoint needs more.
 /// (URIs over 64 KiB never reach the router: hyper answers them with a bare 414.)
@@ -135,14 +139,6 @@ pub(crate) fn router(state: AppState) -> Router {
         .layer(SetRequestIdLayer::new(header, request_ids))
         .layer(middleware::from_fn(screen_request_id))
         .with_state(state)
-}
-
-/// The OpenAPI document of the whole API, as this deployment serves it (`openapi.rs`).
-#[utoipa::path(get, path = "/internal/retrieval/openapi.json", tag = "meta",
-    responses((status = 200, description = "this document (OpenAPI 3.1)", body = Object)))]
-async fn openapi_document(State(state): State<AppState>) -> Response {
-    let bytes = openapi::document(&state).await;
-    ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], bytes).into_response()
 }
 
 /// 404, unless the path is the Dify endpoint's with extra slashes (an endpoint registered in

@@ -35,7 +35,7 @@ use crate::state::AppState;
 use serde_json::{json, Value};
 use utoipa::OpenApi;
 
-pub(crate) mod cache;
+pub(crate) mod document_cache;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -54,7 +54,7 @@ pub(crate) mod cache;
         super::health::stats,
         super::health::health,
         super::health::metrics,
-        super::openapi_document,
+        openapi_document,
         super::dify::retrieval,
         super::ui::tenants,
         super::feedback::post_feedback,
@@ -430,4 +430,16 @@ mod tests {
         assert_eq!(parameter["schema"]["pattern"], crate::search::schema::tenant_id_pattern());
         assert_eq!(parameter["required"], true);
     }
+}
+
+/// The OpenAPI document of the whole API, as this deployment serves it.
+#[utoipa::path(get, path = "/internal/retrieval/openapi.json", tag = "meta",
+    responses((status = 200, description = "this document (OpenAPI 3.1)", body = Object)))]
+pub(super) async fn openapi_document(
+    axum::extract::State(state): axum::extract::State<AppState>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let bytes = document(&state).await;
+    ([(axum::http::header::CONTENT_TYPE, axum::http::HeaderValue::from_static("application/json"))], bytes)
+        .into_response()
 }

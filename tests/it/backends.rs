@@ -14,18 +14,9 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-fn chroma_url() -> Option<String> {
-    let url = std::env::var("RETR_TEST_CHROMA_URL").ok().filter(|url| !url.is_empty());
-    if url.is_none() {
-        assert!(
-            std::env::var("RETR_TEST_REQUIRE_SERVERS").is_err(),
-            "scripts/test.sh promised a Chroma server (RETR_TEST_REQUIRE_SERVERS) but RETR_TEST_CHROMA_URL is not set"
-        );
-        println!(
-            "skipped: set RETR_TEST_CHROMA_URL (scripts/chroma.sh start <dir> <port>) to run the two-backend suite"
-        );
-    }
-    url
+/// The Chroma server's URL (`RETR_TEST_CHROMA_URL`); a missing server fails the test (see `common::needs`).
+fn chroma_url() -> String {
+    crate::common::needs::required("chroma")
 }
 
 fn base_settings() -> Settings {
@@ -165,9 +156,13 @@ async fn in_memory_backend_passes_the_suite() {
     assert!(results[2].1.is_empty(), "a t1 filter on a t2 doc id finds nothing: {:?}", results[2].1);
 }
 
+#[cfg_attr(
+    retr_test_missing = "chroma",
+    ignore = "needs a Chroma server: set RETR_TEST_CHROMA_URL (scripts/test.sh starts one)"
+)]
 #[tokio::test]
 async fn chroma_backend_gives_the_same_answers() {
-    let Some(url) = chroma_url() else { return };
+    let url = chroma_url();
     let memory = run_suite(&memory_state()).await;
     let chroma = run_suite(&chroma_state(&url).await).await;
     assert_same_answers(&memory, &chroma);
@@ -183,9 +178,13 @@ async fn postgres_state(url: &str) -> AppState {
     startup::state_with(settings, index, Arc::new(PseudoEmbedder::new(fixtures::DIMENSION)))
 }
 
+#[cfg_attr(
+    retr_test_missing = "postgres",
+    ignore = "needs a PostgreSQL server: set RETR_TEST_POSTGRES_URL (scripts/test.sh starts one)"
+)]
 #[tokio::test]
 async fn postgres_backend_gives_the_same_answers() {
-    let Some(url) = crate::postgres_backend::postgres_url() else { return };
+    let url = crate::postgres_backend::postgres_url();
     let memory = run_suite(&memory_state()).await;
     let postgres = run_suite(&postgres_state(&url).await).await;
     assert_same_answers(&memory, &postgres);
@@ -206,9 +205,13 @@ async fn postgres_in_database_state(url: &str) -> AppState {
     startup::state_with(settings, index, Arc::new(PseudoEmbedder::new(fixtures::DIMENSION)))
 }
 
+#[cfg_attr(
+    retr_test_missing = "postgres",
+    ignore = "needs a PostgreSQL server: set RETR_TEST_POSTGRES_URL (scripts/test.sh starts one)"
+)]
 #[tokio::test]
 async fn postgres_searched_in_the_database_gives_the_same_answers() {
-    let Some(url) = crate::postgres_backend::postgres_url() else { return };
+    let url = crate::postgres_backend::postgres_url();
     let memory = run_suite(&memory_state()).await;
     let postgres = run_suite(&postgres_in_database_state(&url).await).await;
     assert_same_answers(&memory, &postgres);

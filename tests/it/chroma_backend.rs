@@ -17,16 +17,9 @@ const TENANTS: [&str; 2] = ["acme", "beta"];
 const PRODUCTS: [&str; 2] = ["chatcenter", "sdk"];
 const TOPICS: [&str; 4] = ["оператор чат", "установка android", "api токен", "бот сценарий"];
 
-fn chroma_url() -> Option<String> {
-    let url = std::env::var("RETR_TEST_CHROMA_URL").ok().filter(|url| !url.is_empty());
-    if url.is_none() {
-        assert!(
-            std::env::var("RETR_TEST_REQUIRE_SERVERS").is_err(),
-            "scripts/test.sh promised a server (RETR_TEST_REQUIRE_SERVERS) but its URL is not set"
-        );
-        println!("skipped: set RETR_TEST_CHROMA_URL (scripts/chroma.sh start <dir> <port>) to run the Chroma tests");
-    }
-    url
+/// The Chroma server's URL (`RETR_TEST_CHROMA_URL`); a missing server fails the test (see `common::needs`).
+fn chroma_url() -> String {
+    crate::common::needs::required("chroma")
 }
 
 /// A collection prefix no other test (or earlier run on the same server) uses.
@@ -186,9 +179,13 @@ async fn loaded_chroma(url: &str) -> Arc<ChromaIndex> {
     index
 }
 
+#[cfg_attr(
+    retr_test_missing = "chroma",
+    ignore = "needs a Chroma server: set RETR_TEST_CHROMA_URL (scripts/test.sh starts one)"
+)]
 #[tokio::test]
 async fn chroma_returns_what_the_in_memory_backend_returns() {
-    let Some(url) = chroma_url() else { return };
+    let url = chroma_url();
     let chroma = loaded_chroma(&url).await;
     let memory = InMemoryIndex::from_snapshot(snapshot()).unwrap();
     let chroma: &dyn VectorIndex = chroma.as_ref();
@@ -241,9 +238,13 @@ async fn chroma_returns_what_the_in_memory_backend_returns() {
     assert!(chroma.health().await.is_ok());
 }
 
+#[cfg_attr(
+    retr_test_missing = "chroma",
+    ignore = "needs a Chroma server: set RETR_TEST_CHROMA_URL (scripts/test.sh starts one)"
+)]
 #[tokio::test]
 async fn chroma_filtered_queries_agree_with_the_record_filter() {
-    let Some(url) = chroma_url() else { return };
+    let url = chroma_url();
     let chroma = loaded_chroma(&url).await;
     let memory = InMemoryIndex::from_snapshot(snapshot()).unwrap();
     for tenant in TENANTS {
@@ -258,9 +259,13 @@ async fn chroma_filtered_queries_agree_with_the_record_filter() {
     }
 }
 
+#[cfg_attr(
+    retr_test_missing = "chroma",
+    ignore = "needs a Chroma server: set RETR_TEST_CHROMA_URL (scripts/test.sh starts one)"
+)]
 #[tokio::test]
 async fn writes_reach_this_instance_at_once_and_other_instances_by_polling() {
-    let Some(url) = chroma_url() else { return };
+    let url = chroma_url();
     let prefix = unique_prefix();
     let writer = ChromaIndex::new(&settings(&url, &prefix).chroma()).unwrap();
     writer.replace_tenants(&snapshot()).await.unwrap();
@@ -313,9 +318,13 @@ fn records_loaded(index: &ChromaIndex) -> u64 {
 /// A write through the service is logged, and a replica applies it by re-reading only the changed
 /// docs of that tenant: deletes are applied, the other tenant is not read again. A change nothing
 /// logged (a write straight to Chroma) still reaches the replica, by a full reload.
+#[cfg_attr(
+    retr_test_missing = "chroma",
+    ignore = "needs a Chroma server: set RETR_TEST_CHROMA_URL (scripts/test.sh starts one)"
+)]
 #[tokio::test]
 async fn a_logged_write_rereads_only_the_changed_docs_and_applies_deletes() {
-    let Some(url) = chroma_url() else { return };
+    let url = chroma_url();
     let prefix = unique_prefix();
     let writer = ChromaIndex::new(&settings(&url, &prefix).chroma()).unwrap();
     let corpus = snapshot();
@@ -379,9 +388,13 @@ async fn a_logged_write_rereads_only_the_changed_docs_and_applies_deletes() {
 /// More chunks than one upsert batch, written with several batches in flight: every record
 /// arrives once, and replacing the tenant again leaves exactly the new records (no duplicates, the
 /// dropped doc's records gone).
+#[cfg_attr(
+    retr_test_missing = "chroma",
+    ignore = "needs a Chroma server: set RETR_TEST_CHROMA_URL (scripts/test.sh starts one)"
+)]
 #[tokio::test]
 async fn large_writes_are_batched_concurrently_and_replace_without_duplicates() {
-    let Some(url) = chroma_url() else { return };
+    let url = chroma_url();
     let embedder = PseudoEmbedder::new(DIMENSION);
     let corpus = |docs: usize, text: &str| {
         let mut snapshot = Snapshot { format_version: 1, embedding_model: "pseudo".into(), ..Snapshot::default() };
@@ -486,9 +499,13 @@ async fn silent_chroma_times_out_with_unavailable() {
     accepted.abort();
 }
 
+#[cfg_attr(
+    retr_test_missing = "chroma",
+    ignore = "needs a Chroma server: set RETR_TEST_CHROMA_URL (scripts/test.sh starts one)"
+)]
 #[tokio::test]
 async fn service_recovers_when_chroma_comes_back() {
-    let Some(url) = chroma_url() else { return };
+    let url = chroma_url();
     let prefix = unique_prefix();
     ChromaIndex::new(&settings(&url, &prefix).chroma()).unwrap().replace_tenants(&snapshot()).await.unwrap();
     let (proxy_url, enabled) = crate::common::switchable_proxy(&url, false).await;
@@ -552,9 +569,13 @@ async fn service_recovers_when_chroma_comes_back() {
 /// Chroma accepting connections and never answering, with a replica in hand: `/health` turns
 /// degraded, and answers are flagged stale, once a refresh has gone unanswered for one call's
 /// timeout, not only when the client's three attempts have run out and the refresh fails.
+#[cfg_attr(
+    retr_test_missing = "chroma",
+    ignore = "needs a Chroma server: set RETR_TEST_CHROMA_URL (scripts/test.sh starts one)"
+)]
 #[tokio::test]
 async fn a_stalled_chroma_shows_in_health_within_one_call_timeout() {
-    let Some(url) = chroma_url() else { return };
+    let url = chroma_url();
     let prefix = unique_prefix();
     ChromaIndex::new(&settings(&url, &prefix).chroma()).unwrap().replace_tenants(&snapshot()).await.unwrap();
     let (proxy_url, stalled) = crate::common::stallable_proxy(&url).await;
@@ -599,9 +620,13 @@ async fn a_stalled_chroma_shows_in_health_within_one_call_timeout() {
 /// answers exactly what a full load answers. The catch-up rewrites only the changed tenant's files.
 /// With Chroma unreachable the copy answers, flagged stale; a copy older than the change log can
 /// be trusted for is reloaded in full.
+#[cfg_attr(
+    retr_test_missing = "chroma",
+    ignore = "needs a Chroma server: set RETR_TEST_CHROMA_URL (scripts/test.sh starts one)"
+)]
 #[tokio::test]
 async fn a_restart_from_the_local_copy_reads_only_what_changed_since() {
-    let Some(url) = chroma_url() else { return };
+    let url = chroma_url();
     let prefix = unique_prefix();
     let directory = tempfile::tempdir().unwrap();
     let copy_dir = directory.path().join("replica");

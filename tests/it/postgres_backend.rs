@@ -5,6 +5,7 @@
 //! with the primary gone the replica reads from the standby (flagged) or answers stale (flagged);
 //! the connection URL's password reaches no log, error, `/health` or `/metrics`.
 
+use crate::common::needs::required;
 use crate::common::{send, switchable_proxy, LogCapture};
 use axum::http::StatusCode;
 use retrieval_engine::embed::PseudoEmbedder;
@@ -21,30 +22,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// The primary's URL, or `None` (the test is skipped) when no server was started; under
-/// `RETR_TEST_REQUIRE_SERVERS` a missing server fails the test.
-pub(crate) fn postgres_url() -> Option<String> {
-    let url = std::env::var("RETR_TEST_POSTGRES_URL").ok().filter(|url| !url.is_empty());
-    if url.is_none() {
-        assert!(
-            std::env::var("RETR_TEST_REQUIRE_SERVERS").is_err(),
-            "scripts/test.sh promised a PostgreSQL server (RETR_TEST_REQUIRE_SERVERS) but RETR_TEST_POSTGRES_URL is not set"
-        );
-        println!("skipped: set RETR_TEST_POSTGRES_URL (scripts/postgres.sh start <dir> <port> <port>) to run the PostgreSQL tests");
-    }
-    url
+/// The primary's URL (`RETR_TEST_POSTGRES_URL`). A test calling it is marked
+/// `#[cfg_attr(retr_test_missing = "postgres", ignore = …)]`; a missing server fails it (see
+/// `common::needs`).
+pub(crate) fn postgres_url() -> String {
+    required("postgres")
 }
 
-fn standby_url() -> Option<String> {
-    let url = std::env::var("RETR_TEST_POSTGRES_STANDBY_URL").ok().filter(|url| !url.is_empty());
-    if url.is_none() {
-        assert!(
-            std::env::var("RETR_TEST_REQUIRE_SERVERS").is_err(),
-            "scripts/test.sh promised a PostgreSQL standby but RETR_TEST_POSTGRES_STANDBY_URL is not set"
-        );
-        println!("skipped: set RETR_TEST_POSTGRES_STANDBY_URL to run the standby tests");
-    }
-    url
+/// The standby's URL (`RETR_TEST_POSTGRES_STANDBY_URL`), as `postgres_url`.
+fn standby_url() -> String {
+    required("postgres_standby")
 }
 
 /// `url` with another database name.
@@ -174,9 +161,13 @@ async fn texts(index: &PostgresIndex, tenant: &str) -> Vec<String> {
     texts
 }
 
+#[cfg_attr(
+    retr_test_missing = "postgres",
+    ignore = "needs a PostgreSQL server: set RETR_TEST_POSTGRES_URL (scripts/test.sh starts one)"
+)]
 #[tokio::test]
 async fn a_reingest_writes_only_changed_pages_and_flips_the_tenant_at_once() {
-    let Some(url) = postgres_url() else { return };
+    let url = postgres_url();
     let url = fresh_database(&url).await;
     let writer = PostgresSourceWriter::new(PostgresIndex::for_ingest(&settings(&url).postgres()).unwrap(), "test");
     let scope = SourceScope { tenant_id: "acme".into(), source_name: "docs".into() };
@@ -226,9 +217,13 @@ async fn a_reingest_writes_only_changed_pages_and_flips_the_tenant_at_once() {
     assert_eq!(texts(&index, "acme").await, ["docs/a=альфа", "docs/b=бета два"]);
 }
 
+#[cfg_attr(
+    retr_test_missing = "postgres",
+    ignore = "needs a PostgreSQL server: set RETR_TEST_POSTGRES_URL (scripts/test.sh starts one)"
+)]
 #[tokio::test]
 async fn a_failed_ingest_leaves_the_old_tenant_served() {
-    let Some(url) = postgres_url() else { return };
+    let url = postgres_url();
     let url = fresh_database(&url).await;
     let writer = PostgresSourceWriter::new(PostgresIndex::for_ingest(&settings(&url).postgres()).unwrap(), "test");
     let scope = SourceScope { tenant_id: "acme".into(), source_name: "docs".into() };
@@ -314,9 +309,13 @@ async fn wait_for_writing(client: &tokio_postgres::Client, url: &str) {
     }
 }
 
+#[cfg_attr(
+    retr_test_missing = "postgres",
+    ignore = "needs a PostgreSQL server: set RETR_TEST_POSTGRES_URL (scripts/test.sh starts one)"
+)]
 #[tokio::test]
 async fn an_instance_reads_only_its_tenants_and_waits_for_a_written_version() {
-    let Some(url) = postgres_url() else { return };
+    let url = postgres_url();
     let url = fresh_database(&url).await;
     write_snapshot(&url, &fixtures::snapshot()).await;
     let settings = Settings { tenants: "t1".into(), ..settings(&url) };
@@ -347,9 +346,13 @@ async fn an_instance_reads_only_its_tenants_and_waits_for_a_written_version() {
     assert!(answer["hits"].to_string().contains("new/page"), "{answer}");
 }
 
+#[cfg_attr(
+    retr_test_missing = "postgres",
+    ignore = "needs a PostgreSQL server: set RETR_TEST_POSTGRES_URL (scripts/test.sh starts one)"
+)]
 #[tokio::test]
 async fn sql_text_in_ids_texts_filters_and_queries_is_data() {
-    let Some(url) = postgres_url() else { return };
+    let url = postgres_url();
     let url = fresh_database(&url).await;
     let writer = PostgresSourceWriter::new(PostgresIndex::for_ingest(&settings(&url).postgres()).unwrap(), "test");
     let hostile = "x'); DROP TABLE retr_records; --";
@@ -435,10 +438,14 @@ async fn wait_for_standby(standby: &str, tenant: &str) {
     }
 }
 
+#[cfg_attr(
+    any(retr_test_missing = "postgres", retr_test_missing = "postgres_standby"),
+    ignore = "needs a PostgreSQL primary and standby: set RETR_TEST_POSTGRES_URL and RETR_TEST_POSTGRES_STANDBY_URL (scripts/test.sh starts them)"
+)]
 #[tokio::test]
 async fn with_the_primary_gone_searches_answer_from_the_standby_then_the_replica_flagged() {
-    let Some(url) = postgres_url() else { return };
-    let Some(standby) = standby_url() else { return };
+    let url = postgres_url();
+    let standby = standby_url();
     let url = fresh_database(&url).await;
     let database = url.rsplit_once('/').unwrap().1.to_string();
     let standby = with_database(&standby, &database);
@@ -490,9 +497,13 @@ async fn with_the_primary_gone_searches_answer_from_the_standby_then_the_replica
     assert_eq!(health["replica"]["source"], "primary");
 }
 
+#[cfg_attr(
+    retr_test_missing = "postgres",
+    ignore = "needs a PostgreSQL server: set RETR_TEST_POSTGRES_URL (scripts/test.sh starts one)"
+)]
 #[tokio::test]
 async fn the_password_reaches_no_log_error_health_or_metrics() {
-    let Some(url) = postgres_url() else { return };
+    let url = postgres_url();
     let password =
         url.split_once("://").unwrap().1.split_once('@').unwrap().0.split_once(':').map(|(_, p)| p.to_string());
     let Some(password) = password.filter(|p| !p.is_empty()) else {
@@ -551,9 +562,13 @@ async fn the_password_reaches_no_log_error_health_or_metrics() {
     assert!(error.contains("RETR_POSTGRES_URL") && !error.contains(&password), "{error}");
 }
 
+#[cfg_attr(
+    retr_test_missing = "postgres",
+    ignore = "needs a PostgreSQL server: set RETR_TEST_POSTGRES_URL (scripts/test.sh starts one)"
+)]
 #[tokio::test]
 async fn the_pool_stays_bounded_under_concurrent_ingests() {
-    let Some(url) = postgres_url() else { return };
+    let url = postgres_url();
     let url = fresh_database(&url).await;
     let settings = Settings { postgres_pool_size: 2, ..settings(&url) };
     let writer = Arc::new(PostgresSourceWriter::new(PostgresIndex::for_ingest(&settings.postgres()).unwrap(), "test"));
@@ -609,9 +624,13 @@ fn version(name: &str) -> (RecordSet, Vec<String>) {
     (merged(pages.iter().map(|(doc, text)| page("acme", doc, text)).collect()), expected)
 }
 
+#[cfg_attr(
+    retr_test_missing = "postgres",
+    ignore = "needs a PostgreSQL server: set RETR_TEST_POSTGRES_URL (scripts/test.sh starts one)"
+)]
 #[tokio::test]
 async fn a_polling_replica_sees_one_whole_version_while_ingests_run_and_die() {
-    let Some(url) = postgres_url() else { return };
+    let url = postgres_url();
     let url = fresh_database(&url).await;
     let writer = PostgresSourceWriter::new(PostgresIndex::for_ingest(&settings(&url).postgres()).unwrap(), "test");
     let scope = SourceScope { tenant_id: "acme".into(), source_name: "docs".into() };
@@ -664,9 +683,13 @@ async fn a_polling_replica_sees_one_whole_version_while_ingests_run_and_die() {
     assert_eq!((pages, records), (30, 90), "only version B's 30 pages and their 3 records each");
 }
 
+#[cfg_attr(
+    retr_test_missing = "postgres",
+    ignore = "needs a PostgreSQL server: set RETR_TEST_POSTGRES_URL (scripts/test.sh starts one)"
+)]
 #[tokio::test]
 async fn the_hnsw_index_is_built_only_when_asked_for() {
-    let Some(url) = postgres_url() else { return };
+    let url = postgres_url();
     let url = fresh_database(&url).await;
     let client = sql_client(&url).await;
     let has_index = || async {
@@ -737,7 +760,7 @@ fn synthetic(docs: usize, dimension: usize, changed: Option<usize>) -> RecordSet
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement, not a check: cargo test --test it postgres_backend::measure -- --ignored --nocapture"]
 async fn measure_ingest_and_replica_load() {
-    let Some(url) = postgres_url() else { return };
+    let url = postgres_url();
     let url = fresh_database(&url).await;
     let docs: usize = std::env::var("RETR_BENCH_PG_DOCS").ok().and_then(|d| d.parse().ok()).unwrap_or(2000);
     let dimension = 384;
@@ -826,9 +849,13 @@ async fn statistics_and_recount(client: &tokio_postgres::Client, tenant: &str) -
     [lines(kept), lines(counted), lines(levels), lines(recount)]
 }
 
+#[cfg_attr(
+    retr_test_missing = "postgres",
+    ignore = "needs a PostgreSQL server: set RETR_TEST_POSTGRES_URL (scripts/test.sh starts one)"
+)]
 #[tokio::test]
 async fn term_statistics_stay_equal_to_a_recount_across_reingests() {
-    let Some(url) = postgres_url() else { return };
+    let url = postgres_url();
     let url = fresh_database(&url).await;
     let writer = PostgresSourceWriter::new(PostgresIndex::for_ingest(&settings(&url).postgres()).unwrap(), "test");
     let scope = SourceScope { tenant_id: "acme".into(), source_name: "docs".into() };
@@ -883,9 +910,13 @@ async fn term_statistics_stay_equal_to_a_recount_across_reingests() {
     }
 }
 
+#[cfg_attr(
+    retr_test_missing = "postgres",
+    ignore = "needs a PostgreSQL server: set RETR_TEST_POSTGRES_URL (scripts/test.sh starts one)"
+)]
 #[tokio::test]
 async fn searched_in_the_database_sql_text_is_data() {
-    let Some(url) = postgres_url() else { return };
+    let url = postgres_url();
     let url = fresh_database(&url).await;
     let writer = PostgresSourceWriter::new(PostgresIndex::for_ingest(&settings(&url).postgres()).unwrap(), "test");
     let scope = SourceScope { tenant_id: "acme".into(), source_name: "docs".into() };
@@ -912,10 +943,14 @@ async fn searched_in_the_database_sql_text_is_data() {
     assert_eq!(count, 3, "nothing ran");
 }
 
+#[cfg_attr(
+    any(retr_test_missing = "postgres", retr_test_missing = "postgres_standby"),
+    ignore = "needs a PostgreSQL primary and standby: set RETR_TEST_POSTGRES_URL and RETR_TEST_POSTGRES_STANDBY_URL (scripts/test.sh starts them)"
+)]
 #[tokio::test]
 async fn searched_in_the_database_with_the_primary_gone_searches_read_the_standby_flagged() {
-    let Some(url) = postgres_url() else { return };
-    let Some(standby) = standby_url() else { return };
+    let url = postgres_url();
+    let standby = standby_url();
     let url = fresh_database(&url).await;
     let database = url.rsplit_once('/').unwrap().1.to_string();
     let standby = with_database(&standby, &database);

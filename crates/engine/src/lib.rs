@@ -9,10 +9,8 @@
 //! builds from its `Settings`.
 //!
 //! The public surface is what other crates use (the service, its binary, tests, benches and
-//! examples); everything else is `pub(crate)` or private, and `unreachable_pub` flags a `pub` item
-//! no other crate can reach.
-
-#![warn(unreachable_pub)]
+//! examples); everything else is `pub(crate)` or private, and `unreachable_pub` (a workspace lint,
+//! in the root Cargo.toml) flags a `pub` item no other crate can reach.
 
 pub mod embed;
 pub mod eval;

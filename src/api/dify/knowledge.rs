@@ -1,7 +1,7 @@
 //! The knowledge bases `knowledge_id` may name (`RETR_DIFY_KNOWLEDGE_BASES`), and the little state
 //! the endpoint keeps between requests (which unknown request fields were already logged).
 
-use super::condition::unknown_field;
+use super::field_names::unknown_field;
 use super::request::UnknownFields;
 use crate::index::condition::{Clause, Field, Test, ValueList};
 use crate::search::{validate_tenant, TenantId};

@@ -64,7 +64,7 @@ pub(crate) enum LogicalOperator {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct DifyCondition {
-    /// A metadata field (`condition::FIELD_NAMES`); older Dify versions send a one-element list.
+    /// A metadata field (`field_names.rs`); older Dify versions send a one-element list.
     #[schema(value_type = Object)]
     pub(crate) name: Value,
     /// contains, not contains, start with, end with, is, is not, in, not in, empty, not empty,

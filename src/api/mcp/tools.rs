@@ -12,7 +12,7 @@
 
 use crate::api::auth::TenantKey;
 use crate::error::{ApiError, ErrorCode};
-use crate::search::context::MAX_CONTEXT_CHARS;
+use crate::search::prompt_context::MAX_CONTEXT_CHARS;
 use crate::search::settings::MAX_RESULTS_CAP;
 use crate::search::{SearchFilters, SearchRequest, TenantId, WindowQuery};
 use crate::state::AppState;

@@ -14,16 +14,16 @@ use std::time::Duration;
 
 /// One scripted answer.
 #[derive(Debug, Clone)]
-pub struct FakeResponse {
-    pub status: u16,
-    pub body: String,
-    pub headers: Vec<(String, String)>,
+pub(crate) struct FakeResponse {
+    pub(crate) status: u16,
+    pub(crate) body: String,
+    pub(crate) headers: Vec<(String, String)>,
     /// Waited before answering; longer than the client's timeout makes a hang.
-    pub delay: Duration,
+    pub(crate) delay: Duration,
 }
 
 impl FakeResponse {
-    pub fn new(status: u16, body: impl Into<String>) -> Self {
+    pub(crate) fn new(status: u16, body: impl Into<String>) -> Self {
         Self {
             status,
             body: body.into(),
@@ -32,21 +32,21 @@ impl FakeResponse {
         }
     }
 
-    pub fn json(status: u16, value: &serde_json::Value) -> Self {
+    pub(crate) fn json(status: u16, value: &serde_json::Value) -> Self {
         Self::new(status, value.to_string())
     }
 
     /// Never answers within any test timeout.
-    pub fn hang() -> Self {
+    pub(crate) fn hang() -> Self {
         Self::new(200, "{}").with_delay(Duration::from_secs(30))
     }
 
-    pub fn with_header(mut self, name: &str, value: &str) -> Self {
+    pub(crate) fn with_header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.to_string(), value.to_string()));
         self
     }
 
-    pub fn with_delay(mut self, delay: Duration) -> Self {
+    pub(crate) fn with_delay(mut self, delay: Duration) -> Self {
         self.delay = delay;
         self
     }
@@ -54,20 +54,20 @@ impl FakeResponse {
 
 /// A request as the server saw it; header names are lowercase.
 #[derive(Debug, Clone)]
-pub struct RecordedRequest {
-    pub method: String,
-    pub path: String,
-    pub headers: HashMap<String, String>,
-    pub body: Vec<u8>,
+pub(crate) struct RecordedRequest {
+    pub(crate) method: String,
+    pub(crate) path: String,
+    pub(crate) headers: HashMap<String, String>,
+    pub(crate) body: Vec<u8>,
 }
 
 impl RecordedRequest {
     /// The body as JSON (`Null` when it is not JSON).
-    pub fn json(&self) -> serde_json::Value {
+    pub(crate) fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
     }
 
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(&name.to_ascii_lowercase()).map(String::as_str)
     }
 }
@@ -81,7 +81,7 @@ struct FakeState {
 }
 
 /// The running server; it stops when dropped.
-pub struct FakeServer {
+pub(crate) struct FakeServer {
     address: std::net::SocketAddr,
     requests: Arc<Mutex<Vec<RecordedRequest>>>,
     task: tokio::task::JoinHandle<()>,
@@ -90,7 +90,7 @@ pub struct FakeServer {
 impl FakeServer {
     /// Answers the n-th request with `script[n]`, repeating the last entry once the script runs out
     /// (an empty script answers 404).
-    pub async fn start(script: Vec<FakeResponse>) -> Self {
+    pub(crate) async fn start(script: Vec<FakeResponse>) -> Self {
         Self::start_with(move |_request, call| match script.get(call).or(script.last()) {
             Some(response) => response.clone(),
             None => FakeResponse::new(404, "no scripted response"),
@@ -99,7 +99,7 @@ impl FakeServer {
     }
 
     /// Answers with `responder(request, call_number)`; call numbers start at 0.
-    pub async fn start_with<F>(responder: F) -> Self
+    pub(crate) async fn start_with<F>(responder: F) -> Self
     where
         F: Fn(&RecordedRequest, usize) -> FakeResponse + Send + Sync + 'static,
     {
@@ -115,15 +115,15 @@ impl FakeServer {
     }
 
     /// `http://127.0.0.1:<port>`, without a trailing slash.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}", self.address)
     }
 
-    pub fn requests(&self) -> Vec<RecordedRequest> {
+    pub(crate) fn requests(&self) -> Vec<RecordedRequest> {
         self.requests.lock().unwrap().clone()
     }
 
-    pub fn request_count(&self) -> usize {
+    pub(crate) fn request_count(&self) -> usize {
         self.requests.lock().unwrap().len()
     }
 }
@@ -135,7 +135,7 @@ impl Drop for FakeServer {
 }
 
 /// A URL on which nothing listens, so connecting is refused at once.
-pub async fn closed_port_url() -> String {
+pub(crate) async fn closed_port_url() -> String {
     // Port 1 (tcpmux): privileged, so no test can bind it, and nothing listens on it here. A port
     // picked by binding and closing a listener could be taken by another test's server meanwhile.
     "http://127.0.0.1:1".to_string()

@@ -1,7 +1,8 @@
 //! Shared helpers of the integration tests.
 #![allow(dead_code)]
 
-pub mod fake_http;
+pub(crate) mod fake_http;
+pub(crate) mod needs;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
@@ -20,7 +21,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tower::ServiceExt;
 
 /// State over the fixture corpus with default settings (adjusted by `adjust`).
-pub fn fixture_state(adjust: impl FnOnce(&mut Settings)) -> AppState {
+pub(crate) fn fixture_state(adjust: impl FnOnce(&mut Settings)) -> AppState {
     let mut settings = Settings { embedding_dimension: fixtures::DIMENSION, ..Settings::default() };
     adjust(&mut settings);
     let index = Arc::new(InMemoryIndex::from_snapshot(fixtures::snapshot()).unwrap());
@@ -28,7 +29,7 @@ pub fn fixture_state(adjust: impl FnOnce(&mut Settings)) -> AppState {
 }
 
 /// Sends one request through the router (no socket) and returns status and JSON body.
-pub async fn send(state: &AppState, method: &str, uri: &str, body: Option<&str>) -> (StatusCode, Value) {
+pub(crate) async fn send(state: &AppState, method: &str, uri: &str, body: Option<&str>) -> (StatusCode, Value) {
     let mut builder = Request::builder().method(method).uri(uri);
     if body.is_some() {
         builder = builder.header("content-type", "application/json");
@@ -37,7 +38,7 @@ pub async fn send(state: &AppState, method: &str, uri: &str, body: Option<&str>)
     send_request(state, request).await
 }
 
-pub async fn send_request(state: &AppState, request: Request<Body>) -> (StatusCode, Value) {
+pub(crate) async fn send_request(state: &AppState, request: Request<Body>) -> (StatusCode, Value) {
     let response = retrieval_service::app(state.clone()).oneshot(request).await.unwrap();
     let status = response.status();
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
@@ -46,7 +47,7 @@ pub async fn send_request(state: &AppState, request: Request<Body>) -> (StatusCo
 }
 
 /// Asserts the uniform error body and returns its code.
-pub fn error_code(body: &Value) -> String {
+pub(crate) fn error_code(body: &Value) -> String {
     let code = body["error"]["code"].as_str().unwrap_or_else(|| panic!("not an error body: {body}"));
     assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
     code.to_string()
@@ -55,7 +56,7 @@ pub fn error_code(body: &Value) -> String {
 /// A TCP proxy to `target` (a Chroma URL) that can be switched off, starting in the state
 /// `enabled`: while off, new connections are closed at once and open ones, pooled keep-alive
 /// connections included, are cut, as a dead server would do.
-pub async fn switchable_proxy(target: &str, enabled: bool) -> (String, Arc<AtomicBool>) {
+pub(crate) async fn switchable_proxy(target: &str, enabled: bool) -> (String, Arc<AtomicBool>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let target = target.trim_start_matches("http://").trim_end_matches('/').to_string();
@@ -91,7 +92,7 @@ pub async fn switchable_proxy(target: &str, enabled: bool) -> (String, Arc<Atomi
 /// connections and never answers: while `stalled`, new connections are accepted and held unread,
 /// and open ones stop carrying bytes (held open, not cut). Once it is cleared, held connections
 /// are closed and new ones are carried again.
-pub async fn stallable_proxy(target: &str) -> (String, Arc<AtomicBool>) {
+pub(crate) async fn stallable_proxy(target: &str) -> (String, Arc<AtomicBool>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let target = target.trim_start_matches("http://").trim_end_matches('/').to_string();
@@ -130,7 +131,7 @@ pub async fn stallable_proxy(target: &str) -> (String, Arc<AtomicBool>) {
 
 /// Every log line written while installed (JSON lines, from `DEBUG` up).
 #[derive(Clone, Default)]
-pub struct LogCapture(Arc<std::sync::Mutex<Vec<u8>>>);
+pub(crate) struct LogCapture(Arc<std::sync::Mutex<Vec<u8>>>);
 
 impl std::io::Write for LogCapture {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
@@ -143,12 +144,12 @@ impl std::io::Write for LogCapture {
 }
 
 impl LogCapture {
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
     }
 
     /// Captures this thread's log lines until the guard is dropped.
-    pub fn install(&self) -> tracing::subscriber::DefaultGuard {
+    pub(crate) fn install(&self) -> tracing::subscriber::DefaultGuard {
         let capture = self.clone();
         let subscriber = tracing_subscriber::fmt()
             .json()

@@ -1,8 +1,8 @@
 //! Building the configured embedder, and the query-time fallback to pseudo-embeddings when the
 //! provider fails (the search service counts each in its metrics).
 
-use super::cache::CachedEmbedder;
 use super::http::{HttpEmbedder, HttpEmbedderConfig};
+use super::query_cache::QueryCachedEmbedder;
 use super::EmbeddingClientSettings;
 use super::{EmbedError, EmbedErrorKind, Embedder, InputKind, PseudoEmbedder};
 use std::sync::Arc;
@@ -20,7 +20,7 @@ pub fn build_embedder(
     if let Some(metrics) = metrics {
         http = http.with_metrics(metrics);
     }
-    Ok(Arc::new(CachedEmbedder::new(Arc::new(http), settings.cache_size)))
+    Ok(Arc::new(QueryCachedEmbedder::new(Arc::new(http), settings.cache_size)))
 }
 
 /// The embedder of batch jobs (`ingest`, `eval`): the same server and model as searches, with the

@@ -4,43 +4,16 @@
 //! command itself (its arguments, reading the settings, building the search service as `serve`
 //! does) is the service's `eval` module.
 
-pub mod cache;
 pub mod crossval;
 pub mod data;
+mod error;
+pub mod file_cached_embedder;
 pub(crate) mod metrics;
 pub mod multi;
 pub mod pages;
+mod report;
 pub mod runner;
 
-use crate::embed::EmbedError;
-use std::path::PathBuf;
-
+pub use error::EvalError;
+pub use report::Report;
 pub use runner::{run_eval, EvalOptions, EvalReport};
-
-#[derive(Debug, thiserror::Error)]
-pub enum EvalError {
-    #[error("cannot read {}: {source}", path.display())]
-    Io { path: PathBuf, source: std::io::Error },
-    #[error("{}:{line}: {message}", path.display())]
-    Parse { path: PathBuf, line: usize, message: String },
-    #[error(transparent)]
-    Embed(#[from] EmbedError),
-    #[error("index: {0}")]
-    Index(String),
-}
-
-/// What `eval` printed: a passage-level or a page-level report.
-#[derive(Debug, Clone)]
-pub enum Report {
-    Passages(EvalReport),
-    Pages(Box<multi::MultiReport>),
-}
-
-impl std::fmt::Display for Report {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Report::Passages(report) => write!(f, "{report}"),
-            Report::Pages(report) => writeln!(f, "{report}"),
-        }
-    }
-}

@@ -5,7 +5,7 @@
 //! hit@k, recall@10, platform questions right first, ambiguity flags, where each miss happened
 //! (doc step, section step, or ranked below the cut-off) and writes a failures file.
 
-use super::cache::CachedEmbedder;
+use super::file_cached_embedder::FileCachedEmbedder;
 use super::EvalError;
 use crate::embed::Embedder;
 use crate::index::{InMemoryIndex, VectorIndex};
@@ -348,7 +348,7 @@ pub async fn run_pages(
     let docs = stats.tenants.get(&tenant).map_or(0, |t| t.docs);
     let tenant_id = crate::search::TenantId::new(tenant.clone()).map_err(|e| EvalError::Index(e.to_string()))?;
     let cached: Arc<dyn Embedder> =
-        Arc::new(CachedEmbedder::open(embedder, run.embedding_cache, settings.embedding_batch_size));
+        Arc::new(FileCachedEmbedder::open(embedder, run.embedding_cache, settings.embedding_batch_size));
     // Embed every question once up front (cached on disk), so the latency column is the search
     // alone in every mode, as for precomputed query embeddings.
     let texts: Vec<String> = run.questions.iter().map(|q| q.query.clone()).collect();

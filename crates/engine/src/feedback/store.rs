@@ -12,7 +12,7 @@
 //! over it) with only its newest records, half the bound, and records older than `max_age` are
 //! dropped at that rewrite, at the first write after they expired, and by every read.
 
-use super::FeedbackRecord;
+use super::record::{now_ms, FeedbackRecord};
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -124,7 +124,7 @@ pub(crate) fn read_log(dir: &Path, tenant: &str, max_age: Duration) -> Result<Ve
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(error) => return Err(io_error(&path, error)),
     };
-    let oldest = super::now_ms().saturating_sub(max_age.as_millis() as u64);
+    let oldest = now_ms().saturating_sub(max_age.as_millis() as u64);
     Ok(parse_lines(&bytes).filter(|record| record.at_ms >= oldest).collect())
 }
 
@@ -223,7 +223,7 @@ impl Writer {
     fn keep_bounds(&mut self, tenant: &str) -> Result<(), StoreError> {
         let Some(log) = self.open.get(tenant) else { return Ok(()) };
         let max_age_ms = self.limits.max_age.as_millis() as u64;
-        let expired_before = super::now_ms().saturating_sub(max_age_ms);
+        let expired_before = now_ms().saturating_sub(max_age_ms);
         let expired = log.oldest_ms.is_some_and(|oldest| oldest < expired_before);
         if log.bytes <= self.limits.max_bytes && !expired {
             return Ok(());

@@ -20,25 +20,34 @@
 //! Restarts (`copy`): with a local copy directory, the replica is also kept on disk with a note of
 //! the Chroma state it reflects; a restart installs it and catches up through the change log.
 
+mod change_poll;
 mod changes;
 pub use changes::ChangeScope;
 mod client;
 mod copy;
 mod manifest;
 pub(crate) use manifest::Manifest;
+mod markers;
+mod settings;
+pub use settings::ChromaSettings;
+mod sync_state;
 mod wire;
+mod write_limits;
 mod writer;
+use markers::level_slot;
+pub(crate) use markers::parse_version;
+use sync_state::{Signature, SyncState};
 
 use super::memory::{IndexBuilder, LoadedIndex};
 use super::replica::{Replica, SnapshotSource};
 use super::{sort_scored, IndexError, IndexErrorKind, RecordFilter, Result, ScoredRecord};
-use crate::model::{Level, Record};
+use crate::model::Level;
 use async_trait::async_trait;
 use changes::ChangeEntry;
 use client::ChromaClient;
 use manifest::{ManifestHead, Tally, Visibility};
 use serde_json::json;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -50,32 +59,6 @@ const LOAD_PAGE_SIZE: usize = 1000;
 
 /// Pages requested at once while loading: Chroma serves concurrent reads ~1.8× faster in total.
 const LOAD_PAGES_IN_FLIGHT: usize = 4;
-
-/// What identifies one state of the three collections: a change in any part means a reload.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-struct Signature {
-    collection_ids: [String; 3],
-    counts: [usize; 3],
-    version: String,
-    embedding_model: String,
-    indexed_at: String,
-}
-
-/// What the refresher knows of Chroma beyond the replica itself.
-#[derive(Debug, Default)]
-struct SyncState {
-    /// The collections' state the replica reflects.
-    signature: Option<Signature>,
-    /// Change-log entries already reflected in the replica: id → (version, at_ms).
-    applied: HashMap<String, (String, i64)>,
-    /// The newest `at_ms` of an entry seen; the next poll reads from `cursor_ms − LOOKBACK_MS`.
-    cursor_ms: i64,
-    /// Collections whose counts moved without a logged change at the last poll: reloaded in full
-    /// when the next poll finds them the same.
-    unexplained: Option<Signature>,
-    /// The manifests the replica serves by (`manifest`), by manifest id.
-    manifests: BTreeMap<String, Arc<Manifest>>,
-}
 
 /// How many times a full load is read again when a commit lands while it reads (the commit's
 /// deletes may have removed records of the version it started from).
@@ -103,52 +86,11 @@ pub struct ChromaIndex {
     write_concurrency: usize,
     /// One permit per upsert batch in flight, shared by every write through this index.
     write_permits: Semaphore,
-    write_limits: tokio::sync::OnceCell<writer::WriteLimits>,
+    write_limits: tokio::sync::OnceCell<write_limits::WriteLimits>,
     /// The tenants the replica holds (`RETR_TENANTS`); writes may touch any tenant.
     scope: crate::scope::TenantScope,
     /// The replica's local copy, when kept (`copy`).
     local_copy: Option<Arc<copy::LocalCopy>>,
-}
-
-/// The number a version marker starts with (`<nanoseconds>-<pid>-<counter>`, written by every
-/// write through this service; `writer::next_version`).
-pub(crate) fn parse_version(marker: &str) -> Option<u64> {
-    marker.split('-').next()?.parse().ok()
-}
-
-/// What the Chroma backend takes from the configuration (the service maps its `RETR_CHROMA_*`,
-/// `RETR_INDEX_RELOAD_INTERVAL_MS` and `RETR_TENANTS` settings onto it).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChromaSettings {
-    /// The server's base URL.
-    pub host: String,
-    /// Chroma's own tenant and database (not the service's tenants).
-    pub tenant: String,
-    pub database: String,
-    /// The prefix of the collection names (`<prefix>_docs`, `_sections`, `_chunks`, `_changes`,
-    /// `_manifests`).
-    pub collection: String,
-    /// The timeout of one call while serving.
-    pub timeout_seconds: f64,
-    /// The timeout of one call of `ingest`.
-    pub ingest_timeout_seconds: f64,
-    /// How often the refresher polls the collections.
-    pub refresh_interval_ms: u64,
-    /// Upsert batches in flight at once.
-    pub write_concurrency: usize,
-    /// The tenants the replica holds.
-    pub scope: crate::scope::TenantScope,
-    /// Where the replica's local copy is kept (`None`: not kept), which a restart reads before
-    /// its first poll and catches up from.
-    pub local_copy_dir: Option<std::path::PathBuf>,
-}
-
-fn level_slot(level: Level) -> usize {
-    match level {
-        Level::Doc => 0,
-        Level::Section => 1,
-        Level::Chunk => 2,
-    }
 }
 
 impl ChromaIndex {
@@ -243,7 +185,7 @@ impl ChromaIndex {
     /// is due in the background).
     fn keep_local_copy(&self) {
         let (Some(copy), Some(loaded)) = (&self.local_copy, self.replica.current()) else { return };
-        if let Some(note) = copy::SyncNote::of(&self.sync(), writer::now_ms()) {
+        if let Some(note) = copy::SyncNote::of(&self.sync(), markers::now_ms()) {
             copy.keep(loaded, note);
         }
     }
@@ -258,7 +200,7 @@ impl ChromaIndex {
         }
         let started = Instant::now();
         let Ok(Some((loaded, note))) = tokio::task::spawn_blocking(move || copy.restore()).await else { return };
-        let age_ms = (writer::now_ms() - note.confirmed_at_ms).max(0);
+        let age_ms = (markers::now_ms() - note.confirmed_at_ms).max(0);
         tracing::info!(
             records = loaded.record_count() as u64,
             age_seconds = age_ms / 1000,
@@ -438,7 +380,7 @@ impl ChromaIndex {
     /// the load is applied (again, harmlessly) by the next refresh.
     async fn reload_all(&self, signature: Signature) -> Result<bool> {
         let started = Instant::now();
-        let entries = self.poll_changes(writer::now_ms() - changes::RETENTION_MS).await?;
+        let entries = self.poll_changes(markers::now_ms() - changes::RETENTION_MS).await?;
         let mut attempt = 1;
         let mut incomplete = false;
         let (loaded, manifests) = loop {
@@ -490,7 +432,7 @@ impl ChromaIndex {
         tokio::task::spawn_blocking(super::memory::release_freed_memory);
         let mut state = self.sync();
         state.applied = entries.iter().map(|entry| (entry.id.clone(), (entry.version.clone(), entry.at_ms))).collect();
-        state.cursor_ms = entries.iter().map(|entry| entry.at_ms).max().unwrap_or_else(writer::now_ms);
+        state.cursor_ms = entries.iter().map(|entry| entry.at_ms).max().unwrap_or_else(markers::now_ms);
         // A write that raced the load changes the signature again, so the next poll catches up.
         // An incomplete first load is read again in full at the next poll.
         state.signature = (!incomplete).then_some(signature);
@@ -565,120 +507,12 @@ impl ChromaIndex {
         Ok(true)
     }
 
-    /// The change-log entries written at or after `since_ms` (none when nothing was ever logged).
-    async fn poll_changes(&self, since_ms: i64) -> Result<Vec<ChangeEntry>> {
-        let info = match self.client.collection(&self.changes_name).await {
-            Ok(info) => info,
-            Err(error) if error.kind == IndexErrorKind::NotFound => return Ok(Vec::new()),
-            Err(error) => return Err(error),
-        };
-        let mut entries = Vec::new();
-        let mut offset = 0;
-        loop {
-            let body = json!({
-                "where": {"at_ms": {"$gte": since_ms}},
-                "include": ["metadatas", "documents"],
-                "limit": LOAD_PAGE_SIZE,
-                "offset": offset,
-            });
-            let page = self.client.get(&info.id, &body).await?;
-            let count = page.ids.len();
-            let metadatas = page.metadatas.unwrap_or_default().into_iter().chain(std::iter::repeat(None));
-            let documents = page.documents.unwrap_or_default().into_iter().chain(std::iter::repeat(None));
-            for ((id, metadata), document) in page.ids.into_iter().zip(metadatas).zip(documents) {
-                match changes::parse_entry(id.clone(), metadata, document) {
-                    Some(entry) => entries.push(entry),
-                    None => tracing::warn!(%id, "ignoring a malformed change-log entry"),
-                }
-            }
-            if count < LOAD_PAGE_SIZE {
-                return Ok(entries);
-            }
-            offset += LOAD_PAGE_SIZE;
-        }
-    }
-
-    /// The served ones (`visibility`) among the records, on each level, of what `scope` names in
-    /// `tenant`: its docs, or all of it.
-    async fn fetch_changed(
-        &self,
-        tenant: &str,
-        scope: &ChangeScope,
-        visibility: &Visibility,
-    ) -> Result<Option<[Vec<Record>; 3]>> {
-        let tenant_condition = json!({"tenant_id": {"$eq": tenant}});
-        let clauses: Vec<serde_json::Value> = match scope {
-            ChangeScope::Tenant => vec![tenant_condition],
-            ChangeScope::Docs(docs) => {
-                let docs: Vec<&String> = docs.iter().collect();
-                docs.chunks(changes::IDS_PER_FETCH)
-                    .map(|ids| json!({"$and": [tenant_condition, {"doc_id": {"$in": ids}}]}))
-                    .collect()
-            }
-        };
-        let ids = self.collection_id_list()?;
-        let fetch_level = |slot: usize| {
-            let (clauses, id) = (&clauses, &ids[slot]);
-            async move {
-                let mut records = Vec::new();
-                for clause in clauses {
-                    let fetched = self.fetch_where(id, clause).await?;
-                    records.extend(
-                        fetched
-                            .into_iter()
-                            .filter(|(record, page_hash)| visibility.admits(&record.meta, page_hash.as_deref()))
-                            .map(|(record, _)| record),
-                    );
-                }
-                Ok::<_, IndexError>(records)
-            }
-        };
-        let (docs, sections, chunks) = tokio::try_join!(fetch_level(0), fetch_level(1), fetch_level(2))?;
-        let levels = [docs, sections, chunks];
-        let mut tally = Tally::default();
-        for (slot, records) in levels.iter().enumerate() {
-            records.iter().for_each(|record| tally.add(slot, &record.meta));
-        }
-        let shortfall = match scope {
-            ChangeScope::Tenant => tally.shortfall(visibility, tenant, visibility.pages(tenant)),
-            ChangeScope::Docs(docs) => tally.shortfall(visibility, tenant, docs.iter().map(String::as_str)),
-        };
-        if let Some(shortfall) = shortfall {
-            tracing::info!(%shortfall, "chroma answered part of a committed page; reading it again at the next poll");
-            return Ok(None);
-        }
-        Ok(Some(levels))
-    }
-
     fn collection_id_list(&self) -> Result<[String; 3]> {
         self.collection_ids
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .clone()
             .ok_or_else(|| IndexError::new(IndexErrorKind::Unavailable, "chroma collections not resolved yet"))
-    }
-
-    /// Every record of one collection matching `where_clause`, a page at a time.
-    async fn fetch_where(
-        &self,
-        collection_id: &str,
-        where_clause: &serde_json::Value,
-    ) -> Result<Vec<wire::StoredRecord>> {
-        let mut records = Vec::new();
-        loop {
-            let body = json!({
-                "where": where_clause,
-                "include": ["embeddings", "metadatas", "documents"],
-                "limit": LOAD_PAGE_SIZE,
-                "offset": records.len(),
-            });
-            let page = self.client.get(collection_id, &body).await?.into_records()?;
-            let full = page.len() == LOAD_PAGE_SIZE;
-            records.extend(page);
-            if !full {
-                return Ok(records);
-            }
-        }
     }
 
     /// The metadata of every doc of one tenant, read from Chroma (not the replica): what an
@@ -826,9 +660,9 @@ impl ChromaIndex {
         Ok(Signature {
             collection_ids,
             counts: [docs_count, sections_count, chunks_count],
-            version: docs.metadata_string(writer::VERSION_KEY).unwrap_or_default().to_string(),
-            embedding_model: docs.metadata_string(writer::MODEL_KEY).unwrap_or_default().to_string(),
-            indexed_at: docs.metadata_string(writer::INDEXED_AT_KEY).unwrap_or_default().to_string(),
+            version: docs.metadata_string(markers::VERSION_KEY).unwrap_or_default().to_string(),
+            embedding_model: docs.metadata_string(markers::MODEL_KEY).unwrap_or_default().to_string(),
+            indexed_at: docs.metadata_string(markers::INDEXED_AT_KEY).unwrap_or_default().to_string(),
         })
     }
 

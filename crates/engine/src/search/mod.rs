@@ -8,10 +8,10 @@ pub(crate) mod cascade;
 #[cfg(feature = "ceiling-probe")]
 pub mod ceiling;
 pub(crate) mod confidence;
-pub mod context;
 pub(crate) mod error;
 pub mod fusion;
 pub(crate) mod learned;
+pub mod prompt_context;
 pub mod ranking;
 pub(crate) mod rerank;
 pub(crate) mod routing;
@@ -542,7 +542,7 @@ impl SearchService {
     ) -> Result<(SearchResponse, HashMap<String, String>)> {
         let index = self.pin_for(request).await?;
         let response = self.search_on(&index, request, RankingMode::Hybrid, LearnedUse::Apply).await?;
-        let texts = context::hit_texts(index.as_ref(), &request.tenant_id, &response.hits).await?;
+        let texts = prompt_context::hit_texts(index.as_ref(), &request.tenant_id, &response.hits).await?;
         Ok((response, texts))
     }
 

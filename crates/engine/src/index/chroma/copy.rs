@@ -16,7 +16,7 @@
 //! instance stays young enough to be caught up.
 
 use super::manifest::Manifest;
-use super::{Signature, SyncState};
+use super::sync_state::{Signature, SyncState};
 use crate::index::memory::local_copy::{self, Written};
 use crate::index::memory::LoadedIndex;
 use serde::{Deserialize, Serialize};

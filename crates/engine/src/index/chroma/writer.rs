@@ -4,8 +4,10 @@
 
 use super::changes::{self, ChangeScope};
 use super::manifest::{self, Manifest, ManifestHead};
+use super::markers::{level_slot, now_ms, parse_version, INDEXED_AT_KEY, MODEL_KEY, VERSION_KEY};
 use super::wire::{EmbeddingEncoding, Versioned};
-use super::{level_slot, wire, ChromaIndex};
+use super::write_limits::{WriteLimits, UPSERT_BATCH_SIZE};
+use super::{wire, ChromaIndex};
 use crate::index::{IndexError, IndexErrorKind, RecordFilter, Result};
 use crate::model::{Level, Record, Snapshot};
 use futures_util::{StreamExt, TryStreamExt};
@@ -15,44 +17,11 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Docs-collection metadata keys: the version marker bumped after every write, and index info.
-pub(super) const VERSION_KEY: &str = "index_version";
-pub(super) const MODEL_KEY: &str = "embedding_model";
-pub(super) const INDEXED_AT_KEY: &str = "indexed_at";
-
-/// Records per upsert request at most: ~2.1 MB of base64 vectors at 384-d, far below Chroma's
-/// 40 MB body cap. A server announcing a smaller `max_batch_size` lowers it.
-pub(crate) const UPSERT_BATCH_SIZE: usize = 1000;
-
-/// How this server takes writes, from its pre-flight checks (asked once per index).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct WriteLimits {
-    pub(crate) batch_size: usize,
-    pub(crate) encoding: EmbeddingEncoding,
-}
-
-impl WriteLimits {
-    pub(super) fn from_checks(checks: &wire::PreFlightChecks) -> Self {
-        let batch_size = checks
-            .max_batch_size
-            .filter(|&size| size > 0)
-            .map_or(UPSERT_BATCH_SIZE, |size| size.min(UPSERT_BATCH_SIZE));
-        let encoding =
-            if checks.supports_base64_encoding { EmbeddingEncoding::Base64 } else { EmbeddingEncoding::Floats };
-        Self { batch_size, encoding }
-    }
-}
-
 static VERSION_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 fn next_version() -> String {
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|elapsed| elapsed.as_nanos()).unwrap_or_default();
     format!("{nanos}-{}-{}", std::process::id(), VERSION_COUNTER.fetch_add(1, Ordering::Relaxed))
-}
-
-/// Milliseconds since the epoch (the change log's clock).
-pub(super) fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|elapsed| elapsed.as_millis() as i64).unwrap_or_default()
 }
 
 /// Manifests per `get` page (each lists a source's pages: a few hundred kB at most).
@@ -297,7 +266,7 @@ impl ChromaIndex {
     /// The version marker Chroma holds now (the last write's, through any instance).
     pub async fn stored_version(&self) -> Result<Option<u64>> {
         let info = self.client.collection(self.collection_name(Level::Doc)).await?;
-        Ok(info.metadata_string(VERSION_KEY).and_then(super::parse_version))
+        Ok(info.metadata_string(VERSION_KEY).and_then(parse_version))
     }
 
     /// Logs what a write changed (`changes`), then bumps the version marker readers poll to

@@ -1,4 +1,4 @@
-//! Prompt-ready context for the LLM (`router::context` formats it): search, fetch the
+//! Prompt-ready context for the LLM (`router::context_format` formats it): search, fetch the
 //! winning sections' or chunks' text for the same tenant, and format numbered sources grouped by
 //! theme within a character budget.
 

@@ -1,11 +1,12 @@
 //! `AppState`: everything handlers share, built once at start-up (no globals).
 //!
-//! Part of the HTTP layer, with `api/` and `server`: it is the axum `State` of the handlers and
-//! holds values of that layer (the API key store, the Dify knowledge bases, the OpenAPI document
-//! cache, the config reload slot), taken from the `api` files that define them and import no
-//! `AppState` (`api::keys`, `api::dify::knowledge`, `api::openapi::cache`, `api::reload`), so no
-//! import runs in a circle. It is imported by `api`, `server`, `startup` (which builds it) and
-//! `lib.rs`; nothing below the HTTP layer (search and the engine's parts) may import it.
+//! Part of the HTTP layer: the axum `State` of the handlers, holding values of that layer (the API
+//! key store, the Dify knowledge bases, the OpenAPI document cache, the config reload slot), taken
+//! from the `api` files that define them and import no `AppState` (`api::keys`,
+//! `api::dify::knowledge`, `api::openapi::document_cache`, `api::reload`), so no import runs in a circle.
+//! It lives in `api/` so that `api` and the state it holds are one module: `server` and `startup`
+//! (which builds it) import it from there (`crate::state` is the same module, re-exported by
+//! `lib.rs`); nothing below the HTTP layer (search and the engine's parts) may import it.
 
 use crate::config::Settings;
 use crate::search::SearchService;
@@ -26,7 +27,7 @@ pub struct AppState {
     /// The knowledge bases of the Dify endpoint (`RETR_DIFY_KNOWLEDGE_BASES`).
     pub(crate) dify: Arc<crate::api::dify::knowledge::KnowledgeBases>,
     /// The OpenAPI document, built once (per index dimension) and served as bytes.
-    pub(crate) openapi: Arc<crate::api::openapi::cache::DocumentCache>,
+    pub(crate) openapi: Arc<crate::api::openapi::document_cache::DocumentCache>,
     /// Why every answer is degraded from start-up on (mock mode's demo corpus embedded with
     /// pseudo-embeddings because the embedding server was down); `/health` says it.
     pub(crate) degraded_since_start: Option<String>,

@@ -1,4 +1,4 @@
-//! `CachedEmbedder`: a bounded least-recently-used cache of query embeddings wrapped around any
+//! `QueryCachedEmbedder`: a bounded least-recently-used cache of query embeddings wrapped around any
 //! `Embedder`, so a repeated question does not pay the provider round trip again.
 
 use super::{EmbedError, EmbedErrorKind, Embedder, InputKind, Result};
@@ -46,13 +46,13 @@ impl LruMap {
 
 /// Caches query embeddings (keyed by model, input kind and text) up to `capacity` entries; passage
 /// embeddings pass straight through. A capacity of 0 disables the cache.
-pub(crate) struct CachedEmbedder {
+pub(crate) struct QueryCachedEmbedder {
     inner: Arc<dyn Embedder>,
     capacity: usize,
     map: Mutex<LruMap>,
 }
 
-impl CachedEmbedder {
+impl QueryCachedEmbedder {
     pub(crate) fn new(inner: Arc<dyn Embedder>, capacity: usize) -> Self {
         Self { inner, capacity, map: Mutex::new(LruMap::default()) }
     }
@@ -77,7 +77,7 @@ impl CachedEmbedder {
 }
 
 #[async_trait]
-impl Embedder for CachedEmbedder {
+impl Embedder for QueryCachedEmbedder {
     async fn embed(&self, texts: &[String], kind: InputKind) -> Result<Vec<Vec<f32>>> {
         if self.capacity == 0 || kind == InputKind::Passage {
             return self.inner.embed(texts, kind).await;
@@ -145,7 +145,7 @@ mod tests {
     #[tokio::test]
     async fn repeated_queries_hit_the_cache_and_keep_order() {
         let inner = Arc::new(CountingEmbedder::default());
-        let cached = CachedEmbedder::new(inner.clone(), 8);
+        let cached = QueryCachedEmbedder::new(inner.clone(), 8);
         let first = cached.embed(&strings(&["a", "bb"]), InputKind::Query).await.unwrap();
         let second = cached.embed(&strings(&["bb", "ccc", "a"]), InputKind::Query).await.unwrap();
         assert_eq!(inner.texts_seen.load(Ordering::SeqCst), 3);
@@ -157,13 +157,13 @@ mod tests {
     #[tokio::test]
     async fn passages_and_disabled_cache_pass_through() {
         let inner = Arc::new(CountingEmbedder::default());
-        let cached = CachedEmbedder::new(inner.clone(), 8);
+        let cached = QueryCachedEmbedder::new(inner.clone(), 8);
         cached.embed(&strings(&["a"]), InputKind::Passage).await.unwrap();
         cached.embed(&strings(&["a"]), InputKind::Passage).await.unwrap();
         assert_eq!(inner.texts_seen.load(Ordering::SeqCst), 2);
         assert!(cached.is_empty());
 
-        let disabled = CachedEmbedder::new(inner.clone(), 0);
+        let disabled = QueryCachedEmbedder::new(inner.clone(), 0);
         disabled.embed(&strings(&["q"]), InputKind::Query).await.unwrap();
         disabled.embed(&strings(&["q"]), InputKind::Query).await.unwrap();
         assert_eq!(inner.texts_seen.load(Ordering::SeqCst), 4);
@@ -172,7 +172,7 @@ mod tests {
     #[tokio::test]
     async fn least_recently_used_entry_is_evicted_at_capacity() {
         let inner = Arc::new(CountingEmbedder::default());
-        let cached = CachedEmbedder::new(inner.clone(), 2);
+        let cached = QueryCachedEmbedder::new(inner.clone(), 2);
         cached.embed(&strings(&["a", "b"]), InputKind::Query).await.unwrap();
         cached.embed(&strings(&["a"]), InputKind::Query).await.unwrap();
         cached.embed(&strings(&["c"]), InputKind::Query).await.unwrap();
@@ -186,7 +186,7 @@ mod tests {
 
     #[tokio::test]
     async fn failures_are_not_cached() {
-        let cached = CachedEmbedder::new(Arc::new(CountingEmbedder { fail: true, ..Default::default() }), 4);
+        let cached = QueryCachedEmbedder::new(Arc::new(CountingEmbedder { fail: true, ..Default::default() }), 4);
         assert!(cached.embed(&strings(&["a"]), InputKind::Query).await.is_err());
         assert!(cached.is_empty());
     }

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Wraps an embedder; texts already in the cache file are not sent to it again.
-pub struct CachedEmbedder {
+pub struct FileCachedEmbedder {
     inner: Arc<dyn Embedder>,
     path: PathBuf,
     batch_size: usize,
@@ -17,7 +17,7 @@ pub struct CachedEmbedder {
     misses: AtomicUsize,
 }
 
-impl CachedEmbedder {
+impl FileCachedEmbedder {
     /// Opens (or starts) the cache at `path`; an unreadable file or lines are not fatal.
     pub fn open(inner: Arc<dyn Embedder>, path: &Path, batch_size: usize) -> Self {
         let cache = match EmbeddingCache::open(path, inner.model_name()) {
@@ -44,7 +44,7 @@ impl CachedEmbedder {
 }
 
 #[async_trait]
-impl Embedder for CachedEmbedder {
+impl Embedder for FileCachedEmbedder {
     async fn embed(&self, texts: &[String], kind: InputKind) -> Result<Vec<Vec<f32>>> {
         let model = self.inner.model_name().to_string();
         let keys: Vec<String> = texts.iter().map(|text| cache_key(&model, kind, text)).collect();
@@ -119,12 +119,13 @@ mod tests {
             texts: AtomicUsize::new(0),
         });
         let texts: Vec<String> = ["один", "два", "три", "один"].iter().map(|s| s.to_string()).collect();
-        let first = CachedEmbedder::open(counting.clone(), &path, 2).embed(&texts, InputKind::Passage).await.unwrap();
+        let first =
+            FileCachedEmbedder::open(counting.clone(), &path, 2).embed(&texts, InputKind::Passage).await.unwrap();
         assert_eq!(counting.texts.load(Ordering::Relaxed), 3, "the repeated text is embedded once");
         assert_eq!(counting.calls.load(Ordering::Relaxed), 2, "batches of two");
         assert_eq!(first[0], first[3]);
 
-        let reopened = CachedEmbedder::open(counting.clone(), &path, 2);
+        let reopened = FileCachedEmbedder::open(counting.clone(), &path, 2);
         let second = reopened.embed(&texts, InputKind::Passage).await.unwrap();
         assert_eq!(second, first);
         assert_eq!(counting.calls.load(Ordering::Relaxed), 2, "nothing re-embedded after reopening");
