@@ -20,6 +20,7 @@ mod inline;
 pub(crate) mod jsonl;
 pub mod mapping;
 pub mod markdown;
+mod page_options;
 pub(crate) mod postgres_writer;
 pub(crate) mod records;
 pub(crate) mod site;

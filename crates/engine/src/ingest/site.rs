@@ -4,8 +4,8 @@
 //! the breadcrumb trail. Used for a tree of built pages, a sitemap and a crawled site alike.
 
 use super::html::{decode_html, nesting_depth, parse_html, HtmlPage, MAX_NESTING};
+use super::page_options::{page_url, LoadOptions, SUMMARY_MAX_CHARS};
 use super::records::{truncate_words, SourceDoc};
-use super::tree::{page_url, LoadOptions, SUMMARY_MAX_CHARS};
 use url::Url;
 
 /// What separates a page's title from the site's name in `<title>` (`Page | Site`, `Page - Site`).

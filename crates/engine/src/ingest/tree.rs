@@ -4,31 +4,12 @@
 //! corpus alike.
 
 use super::html::{sniff_html, HtmlPage};
-use super::mapping::MappingRules;
 use super::markdown::parse_markdown;
+pub use super::page_options::LoadOptions;
+pub(crate) use super::page_options::{page_url, SUMMARY_MAX_CHARS};
 use super::records::{truncate_words, SourceDoc};
 use super::site::{html_doc, read_html_page, site_name, sitemap_locations};
-use super::split::ChunkingConfig;
 use std::path::Path;
-
-/// Summaries taken from the first paragraph are cut to this many characters.
-pub(crate) const SUMMARY_MAX_CHARS: usize = 300;
-
-/// Everything a loader needs besides the input itself.
-#[derive(Debug, Clone)]
-pub struct LoadOptions<'a> {
-    /// Prefix of tree doc ids (`{source_name}/{relative path}`) and the owner of their records.
-    pub source_name: &'a str,
-    /// Prepended to page paths (or slugs) to make `url`; empty gives site-relative `/path` urls.
-    pub base_url: &'a str,
-    /// Override the mapping's product / set the version of every doc when non-empty.
-    pub product: &'a str,
-    pub version: &'a str,
-    /// Added to every doc's tags.
-    pub tags: &'a [String],
-    pub mapping: &'a MappingRules,
-    pub chunking: ChunkingConfig,
-}
 
 /// A file that was not ingested (or ingested with a problem), with its path and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -320,38 +301,11 @@ pub(crate) fn page_to_doc(
     Ok((doc, page.warnings))
 }
 
-/// `base_url` + the page's route: an absolute slug as is, a relative slug under the page's
-/// folder, else the path without extension, with `index`/`README`/`<folder>/<folder>` pages
-/// standing for their folder (Docusaurus conventions).
-pub(crate) fn page_url(base_url: &str, relative_path: &str, slug: &str) -> String {
-    let (folder, file_name) = relative_path.rsplit_once('/').unwrap_or(("", relative_path));
-    let stem = file_name.rsplit_once('.').map(|(stem, _)| stem).unwrap_or(file_name);
-    let route = if let Some(absolute) = slug.strip_prefix('/') {
-        absolute.to_string()
-    } else if !slug.is_empty() {
-        join_route(folder, slug)
-    } else if stem.eq_ignore_ascii_case("index")
-        || stem.eq_ignore_ascii_case("readme")
-        || folder.rsplit('/').next() == Some(stem)
-    {
-        folder.to_string()
-    } else {
-        join_route(folder, stem)
-    };
-    format!("{}/{}", base_url.trim_end_matches('/'), route.trim_matches('/'))
-}
-
-fn join_route(folder: &str, name: &str) -> String {
-    if folder.is_empty() {
-        name.to_string()
-    } else {
-        format!("{folder}/{name}")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ingest::mapping::MappingRules;
+    use crate::ingest::split::ChunkingConfig;
 
     #[test]
     fn urls_follow_docusaurus_routes() {
