@@ -288,14 +288,27 @@ pub trait SnapshotSource: Send + Sync {
 
 /// Polls `source` every `interval` (first poll at once) until it is dropped: the one refresh loop.
 pub(crate) fn spawn_refresher<S: SnapshotSource + 'static>(source: &Arc<S>, interval: Duration) {
-    let weak = Arc::downgrade(source);
+    spawn_poller(source, interval, |source| async move {
+        let _ = source.poll().await;
+    });
+}
+
+/// Runs `poll` on `target` every `interval` (the first at once, a late tick delayed, never
+/// two at a time) until `target` is dropped: the loop of every index that polls its source.
+pub(crate) fn spawn_poller<T, F, Fut>(target: &Arc<T>, interval: Duration, poll: F)
+where
+    T: Send + Sync + 'static,
+    F: Fn(Arc<T>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let weak = Arc::downgrade(target);
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticker.tick().await;
-            let Some(source) = weak.upgrade() else { break };
-            let _ = source.poll().await;
+            let Some(target) = weak.upgrade() else { break };
+            poll(target).await;
         }
     });
 }

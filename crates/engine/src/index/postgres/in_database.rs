@@ -132,16 +132,8 @@ impl PostgresSearchIndex {
     /// Polls the tenants' versions every `refresh_interval_ms` (first poll at once), for
     /// `min_index_version` and `/health`, until the index is dropped.
     pub fn spawn_refresher(self: &Arc<Self>) {
-        let weak = Arc::downgrade(self);
-        let interval = self.shared.refresh_interval;
-        tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(interval);
-            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                ticker.tick().await;
-                let Some(index) = weak.upgrade() else { break };
-                let _ = index.poll().await;
-            }
+        crate::index::replica::spawn_poller(self, self.shared.refresh_interval, |index| async move {
+            let _ = index.poll().await;
         });
     }
 
@@ -326,16 +318,6 @@ fn where_clause(level: Level, filter: &RecordFilter, params: &mut Vec<Param>) ->
     clause
 }
 
-/// Whether `filter` narrows a level beyond its tenant (in the SQL; a condition is checked after).
-fn narrows(filter: &RecordFilter) -> bool {
-    [&filter.product, &filter.version, &filter.domain, &filter.section, &filter.platform, &filter.role]
-        .iter()
-        .any(|value| value.is_some())
-        || filter.doc_ids.is_some()
-        || filter.section_ids.is_some()
-        || !filter.tags.is_empty()
-}
-
 /// `limit` as a statement parameter (`usize::MAX`: no limit).
 fn limit_param(limit: usize) -> i64 {
     i64::try_from(limit).unwrap_or(i64::MAX)
@@ -383,13 +365,14 @@ impl VectorIndex for PostgresSearchIndex {
         distinct.sort();
         distinct.dedup();
         let (k1, b) = (f64::from(self.shared.params.k1), f64::from(self.shared.params.b));
-        let narrowed = narrows(filter) || filter.condition.is_some();
         let few_pages = filter.doc_ids.as_ref().is_some_and(|ids| ids.len() <= FEW_PAGES);
         let number = store::level_number(level);
         let depth = self.shared.lexical_depth;
         self.ranked(filter, k, |limit| {
             let mut params: Vec<Param> = Vec::new();
             let clause = where_clause(level, filter, &mut params);
+            // Every parameter after the tenant's is a field of the filter that narrows the level.
+            let narrowed = params.len() > 1 || filter.condition.is_some();
             let first = params.len();
             params.push(Box::new(distinct.clone()));
             params.push(Box::new(k1));
@@ -397,57 +380,47 @@ impl VectorIndex for PostgresSearchIndex {
             params.push(Box::new(limit));
             let (terms, limit) = (first + 1, first + 4);
             let (k1, b) = (format!("${}::float8", first + 2), format!("${}::float8", first + 3));
-            // Scores of every record holding a query term: the BM25 of `Bm25Index::weight`, with
-            // the IDF of `idf` over the tenant level's records.
-            let scores = format!(
-                "WITH s AS (SELECT documents::float8 AS n, \
-                   CASE WHEN documents > 0 THEN total_length::float8 / documents ELSE 0 END AS avgdl \
-                   FROM retr_level_stats WHERE tenant = $1 AND level = {number}), \
-                 q AS (SELECT f.term, ln(1 + (s.n - f.df + 0.5) / (f.df + 0.5)) AS idf \
-                   FROM retr_term_df f, s WHERE f.tenant = $1 AND f.level = {number} AND f.term = ANY(${terms}) \
-                   AND f.df > 0), \
-                 scored AS (SELECT t.rid, sum(q.idf * t.tf * ({k1} + 1) / (t.tf + {k1} * (1 - {b} + {b} * \
-                   CASE WHEN s.avgdl > 0 THEN t.dl / s.avgdl ELSE 1 END))) AS score \
-                   FROM q CROSS JOIN LATERAL (SELECT p.rid, p.tf, p.dl FROM retr_terms p \
-                     WHERE p.tenant = $1 AND p.level = {number} AND p.term = q.term \
-                     ORDER BY p.impact DESC LIMIT {depth}) AS t, s \
-                   GROUP BY t.rid)"
-            );
-            // A few pages (the cascade's sections and chunks of the chosen pages): their records'
-            // terms are read by record, every posting of them, as the in-memory `score_among`.
-            // Without a filter the best `limit` are chosen before their rows are read; with another
-            // one, every scored record's row is checked.
-            let by_record = format!(
-                "WITH s AS (SELECT documents::float8 AS n, \
-                   CASE WHEN documents > 0 THEN total_length::float8 / documents ELSE 0 END AS avgdl \
-                   FROM retr_level_stats WHERE tenant = $1 AND level = {number}), \
-                 q AS (SELECT f.term, ln(1 + (s.n - f.df + 0.5) / (f.df + 0.5)) AS idf \
-                   FROM retr_term_df f, s WHERE f.tenant = $1 AND f.level = {number} AND f.term = ANY(${terms}) \
-                   AND f.df > 0), \
-                 candidates AS (SELECT r.rid FROM retr_records r WHERE {clause}), \
-                 scored AS (SELECT t.rid, sum(q.idf * t.tf * ({k1} + 1) / (t.tf + {k1} * (1 - {b} + {b} * \
-                   CASE WHEN s.avgdl > 0 THEN t.dl / s.avgdl ELSE 1 END))) AS score \
-                   FROM candidates c JOIN retr_terms t ON t.tenant = $1 AND t.rid = c.rid \
-                   JOIN q ON q.term = t.term, s GROUP BY t.rid) \
-                 SELECT {columns}, scored.score FROM scored JOIN retr_records r \
-                 ON r.tenant = $1 AND r.rid = scored.rid ORDER BY scored.score DESC, r.id LIMIT ${limit}",
-                columns = store::RECORD_COLUMNS
-            );
-            let sql = if few_pages {
-                by_record
-            } else if narrowed {
+            // The postings scored: a few pages' (the cascade's sections and chunks of the chosen
+            // pages) read by record, every one of them, as the in-memory `score_among`; else each
+            // query term's, weightiest first, at most `depth` of them.
+            let postings = if few_pages {
                 format!(
-                    "{scores} SELECT {columns}, scored.score FROM scored JOIN retr_records r \
-                     ON r.tenant = $1 AND r.rid = scored.rid WHERE {clause} \
-                     ORDER BY scored.score DESC, r.id LIMIT ${limit}",
-                    columns = store::RECORD_COLUMNS
+                    "FROM (SELECT r.rid FROM retr_records r WHERE {clause}) AS c \
+                     JOIN retr_terms t ON t.tenant = $1 AND t.rid = c.rid JOIN q ON q.term = t.term, s"
                 )
             } else {
                 format!(
-                    "{scores}, best AS (SELECT rid, score FROM scored ORDER BY score DESC LIMIT ${limit}) \
+                    "FROM q CROSS JOIN LATERAL (SELECT p.rid, p.tf, p.dl FROM retr_terms p \
+                     WHERE p.tenant = $1 AND p.level = {number} AND p.term = q.term \
+                     ORDER BY p.impact DESC LIMIT {depth}) AS t, s"
+                )
+            };
+            // The scores: the BM25 of `Bm25Index::weight`, with the IDF of `idf` over the tenant
+            // level's records and its average length.
+            let scored = format!(
+                "WITH s AS (SELECT documents::float8 AS n, \
+                   CASE WHEN documents > 0 THEN total_length::float8 / documents ELSE 0 END AS avgdl \
+                   FROM retr_level_stats WHERE tenant = $1 AND level = {number}), \
+                 q AS (SELECT f.term, ln(1 + (s.n - f.df + 0.5) / (f.df + 0.5)) AS idf \
+                   FROM retr_term_df f, s WHERE f.tenant = $1 AND f.level = {number} AND f.term = ANY(${terms}) \
+                   AND f.df > 0), \
+                 scored AS (SELECT t.rid, sum(q.idf * t.tf * ({k1} + 1) / (t.tf + {k1} * (1 - {b} + {b} * \
+                   CASE WHEN s.avgdl > 0 THEN t.dl / s.avgdl ELSE 1 END))) AS score {postings} GROUP BY t.rid)"
+            );
+            let columns = store::RECORD_COLUMNS;
+            // Without a filter the best `limit` are chosen before their rows are read; with one,
+            // every scored record's row is checked (the few pages' were chosen by it already).
+            let sql = if few_pages || narrowed {
+                let check = if few_pages { String::new() } else { format!(" WHERE {clause}") };
+                format!(
+                    "{scored} SELECT {columns}, scored.score FROM scored JOIN retr_records r \
+                     ON r.tenant = $1 AND r.rid = scored.rid{check} ORDER BY scored.score DESC, r.id LIMIT ${limit}"
+                )
+            } else {
+                format!(
+                    "{scored}, best AS (SELECT rid, score FROM scored ORDER BY score DESC LIMIT ${limit}) \
                      SELECT {columns}, best.score FROM best JOIN retr_records r \
-                     ON r.tenant = $1 AND r.rid = best.rid WHERE {clause}",
-                    columns = store::RECORD_COLUMNS
+                     ON r.tenant = $1 AND r.rid = best.rid WHERE {clause}"
                 )
             };
             (sql, params)
