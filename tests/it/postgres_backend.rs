@@ -18,7 +18,7 @@ use retrieval_service::config::{Secret, Settings, VectorBackend};
 use retrieval_service::{startup, AppState};
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -438,12 +438,9 @@ async fn wait_for_standby(standby: &str, tenant: &str) {
     }
 }
 
-#[cfg_attr(
-    any(retr_test_missing = "postgres", retr_test_missing = "postgres_standby"),
-    ignore = "needs a PostgreSQL primary and standby: set RETR_TEST_POSTGRES_URL and RETR_TEST_POSTGRES_STANDBY_URL (scripts/test.sh starts them)"
-)]
-#[tokio::test]
-async fn with_the_primary_gone_searches_answer_from_the_standby_then_the_replica_flagged() {
+/// The fixture written to a fresh database, replayed on the standby, and the settings of an
+/// instance reading both through proxies, with the switches that take each away.
+async fn fixture_behind_switchable_servers() -> (Settings, Arc<AtomicBool>, Arc<AtomicBool>) {
     let url = postgres_url();
     let standby = standby_url();
     let url = fresh_database(&url).await;
@@ -454,6 +451,16 @@ async fn with_the_primary_gone_searches_answer_from_the_standby_then_the_replica
     let (primary, primary_switch) = proxied(&url).await;
     let (standby_proxy, standby_switch) = proxied(&standby).await;
     let settings = Settings { postgres_standby_urls: Secret::new(standby_proxy), ..settings(&primary) };
+    (settings, primary_switch, standby_switch)
+}
+
+#[cfg_attr(
+    any(retr_test_missing = "postgres", retr_test_missing = "postgres_standby"),
+    ignore = "needs a PostgreSQL primary and standby: set RETR_TEST_POSTGRES_URL and RETR_TEST_POSTGRES_STANDBY_URL (scripts/test.sh starts them)"
+)]
+#[tokio::test]
+async fn with_the_primary_gone_searches_answer_from_the_standby_then_the_replica_flagged() {
+    let (settings, primary_switch, standby_switch) = fixture_behind_switchable_servers().await;
     let (state, index) = serving_state(settings).await;
     let search = json!({"query": "Подключение Android SDK через Gradle", "tenant_id": "t1"}).to_string();
     let (status, fresh) = send(&state, "POST", "/internal/retrieval/search", Some(&search)).await;
@@ -949,16 +956,7 @@ async fn searched_in_the_database_sql_text_is_data() {
 )]
 #[tokio::test]
 async fn searched_in_the_database_with_the_primary_gone_searches_read_the_standby_flagged() {
-    let url = postgres_url();
-    let standby = standby_url();
-    let url = fresh_database(&url).await;
-    let database = url.rsplit_once('/').unwrap().1.to_string();
-    let standby = with_database(&standby, &database);
-    write_snapshot(&url, &fixtures::snapshot()).await;
-    wait_for_standby(&standby, "t1").await;
-    let (primary, primary_switch) = proxied(&url).await;
-    let (standby_proxy, standby_switch) = proxied(&standby).await;
-    let settings = Settings { postgres_standby_urls: Secret::new(standby_proxy), ..settings(&primary) };
+    let (settings, primary_switch, standby_switch) = fixture_behind_switchable_servers().await;
     let (state, index) = in_database_state(settings).await;
     let search = json!({"query": "Подключение Android SDK через Gradle", "tenant_id": "t1"}).to_string();
     let (status, fresh) = send(&state, "POST", "/internal/retrieval/search", Some(&search)).await;
