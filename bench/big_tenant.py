@@ -62,7 +62,13 @@ def bodies(queries: Path, count: int) -> list[str]:
     return out
 
 
-def search(port: int, body: str) -> tuple[float, list[str]]:
+def hit_id(hit: dict) -> str:
+    """A hit's own id: its chunk's, else its section's, else its page's."""
+    return hit.get("chunk_id") or hit.get("section_id") or hit["doc_id"]
+
+
+def search(port: int, body: str, key=hit_id) -> tuple[float, list[str]]:
+    """One search: its latency in ms and `key` of each of its hits, in order."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     started = time.perf_counter()
     connection.request("POST", "/internal/retrieval/search", body=body.encode(),
@@ -74,7 +80,7 @@ def search(port: int, body: str) -> tuple[float, list[str]]:
     if response.status != 200:
         raise SystemExit(f"search answered {response.status}: {payload[:300]!r}")
     hits = json.loads(payload)["hits"]
-    return elapsed, [hit.get("chunk_id") or hit.get("section_id") or hit["doc_id"] for hit in hits]
+    return elapsed, [key(hit) for hit in hits]
 
 
 class Service:

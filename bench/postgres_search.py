@@ -20,7 +20,6 @@ Needs wrk; env passes through RETR_* settings to try (RETR_POSTGRES_EF_SEARCH, .
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import sys
 import tempfile
@@ -29,23 +28,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from big_tenant import Service, bodies, data_files, percentile, wrk  # noqa: E402
+from big_tenant import Service, bodies, data_files, percentile, search, wrk  # noqa: E402
 
 
 def pages(port: int, body: str) -> tuple[float, list[str]]:
     """One search: its latency in ms and the pages (doc ids) of its hits, in order."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    started = time.perf_counter()
-    connection.request("POST", "/internal/retrieval/search", body=body.encode(),
-                       headers={"content-type": "application/json"})
-    response = connection.getresponse()
-    payload = response.read()
-    elapsed = (time.perf_counter() - started) * 1000
-    connection.close()
-    if response.status != 200:
-        raise SystemExit(f"search answered {response.status}: {payload[:300]!r}")
-    answer = json.loads(payload)
-    return elapsed, [hit["doc_id"] for hit in answer["hits"]]
+    return search(port, body, key=lambda hit: hit["doc_id"])
 
 
 def main() -> int:
