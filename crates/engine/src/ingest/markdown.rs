@@ -63,22 +63,7 @@ fn options() -> Options {
 
 fn parse_body(body: &str, max_section_level: usize) -> ParsedPage {
     let prepared = mdx_prepass(body);
-    let mut renderer = Renderer {
-        max_section_level,
-        admonitions: &prepared.admonitions,
-        in_admonition: false,
-        sections: Vec::new(),
-        headings: Vec::new(),
-        lines: Vec::new(),
-        h1: None,
-        first_paragraph: None,
-        fallback_paragraph: None,
-        stack: Vec::new(),
-        inline: String::new(),
-        code: None,
-        table: None,
-        paragraph_start: 0,
-    };
+    let mut renderer = Renderer::new(max_section_level, &prepared.admonitions);
     for (event, range) in Parser::new_ext(&prepared.text, options()).into_offset_iter() {
         renderer.event(event, range.start);
     }
@@ -415,9 +400,16 @@ pub(crate) struct Renderer<'a> {
 impl Renderer<'static> {
     /// A renderer for a reader that has no Markdown source (HTML).
     pub(crate) fn without_source(max_section_level: usize) -> Self {
+        Renderer::new(max_section_level, &[])
+    }
+}
+
+impl<'a> Renderer<'a> {
+    /// An empty renderer; `admonitions` are the source's admonition blocks (byte ranges).
+    fn new(max_section_level: usize, admonitions: &'a [Range<usize>]) -> Self {
         Renderer {
             max_section_level,
-            admonitions: &[],
+            admonitions,
             in_admonition: false,
             sections: Vec::new(),
             headings: Vec::new(),
