@@ -87,7 +87,7 @@ pub async fn run(settings: &Settings, embedder: Arc<dyn Embedder>, args: &LearnA
     let queries: Vec<String> = searches.iter().chain(&held_out).map(|s| s.query.clone()).collect();
     cached.embed(&queries, crate::embed::InputKind::Query).await.map_err(|error| error.to_string())?;
     let service = crate::startup::state_with(settings.clone(), index, cached).search;
-    let examples = learn::examples(&service, &tenant, &searches).await.map_err(|error| error.to_string())?;
+    let examples = service.learning_examples(&tenant, &searches).await.map_err(|error| error.to_string())?;
     let outcome = learn::learn(&examples, args.regularization);
     let mut report = String::new();
     let _ = writeln!(
@@ -114,7 +114,7 @@ pub async fn run(settings: &Settings, embedder: Arc<dyn Embedder>, args: &LearnA
         learn::FEATURES.iter().zip(&fitted).map(|(name, weight)| format!("{name} {weight:+.4}")).collect();
     let _ = writeln!(report, "regularization {regularization}; weights: {}", weights.join(", "));
     if !held_out.is_empty() {
-        let scored = learn::examples(&service, &tenant, &held_out).await.map_err(|error| error.to_string())?;
+        let scored = service.learning_examples(&tenant, &held_out).await.map_err(|error| error.to_string())?;
         let refs: Vec<&learn::Example> = scored.iter().collect();
         let kept = outcome.model.as_ref().map_or(fit::default_weights(), |model| model.weights.clone());
         let _ = writeln!(

@@ -368,9 +368,7 @@ async fn lexical_search(
         router_mode: Some(router_mode),
         ..search.clone()
     };
-    let answer = state.search.search_with_mode(&lexical, RankingMode::Lexical).await?;
-    let texts = crate::search::prompt_context::hit_texts(index, &lexical.tenant_id, &answer.hits).await?;
-    Ok((answer, texts))
+    Ok(state.search.search_with_texts_in_mode(&lexical, RankingMode::Lexical).await?)
 }
 
 /// The records of `hits` (in their order; a hit whose text is gone is left out) whose score is at

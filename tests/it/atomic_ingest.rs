@@ -117,7 +117,7 @@ impl Random {
 
 /// What one check of the replica saw, or why it is not a complete version.
 async fn check(reader: &ChromaIndex, versions: &[Version; 2], query: &[f32]) -> Result<&'static str, String> {
-    let Some(pinned) = reader.pin().await else {
+    let Ok(pinned) = reader.pin().await else {
         return Err("no replica to pin".into());
     };
     let tenant = RecordFilter::tenant(TENANT);

@@ -63,6 +63,10 @@ pub struct Metadata {
 /// Longest accepted tenant id; tenant ids are `[A-Za-z0-9._-]`.
 pub(crate) const MAX_TENANT_ID_CHARS: usize = 128;
 
+/// The hard cap of `max_results` (a prompt holds few hits): larger request values are capped,
+/// larger settings rejected; a learned re-ranker takes at most this many candidates.
+pub const MAX_RESULTS_CAP: usize = 50;
+
 /// The rule of a tenant id: 1–`MAX_TENANT_ID_CHARS` characters of `[A-Za-z0-9._-]`. The error is
 /// the message alone; `search::validate_tenant` names the field `tenant_id` in front of it.
 pub(crate) fn validate_tenant_id(tenant_id: &str) -> Result<(), String> {

@@ -355,7 +355,8 @@ pub async fn run_pages(
     cached.embed(&texts, crate::embed::InputKind::Query).await?;
     let service = build_service(Arc::clone(&index) as _, Arc::clone(&cached));
 
-    let themes = service.themes_for(&(Arc::clone(&index) as _), &tenant_id).await;
+    let source = index.pin().await.map_err(|e| EvalError::Index(e.to_string()))?;
+    let themes = service.themes_for(&source, &tenant_id).await;
     let mut modes = Vec::new();
     let mut failures = Vec::new();
     let mut all_outcomes = Vec::new();

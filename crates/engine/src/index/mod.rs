@@ -1,5 +1,6 @@
-//! Index backends: the `VectorIndex` trait the search pipeline runs on, the record filter
-//! both backends apply, the in-memory backend and the BM25 lexical index.
+//! Index backends: the `VectorIndex` trait the service holds its index by (health, stats, the
+//! version, and `pin`, which hands a search its `Source`), the `Source` a search reads, the
+//! record filter every backend applies, the in-memory engine and the BM25 lexical index.
 
 pub(crate) mod change;
 pub mod chroma;
@@ -16,6 +17,7 @@ pub mod postgres;
 mod record_ref;
 pub mod replica;
 pub use crate::scope;
+mod source;
 mod tenant_level;
 mod vectors;
 
@@ -31,6 +33,8 @@ pub use file_index::InMemoryIndex;
 pub use filter::RecordFilter;
 pub use postgres::{PostgresIndex, PostgresSearchIndex, PostgresSearchMode, PostgresSettings};
 pub(crate) use record_ref::{LevelStore, RecordRef};
+pub use replica::PinnedSnapshot;
+pub use source::Source;
 
 /// The number of the record whose id is `id` among `records`, which a level keeps in id order.
 pub(crate) fn number_by_id<R: AsRef<Record>>(records: &[R], id: &str) -> Option<usize> {
@@ -188,18 +192,10 @@ pub trait VectorIndex: Send + Sync {
         None
     }
 
-    /// The current snapshot as an index of its own, so that one search reads one snapshot from
-    /// its first call to its last even when a reload lands in between. `None` when nothing is
-    /// loaded (the index's own calls then report why).
-    async fn pin(&self) -> Option<Arc<dyn VectorIndex>> {
-        None
-    }
-
-    /// The topic numbers the records' features hold (`features::TopicTable`), for matching themes
-    /// on numbers; `None` when the records have no features (they are then matched on strings).
-    fn topics(&self) -> Option<Arc<features::TopicTable>> {
-        None
-    }
+    /// What one search reads, fixed from its first read to its last even when a reload lands in
+    /// between: the current snapshot, or the database held to one server. Without a loaded
+    /// snapshot, why there is none.
+    async fn pin(&self) -> Result<Source>;
 }
 
 /// Cosine similarity; 0 when either vector is zero or the lengths differ, never NaN.

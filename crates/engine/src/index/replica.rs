@@ -2,12 +2,12 @@
 //! `LoadedIndex` held by a `Replica`, which a `SnapshotSource` (the snapshot file, Chroma or PostgreSQL)
 //! brings up to date. One refresh loop (`spawn_refresher`), one swap (`Replica::swap`), one error
 //! state (`Replica::fail`, or a probe of the source unanswered past its deadline:
-//! `Replica::probe`), and one `VectorIndex` implementation for every source: each call reads
-//! the current snapshot, and `pin` hands a search one snapshot for all of its calls.
+//! `Replica::probe`). Every `SnapshotSource` is a `VectorIndex` (`index/source.rs`): each call
+//! reads the current snapshot, and `pin` hands a search one snapshot (`Source::Snapshot`) for all
+//! of its reads.
 
 use super::memory::LoadedIndex;
-use super::{IndexError, IndexErrorKind, IndexStats, RecordFilter, ReplicaStatus, Result, ScoredRecord, VectorIndex};
-use crate::model::{Level, Record};
+use super::{IndexError, IndexErrorKind, ReplicaStatus, Result};
 use async_trait::async_trait;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -46,6 +46,18 @@ pub struct Replica {
     /// How long a probe may go unanswered before the replica counts as stale (one call's timeout;
     /// `None`: never, the default).
     probe_deadline: RwLock<Option<Duration>>,
+}
+
+/// One loaded snapshot with what was known of it when it was pinned: what a search reads
+/// (`Source::Snapshot`).
+#[derive(Clone)]
+pub struct PinnedSnapshot {
+    pub(crate) loaded: Arc<LoadedIndex>,
+    pub(crate) version: Option<u64>,
+    /// Why its answers may be out of date, fixed when it was pinned.
+    pub(crate) staleness: Option<String>,
+    /// Levels of at least this many records may be ranked through their partition (0: never).
+    pub(crate) approximate_min_records: usize,
 }
 
 /// A probe in progress ([`Replica::probe`]); over when dropped, answered or not.
@@ -259,18 +271,21 @@ impl Replica {
         })
     }
 
-    /// The current snapshot, its version and staleness, fixed as an index of its own.
-    pub(crate) fn pin(&self, backend: &'static str) -> Option<Arc<dyn VectorIndex>> {
+    /// The current snapshot with its version and staleness, fixed for one search.
+    pub(crate) fn pin(&self, backend: &'static str) -> Option<PinnedSnapshot> {
         let staleness = self.staleness(backend);
         let state = self.read();
         let loaded = Arc::clone(state.loaded.as_ref()?);
-        let replica = Replica::fixed(loaded, state.version, staleness);
-        replica.set_approximate_min_records(self.approximate_min_records());
-        Some(Arc::new(PinnedIndex { backend, replica }))
+        Some(PinnedSnapshot {
+            loaded,
+            version: state.version,
+            staleness,
+            approximate_min_records: self.approximate_min_records(),
+        })
     }
 }
 
-/// Where a replica's snapshots come from. Every `SnapshotSource` is a `VectorIndex` (below).
+/// Where a replica's snapshots come from. Every `SnapshotSource` is a `VectorIndex` (`index/source.rs`).
 #[async_trait]
 pub trait SnapshotSource: Send + Sync {
     fn backend_name(&self) -> &'static str;
@@ -313,115 +328,6 @@ where
     });
 }
 
-/// One snapshot, fixed: what `VectorIndex::pin` returns.
-#[derive(Debug)]
-pub(crate) struct PinnedIndex {
-    backend: &'static str,
-    replica: Replica,
-}
-
-#[async_trait]
-impl SnapshotSource for PinnedIndex {
-    fn backend_name(&self) -> &'static str {
-        self.backend
-    }
-
-    fn replica(&self) -> &Replica {
-        &self.replica
-    }
-
-    async fn poll(self: Arc<Self>) -> Result<bool> {
-        Ok(false)
-    }
-}
-
-async fn loaded<S: SnapshotSource + ?Sized>(source: &S) -> Result<Arc<LoadedIndex>> {
-    source.before_read().await;
-    source.replica().snapshot()
-}
-
-#[async_trait]
-impl<S: SnapshotSource> VectorIndex for S {
-    fn backend_name(&self) -> &'static str {
-        SnapshotSource::backend_name(self)
-    }
-
-    async fn knn(&self, level: Level, filter: &RecordFilter, query: &[f32], k: usize) -> Result<Vec<ScoredRecord>> {
-        let min_records = self.replica().approximate_min_records();
-        loaded(self).await?.knn_approximate(level, filter, query, k, min_records)
-    }
-
-    async fn lexical(
-        &self,
-        level: Level,
-        filter: &RecordFilter,
-        terms: &[String],
-        k: usize,
-    ) -> Result<Vec<ScoredRecord>> {
-        Ok(loaded(self).await?.lexical(level, filter, terms, k))
-    }
-
-    async fn get(&self, level: Level, filter: &RecordFilter, limit: usize) -> Result<Vec<Arc<Record>>> {
-        Ok(loaded(self).await?.get(level, filter, limit))
-    }
-
-    async fn text_search(
-        &self,
-        level: Level,
-        filter: &RecordFilter,
-        needles: &[String],
-        limit: usize,
-    ) -> Result<Vec<Arc<Record>>> {
-        Ok(loaded(self).await?.text_search(level, filter, needles, limit))
-    }
-
-    async fn doc_chunks(&self, tenant_id: &str, doc_id: &str) -> Result<Vec<Arc<Record>>> {
-        let filter = RecordFilter { doc_ids: Some(vec![doc_id.to_string()]), ..RecordFilter::tenant(tenant_id) };
-        Ok(loaded(self).await?.get(Level::Chunk, &filter, usize::MAX))
-    }
-
-    async fn tenant_exists(&self, tenant_id: &str) -> Result<bool> {
-        Ok(loaded(self).await?.has_tenant(tenant_id))
-    }
-
-    async fn dimension(&self) -> Result<Option<usize>> {
-        Ok(Some(loaded(self).await?.dimension()).filter(|&dimension| dimension > 0))
-    }
-
-    async fn stats(&self) -> Result<IndexStats> {
-        let mut stats = loaded(self).await?.stats();
-        stats.backend = SnapshotSource::backend_name(self).to_string();
-        Ok(stats)
-    }
-
-    /// From the replica's state only: `/health` never waits on the source (the refresher polls
-    /// it in the background and records failures, which `staleness` reports).
-    async fn health(&self) -> Result<()> {
-        self.replica().snapshot().map(|_| ())
-    }
-
-    fn staleness(&self) -> Option<String> {
-        self.replica().staleness(SnapshotSource::backend_name(self))
-    }
-
-    fn replica_status(&self) -> Option<ReplicaStatus> {
-        self.replica().status()
-    }
-
-    fn version(&self) -> Option<u64> {
-        self.replica().version()
-    }
-
-    async fn pin(&self) -> Option<Arc<dyn VectorIndex>> {
-        self.before_read().await;
-        self.replica().pin(SnapshotSource::backend_name(self))
-    }
-
-    fn topics(&self) -> Option<Arc<crate::index::features::TopicTable>> {
-        self.replica().current().map(|loaded| Arc::clone(loaded.topics()))
-    }
-}
-
 /// The version a replica serves after installing `new` over `served`: never an older one than
 /// it served (a file restored with an older modification time, a clock set back), so that a
 /// read-your-writes client that saw a version is never told afterwards the index is behind it.
@@ -453,7 +359,7 @@ mod tests {
         let note = replica.staleness("chroma").expect("stale once the probe is overdue");
         assert!(note.contains("cannot be refreshed") && note.contains("no answer"), "{note}");
         // A search pins the replica with the same note.
-        assert_eq!(replica.pin("chroma").unwrap().staleness(), Some(note));
+        assert_eq!(replica.pin("chroma").unwrap().staleness, Some(note));
         drop(probe);
         assert_eq!(replica.staleness("chroma"), None, "the probe is over");
         replica.confirm(Some(1));

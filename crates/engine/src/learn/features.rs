@@ -2,7 +2,7 @@
 //! site (the set `bench/rerank_probe.py` reads over HTTP), computed from the cascade's own
 //! evidence, so the service and the learner see the same values.
 
-use crate::search::ranking::Ranked;
+use crate::model::Metadata;
 
 /// The features, in the order of a row and of a model's weights.
 pub const FEATURES: [&str; 15] = [
@@ -36,12 +36,25 @@ fn words(text: &str) -> std::collections::HashSet<String> {
         .collect()
 }
 
-/// One row per hit, in the hits' order. `docs` is the doc step's list (its order gives the
-/// doc-step rank), `labels` the hits' theme labels and `primary_theme` the router's.
+/// What a row is computed from: one hit's evidence as the cascade ranked it.
+pub(crate) struct HitEvidence<'a> {
+    pub(crate) meta: &'a Metadata,
+    /// The final score.
+    pub(crate) score: f32,
+    /// Rank (1-based) and cosine in the dense list, when the hit was in it.
+    pub(crate) dense: Option<(usize, f32)>,
+    /// Rank (1-based) and BM25 in the lexical list, when the hit was in it.
+    pub(crate) lexical: Option<(usize, f32)>,
+    pub(crate) fused_normalized: f32,
+    pub(crate) page_evidence: Option<f32>,
+}
+
+/// One row per hit, in the hits' order. `docs` is the doc ids of the doc step's list (its order
+/// gives the doc-step rank), `labels` the hits' theme labels and `primary_theme` the router's.
 pub(crate) fn rows(
     query: &str,
-    hits: &[Ranked],
-    docs: &[Ranked],
+    hits: &[HitEvidence<'_>],
+    docs: &[&str],
     labels: &[Option<String>],
     primary_theme: Option<&str>,
 ) -> Vec<Row> {
@@ -52,14 +65,14 @@ pub(crate) fn rows(
         asked.iter().filter(|word| found.contains(*word)).count() as f64 / asked.len().max(1) as f64
     };
     let doc_rank: std::collections::HashMap<&str, usize> =
-        docs.iter().enumerate().rev().map(|(rank, doc)| (&*doc.record.meta.doc_id, rank)).collect();
+        docs.iter().enumerate().rev().map(|(rank, doc)| (*doc, rank)).collect();
     let best_cosine = hits.iter().filter_map(|hit| hit.dense.map(|d| d.1 as f64)).fold(0.0, f64::max);
     let best_lexical = hits.iter().filter_map(|hit| hit.lexical.map(|l| l.1 as f64)).fold(0.0, f64::max);
     let best_lexical = if best_lexical > 0.0 { best_lexical } else { 1.0 };
     hits.iter()
         .enumerate()
         .map(|(place, hit)| {
-            let meta = &hit.record.meta;
+            let meta = hit.meta;
             let cosine = hit.dense.map(|d| d.1 as f64);
             let score = hit.score as f64;
             let fused = if hit.fused_normalized != 0.0 { hit.fused_normalized as f64 } else { 1.0 };

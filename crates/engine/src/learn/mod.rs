@@ -1,7 +1,8 @@
 //! What a tenant's search learns from its own users: a re-ranker of the first hits fitted on the
 //! feedback the orchestrator reported (`crate::feedback`), kept only when it beats the service's
 //! own order on the feedback it was not fitted on, and read by every search of that tenant
-//! (`model::LearnedRerankers`).
+//! (`model::LearnedRerankers`). The searches it learns from are asked by
+//! `SearchService::learning_examples`: this module knows nothing of the search itself.
 
 pub mod features;
 pub mod fit;
@@ -12,7 +13,6 @@ pub use fit::Example;
 pub use model::{HeldOutScore, LearnedReranker, LearnedRerankers};
 
 use crate::feedback::{FeedbackRecord, Verdict};
-use crate::search::{SearchError, SearchRequest, SearchService, TenantId};
 
 /// Hits a learned re-ranker re-orders (the search takes this many, then cuts to what was asked).
 pub const CANDIDATES: usize = 20;
@@ -52,25 +52,6 @@ impl LabelledSearch {
         }
         Some(Self { key: record.trace_id.clone(), query: record.query.clone(), used: record.used.clone() })
     }
-}
-
-/// Asks every search (without any learned model) and marks the candidates its answer used.
-pub async fn examples(
-    service: &SearchService,
-    tenant: &TenantId,
-    searches: &[LabelledSearch],
-) -> Result<Vec<Example>, SearchError> {
-    let mut examples = Vec::with_capacity(searches.len());
-    for search in searches {
-        let request = SearchRequest::new(tenant.clone(), search.query.clone());
-        let candidates = service.candidates(&request).await?;
-        let used = candidates
-            .iter()
-            .map(|c| search.used.iter().any(|u| *u == c.hit_id || *u == c.doc_id || *u == c.source))
-            .collect();
-        examples.push(Example { rows: candidates.into_iter().map(|c| c.row).collect(), used, key: search.key.clone() });
-    }
-    Ok(examples)
 }
 
 /// The result of a refit.

@@ -57,8 +57,8 @@ impl LearnedReranker {
         if self.weights.len() != FEATURES.len() || self.weights.iter().any(|w| !w.is_finite()) {
             return Some(format!("it needs {} finite weights", FEATURES.len()));
         }
-        if !(1..=crate::search::settings::MAX_RESULTS_CAP).contains(&self.candidates) {
-            return Some(format!("candidates must be within 1..={}", crate::search::settings::MAX_RESULTS_CAP));
+        if !(1..=crate::model::MAX_RESULTS_CAP).contains(&self.candidates) {
+            return Some(format!("candidates must be within 1..={}", crate::model::MAX_RESULTS_CAP));
         }
         None
     }

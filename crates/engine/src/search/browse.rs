@@ -2,8 +2,11 @@
 //! the tenant's pages fall under, with page counts, and the outline (section headings) of one page.
 //! Both read one pinned snapshot, like a search.
 
-use super::{Result, SearchError, SearchService, TenantId};
-use crate::index::{RecordFilter, VectorIndex};
+use super::error::{Result, SearchError};
+use super::limits::validate_id;
+use super::service::SearchService;
+use super::tenant::TenantId;
+use crate::index::{RecordFilter, Source};
 use crate::model::{Level, Record};
 use crate::router::infer_theme_label;
 use std::collections::HashMap;
@@ -32,13 +35,13 @@ pub struct Topics {
 
 impl SearchService {
     /// The current snapshot of `tenant_id`, once the tenant is this instance's and has pages.
-    async fn pin_tenant(&self, tenant_id: &TenantId) -> Result<Arc<dyn VectorIndex>> {
+    async fn pin_tenant(&self, tenant_id: &TenantId) -> Result<Source> {
         self.check_served(tenant_id)?;
-        let index = self.index.pin().await.unwrap_or_else(|| Arc::clone(&self.index));
-        if !index.tenant_exists(tenant_id).await? {
+        let source = self.index.pin().await?;
+        if !source.tenant_exists(tenant_id).await? {
             return Err(SearchError::UnknownTenant(tenant_id.to_string()));
         }
-        Ok(index)
+        Ok(source)
     }
 
     /// The themes `tenant_id`'s pages fall under, each with its page count: a page counts under
@@ -74,7 +77,7 @@ impl SearchService {
     /// The sections of one page of `tenant_id` in reading order (page, then id): their headings
     /// are the page's outline. `NotFound` when the tenant has no such page.
     pub async fn outline(&self, tenant_id: &TenantId, doc_id: &str) -> Result<Vec<Arc<Record>>> {
-        super::validate_id("doc_id", doc_id)?;
+        validate_id("doc_id", doc_id)?;
         let index = self.pin_tenant(tenant_id).await?;
         let mut filter = RecordFilter::tenant(tenant_id.to_string());
         filter.doc_ids = Some(vec![doc_id.to_string()]);

@@ -1,20 +1,26 @@
-//! The doc → section → chunk cascade (filter, rank docs, sections, chunks, answer), written once for every backend.
+//! The stage **cascade**: doc → section → chunk (filter, choose pages, rank their sections, their
+//! chunks, the text fallback), written once for every source. Each level reads its candidates
+//! from the search's `Source` (`ranking::candidates`, and the plain reads here: the doc filter's
+//! section owners, padding, pages only the evidence named, the text fallback) and ranks them with
+//! plain functions (`ranking::fuse_and_boost`, `fuse_doc_lists`, `add_second_section_evidence`,
+//! `cap_per_doc`, `score_fallback`); a level's reads depend on the level above, so the cascade
+//! reads again between its rankings.
 
+use super::error::Result;
 use super::fusion::{RankedList, ReciprocalRankFusion};
-use super::ranking::{rank_level, rank_level_with, Ranked, RankingContext, FUSION_DEPTH};
+use super::ranking::{candidates, fuse, fuse_and_boost, rank_level, Candidates, Ranked, RankingContext, FUSION_DEPTH};
 use super::rerank::rerank_sections;
 use super::settings::RuntimeSettings;
-use super::types::{RetrievalHit, Steps};
-use super::{Degradation, Result};
+use super::types::{Degradation, RetrievalHit, Steps};
 use crate::index::features::IdOrder;
-use crate::index::{RecordFilter, VectorIndex};
+use crate::index::{RecordFilter, Source};
 use crate::model::Level;
 use crate::rerank::Reranker;
 use crate::router::ThemeLabels;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::time::Duration;
 
-/// Everything one cascade run needs besides the index.
+/// Everything one cascade run needs besides the source.
 pub(crate) struct CascadeInput<'a> {
     pub(crate) filter: RecordFilter,
     pub(crate) ranking: RankingContext<'a>,
@@ -47,16 +53,16 @@ pub(crate) struct CascadeOutput {
 }
 
 /// Runs the cascade. Section hits win when there are any; else chunk hits; else the text fallback.
-pub(crate) async fn run(index: &dyn VectorIndex, input: CascadeInput<'_>) -> Result<CascadeOutput> {
+pub(crate) async fn run(source: &Source, input: CascadeInput<'_>) -> Result<CascadeOutput> {
     let settings = input.settings;
-    let doc_filter = doc_level_filter(index, &input.filter).await?;
+    let doc_filter = doc_level_filter(source, &input.filter).await?;
 
     let mut docs = match &doc_filter {
-        Some(filter) => choose_docs(index, filter, &input.ranking, settings.doc_top_k).await?,
+        Some(filter) => choose_docs(source, filter, &input.ranking, settings.doc_top_k).await?,
         None => Vec::new(),
     };
     if let Some(filter) = &doc_filter {
-        pad_docs(index, filter, &mut docs, settings.min_docs).await?;
+        pad_docs(source, filter, &mut docs, settings.min_docs).await?;
     }
     let chosen_docs: Vec<String> = docs.iter().map(|d| d.record.meta.doc_id.to_string()).collect();
     // The same pages by number, when the index numbered them all in one build.
@@ -70,7 +76,7 @@ pub(crate) async fn run(index: &dyn VectorIndex, input: CascadeInput<'_>) -> Res
     if !chosen_docs.is_empty() {
         // The chunk step, when it runs, takes the same pages: the section filter keeps them.
         let section_filter = RecordFilter { doc_ids: Some(chosen_docs), pages: chosen_pages, ..input.filter.clone() };
-        sections = rank_level(index, Level::Section, &section_filter, &input.ranking, settings.section_top_k).await?;
+        sections = rank_level(source, Level::Section, &section_filter, &input.ranking, settings.section_top_k).await?;
         sections.retain(|s| s.fused_normalized >= settings.min_score);
         add_second_section_evidence(&mut sections, input.ranking.boosting.cascade.second_section_weight);
         if let Some(step) = &input.rerank {
@@ -86,7 +92,7 @@ pub(crate) async fn run(index: &dyn VectorIndex, input: CascadeInput<'_>) -> Res
                 chunk_filter.section_ids =
                     Some(sections.iter().filter_map(|s| s.record.meta.section_id.clone()).collect());
             }
-            chunks = rank_level(index, Level::Chunk, &chunk_filter, &input.ranking, settings.chunk_top_k).await?;
+            chunks = rank_level(source, Level::Chunk, &chunk_filter, &input.ranking, settings.chunk_top_k).await?;
             chunks.retain(|c| c.fused_normalized >= settings.min_score);
             chunks = cap_per_doc(chunks, settings.topk_per_doc);
             chunks.truncate(input.max_results);
@@ -109,7 +115,7 @@ pub(crate) async fn run(index: &dyn VectorIndex, input: CascadeInput<'_>) -> Res
         (chunks.clone(), Some(Level::Chunk))
     } else {
         fallback_used = true;
-        let found = text_fallback(index, &input, settings).await?;
+        let found = text_fallback(source, &input, settings).await?;
         let level = if found.is_empty() { None } else { Some(Level::Chunk) };
         (found, level)
     };
@@ -121,27 +127,54 @@ pub(crate) async fn run(index: &dyn VectorIndex, input: CascadeInput<'_>) -> Res
 /// tenant-wide rankings, so a page whose title does not echo the question still gets in when
 /// its content answers it (and the gate keeps working whatever the number of pages).
 async fn choose_docs(
-    index: &dyn VectorIndex,
+    source: &Source,
     filter: &RecordFilter,
     ranking: &RankingContext<'_>,
     k: usize,
 ) -> Result<Vec<Ranked>> {
     let cascade = &ranking.boosting.cascade;
     if cascade.section_weight <= 0.0 && cascade.chunk_weight <= 0.0 {
-        return rank_level(index, Level::Doc, filter, ranking, k).await;
+        return rank_level(source, Level::Doc, filter, ranking, k).await;
     }
     let depth = FUSION_DEPTH.max(k);
-    let direct = if cascade.doc_weight > 0.0 {
-        rank_level(index, Level::Doc, filter, ranking, depth).await?
-    } else {
-        Vec::new()
+    let direct = match cascade.doc_weight > 0.0 {
+        true => Some(candidates(source, Level::Doc, filter, ranking, depth).await?),
+        false => None,
     };
     let mut evidence = Vec::new();
     for (level, weight) in [(Level::Section, cascade.section_weight), (Level::Chunk, cascade.chunk_weight)] {
         if weight > 0.0 {
-            evidence.push((rank_level_with(index, level, filter, ranking, depth, false).await?, weight));
+            evidence.push((candidates(source, level, filter, ranking, depth).await?, weight));
         }
     }
+    let (direct, fused) = fuse_doc_lists(direct.as_ref(), &evidence, ranking, k);
+    let missing: Vec<String> = fused.iter().filter_map(|(place, ..)| place.as_ref().err().cloned()).collect();
+    let looked_up = match missing.is_empty() {
+        true => Vec::new(),
+        false => source.get(Level::Doc, &filter.with_doc_ids(missing.clone()), missing.len()).await?,
+    };
+    Ok(place_docs(direct, fused, looked_up))
+}
+
+/// A fused page: its place in the direct list, or its doc id when only the evidence named it,
+/// with its raw and normalised fused score.
+type FusedPage = (std::result::Result<usize, String>, f32, f32);
+
+/// The doc step's ranking over its candidates: the pages' own records fused and boosted (the
+/// direct list), each evidence level fused, then all of them fused by RRF into the top `k` pages.
+fn fuse_doc_lists(
+    direct: Option<&Candidates>,
+    evidence: &[(Candidates, f32)],
+    ranking: &RankingContext<'_>,
+    k: usize,
+) -> (Vec<Ranked>, Vec<FusedPage>) {
+    let cascade = &ranking.boosting.cascade;
+    let depth = FUSION_DEPTH.max(k);
+    let direct = direct.map(|found| fuse_and_boost(found, ranking, depth)).unwrap_or_default();
+    // The evidence lists only need the fused order of relevance, and boosting (which reads every
+    // candidate's metadata and text) is not free.
+    let evidence: Vec<(Vec<Ranked>, f32)> =
+        evidence.iter().map(|(found, weight)| (fuse(found, ranking, depth, false), *weight)).collect();
     let fusion = ReciprocalRankFusion::new(cascade.k);
     // Pages are keyed by their number in the tenant's page order when every ranked record has one
     // from one index build (no id hashed); else by their doc id. Both order pages alike.
@@ -151,16 +184,22 @@ async fn choose_docs(
         }),
         None => fuse_pages(&direct, &evidence, cascade.doc_weight, fusion, k, |r| r.record.meta.doc_id.as_str()),
     };
-    let missing: Vec<String> = fused.iter().filter_map(|(place, ..)| place.as_ref().err().cloned()).collect();
-    let mut looked_up: HashMap<String, Ranked> = HashMap::default();
-    if !missing.is_empty() {
-        let lookup = filter.with_doc_ids(missing.clone());
-        for record in index.get(Level::Doc, &lookup, missing.len()).await? {
-            looked_up.insert(record.meta.doc_id.to_string(), Ranked::unscored(record, 0.0, false));
-        }
-    }
+    (direct, fused)
+}
+
+/// The fused pages in their fused order: a direct page's own ranked record, or the doc record
+/// read for a page only the evidence named, each scored with its fused score.
+fn place_docs(
+    direct: Vec<Ranked>,
+    fused: Vec<FusedPage>,
+    looked_up: Vec<std::sync::Arc<crate::model::Record>>,
+) -> Vec<Ranked> {
+    let mut looked_up: HashMap<String, Ranked> = looked_up
+        .into_iter()
+        .map(|record| (record.meta.doc_id.to_string(), Ranked::unscored(record, 0.0, false)))
+        .collect();
     let mut direct: Vec<Option<Ranked>> = direct.into_iter().map(Some).collect();
-    Ok(fused
+    fused
         .into_iter()
         .filter_map(|(place, score, normalized)| {
             let mut doc = match place {
@@ -172,7 +211,7 @@ async fn choose_docs(
             doc.score = normalized;
             Some(doc)
         })
-        .collect())
+        .collect()
 }
 
 /// The record's page number, when the index numbered its pages.
@@ -191,7 +230,7 @@ fn fuse_pages<'a, K: Copy + Eq + std::hash::Hash + Ord>(
     fusion: ReciprocalRankFusion,
     k: usize,
     key: impl Fn(&'a Ranked) -> K,
-) -> Vec<(std::result::Result<usize, String>, f32, f32)> {
+) -> Vec<FusedPage> {
     let mut lists: Vec<(Vec<K>, f32)> = vec![(direct.iter().map(&key).collect(), doc_weight)];
     for (ranked, weight) in evidence {
         let mut seen = HashSet::with_capacity_and_hasher(ranked.len(), Default::default());
@@ -260,10 +299,10 @@ fn second_best_of_pages(sections: &[Ranked], weight: f32, pages: &[u32]) -> Vec<
 
 /// The doc-level filter: the request filter without section ids; when section ids are requested,
 /// docs are restricted to those that own one of them. `None` when no doc can match.
-async fn doc_level_filter(index: &dyn VectorIndex, filter: &RecordFilter) -> Result<Option<RecordFilter>> {
+async fn doc_level_filter(source: &Source, filter: &RecordFilter) -> Result<Option<RecordFilter>> {
     let doc_filter = RecordFilter { section_ids: None, ..filter.clone() };
     if filter.section_ids.is_some() {
-        let owners: Vec<String> = index
+        let owners: Vec<String> = source
             .get(Level::Section, filter, usize::MAX)
             .await?
             .iter()
@@ -280,18 +319,13 @@ async fn doc_level_filter(index: &dyn VectorIndex, filter: &RecordFilter) -> Res
 }
 
 /// Pads the doc list up to `min_docs` with metadata matches, so a narrow filter still has pages to rank.
-async fn pad_docs(
-    index: &dyn VectorIndex,
-    filter: &RecordFilter,
-    docs: &mut Vec<Ranked>,
-    min_docs: usize,
-) -> Result<()> {
+async fn pad_docs(source: &Source, filter: &RecordFilter, docs: &mut Vec<Ranked>, min_docs: usize) -> Result<()> {
     if docs.len() >= min_docs {
         return Ok(());
     }
     let chosen: HashSet<String> = docs.iter().map(|d| d.record.id.clone()).collect();
-    let candidates = index.get(Level::Doc, filter, min_docs + chosen.len()).await?;
-    for record in candidates {
+    let padding = source.get(Level::Doc, filter, min_docs + chosen.len()).await?;
+    for record in padding {
         if docs.len() >= min_docs {
             break;
         }
@@ -362,19 +396,25 @@ pub(crate) fn fallback_needles(words: &[String]) -> Vec<String> {
 
 /// Last resort when similarity left nothing: chunks whose text contains query words, scored by
 /// the share of distinct query words they contain (case-insensitive).
-async fn text_fallback(
-    index: &dyn VectorIndex,
-    input: &CascadeInput<'_>,
-    settings: &RuntimeSettings,
-) -> Result<Vec<Ranked>> {
+async fn text_fallback(source: &Source, input: &CascadeInput<'_>, settings: &RuntimeSettings) -> Result<Vec<Ranked>> {
     let needles = fallback_needles(&input.query_words);
     if needles.is_empty() {
         return Ok(Vec::new());
     }
-    let words: Vec<String> =
-        input.query_words.iter().filter(|w| w.chars().count() >= 3).map(|w| w.to_lowercase()).collect();
-    let candidates = index.text_search(Level::Chunk, &input.filter, &needles, settings.chunk_top_k.max(1) * 4).await?;
-    let mut ranked: Vec<Ranked> = candidates
+    let found = source.text_search(Level::Chunk, &input.filter, &needles, settings.chunk_top_k.max(1) * 4).await?;
+    Ok(score_fallback(found, &input.query_words, settings.topk_per_doc, input.max_results))
+}
+
+/// The text fallback's ranking: by the share of the query's words (3 characters or more) each
+/// chunk holds, ties by id, at most `per_doc` a page and `max_results` in all.
+fn score_fallback(
+    found: Vec<std::sync::Arc<crate::model::Record>>,
+    query_words: &[String],
+    per_doc: usize,
+    max_results: usize,
+) -> Vec<Ranked> {
+    let words: Vec<String> = query_words.iter().filter(|w| w.chars().count() >= 3).map(|w| w.to_lowercase()).collect();
+    let mut ranked: Vec<Ranked> = found
         .into_iter()
         .map(|record| {
             let text = record.text.to_lowercase();
@@ -384,9 +424,9 @@ async fn text_fallback(
         })
         .collect();
     ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.record.id.cmp(&b.record.id)));
-    let mut ranked = cap_per_doc(ranked, settings.topk_per_doc);
-    ranked.truncate(input.max_results);
-    Ok(ranked)
+    let mut ranked = cap_per_doc(ranked, per_doc);
+    ranked.truncate(max_results);
+    ranked
 }
 
 /// Converts a ranked record into an API hit (never with text), labelled with its theme.

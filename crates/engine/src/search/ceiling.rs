@@ -9,8 +9,11 @@
 //!
 //! Unset, the service searches as always.
 
+use super::error::{Result, SearchError};
 use super::ranking::FUSION_DEPTH;
-use super::{build_filter, Result, SearchRequest, SearchResponse, SearchService};
+use super::service::SearchService;
+use super::types::{SearchRequest, SearchResponse};
+use super::validate::build_filter;
 use crate::model::Level;
 use std::sync::OnceLock;
 
@@ -46,11 +49,11 @@ pub async fn answer(service: &SearchService, request: &SearchRequest) -> Result<
 /// The two tenant-wide exact scans of a default search, their results dropped.
 async fn exact_scans(service: &SearchService, request: &SearchRequest) -> Result<()> {
     let pinned = service.pin_for(request).await?;
-    let index = pinned.as_ref();
+    let source = pinned.as_ref().map_err(|error| SearchError::from(error.clone()))?;
     let filter = build_filter(request, true)?;
-    let vector = service.query_vector(index, request, &mut Vec::new()).await?;
+    let vector = service.embed_query(source, request, &mut Vec::new()).await?;
     for level in [Level::Doc, Level::Section] {
-        std::hint::black_box(index.knn(level, &filter, &vector, FUSION_DEPTH).await?);
+        std::hint::black_box(source.knn(level, &filter, &vector, FUSION_DEPTH).await?);
     }
     Ok(())
 }

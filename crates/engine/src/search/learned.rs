@@ -6,10 +6,10 @@
 //! it runs wait for that one learning instead of starting their own. After a write, the learning
 //! of the version before serves until the new one is done.
 
+use super::tenant::TenantId;
 use super::transliteration::Transliterations;
 use super::tuning::Tuning;
-use super::TenantId;
-use crate::index::{RecordFilter, VectorIndex};
+use crate::index::{RecordFilter, Source};
 use crate::model::{Level, Record};
 use crate::router::ThemeSet;
 use std::collections::HashMap;
@@ -54,20 +54,15 @@ struct Tenant {
 pub(crate) struct LearnedPerTenant(Mutex<HashMap<String, Tenant>>);
 
 impl LearnedPerTenant {
-    /// The tenant's learning at `index`'s version and `tuning`'s generation.
+    /// The tenant's learning at `source`'s version and `tuning`'s generation.
     ///
     /// - The first time (or after a reload of the tuning), the first caller learns and the others
     ///   wait for it.
     /// - After a write (a new index version), the learning of the version before answers at
     ///   once while the new one is learned in the background: a page written changes a tenant's
     ///   themes and spellings little, and a search must not wait seconds for them.
-    pub(crate) async fn get(
-        &self,
-        tuning: &Arc<Tuning>,
-        index: &Arc<dyn VectorIndex>,
-        tenant: &TenantId,
-    ) -> Arc<Learned> {
-        let at = (index.version(), tuning.generation);
+    pub(crate) async fn get(&self, tuning: &Arc<Tuning>, source: &Source, tenant: &TenantId) -> Arc<Learned> {
+        let at = (source.version(), tuning.generation);
         let (learning, previous, start_in_background) = {
             let mut tenants = self.0.lock().unwrap_or_else(|p| p.into_inner());
             match tenants.get_mut(tenant.as_str()) {
@@ -90,14 +85,14 @@ impl LearnedPerTenant {
         match previous {
             Some(previous) => {
                 if start_in_background {
-                    let (tuning, index, tenant) = (Arc::clone(tuning), Arc::clone(index), tenant.clone());
+                    let (tuning, source, tenant) = (Arc::clone(tuning), source.clone(), tenant.clone());
                     tokio::spawn(async move {
-                        learning.get_or_init(|| learn(tuning, index.as_ref(), &tenant)).await;
+                        learning.get_or_init(|| learn(tuning, &source, &tenant)).await;
                     });
                 }
                 previous
             }
-            None => Arc::clone(learning.get_or_init(|| learn(Arc::clone(tuning), index.as_ref(), tenant)).await),
+            None => Arc::clone(learning.get_or_init(|| learn(Arc::clone(tuning), source, tenant)).await),
         }
     }
 
@@ -107,9 +102,9 @@ impl LearnedPerTenant {
     }
 }
 
-async fn learn(tuning: Arc<Tuning>, index: &dyn VectorIndex, tenant: &TenantId) -> Arc<Learned> {
+async fn learn(tuning: Arc<Tuning>, source: &Source, tenant: &TenantId) -> Arc<Learned> {
     let filter = RecordFilter::tenant(tenant.as_str());
-    let docs = index.get(Level::Doc, &filter, THEMES_MAX_DOCS).await.unwrap_or_default();
+    let docs = source.get(Level::Doc, &filter, THEMES_MAX_DOCS).await.unwrap_or_default();
     let file = Arc::clone(&tuning.theme_set);
     let described =
         docs.is_empty() || docs.iter().any(|doc| file.iter().any(|theme| theme.fields_view().matches(&doc.meta)));
@@ -122,7 +117,7 @@ async fn learn(tuning: Arc<Tuning>, index: &dyn VectorIndex, tenant: &TenantId) 
     let sections = if section_limit == 0 {
         Vec::new()
     } else {
-        index.get(Level::Section, &filter, section_limit).await.unwrap_or_default()
+        source.get(Level::Section, &filter, section_limit).await.unwrap_or_default()
     };
     let started = Instant::now();
     let learned = tokio::task::spawn_blocking(move || {

@@ -2,8 +2,12 @@
 //! winning sections' or chunks' text for the same tenant, and format numbered sources grouped by
 //! theme within a character budget.
 
-use super::{Result, RetrievalHit, SearchRequest, SearchResponse, SearchService};
-use crate::index::{RecordFilter, VectorIndex};
+use super::error::{Result, SearchError};
+use super::ranking::RankingMode;
+use super::service::SearchService;
+use super::stages::LearnedUse;
+use super::types::{RetrievalHit, SearchRequest, SearchResponse};
+use crate::index::{RecordFilter, Source};
 use crate::model::Level;
 use crate::router::{format_context, ContextSource, FormattedContext};
 use std::collections::{HashMap, HashSet};
@@ -20,9 +24,9 @@ pub struct ContextAnswer {
 }
 
 /// The text of each hit (sections' and chunks' own text, docs' title and summary), by hit id,
-/// read from the hits' own tenant in `index` (the snapshot the search ran on).
-pub async fn hit_texts(
-    index: &dyn VectorIndex,
+/// read from the hits' own tenant in `source` (the one the search ran on).
+pub(crate) async fn hit_texts(
+    source: &Source,
     tenant_id: &str,
     hits: &[RetrievalHit],
 ) -> Result<HashMap<String, String>> {
@@ -41,7 +45,7 @@ pub async fn hit_texts(
                 filter.doc_ids = Some(docs.into_iter().map(str::to_string).collect());
             }
         }
-        for record in index.get(level, &filter, usize::MAX).await? {
+        for record in source.get(level, &filter, usize::MAX).await? {
             if ids.contains(record.id.as_str()) {
                 texts.insert(record.id.clone(), record.text.to_string());
             }
@@ -51,6 +55,27 @@ pub async fn hit_texts(
 }
 
 impl SearchService {
+    /// Searches, then reads the hits' texts from the same snapshot (`/context`, the Dify API).
+    pub async fn search_with_texts(
+        &self,
+        request: &SearchRequest,
+    ) -> Result<(SearchResponse, HashMap<String, String>)> {
+        self.search_with_texts_in_mode(request, RankingMode::Hybrid).await
+    }
+
+    /// `search_with_texts` with the given ranking mode (the Dify API's lexical search).
+    pub async fn search_with_texts_in_mode(
+        &self,
+        request: &SearchRequest,
+        mode: RankingMode,
+    ) -> Result<(SearchResponse, HashMap<String, String>)> {
+        let pinned = self.pin_for(request).await?;
+        let response = self.search_on(&pinned, request, mode, LearnedUse::Apply).await?;
+        let source = pinned.as_ref().map_err(|error| SearchError::from(error.clone()))?;
+        let texts = hit_texts(source, &request.tenant_id, &response.hits).await?;
+        Ok((response, texts))
+    }
+
     /// Searches, then formats the hits' text as one context of at most `budget_chars` characters.
     pub async fn context(&self, request: &SearchRequest, budget_chars: usize) -> Result<ContextAnswer> {
         let (search, texts) = self.search_with_texts(request).await?;

@@ -1,11 +1,13 @@
-//! Ranking of one cascade level: dense and lexical candidate lists, reciprocal-rank fusion,
-//! then boosting — the single place where a level's candidates are scored and ordered.
+//! Ranking of one cascade level in three stages: **candidates** (the dense and lexical lists read
+//! from the search's `Source`, the only async step), **fuse** (normalised-score sum or RRF) and
+//! **boost** (the rules of boosting.yaml): the single place where a level's candidates are scored
+//! and ordered. `fuse` and `boost` are plain functions over the candidates.
 
 use super::boosting::{boost_and_keep_best, BoostContext, BoostEffect, BoostFactors, BoostInput, Boostable};
 use super::boosting_config::{BoostingConfig, FusionMethod};
 use super::fusion::{FusedItem, RankedList, ReciprocalRankFusion};
 use super::Result;
-use crate::index::{keep_first_sorted_by, RecordFilter, RecordRef, ScoredRecord, VectorIndex};
+use crate::index::{keep_first_sorted_by, RecordFilter, RecordRef, ScoredRecord, Source};
 use crate::model::Level;
 use serde_json::json;
 use std::sync::Arc;
@@ -261,40 +263,61 @@ fn by_bitmap<'a>(entries: &[&'a ScoredRecord], numbers: &[u32]) -> Option<(Vec<&
     Some((records.into_iter().map(|record| record.expect("every present number has an entry")).collect(), places))
 }
 
-/// The top `k` records of `level` matching `filter`, best first.
-pub(crate) async fn rank_level(
-    index: &dyn VectorIndex,
-    level: Level,
-    filter: &RecordFilter,
-    context: &RankingContext<'_>,
-    k: usize,
-) -> Result<Vec<Ranked>> {
-    rank_level_with(index, level, filter, context, k, true).await
+/// The dense and the lexical candidates of one level, as the source ranked them (best first).
+pub(crate) struct Candidates {
+    dense: Vec<ScoredRecord>,
+    lexical: Vec<ScoredRecord>,
 }
 
-/// `rank_level` with boosting optional: the doc step's evidence lists only need the fused order
-/// of relevance, and boosting (which reads every candidate's metadata and text) is not free.
-pub(crate) async fn rank_level_with(
-    index: &dyn VectorIndex,
+/// The stage **candidates**: the top `depth` records of `level` matching `filter` by cosine and by
+/// BM25, as the ranking mode asks. The only reads of a level: what follows is plain computing.
+pub(crate) async fn candidates(
+    source: &Source,
     level: Level,
     filter: &RecordFilter,
     context: &RankingContext<'_>,
-    k: usize,
-    boost: bool,
-) -> Result<Vec<Ranked>> {
-    let depth = k.max(FUSION_DEPTH);
+    depth: usize,
+) -> Result<Candidates> {
     let dense = match context.mode {
-        RankingMode::Dense | RankingMode::Hybrid => index.knn(level, filter, context.vector, depth).await?,
+        RankingMode::Dense | RankingMode::Hybrid => source.knn(level, filter, context.vector, depth).await?,
         RankingMode::Lexical => Vec::new(),
     };
     let lexical = match context.mode {
         RankingMode::Lexical | RankingMode::Hybrid if !context.terms.is_empty() => {
-            index.lexical(level, filter, context.terms, depth).await?
+            source.lexical(level, filter, context.terms, depth).await?
         }
         RankingMode::Lexical | RankingMode::Hybrid | RankingMode::Dense => Vec::new(),
     };
+    Ok(Candidates { dense, lexical })
+}
+
+/// The top `k` records of `level` matching `filter`, best first: its candidates, fused, boosted.
+pub(crate) async fn rank_level(
+    source: &Source,
+    level: Level,
+    filter: &RecordFilter,
+    context: &RankingContext<'_>,
+    k: usize,
+) -> Result<Vec<Ranked>> {
+    let found = candidates(source, level, filter, context, k.max(FUSION_DEPTH)).await?;
+    Ok(fuse_and_boost(&found, context, k))
+}
+
+/// The stages **fuse** then **boost** over one level's candidates: the best `k`, best first.
+pub(crate) fn fuse_and_boost(found: &Candidates, context: &RankingContext<'_>, k: usize) -> Vec<Ranked> {
+    let mut ranked = fuse(found, context, k, true);
+    boost(&mut ranked, k, context);
+    ranked
+}
+
+/// The stage **fuse**: the dense and lexical lists fused into one (`fusion` in boosting.yaml:
+/// normalised scores summed, or RRF), records with no positive fused score left out. With
+/// `boosted` every fused record is kept in fused order (boosting re-sorts them all); without, only
+/// the best `k`, which is then the final order.
+pub(crate) fn fuse(found: &Candidates, context: &RankingContext<'_>, k: usize, boosted: bool) -> Vec<Ranked> {
+    let (dense, lexical) = (&found.dense, &found.lexical);
     // Records are numbered in id order, so fusing numbers breaks ties by id without cloning ids.
-    let (records, numbers) = number_by_id(&dense, &lexical);
+    let (records, numbers) = number_by_id(dense, lexical);
     let (dense_numbers, lexical_numbers) = numbers.split_at(dense.len());
     let mut dense_scores = vec![0.0; records.len()];
     let mut lexical_scores = vec![0.0; records.len()];
@@ -319,10 +342,10 @@ pub(crate) async fn rank_level_with(
             .collect(),
         // Boosted, the fused order is not read: boosting sorts the whole list by boosted score,
         // ties by id, and the records' ids are distinct, so that order is total.
-        FusionMethod::Score => score_fusion(&lists, &dense_scores, &lexical_scores, (!boost).then_some(k)),
+        FusionMethod::Score => score_fusion(&lists, &dense_scores, &lexical_scores, (!boosted).then_some(k)),
     };
     // Unboosted, the fused order is the final one: only the first `k` become `Ranked`.
-    let kept = if boost { usize::MAX } else { k };
+    let kept = if boosted { usize::MAX } else { k };
     let mut ranked: Vec<Ranked> = Vec::with_capacity(fused.len().min(kept));
     ranked.extend(fused.into_iter().filter(|item| item.normalized > 0.0).take(kept).map(|item| Ranked {
         dense: item.ranks[0].map(|rank| (rank, dense_scores[item.number])),
@@ -336,10 +359,13 @@ pub(crate) async fn rank_level_with(
         page_evidence: None,
         record: records[item.number].record.clone(),
     }));
-    if boost {
-        boost_and_keep_best(&mut ranked, k, context.boosting, &context.boost_context);
-    }
-    Ok(ranked)
+    ranked
+}
+
+/// The stage **boost**: the rules of boosting.yaml applied to each fused record, then the best
+/// `k` by boosted score, ties by id (`boosting::boost_and_keep_best`).
+pub(crate) fn boost(ranked: &mut Vec<Ranked>, k: usize, context: &RankingContext<'_>) {
+    boost_and_keep_best(ranked, k, context.boosting, &context.boost_context);
 }
 
 #[cfg(test)]
@@ -347,7 +373,7 @@ mod tests {
     use super::*;
     use crate::embed::PseudoEmbedder;
     use crate::fixtures;
-    use crate::index::{InMemoryIndex, LevelStore, RecordFeatures};
+    use crate::index::{InMemoryIndex, LevelStore, RecordFeatures, VectorIndex};
     use crate::model::Record;
     use std::sync::Arc;
 

@@ -2,7 +2,7 @@
 //! order and reports a degradation; the call is bounded by the rerank timeout.
 
 use super::ranking::Ranked;
-use super::Degradation;
+use super::types::Degradation;
 use crate::rerank::{merge_rerank, RerankCandidate, RerankErrorKind, Reranker};
 use std::collections::HashMap;
 use std::time::Duration;

@@ -5,7 +5,9 @@
 //! characters beyond U+FFFF, so a character class built here leaves those ranges out (the schema
 //! is then a little more permissive than the validation, never less).
 
-use super::{BLANK_CHARS, MAX_ID_CHARS, MAX_ID_LIST, MAX_TAGS, MAX_TAG_CHARS, MAX_TENANT_ID_CHARS, MAX_TRACE_ID_CHARS};
+use super::limits::{
+    BLANK_CHARS, MAX_ID_CHARS, MAX_ID_LIST, MAX_TAGS, MAX_TAG_CHARS, MAX_TENANT_ID_CHARS, MAX_TRACE_ID_CHARS,
+};
 use std::ops::RangeInclusive;
 use utoipa::openapi::schema::{
     Array, ArrayBuilder, KnownFormat, Object, ObjectBuilder, SchemaFormat, SchemaType, Type,

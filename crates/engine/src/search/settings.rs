@@ -4,8 +4,7 @@
 use crate::router::RouterMode;
 use serde::{Deserialize, Serialize};
 
-/// The hard cap of `max_results` (a prompt holds few hits): larger request values are capped, larger settings rejected.
-pub const MAX_RESULTS_CAP: usize = 50;
+pub use crate::model::MAX_RESULTS_CAP;
 /// The largest `doc_top_k`, `section_top_k`, `chunk_top_k`, `rerank_top_n` and `min_docs`.
 pub(crate) const MAX_TOP_K: usize = 1000;
 /// The largest `topk_per_doc` (hits per doc): more than `MAX_RESULTS_CAP` could never show.

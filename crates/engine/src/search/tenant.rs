@@ -1,7 +1,8 @@
 //! `TenantId`: a tenant id checked once, when it is parsed (from a request body, a query string
 //! or code), so that everything downstream holds a valid one.
 
-use super::{validate_tenant, Result};
+use super::error::Result;
+use super::limits::validate_tenant;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::fmt;
 
@@ -26,7 +27,7 @@ impl<'de> Deserialize<'de> for TenantId {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
         let id = String::deserialize(deserializer)?;
         validate_tenant(&id).map_err(|error| match error {
-            super::SearchError::InvalidRequest { message, .. } => serde::de::Error::custom(message),
+            super::error::SearchError::InvalidRequest { message, .. } => serde::de::Error::custom(message),
             other => serde::de::Error::custom(other),
         })?;
         Ok(Self(id))

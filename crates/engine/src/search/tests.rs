@@ -1,10 +1,14 @@
 //! Cascade rules on the fixture corpus through `SearchService`.
 
+use super::settings::RuntimeSettings;
 use super::*;
 use crate::embed::PseudoEmbedder;
 use crate::fixtures;
-use crate::index::InMemoryIndex;
+use crate::index::{InMemoryIndex, VectorIndex};
 use crate::model::Level;
+use crate::router::RouterMode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 fn service(adjust: impl FnOnce(&mut RuntimeSettings)) -> Arc<SearchService> {
     let index = Arc::new(InMemoryIndex::from_snapshot(fixtures::snapshot()).unwrap());
@@ -326,8 +330,8 @@ async fn searches_arriving_together_after_a_load_learn_a_tenants_themes_and_spel
     let service = &fixtures::served(index.clone());
     let (vdi, other) = (TenantId::new("vdi").unwrap(), TenantId::new("other").unwrap());
     let tuning = service.tuning();
-    let index: Arc<dyn VectorIndex> = index;
-    let learn = |tenant| service.learned.get(&tuning, &index, tenant);
+    let source = index.pin().await.unwrap();
+    let learn = |tenant| service.learned.get(&tuning, &source, tenant);
     let (first, second, third) = tokio::join!(learn(&vdi), learn(&vdi), learn(&vdi));
     assert!(Arc::ptr_eq(&first, &second) && Arc::ptr_eq(&first, &third), "learned more than once");
     assert!(first.spellings.spellings() > 0, "nothing learned from the tenant's Latin words");
@@ -381,8 +385,8 @@ async fn a_tenant_without_written_themes_is_routed_over_themes_learned_from_its_
     let index = Arc::new(InMemoryIndex::from_snapshot(two_area_snapshot()).unwrap());
     let service = &fixtures::served(index.clone());
     let vdi = TenantId::new("vdi").unwrap();
-    let dyn_index: Arc<dyn VectorIndex> = index.clone();
-    let themes = service.themes_for(&dyn_index, &vdi).await;
+    let source = index.pin().await.unwrap();
+    let themes = service.themes_for(&source, &vdi).await;
     let mut ids: Vec<&str> = themes.iter().map(|t| t.id.as_str()).collect();
     ids.sort_unstable();
     assert_eq!(ids, ["area_broker", "area_connect"]);
@@ -391,7 +395,7 @@ async fn a_tenant_without_written_themes_is_routed_over_themes_learned_from_its_
         !every_keyword.iter().any(|k| k.contains("секретслово") || k.contains("альфа")),
         "another tenant's words: {every_keyword:?}"
     );
-    let other = service.themes_for(&dyn_index, &TenantId::new("other").unwrap()).await;
+    let other = service.themes_for(&source, &TenantId::new("other").unwrap()).await;
     assert!(other.iter().all(|t| t.id == "area_alpha" || t.id == "area_beta"));
 
     let mut request = request("как обновить брокер на астре", "vdi");

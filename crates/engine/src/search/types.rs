@@ -1,5 +1,6 @@
 //! Search requests and responses as the pipeline sees them (also the JSON shapes of the API).
 
+use super::tenant::TenantId;
 use crate::model::{Level, Metadata};
 use crate::router::{Clarification, RoutingResult, UserMetadata};
 use serde::{Deserialize, Serialize};
@@ -305,4 +306,14 @@ pub struct RoutingInfo {
     /// The theme chosen by the caller (request field `theme`), which always filters.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) chosen_theme: Option<String>,
+}
+
+/// Window request after validation.
+#[derive(Debug, Clone)]
+pub struct WindowQuery {
+    pub tenant_id: TenantId,
+    pub doc_id: String,
+    pub anchor_chunk_id: String,
+    pub before: usize,
+    pub after: usize,
 }

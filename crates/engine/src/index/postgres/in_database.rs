@@ -19,6 +19,9 @@
 //! too. A Dify metadata condition is checked on the rows read (`RecordFilter::matches`), reading
 //! more rows until `k` pass or the level is exhausted.
 //!
+//! The service holds it as its `VectorIndex` (that impl is in `index/source.rs`, beside the
+//! `Source::Sql` a search reads it through).
+//!
 //! Servers: a search pins one server (`pin`): the primary, or when it does not answer, the first
 //! standby that does; its answer then carries a `backend_stale` degradation naming the standby,
 //! and `/health` says where searches read. A primary found down is asked again after a pause,
@@ -29,10 +32,9 @@ use super::PostgresSettings;
 use crate::index::lexical::Bm25Params;
 use crate::index::{
     sort_scored, IndexError, IndexErrorKind, IndexStats, RecordFilter, RecordRef, ReplicaStatus, Result, ScoredRecord,
-    TenantStats, VectorIndex,
+    TenantStats,
 };
 use crate::model::{Level, Record};
-use async_trait::async_trait;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_postgres::types::ToSql;
@@ -323,13 +325,14 @@ fn limit_param(limit: usize) -> i64 {
     i64::try_from(limit).unwrap_or(i64::MAX)
 }
 
-#[async_trait]
-impl VectorIndex for PostgresSearchIndex {
-    fn backend_name(&self) -> &'static str {
+/// The reads of the cascade, each one SQL statement (the module's comment says which), and
+/// what `/health`, `/stats` and a search's degradations ask.
+impl PostgresSearchIndex {
+    pub fn backend_name(&self) -> &'static str {
         "postgres"
     }
 
-    async fn knn(&self, level: Level, filter: &RecordFilter, query: &[f32], k: usize) -> Result<Vec<ScoredRecord>> {
+    pub async fn knn(&self, level: Level, filter: &RecordFilter, query: &[f32], k: usize) -> Result<Vec<ScoredRecord>> {
         if !self.served(&filter.tenant_id) {
             return Ok(Vec::new());
         }
@@ -351,7 +354,7 @@ impl VectorIndex for PostgresSearchIndex {
         .await
     }
 
-    async fn lexical(
+    pub async fn lexical(
         &self,
         level: Level,
         filter: &RecordFilter,
@@ -428,7 +431,7 @@ impl VectorIndex for PostgresSearchIndex {
         .await
     }
 
-    async fn get(&self, level: Level, filter: &RecordFilter, limit: usize) -> Result<Vec<Arc<Record>>> {
+    pub async fn get(&self, level: Level, filter: &RecordFilter, limit: usize) -> Result<Vec<Arc<Record>>> {
         if !self.served(&filter.tenant_id) || limit == 0 {
             return Ok(Vec::new());
         }
@@ -446,7 +449,7 @@ impl VectorIndex for PostgresSearchIndex {
         Ok(records)
     }
 
-    async fn text_search(
+    pub async fn text_search(
         &self,
         level: Level,
         filter: &RecordFilter,
@@ -475,12 +478,12 @@ impl VectorIndex for PostgresSearchIndex {
         Ok(records)
     }
 
-    async fn doc_chunks(&self, tenant_id: &str, doc_id: &str) -> Result<Vec<Arc<Record>>> {
+    pub async fn doc_chunks(&self, tenant_id: &str, doc_id: &str) -> Result<Vec<Arc<Record>>> {
         let filter = RecordFilter { doc_ids: Some(vec![doc_id.to_string()]), ..RecordFilter::tenant(tenant_id) };
         self.get(Level::Chunk, &filter, usize::MAX).await
     }
 
-    async fn tenant_exists(&self, tenant_id: &str) -> Result<bool> {
+    pub async fn tenant_exists(&self, tenant_id: &str) -> Result<bool> {
         if !self.served(tenant_id) {
             return Ok(false);
         }
@@ -494,7 +497,7 @@ impl VectorIndex for PostgresSearchIndex {
         Ok(rows.first().is_some_and(|row| row.get(0)))
     }
 
-    async fn dimension(&self) -> Result<Option<usize>> {
+    pub async fn dimension(&self) -> Result<Option<usize>> {
         let (_, rows) = self
             .query(
                 "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass('retr_records') AND attname = 'embedding'",
@@ -504,7 +507,7 @@ impl VectorIndex for PostgresSearchIndex {
         Ok(rows.first().map(|row| row.get::<_, i32>(0)).filter(|&typmod| typmod > 0).map(|typmod| typmod as usize))
     }
 
-    async fn stats(&self) -> Result<IndexStats> {
+    pub async fn stats(&self) -> Result<IndexStats> {
         let (_, rows) = self
             .query(
                 "SELECT t.tenant, t.embedding_model, t.indexed_at, \
@@ -541,7 +544,7 @@ impl VectorIndex for PostgresSearchIndex {
         Ok(stats)
     }
 
-    async fn health(&self) -> Result<()> {
+    pub async fn health(&self) -> Result<()> {
         let (_, rows) = self.query("SELECT to_regclass('retr_schema_version') IS NOT NULL", Vec::new()).await?;
         if rows.first().is_some_and(|row| row.get::<_, bool>(0)) {
             Ok(())
@@ -550,7 +553,7 @@ impl VectorIndex for PostgresSearchIndex {
         }
     }
 
-    fn staleness(&self) -> Option<String> {
+    pub fn staleness(&self) -> Option<String> {
         let server = match &self.pinned {
             Some(slot) => (*slot.lock().unwrap_or_else(|p| p.into_inner()))?,
             None => {
@@ -566,7 +569,7 @@ impl VectorIndex for PostgresSearchIndex {
         })
     }
 
-    fn replica_status(&self) -> Option<ReplicaStatus> {
+    pub fn replica_status(&self) -> Option<ReplicaStatus> {
         let state = self.state();
         Some(ReplicaStatus {
             age_seconds: state.confirmed.map(|at| at.elapsed().as_secs_f64()),
@@ -577,12 +580,13 @@ impl VectorIndex for PostgresSearchIndex {
         })
     }
 
-    fn version(&self) -> Option<u64> {
+    pub fn version(&self) -> Option<u64> {
         self.state().version
     }
 
-    async fn pin(&self) -> Option<Arc<dyn VectorIndex>> {
-        Some(Arc::new(Self { shared: Arc::clone(&self.shared), pinned: Some(Mutex::new(None)) }))
+    /// A view whose calls all read from one server: the first that answers its first call.
+    pub(crate) fn pinned_view(&self) -> Arc<Self> {
+        Arc::new(Self { shared: Arc::clone(&self.shared), pinned: Some(Mutex::new(None)) })
     }
 }
 
