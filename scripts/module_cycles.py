@@ -10,7 +10,7 @@ Prints each circle (a strongly connected set of files) and exits 1 if there is o
 `--known FILE` (repeatable) reports a circle through FILE without failing: a known one, still to
 be undone.
 
-    python3 scripts/module_cycles.py [--folders] [--known crates/engine/src/search/mod.rs]
+    python3 scripts/module_cycles.py [--folders] [--known FILE]
 """
 
 import os
