@@ -576,6 +576,27 @@ mod tests {
     }
 
     #[test]
+    fn the_text_fallback_ranks_by_the_share_of_query_words_then_id_and_caps_each_page() {
+        let chunk = |id: &str, doc: &str, text: &str| {
+            let meta = Metadata { doc_id: doc.into(), ..Metadata::default() };
+            Arc::new(Record { id: id.into(), meta, text: text.into(), embedding: Vec::new() })
+        };
+        let found = vec![
+            chunk("b#1", "b", "Настройка DNS"),
+            chunk("a#2", "a", "dns фильтрация и настройка"),
+            chunk("a#1", "a", "про DNS и настройка фильтрации"),
+            chunk("a#3", "a", "фильтрация DNS, настройка"),
+            chunk("c#1", "c", "ничего общего"),
+        ];
+        let words: Vec<String> = ["DNS", "настройка", "фильтрация", "и"].iter().map(|w| w.to_string()).collect();
+        let ranked = score_fallback(found, &words, 2, 10);
+        let scored: Vec<(&str, f32)> = ranked.iter().map(|r| (r.record.id.as_str(), r.score)).collect();
+        // Words of 3 characters or more, case-insensitive («и» does not count, «фильтрации» is
+        // not «фильтрация»); equal shares by id; a#1 is page a's third and left out.
+        assert_eq!(scored, [("a#2", 1.0), ("a#3", 1.0), ("b#1", 2.0 / 3.0), ("c#1", 0.0)]);
+    }
+
+    #[test]
     fn weight_zero_leaves_the_order_and_scores_alone() {
         let mut sections = vec![section("a#s0", "a", 1.0), section("b#s0", "b", 0.9), section("b#s1", "b", 0.8)];
         add_second_section_evidence(&mut sections, 0.0);

@@ -411,3 +411,19 @@ fn index_tenant_is(hit: &RetrievalHit, tenant: &str) -> bool {
     let vdi_areas = ["broker/", "connect/"];
     (tenant == "vdi") == vdi_areas.iter().any(|area| hit.doc_id.starts_with(area))
 }
+
+/// With nothing loaded there is no source to pin: a bad request is still refused for what it is
+/// (422) before the index is asked, and a good one gets the index's own reason (no snapshot).
+#[tokio::test]
+async fn without_a_loaded_index_a_bad_request_is_refused_first_and_a_good_one_gets_the_reason() {
+    let directory = tempfile::tempdir().unwrap();
+    let index = Arc::new(InMemoryIndex::from_file(directory.path().join("missing.json")));
+    let service = fixtures::served(index);
+    let blank = service.search(&request("   ", "t1")).await.unwrap_err();
+    assert!(matches!(blank, SearchError::InvalidRequest { .. }), "{blank:?}");
+    let unloaded = service.search(&request("установка SDK", "t1")).await.unwrap_err();
+    match unloaded {
+        SearchError::Index(error) => assert_eq!(error.kind, crate::index::IndexErrorKind::NotFound, "{error:?}"),
+        other => panic!("expected the index's reason, got {other:?}"),
+    }
+}
