@@ -49,7 +49,7 @@ impl InMemoryIndex {
         let loaded = LoadedIndex::build(snapshot)?;
         Ok(Self {
             path: None,
-            replica: Replica::fixed(Arc::new(loaded), None, None),
+            replica: Replica::fixed(Arc::new(loaded), None),
             stamp: Mutex::new(None),
             scope: Default::default(),
             copy_dir: None,

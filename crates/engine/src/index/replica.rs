@@ -24,8 +24,6 @@ struct State {
     fresh_at: Option<Instant>,
     last_load: Option<Duration>,
     records_loaded: u64,
-    /// A pinned copy's staleness note, fixed when it was pinned.
-    pinned_staleness: Option<String>,
     /// When the probe in progress (the source's cheap "has anything changed" calls) started.
     probing_since: Option<Instant>,
     /// Which server the source last read from (`primary`, `standby 1`), when it has several.
@@ -80,9 +78,9 @@ impl Replica {
         }
     }
 
-    /// A replica over a fixed snapshot (the demo corpus, tests, a pinned copy); never refreshed.
-    pub(crate) fn fixed(loaded: Arc<LoadedIndex>, version: Option<u64>, staleness: Option<String>) -> Self {
-        let state = State { loaded: Some(loaded), version, pinned_staleness: staleness, ..State::default() };
+    /// A replica over a fixed snapshot (the demo corpus, tests); never refreshed.
+    pub(crate) fn fixed(loaded: Arc<LoadedIndex>, version: Option<u64>) -> Self {
+        let state = State { loaded: Some(loaded), version, ..State::default() };
         Self {
             state: RwLock::new(state),
             refreshed: false,
@@ -231,9 +229,6 @@ impl Replica {
     pub(crate) fn staleness(&self, backend: &str) -> Option<String> {
         let deadline = *self.probe_deadline.read().unwrap_or_else(|poisoned| poisoned.into_inner());
         let state = self.read();
-        if state.pinned_staleness.is_some() {
-            return state.pinned_staleness.clone();
-        }
         let age = state.fresh_at.map_or(0, |at| at.elapsed().as_secs());
         let unanswered = state
             .probing_since
