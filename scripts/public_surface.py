@@ -145,11 +145,12 @@ def engine_path(path, roots):
 def main():
     public, names, modules = engine_surface()
     aliases = engine_aliases()
-    named = named_paths(aliases, modules)
+    # A path names a public module (another crate cannot name a private one).
+    named = named_paths(aliases, public)
     module_paths, items = set(), set()
     for path in named:
         depth = 0
-        while depth < len(path) and path[: depth + 1] in modules:
+        while depth < len(path) and path[: depth + 1] in public:
             depth += 1
         if depth:
             module_paths.add(path[:depth])

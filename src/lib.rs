@@ -2,8 +2,9 @@
 //! service, the CLI commands and the settings around the engine crate (`retrieval_engine`).
 //!
 //! The public surface is what the binary (`main.rs`), the integration tests, benches and examples
-//! use; `unreachable_pub` (a workspace lint, in the root Cargo.toml) flags a `pub` item they cannot
-//! reach.
+//! use: the modules below and [`app`] with [`AppState`]; `unreachable_pub` (a workspace lint, in
+//! the root Cargo.toml) flags a `pub` item they cannot reach. Engine items are named by their own
+//! crate (`retrieval_engine::SearchService`), never through a module alias here.
 
 pub mod api;
 pub mod config;
@@ -15,16 +16,7 @@ pub mod log_writer;
 pub mod server;
 pub mod startup;
 
-// The engine's modules under short paths inside the service (`crate::index::…`); not re-exported:
-// the binary, the tests and the benches name engine items by their own crate
-// (`retrieval_engine::index::…`).
-pub(crate) use retrieval_engine::{
-    embed, index, metrics, model, rerank, router, scope, search, secret, upstream, yaml,
-};
-
-// `AppState` is the HTTP layer's (`api::state`); `crate::state` and `retrieval_service::state`
-// name it there.
-pub use api::state;
+/// What every handler shares (`api::state`).
 pub use api::state::AppState;
 
 /// The service's router (see `api::router`).

@@ -1,5 +1,5 @@
 use clap::{Parser, Subcommand};
-use retrieval_engine::metrics::Metrics;
+use retrieval_engine::Metrics;
 use retrieval_service::config::{LogFormat, Settings};
 use retrieval_service::log_writer::{FlushOnDrop, LossyWriter};
 use std::path::PathBuf;
@@ -69,7 +69,7 @@ fn suggest_themes(
 ) -> Result<(), String> {
     let path =
         index.or_else(|| settings.index_path.clone()).ok_or("no snapshot: pass --index or set RETR_INDEX_PATH")?;
-    let snapshot = retrieval_engine::index::memory::read_snapshot_file(&path).map_err(|e| e.to_string())?;
+    let snapshot = retrieval_engine::read_snapshot_file(&path).map_err(|e| e.to_string())?;
     print!("{}", retrieval_engine::ingest::suggest_themes(&snapshot, tenant.as_deref(), min_docs));
     Ok(())
 }
@@ -145,7 +145,7 @@ fn stop_signal() -> impl std::future::Future<Output = &'static str> {
 
 /// `SIGHUP` reloads the themes, boosting and synonyms files, as `POST /config/reload` does.
 #[cfg(unix)]
-fn reload_on_hangup(state: retrieval_service::state::AppState) {
+fn reload_on_hangup(state: retrieval_service::AppState) {
     use tokio::signal::unix::{signal, SignalKind};
     let mut hangups = match signal(SignalKind::hangup()) {
         Ok(hangups) => hangups,
@@ -164,7 +164,7 @@ fn reload_on_hangup(state: retrieval_service::state::AppState) {
 }
 
 #[cfg(not(unix))]
-fn reload_on_hangup(_state: retrieval_service::state::AppState) {}
+fn reload_on_hangup(_state: retrieval_service::AppState) {}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -233,11 +233,11 @@ fn main() -> ExitCode {
 fn remote_writer(
     settings: &retrieval_service::config::Settings,
     args: &retrieval_service::ingest::cli::IngestArgs,
-) -> Result<Option<std::sync::Arc<dyn retrieval_engine::ingest::writer::IndexWriter>>, String> {
+) -> Result<Option<std::sync::Arc<dyn retrieval_engine::ingest::IndexWriter>>, String> {
     use retrieval_service::ingest::cli::IngestBackend;
     Ok(match args.backend_for(settings) {
         IngestBackend::Memory => None,
-        IngestBackend::Chroma => match retrieval_engine::index::ChromaIndex::for_ingest(&settings.chroma()) {
+        IngestBackend::Chroma => match retrieval_engine::ChromaIndex::for_ingest(&settings.chroma()) {
             // The report prints where it wrote: without a password in the URL.
             Ok(index) => Some(std::sync::Arc::new(retrieval_engine::ingest::ChromaSourceWriter::new(
                 index,
@@ -249,11 +249,11 @@ fn remote_writer(
             }
         },
         IngestBackend::Postgres => {
-            let index = retrieval_engine::index::PostgresIndex::for_ingest(&settings.postgres())
+            let index = retrieval_engine::PostgresIndex::for_ingest(&settings.postgres())
                 .map_err(|error| format!("RETR_POSTGRES_URL: {}", error.message))?;
             Some(std::sync::Arc::new(retrieval_engine::ingest::PostgresSourceWriter::new(
                 index,
-                retrieval_engine::index::postgres::describe_url(&settings.postgres_url),
+                retrieval_engine::describe_postgres_url(&settings.postgres_url),
             )))
         }
     })

@@ -3,13 +3,13 @@
 //! own order on the feedback it was not fitted on, and read by every search of that tenant
 //! (`model::LearnedRerankers`).
 
-pub mod features;
-pub mod fit;
-pub mod model;
+pub(crate) mod features;
+pub(crate) mod fit;
+pub(crate) mod model;
 
 pub use features::{Row, FEATURES};
-pub use fit::Example;
-pub use model::{HeldOutScore, LearnedReranker, LearnedRerankers};
+pub use fit::{choose_regularization, default_weights, fit, mrr, Example};
+pub use model::{model_path, save, HeldOutScore, LearnedReranker, LearnedRerankers, OFF_FILE};
 
 use crate::feedback::{FeedbackRecord, Verdict};
 use crate::search::{SearchError, SearchRequest, SearchService, TenantId};
