@@ -46,7 +46,7 @@ pub(crate) use records::SourceDoc;
 pub use records::{rfc3339_now, RecordSet};
 pub use split::ChunkingConfig;
 pub use themes_suggest::suggest_themes;
-pub use tree::{load_sitemap, load_tree, FileNote, LoadOptions, Loaded, MAX_PAGE_BYTES};
+pub use tree::{load_sitemap, load_tree, FileNote, LoadOptions, Loaded};
 pub use writer::{page_hashes, without_pages, IndexWriter, IngestBatch, SnapshotWriter, SourceScope, WriteOutcome};
 
 /// Why an ingest run failed. Problems with single files are not errors: they are skipped and

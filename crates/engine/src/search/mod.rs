@@ -262,7 +262,7 @@ impl SearchService {
 
     /// The first `learn::CANDIDATES` hits of a search in the service's own order (no learned
     /// model), each with the features a learned re-ranker reads.
-    pub async fn candidates(&self, request: &SearchRequest) -> Result<Vec<crate::learn::Candidate>> {
+    pub(crate) async fn candidates(&self, request: &SearchRequest) -> Result<Vec<crate::learn::Candidate>> {
         let index = self.pin_for(request).await?;
         let mut candidates = Vec::new();
         self.search_on(&index, request, RankingMode::Hybrid, LearnedUse::Collect(&mut candidates)).await?;
