@@ -9,9 +9,11 @@ The other targets (the service's src/, tests/, benches/, examples/): every engin
 in a `use` or inline (`retrieval_engine::a::b::Item`, and in src/ `crate::a::…` through a module
 alias of src/lib.rs). A path names a module (the longest prefix that is an engine module, a
 submodule when it is more than one level deep) and, after it, an item. Prints the counts; with
-`--list`, the module paths named and the public names no other target names.
+`--list`, the module paths named and the public names no other target names. With `--check`
+(scripts/test.sh), fails when src/lib.rs aliases an engine module: the service names engine items
+by the engine's crate.
 
-    python3 scripts/public_surface.py [--list]
+    python3 scripts/public_surface.py [--list] [--check]
 """
 
 import os
@@ -178,6 +180,9 @@ def main():
         print("\npublic names no other target names:")
         for name in unnamed:
             print("  " + name)
+    if "--check" in sys.argv[1:] and aliases:
+        print(f"error: src/lib.rs aliases engine modules: {', '.join(sorted(aliases))}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":
