@@ -308,6 +308,33 @@ mod tests {
         }
     }
 
+    /// The progress the `ingest` command draws: a start at 0 of the texts to send, then every batch,
+    /// counting up to that total; a second run over the filled cache sends nothing.
+    #[tokio::test]
+    async fn progress_counts_the_texts_sent_from_zero_to_their_total() {
+        let embedder = PseudoEmbedder::new(16);
+        let mut records = page();
+        let mut cache = EmbeddingCache::in_memory();
+        let plan = EmbedPlan { batch_size: 2, concurrency: 2 };
+        let mut reports = Vec::new();
+        let stats =
+            embed_records(&embedder, &mut records, plan, &mut cache, &mut |done, total| reports.push((done, total)))
+                .await
+                .unwrap();
+        let total = stats.embedded_texts;
+        assert!(total > 2, "more than one batch: {total} texts");
+        assert_eq!(reports.first(), Some(&(0, total)));
+        assert_eq!(reports.last(), Some(&(total, total)));
+        assert!(reports.windows(2).all(|pair| pair[0].0 < pair[1].0), "{reports:?}");
+        assert_eq!(reports.len(), 1 + total.div_ceil(2), "{reports:?}");
+
+        let mut again = Vec::new();
+        embed_records(&embedder, &mut page(), plan, &mut cache, &mut |done, total| again.push((done, total)))
+            .await
+            .unwrap();
+        assert_eq!(again, [(0, 0)]);
+    }
+
     #[tokio::test]
     async fn a_text_that_always_fails_is_an_error() {
         let embedder = Picky { inner: PseudoEmbedder::new(16), max_ok: 0, sizes: Mutex::new(Vec::new()) };
