@@ -10,8 +10,8 @@ use retrieval_engine::{
     ChangeScope, InMemoryIndex, Level, LoadedIndex, Metadata, PseudoEmbedder, Ranked, RankedList, ReciprocalRankFusion,
     Record, RecordFilter, SearchRequest, SearchService, Snapshot, TenantId, VectorIndex,
 };
-use retrieval_service::api::extract::parse_strict;
 use retrieval_service::config::Settings;
+use retrieval_service::parse_strict;
 use std::hint::black_box;
 use std::sync::Arc;
 

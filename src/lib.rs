@@ -6,7 +6,7 @@
 //! the root Cargo.toml) flags a `pub` item they cannot reach. Engine items are named by their own
 //! crate (`retrieval_engine::SearchService`), never through a module alias here.
 
-pub mod api;
+mod api;
 pub mod config;
 pub(crate) mod error;
 pub mod eval;
@@ -16,6 +16,13 @@ pub mod log_writer;
 pub mod server;
 pub mod startup;
 
+/// Reloads the themes, boosting and synonyms files (`POST /internal/retrieval/config/reload`; the
+/// binary on SIGHUP).
+pub use api::config::reload_tuning;
+/// The strict JSON parser every request body goes through (the benches time it).
+pub use api::extract::parse_strict;
+/// Whether an `x-request-id` is one the service echoes (else it makes its own).
+pub use api::is_valid_request_id;
 /// What every handler shares (`api::state`).
 pub use api::state::AppState;
 

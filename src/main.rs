@@ -32,7 +32,7 @@ enum Command {
         port: Option<u16>,
     },
     /// Ingest a Markdown/MDX tree or a JSONL file into the snapshot (or Chroma)
-    Ingest(retrieval_service::ingest::cli::IngestArgs),
+    Ingest(retrieval_service::ingest::IngestArgs),
     /// Measure retrieval quality (nDCG@10, Recall@10, MRR@10) of dense, lexical and hybrid search
     Eval(retrieval_service::eval::EvalArgs),
     /// Refit a tenant's re-ranker on its feedback (RETR_FEEDBACK_DIR) and labelled questions; keep it
@@ -158,7 +158,7 @@ fn reload_on_hangup(state: retrieval_service::AppState) {
         while hangups.recv().await.is_some() {
             // The outcome is logged, counted and shown by /health; a hangup while a reload runs
             // is refused like a second POST (logged), not queued: send it again when it is done.
-            let _ = retrieval_service::api::config::reload_tuning(&state).await;
+            let _ = retrieval_service::reload_tuning(&state).await;
         }
     });
 }
@@ -208,7 +208,7 @@ fn main() -> ExitCode {
                 let embedder =
                     retrieval_service::startup::build_ingest_embedder(&settings).map_err(|e| e.to_string())?;
                 let writer = remote_writer(&settings, &args)?;
-                retrieval_service::ingest::cli::run_ingest_with_writer(&settings, embedder, &args, writer)
+                retrieval_service::ingest::run_ingest_with_writer(&settings, embedder, &args, writer)
                     .await
                     .map(|report| println!("{report}"))
                     .map_err(|error| error.to_string())
@@ -232,9 +232,9 @@ fn main() -> ExitCode {
 /// A PostgreSQL URL that cannot be used stops the run with why (never the URL).
 fn remote_writer(
     settings: &retrieval_service::config::Settings,
-    args: &retrieval_service::ingest::cli::IngestArgs,
+    args: &retrieval_service::ingest::IngestArgs,
 ) -> Result<Option<std::sync::Arc<dyn retrieval_engine::ingest::IndexWriter>>, String> {
-    use retrieval_service::ingest::cli::IngestBackend;
+    use retrieval_service::ingest::IngestBackend;
     Ok(match args.backend_for(settings) {
         IngestBackend::Memory => None,
         IngestBackend::Chroma => match retrieval_engine::ChromaIndex::for_ingest(&settings.chroma()) {

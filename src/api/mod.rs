@@ -2,10 +2,10 @@
 
 mod admission;
 pub(crate) mod auth;
-pub mod config;
+pub(crate) mod config;
 pub(crate) mod context;
 pub(crate) mod dify;
-pub mod extract;
+pub(crate) mod extract;
 pub(crate) mod feedback;
 pub(crate) mod health;
 pub(crate) mod keys;
@@ -14,7 +14,7 @@ pub(crate) mod openapi;
 mod paths;
 pub(crate) mod reload;
 pub(crate) mod search;
-pub mod state;
+pub(crate) mod state;
 mod strict;
 pub(crate) mod ui;
 pub(crate) mod window;

@@ -8,7 +8,7 @@ use retrieval_engine::{
     RecordFilter, Snapshot,
 };
 use retrieval_service::config::Settings;
-use retrieval_service::ingest::cli::{run_ingest, IngestArgs, IngestBackend};
+use retrieval_service::ingest::{run_ingest, IngestArgs, IngestBackend};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -463,7 +463,7 @@ async fn themes_suggest_drafts_the_router_format() {
 async fn chroma_reingest_is_read_back_incrementally() {
     use retrieval_engine::ingest::ChromaSourceWriter;
     use retrieval_engine::{ChromaIndex, VectorIndex};
-    use retrieval_service::ingest::cli::run_ingest_with_writer;
+    use retrieval_service::ingest::run_ingest_with_writer;
     let url = crate::common::needs::required("chroma");
     let fixture = Fixture::new();
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
