@@ -5,7 +5,8 @@
 //! from the `api` files that define them and import no `AppState` (`api::keys`,
 //! `api::dify::knowledge`, `api::openapi::document_cache`, `api::reload`), so no import runs in a circle.
 //! It lives in `api/` so that `api` and the state it holds are one module: `server` and `startup`
-//! (which builds it) import it as `crate::AppState` (re-exported by `lib.rs`); nothing below the HTTP layer (search and the engine's parts) may import it.
+//! (which builds it) import it as `crate::AppState` (re-exported by `lib.rs`); nothing below the
+//! HTTP layer (search and the engine's parts) may import it.
 
 use crate::config::Settings;
 use retrieval_engine::SearchService;
