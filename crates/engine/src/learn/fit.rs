@@ -162,7 +162,7 @@ pub(crate) fn fold_of(key: &str, folds: usize) -> usize {
 /// The penalties a refit chooses from when none is given.
 pub(crate) const REGULARIZATION_GRID: [f64; 7] = [1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0];
 
-/// The penalty of [`REGULARIZATION_GRID`] whose models rank the used pages best out of fold
+/// The penalty of `REGULARIZATION_GRID` whose models rank the used pages best out of fold
 /// (folds of `salt`ed keys, so that inside an outer fold the inner folds are not the outer ones);
 /// a tie goes to the larger penalty.
 pub fn choose_regularization(examples: &[&Example], folds: usize, salt: &str) -> f64 {
