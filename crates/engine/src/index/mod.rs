@@ -2,20 +2,19 @@
 //! both backends apply, the in-memory backend and the BM25 lexical index.
 
 pub(crate) mod change;
-pub mod chroma;
+pub(crate) mod chroma;
 mod codec;
-pub mod condition;
-pub mod features;
-pub mod file_index;
+pub(crate) mod condition;
+pub(crate) mod features;
+pub(crate) mod file_index;
 pub(crate) mod filter;
 mod in_parts;
-pub mod lexical;
-pub mod memory;
-pub mod partition;
-pub mod postgres;
+pub(crate) mod lexical;
+pub(crate) mod memory;
+pub(crate) mod partition;
+pub(crate) mod postgres;
 mod record_ref;
-pub mod replica;
-pub use crate::scope;
+pub(crate) mod replica;
 mod tenant_level;
 mod vectors;
 

@@ -1,26 +1,24 @@
 //! The search pipeline: request validation, query embedding (with fallback), the cascade,
 //! and the window lookup. Backend-agnostic: everything goes through `VectorIndex`.
 
-pub mod boosting;
-pub mod boosting_config;
-pub mod browse;
+pub(crate) mod boosting;
+pub(crate) mod boosting_config;
+pub(crate) mod browse;
 pub(crate) mod cascade;
-#[cfg(feature = "ceiling-probe")]
-pub mod ceiling;
 pub(crate) mod confidence;
 pub(crate) mod error;
-pub mod fusion;
+pub(crate) mod fusion;
 pub(crate) mod learned;
-pub mod prompt_context;
-pub mod ranking;
+pub(crate) mod prompt_context;
+pub(crate) mod ranking;
 pub(crate) mod rerank;
 pub(crate) mod routing;
-pub mod schema;
-pub mod settings;
+pub(crate) mod schema;
+pub(crate) mod settings;
 pub(crate) mod synonyms;
 pub(crate) mod tenant;
 pub(crate) mod transliteration;
-pub mod tuning;
+pub(crate) mod tuning;
 pub(crate) mod types;
 
 pub(crate) use error::Result;
@@ -264,7 +262,7 @@ impl SearchService {
 
     /// The first `learn::CANDIDATES` hits of a search in the service's own order (no learned
     /// model), each with the features a learned re-ranker reads.
-    pub async fn candidates(&self, request: &SearchRequest) -> Result<Vec<crate::learn::Candidate>> {
+    pub(crate) async fn candidates(&self, request: &SearchRequest) -> Result<Vec<crate::learn::Candidate>> {
         let index = self.pin_for(request).await?;
         let mut candidates = Vec::new();
         self.search_on(&index, request, RankingMode::Hybrid, LearnedUse::Collect(&mut candidates)).await?;
@@ -496,7 +494,7 @@ impl SearchService {
 
     /// The query vector: the caller's precomputed one (dimension-checked), else the embedder's,
     /// else — when the embedder fails — the pseudo-embedding, with a degradation.
-    async fn query_vector(
+    pub(crate) async fn query_vector(
         &self,
         index: &dyn VectorIndex,
         request: &SearchRequest,
@@ -549,7 +547,7 @@ impl SearchService {
     /// What every search does before it reads: the tenant is this instance's, the index has
     /// reached the request's `min_index_version`, and the current snapshot is pinned (nothing
     /// loaded: the index itself, whose own calls say why).
-    async fn pin_for(&self, request: &SearchRequest) -> Result<Arc<dyn VectorIndex>> {
+    pub(crate) async fn pin_for(&self, request: &SearchRequest) -> Result<Arc<dyn VectorIndex>> {
         self.check_served(&request.tenant_id)?;
         if let Some(version) = &request.min_index_version {
             self.wait_for_version(version).await?;

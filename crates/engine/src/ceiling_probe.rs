@@ -9,9 +9,9 @@
 //!
 //! Unset, the service searches as always.
 
-use super::ranking::FUSION_DEPTH;
-use super::{build_filter, Result, SearchRequest, SearchResponse, SearchService};
 use crate::model::Level;
+use crate::search::ranking::FUSION_DEPTH;
+use crate::search::{build_filter, Result, SearchRequest, SearchResponse, SearchService};
 use std::sync::OnceLock;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
