@@ -84,8 +84,8 @@ def search(port: int, body: str, key=hit_id) -> tuple[float, list[str]]:
 
 
 class Service:
-    """The release binary serving `snapshot`; start-up timed to the first answered search, RSS
-    sampled every 20 ms from launch."""
+    """The release binary (or `BENCH_BINARY`, to compare two builds) serving `snapshot`; start-up
+    timed to the first answered search, RSS sampled every 20 ms from launch."""
 
     def __init__(self, snapshot: Path, first_body: str, extra_env: dict[str, str]):
         self.port = free_port()
@@ -95,8 +95,9 @@ class Service:
         env.update(extra_env)
         self.log = tempfile.TemporaryFile()
         started = time.perf_counter()
-        self.process = subprocess.Popen([str(ROOT / "target" / "release" / "retrieval-service"), "serve", "--port",
-                                         str(self.port)], env=env, stdout=subprocess.DEVNULL, stderr=self.log)
+        binary = os.environ.get("BENCH_BINARY") or str(ROOT / "target" / "release" / "retrieval-service")
+        self.process = subprocess.Popen([binary, "serve", "--port", str(self.port)], env=env,
+                                        stdout=subprocess.DEVNULL, stderr=self.log)
         self.peak = 0.0
         self.sampling = True
         sampler = threading.Thread(target=self._sample, daemon=True)

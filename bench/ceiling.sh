@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# How far can a search go? The service built with the ceiling probe (crates/engine/src/search/ceiling.rs) is
+# How far can a search go? The service built with the ceiling probe (crates/engine/src/ceiling_probe.rs) is
 # run three times on the side-by-side Chroma corpus and load of ../shared/peers/side_by_side.sh,
 # then the Python peer in memory, all in one run:
 #

@@ -5,20 +5,13 @@
 //! `cargo bench`; a regression shows without a load generator.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use retrieval_engine::embed::PseudoEmbedder;
-use retrieval_engine::index::chroma::ChangeScope;
-use retrieval_engine::index::features::BoostCacheKey;
-use retrieval_engine::index::lexical::{Bm25Index, Bm25Params};
-use retrieval_engine::index::memory::{rebuild_tenant, LoadedIndex};
-use retrieval_engine::index::{InMemoryIndex, RecordFilter, VectorIndex};
-use retrieval_engine::model::{Level, Metadata, Record, Snapshot};
-use retrieval_engine::search::boosting::{boost_and_keep_best, BoostContext};
-use retrieval_engine::search::boosting_config::BoostingConfig;
-use retrieval_engine::search::fusion::{RankedList, ReciprocalRankFusion};
-use retrieval_engine::search::ranking::Ranked;
-use retrieval_engine::search::{SearchRequest, SearchService, TenantId};
-use retrieval_service::api::extract::parse_strict;
+use retrieval_engine::{
+    boost_and_keep_best, rebuild_tenant, Bm25Index, Bm25Params, BoostCacheKey, BoostContext, BoostingConfig,
+    ChangeScope, InMemoryIndex, Level, LoadedIndex, Metadata, PseudoEmbedder, Ranked, RankedList, ReciprocalRankFusion,
+    Record, RecordFilter, SearchRequest, SearchService, Snapshot, TenantId, VectorIndex,
+};
 use retrieval_service::config::Settings;
+use retrieval_service::parse_strict;
 use std::hint::black_box;
 use std::sync::Arc;
 
@@ -273,14 +266,14 @@ fn bench_stages(c: &mut Criterion) {
     let filter = RecordFilter::tenant(TENANT);
     let mut rng = Pseudo(7);
     let query = rng.vector();
-    let terms = retrieval_engine::text::terms(&words(&mut rng, 4));
+    let terms = retrieval_engine::terms(&words(&mut rng, 4));
 
     c.bench_function("knn/sections_1000", |b| {
         b.iter(|| black_box(runtime.block_on(index.knn(Level::Section, &filter, &query, 100)).expect("knn").len()))
     });
 
     let sections = runtime.block_on(index.get(Level::Section, &filter, usize::MAX)).expect("sections");
-    let texts: Vec<Vec<String>> = sections.iter().map(|s| retrieval_engine::text::terms(&s.text)).collect();
+    let texts: Vec<Vec<String>> = sections.iter().map(|s| retrieval_engine::terms(&s.text)).collect();
     let bm25 = Bm25Index::build(texts, Bm25Params::default());
     c.bench_function("bm25/sections_1000", |b| b.iter(|| black_box(bm25.score(&terms, |_| true).len())));
 

@@ -10,8 +10,7 @@
 //! (bench/compare_backends.sh serves it with the in-memory backend).
 
 use clap::Parser;
-use retrieval_engine::index::{ChromaIndex, RecordFilter, ScoredRecord, VectorIndex};
-use retrieval_engine::model::{Level, Metadata, Record, Snapshot};
+use retrieval_engine::{ChromaIndex, Level, Metadata, Record, RecordFilter, ScoredRecord, Snapshot, VectorIndex};
 use retrieval_service::config::Settings;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -208,7 +207,7 @@ async fn main() {
     let args = Args::parse();
     if let Some(path) = &args.snapshot_out {
         let snapshot = Snapshot { dimension: args.dimension, ..corpus(&args) };
-        retrieval_engine::index::memory::write_snapshot_file(path, &snapshot).expect("write snapshot");
+        retrieval_engine::write_snapshot_file(path, &snapshot).expect("write snapshot");
         println!(
             "wrote {} docs / {} sections / {} chunks to {}",
             snapshot.docs.len(),

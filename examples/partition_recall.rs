@@ -6,9 +6,7 @@
 //! cargo run --release --example partition_recall -- --snapshot .cache/adguard.json --min-records 1000
 
 use clap::Parser;
-use retrieval_engine::index::memory::{read_snapshot_file, LoadedIndex};
-use retrieval_engine::index::RecordFilter;
-use retrieval_engine::model::Level;
+use retrieval_engine::{read_snapshot_file, Level, LoadedIndex, RecordFilter};
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
@@ -51,7 +49,7 @@ fn main() {
                 let started = Instant::now();
                 let approximate = index.knn_approximate(level, &filter, query, 100, args.min_records).unwrap();
                 approximate_time += started.elapsed();
-                let ids = |hits: &[retrieval_engine::index::ScoredRecord], k: usize| -> HashSet<String> {
+                let ids = |hits: &[retrieval_engine::ScoredRecord], k: usize| -> HashSet<String> {
                     hits.iter().take(k).map(|hit| hit.record.id.clone()).collect()
                 };
                 for (k, found, wanted) in [(10, &mut found10, &mut wanted10), (100, &mut found100, &mut wanted100)] {

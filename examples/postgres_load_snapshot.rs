@@ -8,9 +8,10 @@
 //! With `RETR_POSTGRES_SEARCH=database` (or `RETR_POSTGRES_HNSW_INDEX=true`) the HNSW indexes are
 //! built too, after the first tenant's rows are in.
 
-use retrieval_engine::index::PostgresIndex;
-use retrieval_engine::ingest::writer::{IndexWriter, IngestBatch, SourceScope};
-use retrieval_engine::ingest::{PostgresSourceWriter, RecordSet};
+use retrieval_engine::{
+    ingest::{IndexWriter, IngestBatch, PostgresSourceWriter, RecordSet, SourceScope},
+    PostgresIndex,
+};
 use retrieval_service::config::{Settings, VectorBackend};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -24,7 +25,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let settings = Settings::load(None, &env)?;
     assert_eq!(settings.vector_backend, VectorBackend::Postgres);
     let started = Instant::now();
-    let snapshot = retrieval_engine::index::memory::read_snapshot_file(std::path::Path::new(&path))?;
+    let snapshot = retrieval_engine::read_snapshot_file(std::path::Path::new(&path))?;
     println!("read {path} in {:.1} s", started.elapsed().as_secs_f64());
     let mut tenants: BTreeMap<String, RecordSet> = BTreeMap::new();
     for record in snapshot.docs {

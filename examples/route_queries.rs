@@ -4,7 +4,7 @@
 //! cargo run --example route_queries -- config/themes.yaml "как подключить Android SDK через gradle"
 //! cargo run --example route_queries -- config/themes-adguard.yaml --jsonl ../shared/corpora/adguard-kb-ru/dev_questions.jsonl
 
-use retrieval_engine::router::{route_heuristic, Theme, ThemeSet, ThemesProvider, YamlThemesProvider};
+use retrieval_engine::{route_heuristic, Theme, ThemeSet, ThemesProvider, YamlThemesProvider};
 use serde::Deserialize;
 
 #[derive(Deserialize)]

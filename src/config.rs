@@ -1,16 +1,16 @@
 //! Settings: compiled-in defaults ← optional TOML file ← `RETR_*` environment, validated before
 //! the service binds its port. `RuntimeSettings` is the subset `/config` can change live.
 
-pub(crate) use crate::embed::EmbeddingClientSettings;
-pub(crate) use crate::index::ChromaSettings;
-pub use crate::index::PostgresSearchMode;
-pub(crate) use crate::index::PostgresSettings;
-pub use crate::rerank::RerankBackend;
-pub(crate) use crate::rerank::RerankClientSettings;
-pub use crate::router::RouterMode;
-pub(crate) use crate::search::settings::{RuntimeSettings, MAX_RESULTS_CAP};
-pub(crate) use crate::search::tuning::THEMES_SETTING;
-pub use crate::secret::Secret;
+pub(crate) use retrieval_engine::ChromaSettings;
+pub(crate) use retrieval_engine::EmbeddingClientSettings;
+pub use retrieval_engine::PostgresSearchMode;
+pub(crate) use retrieval_engine::PostgresSettings;
+pub use retrieval_engine::RerankBackend;
+pub(crate) use retrieval_engine::RerankClientSettings;
+pub use retrieval_engine::RouterMode;
+pub use retrieval_engine::Secret;
+pub(crate) use retrieval_engine::THEMES_SETTING;
+pub(crate) use retrieval_engine::{RuntimeSettings, MAX_RESULTS_CAP};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -217,7 +217,7 @@ impl Default for Settings {
             index_path: None,
             index_reload_interval_ms: 1000,
             index_local_copy: true,
-            approximate_min_records: crate::index::partition::DEFAULT_MIN_RECORDS,
+            approximate_min_records: retrieval_engine::DEFAULT_MIN_RECORDS,
             max_query_chars: 2000,
             max_body_bytes: 1 << 20,
             request_timeout_seconds: 30.0,
@@ -293,7 +293,7 @@ impl Default for Settings {
             themes_path: "config/themes.yaml".into(),
             boosting_path: "config/boosting.yaml".into(),
             synonyms_dir: "config/synonyms".into(),
-            config_max_file_bytes: crate::search::tuning::DEFAULT_MAX_FILE_BYTES,
+            config_max_file_bytes: retrieval_engine::DEFAULT_MAX_FILE_BYTES,
             config_reload_timeout_seconds: 10.0,
             mapping_path: "config/mapping.yaml".into(),
         }
@@ -337,16 +337,16 @@ pub(crate) fn validate_dify_base_path(base: &str) -> Result<(), String> {
 
 impl Settings {
     /// How much feedback a tenant keeps (`RETR_FEEDBACK_MAX_BYTES`, `RETR_FEEDBACK_MAX_AGE_DAYS`).
-    pub(crate) fn feedback_limits(&self) -> retrieval_engine::feedback::FeedbackLimits {
-        retrieval_engine::feedback::FeedbackLimits {
+    pub(crate) fn feedback_limits(&self) -> retrieval_engine::FeedbackLimits {
+        retrieval_engine::FeedbackLimits {
             max_bytes: self.feedback_max_bytes,
             max_age: std::time::Duration::from_secs_f64(self.feedback_max_age_days * 86_400.0),
         }
     }
 
     /// Where the themes file, boosting.yaml and the synonyms directory are.
-    pub(crate) fn tuning_files(&self) -> crate::search::tuning::TuningFiles {
-        crate::search::tuning::TuningFiles {
+    pub(crate) fn tuning_files(&self) -> retrieval_engine::TuningFiles {
+        retrieval_engine::TuningFiles {
             themes: self.themes_path.clone(),
             boosting: self.boosting_path.clone(),
             synonyms: self.synonyms_dir.clone(),
@@ -512,7 +512,7 @@ impl Settings {
         if self.admin_token.expose().chars().any(|c| c.is_whitespace() || c.is_control()) {
             problems.push(("admin_token".into(), "must not contain whitespace or control characters".into()));
         }
-        if let Err(error) = crate::scope::TenantScope::parse(&self.tenants) {
+        if let Err(error) = retrieval_engine::TenantScope::parse(&self.tenants) {
             problems.push(("tenants".into(), error));
         }
         if let Err(error) = validate_dify_base_path(&self.dify_base_path) {
@@ -596,8 +596,8 @@ impl Settings {
 
     /// The backend this configuration selects: mock mode always runs in memory.
     /// The tenants this instance serves (`RETR_TENANTS`; a spec `validate` refused serves all).
-    pub fn tenant_scope(&self) -> crate::scope::TenantScope {
-        crate::scope::TenantScope::parse(&self.tenants).unwrap_or_default()
+    pub fn tenant_scope(&self) -> retrieval_engine::TenantScope {
+        retrieval_engine::TenantScope::parse(&self.tenants).unwrap_or_default()
     }
 
     pub(crate) fn backend(&self) -> VectorBackend {
@@ -661,7 +661,7 @@ impl Settings {
                 format!("must be within 1..=256, got {}", self.postgres_pool_size),
             ));
         }
-        let valid = crate::index::postgres::is_valid_url;
+        let valid = retrieval_engine::is_valid_postgres_url;
         let url = self.postgres_url.expose();
         if self.vector_backend == VectorBackend::Postgres && url.is_empty() {
             problems.push(("postgres_url".into(), "is required when vector_backend is postgres".into()));
@@ -867,11 +867,11 @@ mod tests {
     fn the_engine_defaults_are_the_settings_defaults() {
         let settings = Settings::default();
         assert_eq!(settings.runtime(), retrieval_engine::fixtures::default_runtime());
-        let plan = retrieval_engine::ingest::embedding::EmbedPlan {
+        let plan = retrieval_engine::ingest::EmbedPlan {
             batch_size: settings.ingest_embedding_batch_size,
             concurrency: settings.ingest_embedding_concurrency,
         };
-        assert_eq!(retrieval_engine::ingest::embedding::EmbedPlan::default(), plan);
+        assert_eq!(retrieval_engine::ingest::EmbedPlan::default(), plan);
     }
 
     #[test]

@@ -1,11 +1,10 @@
 //! The only HTTP-aware error file: stable error codes, their statuses, and the one JSON error
 //! body `{"error":{"code","message"}}` every failure is rendered as.
 
-use crate::index::IndexErrorKind;
-use crate::search::SearchError;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use retrieval_engine::{IndexErrorKind, SearchError};
 use serde_json::json;
 
 /// Stable, snake_case error codes (part of the API contract).

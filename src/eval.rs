@@ -2,14 +2,13 @@
 //! (`retrieval_engine::eval`): the settings it reads and the search service it asks, built as
 //! `serve` builds it (`startup::state_with`).
 
-use retrieval_engine::eval::{
-    crossval, data, file_cached_embedder, multi, pages, run_eval, EvalError, EvalOptions, EvalReport, Report,
+use retrieval_engine::{
+    eval,
+    eval::{run_eval, EvalError, EvalOptions, EvalReport, Report},
+    BoostingConfig, Embedder, VectorIndex,
 };
 
 use crate::config::Settings;
-use crate::embed::Embedder;
-use crate::index::VectorIndex;
-use crate::search::boosting_config::BoostingConfig;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -80,8 +79,8 @@ pub struct EvalArgs {
 }
 
 /// What a page-level run takes from the settings.
-fn pages_settings(settings: &Settings) -> pages::PagesSettings {
-    pages::PagesSettings {
+fn pages_settings(settings: &Settings) -> eval::PagesSettings {
+    eval::PagesSettings {
         approximate_min_records: settings.approximate_min_records,
         embedding_batch_size: settings.ingest_embedding_batch_size,
     }
@@ -119,24 +118,20 @@ pub async fn run(settings: &Settings, embedder: Arc<dyn Embedder>, args: &EvalAr
                     None => groups.push((snapshot, vec![file.clone()])),
                 }
             }
-            let mut labelled: Vec<crossval::Labelled> = Vec::new();
-            let mut outcomes: Vec<Vec<pages::QuestionOutcome>> = vec![Vec::new(); modes.len()];
+            let mut labelled: Vec<eval::Labelled> = Vec::new();
+            let mut outcomes: Vec<Vec<eval::QuestionOutcome>> = vec![Vec::new(); modes.len()];
             let mut reports = Vec::new();
             for (number, (snapshot, files)) in groups.iter().enumerate() {
                 let mut group_questions = Vec::new();
                 for file in files {
                     let name = file.display().to_string();
-                    for question in pages::read_questions(file)? {
-                        labelled.push(crossval::Labelled {
-                            file: name.clone(),
-                            group: number,
-                            question: question.clone(),
-                        });
+                    for question in eval::read_questions(file)? {
+                        labelled.push(eval::Labelled { file: name.clone(), group: number, question: question.clone() });
                         group_questions.push(question);
                     }
                 }
                 let failures = numbered(&args.failures, number);
-                let run = pages::PagesRun {
+                let run = eval::PagesRun {
                     questions: &group_questions,
                     snapshot,
                     index: configured_index(settings, snapshot).await?,
@@ -147,7 +142,7 @@ pub async fn run(settings: &Settings, embedder: Arc<dyn Embedder>, args: &EvalAr
                     embedding_cache: &args.embedding_cache,
                 };
                 let mut report =
-                    pages::run_pages(pages_settings(settings), Arc::clone(&embedder), &run, &build_service).await?;
+                    eval::run_pages(pages_settings(settings), Arc::clone(&embedder), &run, &build_service).await?;
                 for (all, mode) in outcomes.iter_mut().zip(std::mem::take(&mut report.outcomes)) {
                     all.extend(mode);
                 }
@@ -155,9 +150,9 @@ pub async fn run(settings: &Settings, embedder: Arc<dyn Embedder>, args: &EvalAr
             }
             let names: Vec<String> = modes.iter().map(|m| m.as_str().to_string()).collect();
             let serve_mode = modes.iter().position(|m| *m == settings.theme_router_mode).unwrap_or(0);
-            let per_file = multi::per_file_scores(&labelled, &names, &outcomes);
-            let cross = crossval::cross_validate(&labelled, &names, &outcomes, serve_mode, args.folds, args.seed);
-            Ok(Report::Pages(Box::new(multi::MultiReport { reports, per_file, cross })))
+            let per_file = eval::per_file_scores(&labelled, &names, &outcomes);
+            let cross = eval::cross_validate(&labelled, &names, &outcomes, serve_mode, args.folds, args.seed);
+            Ok(Report::Pages(Box::new(eval::MultiReport { reports, per_file, cross })))
         }
         _ => run_passages(settings, embedder, args).await.map(Report::Passages),
     }
@@ -173,7 +168,7 @@ async fn configured_index(
     if index != std::path::Path::new("postgres") {
         return Ok(None);
     }
-    let database = crate::index::PostgresSearchIndex::new(&settings.postgres())
+    let database = retrieval_engine::PostgresSearchIndex::new(&settings.postgres())
         .map_err(|error| EvalError::Index(format!("postgres: {error}")))?;
     database.poll().await.map_err(|error| EvalError::Index(format!("postgres: {error}")))?;
     Ok(Some(database))
@@ -199,9 +194,9 @@ pub(crate) async fn run_passages(
     args: &EvalArgs,
 ) -> Result<EvalReport, EvalError> {
     let missing = |name: &str| EvalError::Index(format!("--{name} is required without --questions"));
-    let corpus = data::read_corpus(args.corpus.as_deref().ok_or_else(|| missing("corpus"))?)?;
-    let queries = data::read_queries(args.queries.as_deref().ok_or_else(|| missing("queries"))?)?;
-    let qrels = data::read_qrels(args.qrels.as_deref().ok_or_else(|| missing("qrels"))?)?;
+    let corpus = eval::read_corpus(args.corpus.as_deref().ok_or_else(|| missing("corpus"))?)?;
+    let queries = eval::read_queries(args.queries.as_deref().ok_or_else(|| missing("queries"))?)?;
+    let qrels = eval::read_qrels(args.qrels.as_deref().ok_or_else(|| missing("qrels"))?)?;
     let boosting = BoostingConfig::load_shared(&settings.boosting_path);
     let mut fusion = boosting.fusion.clone();
     fusion.k = args.rrf_k.unwrap_or(fusion.k);
@@ -216,11 +211,8 @@ pub(crate) async fn run_passages(
         boosting: Some(boosting),
         approximate_min_records: settings.approximate_min_records,
     };
-    let cached = Arc::new(file_cached_embedder::FileCachedEmbedder::open(
-        embedder,
-        &args.embedding_cache,
-        settings.ingest_embedding_batch_size,
-    ));
+    let cached =
+        Arc::new(eval::FileCachedEmbedder::open(embedder, &args.embedding_cache, settings.ingest_embedding_batch_size));
     let report = run_eval(&corpus, &queries, &qrels, cached.clone(), &options).await?;
     tracing::info!(embedded = cached.misses(), "eval finished");
     Ok(report)
@@ -229,9 +221,9 @@ pub(crate) async fn run_passages(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::embed::PseudoEmbedder;
-    use crate::router::RouterMode;
-    use retrieval_engine::eval::pages::{run_pages, PageQuestion, PagesRun};
+    use retrieval_engine::eval::{run_pages, PageQuestion, PagesRun};
+    use retrieval_engine::PseudoEmbedder;
+    use retrieval_engine::RouterMode;
 
     #[tokio::test]
     async fn demo_questions_are_judged_with_miss_stages_and_failures() {
@@ -240,7 +232,7 @@ mod tests {
         let snapshot = retrieval_engine::ingest::demo_snapshot(embedder.as_ref(), &mapping).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let index = dir.path().join("demo.json");
-        crate::index::memory::write_snapshot_file(&index, &snapshot).unwrap();
+        retrieval_engine::write_snapshot_file(&index, &snapshot).unwrap();
         let question = |id: &str, query: &str, relevant: &str| PageQuestion {
             id: id.into(),
             query: query.into(),

@@ -4,12 +4,12 @@
 //! picks it up (`learn::LearnedRerankers`). `--held-out` scores it on other labelled questions.
 
 use crate::config::Settings;
-use crate::embed::Embedder;
-use crate::search::TenantId;
-use retrieval_engine::eval::file_cached_embedder::FileCachedEmbedder;
-use retrieval_engine::eval::pages::read_questions;
-use retrieval_engine::feedback::FeedbackStore;
-use retrieval_engine::learn::{self, fit, LabelledSearch};
+use retrieval_engine::{
+    eval::{read_questions, FileCachedEmbedder},
+    learn,
+    learn::LabelledSearch,
+    Embedder, FeedbackStore, TenantId,
+};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -79,13 +79,12 @@ pub async fn run(settings: &Settings, embedder: Arc<dyn Embedder>, args: &LearnA
             "no feedback to learn from: RETR_FEEDBACK_DIR holds none for this tenant and no --questions given".into()
         );
     }
-    let snapshot =
-        crate::index::memory::read_snapshot_file(&args.index).map_err(|error| format!("--index: {error}"))?;
-    let index = Arc::new(crate::index::InMemoryIndex::from_snapshot(snapshot).map_err(|error| error.to_string())?);
+    let snapshot = retrieval_engine::read_snapshot_file(&args.index).map_err(|error| format!("--index: {error}"))?;
+    let index = Arc::new(retrieval_engine::InMemoryIndex::from_snapshot(snapshot).map_err(|error| error.to_string())?);
     let cached: Arc<dyn Embedder> =
         Arc::new(FileCachedEmbedder::open(embedder, &args.embedding_cache, settings.ingest_embedding_batch_size));
     let queries: Vec<String> = searches.iter().chain(&held_out).map(|s| s.query.clone()).collect();
-    cached.embed(&queries, crate::embed::InputKind::Query).await.map_err(|error| error.to_string())?;
+    cached.embed(&queries, retrieval_engine::InputKind::Query).await.map_err(|error| error.to_string())?;
     let service = crate::startup::state_with(settings.clone(), index, cached).search;
     let examples = service.learning_examples(&tenant, &searches).await.map_err(|error| error.to_string())?;
     let outcome = learn::learn(&examples, args.regularization);
@@ -108,30 +107,30 @@ pub async fn run(settings: &Settings, embedder: Arc<dyn Embedder>, args: &LearnA
     );
     let usable: Vec<&learn::Example> = examples.iter().filter(|e| e.has_used()).collect();
     let regularization =
-        args.regularization.unwrap_or_else(|| fit::choose_regularization(&usable, learn::FOLDS, "inner:"));
-    let fitted = fit::fit(&usable, regularization);
+        args.regularization.unwrap_or_else(|| learn::choose_regularization(&usable, learn::FOLDS, "inner:"));
+    let fitted = learn::fit(&usable, regularization);
     let weights: Vec<String> =
         learn::FEATURES.iter().zip(&fitted).map(|(name, weight)| format!("{name} {weight:+.4}")).collect();
     let _ = writeln!(report, "regularization {regularization}; weights: {}", weights.join(", "));
     if !held_out.is_empty() {
         let scored = service.learning_examples(&tenant, &held_out).await.map_err(|error| error.to_string())?;
         let refs: Vec<&learn::Example> = scored.iter().collect();
-        let kept = outcome.model.as_ref().map_or(fit::default_weights(), |model| model.weights.clone());
+        let kept = outcome.model.as_ref().map_or(learn::default_weights(), |model| model.weights.clone());
         let _ = writeln!(
             report,
             "--held-out ({} questions): MRR@10 {:.4} (service's order) → {:.4} (what the service would use) / {:.4} \
              (the fitted model, kept or not)",
             refs.len(),
-            fit::mrr(&refs, &fit::default_weights()),
-            fit::mrr(&refs, &kept),
-            fit::mrr(&refs, &fitted)
+            learn::mrr(&refs, &learn::default_weights()),
+            learn::mrr(&refs, &kept),
+            learn::mrr(&refs, &fitted)
         );
     }
     let _ = writeln!(report, "{}", outcome.reason);
     match (&outcome.model, &settings.feedback_dir, args.dry_run) {
         (Some(_), _, true) => report.push_str("dry run: no model written\n"),
         (Some(model), Some(dir), false) => {
-            let path = learn::model::save(dir, &tenant, model).map_err(|error| error.to_string())?;
+            let path = learn::save(dir, &tenant, model).map_err(|error| error.to_string())?;
             let _ = writeln!(report, "model written to {} (a running service swaps it in)", path.display());
         }
         (Some(_), None, false) => report.push_str("RETR_FEEDBACK_DIR is not set: no model written\n"),
@@ -143,8 +142,8 @@ pub async fn run(settings: &Settings, embedder: Arc<dyn Embedder>, args: &LearnA
 #[cfg(test)]
 mod tests {
     use super::*;
-    use retrieval_engine::feedback::{now_ms, FeedbackRecord, Verdict};
     use retrieval_engine::fixtures;
+    use retrieval_engine::{now_ms, FeedbackRecord, Verdict};
 
     fn record(trace: &str, used: &[&str], verdict: Option<Verdict>) -> FeedbackRecord {
         FeedbackRecord {
@@ -161,7 +160,7 @@ mod tests {
     async fn learn_reads_the_tenants_feedback_and_keeps_the_defaults_without_enough_of_it() {
         let dir = tempfile::tempdir().unwrap();
         let snapshot = dir.path().join("index.json");
-        crate::index::memory::write_snapshot_file(&snapshot, &fixtures::snapshot()).unwrap();
+        retrieval_engine::write_snapshot_file(&snapshot, &fixtures::snapshot()).unwrap();
         let feedback = dir.path().join("feedback");
         let settings = Settings {
             embedding_dimension: fixtures::DIMENSION,
@@ -183,12 +182,12 @@ mod tests {
             dry_run: false,
             embedding_cache: dir.path().join("cache.jsonl"),
         };
-        let embedder: Arc<dyn Embedder> = Arc::new(crate::embed::PseudoEmbedder::new(fixtures::DIMENSION));
+        let embedder: Arc<dyn Embedder> = Arc::new(retrieval_engine::PseudoEmbedder::new(fixtures::DIMENSION));
         let report = run(&settings, Arc::clone(&embedder), &args).await.unwrap();
         // One of t1's three records says what was used and was not found unhelpful; t2's is not read.
         assert!(report.contains("1 searches to learn from (1 of 3 stored feedback records"), "{report}");
         assert!(report.contains("at least 30 needed"), "{report}");
-        assert!(!retrieval_engine::learn::model::model_path(&feedback, "t1").exists());
+        assert!(!retrieval_engine::learn::model_path(&feedback, "t1").exists());
         let nobody = LearnArgs { tenant: "t3".into(), ..args };
         assert!(run(&settings, embedder, &nobody).await.unwrap_err().contains("no feedback to learn from"));
     }

@@ -2,10 +2,11 @@
 //! service, the CLI commands and the settings around the engine crate (`retrieval_engine`).
 //!
 //! The public surface is what the binary (`main.rs`), the integration tests, benches and examples
-//! use; `unreachable_pub` (a workspace lint, in the root Cargo.toml) flags a `pub` item they cannot
-//! reach.
+//! use: the modules below and [`app`] with [`AppState`]; `unreachable_pub` (a workspace lint, in
+//! the root Cargo.toml) flags a `pub` item they cannot reach. Engine items are named by their own
+//! crate (`retrieval_engine::SearchService`), never through a module alias here.
 
-pub mod api;
+mod api;
 pub mod config;
 pub(crate) mod error;
 pub mod eval;
@@ -15,16 +16,14 @@ pub mod log_writer;
 pub mod server;
 pub mod startup;
 
-// The engine's modules under short paths inside the service (`crate::index::…`); not re-exported:
-// the binary, the tests and the benches name engine items by their own crate
-// (`retrieval_engine::index::…`).
-pub(crate) use retrieval_engine::{
-    embed, index, metrics, model, rerank, router, scope, search, secret, upstream, yaml,
-};
-
-// `AppState` is the HTTP layer's (`api::state`); `crate::state` and `retrieval_service::state`
-// name it there.
-pub use api::state;
+/// Reloads the themes, boosting and synonyms files (`POST /internal/retrieval/config/reload`; the
+/// binary on SIGHUP).
+pub use api::config::reload_tuning;
+/// The strict JSON parser every request body goes through (the benches time it).
+pub use api::extract::parse_strict;
+/// Whether an `x-request-id` is one the service echoes (else it makes its own).
+pub use api::is_valid_request_id;
+/// What every handler shares (`api::state`).
 pub use api::state::AppState;
 
 /// The service's router (see `api::router`).

@@ -1,5 +1,5 @@
 use clap::{Parser, Subcommand};
-use retrieval_engine::metrics::Metrics;
+use retrieval_engine::Metrics;
 use retrieval_service::config::{LogFormat, Settings};
 use retrieval_service::log_writer::{FlushOnDrop, LossyWriter};
 use std::path::PathBuf;
@@ -32,7 +32,7 @@ enum Command {
         port: Option<u16>,
     },
     /// Ingest a Markdown/MDX tree or a JSONL file into the snapshot (or Chroma)
-    Ingest(retrieval_service::ingest::cli::IngestArgs),
+    Ingest(retrieval_service::ingest::IngestArgs),
     /// Measure retrieval quality (nDCG@10, Recall@10, MRR@10) of dense, lexical and hybrid search
     Eval(retrieval_service::eval::EvalArgs),
     /// Refit a tenant's re-ranker on its feedback (RETR_FEEDBACK_DIR) and labelled questions; keep it
@@ -69,7 +69,7 @@ fn suggest_themes(
 ) -> Result<(), String> {
     let path =
         index.or_else(|| settings.index_path.clone()).ok_or("no snapshot: pass --index or set RETR_INDEX_PATH")?;
-    let snapshot = retrieval_engine::index::memory::read_snapshot_file(&path).map_err(|e| e.to_string())?;
+    let snapshot = retrieval_engine::read_snapshot_file(&path).map_err(|e| e.to_string())?;
     print!("{}", retrieval_engine::ingest::suggest_themes(&snapshot, tenant.as_deref(), min_docs));
     Ok(())
 }
@@ -145,7 +145,7 @@ fn stop_signal() -> impl std::future::Future<Output = &'static str> {
 
 /// `SIGHUP` reloads the themes, boosting and synonyms files, as `POST /config/reload` does.
 #[cfg(unix)]
-fn reload_on_hangup(state: retrieval_service::state::AppState) {
+fn reload_on_hangup(state: retrieval_service::AppState) {
     use tokio::signal::unix::{signal, SignalKind};
     let mut hangups = match signal(SignalKind::hangup()) {
         Ok(hangups) => hangups,
@@ -158,13 +158,13 @@ fn reload_on_hangup(state: retrieval_service::state::AppState) {
         while hangups.recv().await.is_some() {
             // The outcome is logged, counted and shown by /health; a hangup while a reload runs
             // is refused like a second POST (logged), not queued: send it again when it is done.
-            let _ = retrieval_service::api::config::reload_tuning(&state).await;
+            let _ = retrieval_service::reload_tuning(&state).await;
         }
     });
 }
 
 #[cfg(not(unix))]
-fn reload_on_hangup(_state: retrieval_service::state::AppState) {}
+fn reload_on_hangup(_state: retrieval_service::AppState) {}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -208,7 +208,7 @@ fn main() -> ExitCode {
                 let embedder =
                     retrieval_service::startup::build_ingest_embedder(&settings).map_err(|e| e.to_string())?;
                 let writer = remote_writer(&settings, &args)?;
-                retrieval_service::ingest::cli::run_ingest_with_writer(&settings, embedder, &args, writer)
+                retrieval_service::ingest::run_ingest_with_writer(&settings, embedder, &args, writer)
                     .await
                     .map(|report| println!("{report}"))
                     .map_err(|error| error.to_string())
@@ -232,12 +232,12 @@ fn main() -> ExitCode {
 /// A PostgreSQL URL that cannot be used stops the run with why (never the URL).
 fn remote_writer(
     settings: &retrieval_service::config::Settings,
-    args: &retrieval_service::ingest::cli::IngestArgs,
-) -> Result<Option<std::sync::Arc<dyn retrieval_engine::ingest::writer::IndexWriter>>, String> {
-    use retrieval_service::ingest::cli::IngestBackend;
+    args: &retrieval_service::ingest::IngestArgs,
+) -> Result<Option<std::sync::Arc<dyn retrieval_engine::ingest::IndexWriter>>, String> {
+    use retrieval_service::ingest::IngestBackend;
     Ok(match args.backend_for(settings) {
         IngestBackend::Memory => None,
-        IngestBackend::Chroma => match retrieval_engine::index::ChromaIndex::for_ingest(&settings.chroma()) {
+        IngestBackend::Chroma => match retrieval_engine::ChromaIndex::for_ingest(&settings.chroma()) {
             // The report prints where it wrote: without a password in the URL.
             Ok(index) => Some(std::sync::Arc::new(retrieval_engine::ingest::ChromaSourceWriter::new(
                 index,
@@ -249,11 +249,11 @@ fn remote_writer(
             }
         },
         IngestBackend::Postgres => {
-            let index = retrieval_engine::index::PostgresIndex::for_ingest(&settings.postgres())
+            let index = retrieval_engine::PostgresIndex::for_ingest(&settings.postgres())
                 .map_err(|error| format!("RETR_POSTGRES_URL: {}", error.message))?;
             Some(std::sync::Arc::new(retrieval_engine::ingest::PostgresSourceWriter::new(
                 index,
-                retrieval_engine::index::postgres::describe_url(&settings.postgres_url),
+                retrieval_engine::describe_postgres_url(&settings.postgres_url),
             )))
         }
     })

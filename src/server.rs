@@ -32,7 +32,7 @@
 //!   (`RETR_SHUTDOWN_GRACE_SECONDS`), then returns.
 
 use crate::config::Settings;
-use crate::state::AppState;
+use crate::AppState;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use std::collections::HashMap;

@@ -1,14 +1,11 @@
 //! Start-up wiring: settings → backends → `AppState`. Shared by `main` and the end-to-end tests.
 
 use crate::config::{ConfigError, Settings, VectorBackend};
-use crate::embed::Embedder;
-use crate::index::replica::SnapshotSource;
-use crate::index::{InMemoryIndex, VectorIndex};
-use crate::metrics::Metrics;
-use crate::search::SearchService;
-use crate::state::AppState;
-use retrieval_engine::feedback::FeedbackStore;
-use retrieval_engine::learn::LearnedRerankers;
+use crate::AppState;
+use retrieval_engine::{
+    learn::LearnedRerankers, Embedder, FeedbackStore, InMemoryIndex, Metrics, SearchService, SnapshotSource,
+    VectorIndex,
+};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -60,23 +57,23 @@ fn check_writable_dir(dir: &std::path::Path) -> std::io::Result<()> {
 /// The query/passage embedder the settings select (pseudo-embeddings when no API base is set);
 /// its calls are recorded in `metrics` when given.
 pub fn build_embedder(settings: &Settings, metrics: Option<Arc<Metrics>>) -> Result<Arc<dyn Embedder>, StartupError> {
-    crate::embed::build_embedder(&settings.embedding_client(), metrics)
+    retrieval_engine::build_embedder(&settings.embedding_client(), metrics)
         .map_err(|error| StartupError::Backend(format!("embedding client: {error}")))
 }
 
 /// The embedder of `ingest` and `eval` (long timeout, ingest batch size).
 pub fn build_ingest_embedder(settings: &Settings) -> Result<Arc<dyn Embedder>, StartupError> {
-    crate::embed::build_ingest_embedder(&settings.embedding_client())
+    retrieval_engine::build_ingest_embedder(&settings.embedding_client())
         .map_err(|error| StartupError::Backend(format!("embedding client: {error}")))
 }
 
 /// The topic mapping rules: `RETR_MAPPING_PATH` when the file exists, else the built-in default.
-pub fn load_mapping(settings: &Settings) -> Result<retrieval_engine::ingest::mapping::MappingRules, StartupError> {
+pub fn load_mapping(settings: &Settings) -> Result<retrieval_engine::ingest::MappingRules, StartupError> {
     if settings.mapping_path.exists() {
-        retrieval_engine::ingest::mapping::MappingRules::from_file(&settings.mapping_path)
+        retrieval_engine::ingest::MappingRules::from_file(&settings.mapping_path)
             .map_err(|error| StartupError::Backend(format!("RETR_MAPPING_PATH: {error}")))
     } else {
-        Ok(retrieval_engine::ingest::mapping::MappingRules::builtin())
+        Ok(retrieval_engine::ingest::MappingRules::builtin())
     }
 }
 
@@ -104,7 +101,7 @@ pub async fn build_index(
             None => Ok(build_demo_index(settings, embedder).await?.0),
         },
         VectorBackend::Chroma => {
-            let index = crate::index::ChromaIndex::new(&settings.chroma())
+            let index = retrieval_engine::ChromaIndex::new(&settings.chroma())
                 .map_err(|error| StartupError::Backend(format!("chroma client: {error}")))?;
             index.replica().set_approximate_min_records(settings.approximate_min_records);
             if let Some(metrics) = metrics {
@@ -113,13 +110,13 @@ pub async fn build_index(
             // A first load before serving; Chroma being down is not fatal (searches answer 503
             // and the refresher recovers by itself).
             if let Err(error) = index.refresh().await {
-                tracing::warn!(%error, host = %crate::upstream::redact(&settings.chroma_host), "chroma index not loaded yet");
+                tracing::warn!(%error, host = %retrieval_engine::upstream::redact(&settings.chroma_host), "chroma index not loaded yet");
             }
             index.spawn_refresher();
             Ok(index)
         }
         VectorBackend::Postgres if settings.postgres_search == crate::config::PostgresSearchMode::Database => {
-            let index = crate::index::PostgresSearchIndex::new(&settings.postgres())
+            let index = retrieval_engine::PostgresSearchIndex::new(&settings.postgres())
                 .map_err(|error| StartupError::Backend(format!("postgres client: {error}")))?;
             // A first poll before serving; the database being down is not fatal (searches answer
             // 503 until a server answers).
@@ -130,7 +127,7 @@ pub async fn build_index(
             Ok(index)
         }
         VectorBackend::Postgres => {
-            let index = crate::index::PostgresIndex::new(&settings.postgres())
+            let index = retrieval_engine::PostgresIndex::new(&settings.postgres())
                 .map_err(|error| StartupError::Backend(format!("postgres client: {error}")))?;
             index.replica().set_approximate_min_records(settings.approximate_min_records);
             // A first load before serving; the database being down is not fatal (searches answer
@@ -167,7 +164,7 @@ async fn build_demo_index(
                  the server up"
             );
             tracing::warn!(%error, "{reason}");
-            let pseudo = crate::embed::PseudoEmbedder::new(settings.embedding_dimension);
+            let pseudo = retrieval_engine::PseudoEmbedder::new(settings.embedding_dimension);
             let snapshot = demo_snapshot(&pseudo, &mapping)
                 .await
                 .map_err(|error| StartupError::Backend(format!("cannot build the demo corpus: {error}")))?;
@@ -189,9 +186,7 @@ async fn build_demo_index(
 /// with a malformed line, a file over `RETR_CONFIG_MAX_FILE_BYTES` or not a regular file) stops
 /// start-up, naming the setting and the file, instead of running silently without what it says.
 /// Returns the tuning and the settings whose file is absent.
-pub(crate) fn load_config_files(
-    settings: &Settings,
-) -> Result<(crate::search::tuning::Tuning, Vec<String>), StartupError> {
+pub(crate) fn load_config_files(settings: &Settings) -> Result<(retrieval_engine::Tuning, Vec<String>), StartupError> {
     let files = settings.tuning_files();
     files.load(None).map_err(|problems| {
         let paths = [
@@ -216,12 +211,12 @@ pub(crate) fn load_config_files(
 pub(crate) fn build_llm_router(
     settings: &Settings,
     metrics: Option<Arc<Metrics>>,
-) -> Option<Arc<crate::router::LlmRouter>> {
+) -> Option<Arc<retrieval_engine::LlmRouter>> {
     if settings.rerank_api_base.is_empty() || settings.rerank_backend != crate::config::RerankBackend::Chat {
         return None;
     }
     let timeout = Duration::from_secs_f64(settings.theme_router_timeout_seconds);
-    match crate::router::LlmRouter::new(
+    match retrieval_engine::LlmRouter::new(
         &settings.rerank_api_base,
         &settings.rerank_model,
         settings.rerank_api_key.clone(),
@@ -245,7 +240,7 @@ pub fn state_with(settings: Settings, index: Arc<dyn VectorIndex>, embedder: Arc
 
 /// The tuning files as they are, a problem logged and what it affects left out (the states the
 /// tests build; `serve` refuses to start on a problem: `load_config_files`).
-fn load_config_files_leniently(settings: &Settings) -> (crate::search::tuning::Tuning, Vec<String>) {
+fn load_config_files_leniently(settings: &Settings) -> (retrieval_engine::Tuning, Vec<String>) {
     let (tuning, missing) = settings.tuning_files().load_leniently();
     for setting in &missing {
         tracing::warn!(setting = %setting, "optional config file missing; running without it");
@@ -253,10 +248,10 @@ fn load_config_files_leniently(settings: &Settings) -> (crate::search::tuning::T
     (tuning, missing)
 }
 
-fn build_reranker(settings: &Settings, metrics: &Arc<Metrics>) -> Arc<dyn crate::rerank::Reranker> {
-    crate::rerank::build_reranker(&settings.rerank_client(), Some(Arc::clone(metrics))).unwrap_or_else(|error| {
+fn build_reranker(settings: &Settings, metrics: &Arc<Metrics>) -> Arc<dyn retrieval_engine::Reranker> {
+    retrieval_engine::build_reranker(&settings.rerank_client(), Some(Arc::clone(metrics))).unwrap_or_else(|error| {
         tracing::warn!(%error, "rerank client unavailable; reranking will report a degradation");
-        Arc::new(crate::rerank::NoopReranker)
+        Arc::new(retrieval_engine::NoopReranker)
     })
 }
 
@@ -277,9 +272,9 @@ fn state_from_parts(
     settings: Settings,
     index: Arc<dyn VectorIndex>,
     embedder: Arc<dyn Embedder>,
-    reranker: Arc<dyn crate::rerank::Reranker>,
+    reranker: Arc<dyn retrieval_engine::Reranker>,
     metrics: Arc<Metrics>,
-    (tuning, missing_config): (crate::search::tuning::Tuning, Vec<String>),
+    (tuning, missing_config): (retrieval_engine::Tuning, Vec<String>),
 ) -> AppState {
     let learned = Arc::new(LearnedRerankers::new(settings.feedback_dir.clone()));
     let search = SearchService::new(index, embedder, settings.runtime())
@@ -358,7 +353,7 @@ pub async fn build_state_with_metrics(settings: Settings, metrics: Arc<Metrics>)
         let (index, fallback) = build_demo_index(&settings, embedder.as_ref()).await?;
         if let Some(reason) = fallback {
             // The corpus's vectors are pseudo-embeddings: so must every query's be.
-            embedder = Arc::new(crate::embed::PseudoCorpus::new(reason.clone()));
+            embedder = Arc::new(retrieval_engine::PseudoCorpus::new(reason.clone()));
             degraded_since_start = Some(reason);
         }
         index

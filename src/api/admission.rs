@@ -13,7 +13,7 @@
 //! left).
 
 use crate::error::{ApiError, ErrorCode};
-use crate::state::AppState;
+use crate::AppState;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::request::Parts;

@@ -7,7 +7,7 @@ use super::auth::AdminAuth;
 use super::extract::ApiJson;
 use crate::config::{RouterMode, RuntimeSettings};
 use crate::error::{ApiError, ErrorCode};
-use crate::state::AppState;
+use crate::AppState;
 use axum::extract::State;
 use axum::Json;
 use serde::Deserialize;

@@ -3,14 +3,12 @@
 use super::auth::TenantKey;
 use super::extract::ApiJson;
 use crate::error::ApiError;
-use crate::router::Clarification;
-use crate::search::prompt_context::{DEFAULT_CONTEXT_CHARS, MAX_CONTEXT_CHARS};
-use crate::search::Degradation;
-use crate::search::RoutingInfo;
-use crate::search::SearchRequest;
-use crate::state::AppState;
+use crate::AppState;
 use axum::extract::State;
 use axum::Json;
+use retrieval_engine::{
+    Clarification, Degradation, RoutingInfo, SearchRequest, DEFAULT_CONTEXT_CHARS, MAX_CONTEXT_CHARS,
+};
 use serde::de::{Deserializer, Error as _};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

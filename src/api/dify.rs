@@ -48,15 +48,16 @@ use super::auth::Grant;
 use super::extract::ApiJson;
 use crate::config::{RouterMode, MAX_RESULTS_CAP};
 use crate::error::{ApiError, ErrorCode};
-use crate::index::condition::{Clause, MetadataCondition};
-use crate::search::ranking::RankingMode;
-use crate::search::{is_blank_char, Degradation, RetrievalHit, SearchRequest, SearchResponse};
-use crate::state::AppState;
+use crate::AppState;
 use axum::extract::{OriginalUri, Request, State};
 use axum::handler::Handler;
 use axum::http::{header, HeaderValue, Method};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use retrieval_engine::{
+    condition::{Clause, MetadataCondition},
+    is_blank_char, Degradation, RankingMode, RetrievalHit, SearchRequest, SearchResponse,
+};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -309,7 +310,7 @@ async fn check_tenant(state: &AppState, tenant_id: &str, knowledge_id: &str) -> 
     match state.search.index().tenant_exists(tenant_id).await {
         Ok(true) => Ok(()),
         Ok(false) => Err(DifyError::no_knowledge_base(knowledge_id)),
-        Err(error) => Err(ApiError::from(crate::search::SearchError::from(error)).into()),
+        Err(error) => Err(ApiError::from(retrieval_engine::SearchError::from(error)).into()),
     }
 }
 
@@ -357,7 +358,7 @@ async fn lexical_search(
     search: &SearchRequest,
 ) -> Result<(SearchResponse, HashMap<String, String>), ApiError> {
     let index = state.search.index();
-    let dimension = index.dimension().await.map_err(crate::search::SearchError::from)?;
+    let dimension = index.dimension().await.map_err(retrieval_engine::SearchError::from)?;
     let router_mode = match state.search.runtime_settings().theme_router_mode {
         RouterMode::Llm => RouterMode::Heuristic,
         other => other,

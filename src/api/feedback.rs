@@ -1,5 +1,5 @@
 //! `POST / GET / DELETE /internal/retrieval/feedback`: what the orchestrator's answer to a search
-//! used, stored durably per tenant (`retrieval_engine::feedback`) for the tenant's re-ranker to
+//! used, stored durably per tenant (`retrieval_engine::FeedbackStore`) for the tenant's re-ranker to
 //! learn from (`retrieval-service learn`).
 //!
 //! The caller sends the search's query with its `trace_id`: the orchestrator holds both, the
@@ -10,12 +10,12 @@
 use super::auth::TenantKey;
 use super::extract::ApiJson;
 use crate::error::{ApiError, ErrorCode};
-use crate::search::{schema, TenantId};
-use crate::state::AppState;
+use crate::AppState;
 use axum::extract::{Query, State};
 use axum::Json;
-use retrieval_engine::feedback::{FeedbackRecord, FeedbackStore, Verdict, MAX_FEEDBACK_IDS};
-use retrieval_engine::learn::LearnedReranker;
+use retrieval_engine::{
+    learn::LearnedReranker, openapi, FeedbackRecord, FeedbackStore, TenantId, Verdict, MAX_FEEDBACK_IDS,
+};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -29,13 +29,13 @@ const MAX_LIST: usize = 1000;
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct FeedbackRequest {
-    #[schema(schema_with = schema::tenant_id)]
+    #[schema(schema_with = openapi::tenant_id)]
     tenant_id: TenantId,
     /// The `trace_id` the search was made with (at most 256 characters).
-    #[schema(schema_with = schema::id)]
+    #[schema(schema_with = openapi::id)]
     trace_id: String,
     /// The search's query, as sent to `/search`.
-    #[schema(schema_with = schema::query)]
+    #[schema(schema_with = openapi::query)]
     query: String,
     /// The hits the answer used: hit ids (or their pages' doc ids), at most 50; empty when it used none.
     #[schema(schema_with = id_array)]
@@ -47,9 +47,9 @@ pub(crate) struct FeedbackRequest {
     verdict: Option<Verdict>,
 }
 
-/// `used` / `shown`: at most `MAX_FEEDBACK_IDS` ids (`schema::id`).
+/// `used` / `shown`: at most `MAX_FEEDBACK_IDS` ids (`openapi::id`).
 fn id_array() -> utoipa::openapi::schema::Array {
-    utoipa::openapi::schema::ArrayBuilder::new().items(schema::id()).max_items(Some(MAX_FEEDBACK_IDS)).build()
+    utoipa::openapi::schema::ArrayBuilder::new().items(openapi::id()).max_items(Some(MAX_FEEDBACK_IDS)).build()
 }
 
 /// `shown`: as `used`, or `null`.
@@ -57,7 +57,7 @@ fn optional_id_array() -> utoipa::openapi::schema::Array {
     use utoipa::openapi::schema::{SchemaType, Type};
     utoipa::openapi::schema::ArrayBuilder::new()
         .schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
-        .items(schema::id())
+        .items(openapi::id())
         .max_items(Some(MAX_FEEDBACK_IDS))
         .build()
 }
@@ -112,7 +112,7 @@ fn store(state: &AppState) -> Result<&Arc<FeedbackStore>, ApiError> {
     })
 }
 
-/// A trace id or a hit id: not empty or whitespace (`str::trim`, as `schema::id` says), at
+/// A trace id or a hit id: not empty or whitespace (`str::trim`, as `openapi::id` says), at
 /// most `max_chars` characters.
 fn check_id(field: &str, value: &str, max_chars: usize) -> Result<(), ApiError> {
     if value.trim().is_empty() {
@@ -126,7 +126,7 @@ fn check_id(field: &str, value: &str, max_chars: usize) -> Result<(), ApiError> 
 
 /// The query: not blank as `/search` counts it.
 fn check_text(field: &str, value: &str, max_chars: usize) -> Result<(), ApiError> {
-    if crate::search::is_blank(value) {
+    if retrieval_engine::is_blank(value) {
         return Err(ApiError::invalid(format!("{field}: must not be empty")));
     }
     if value.chars().nth(max_chars).is_some() {
@@ -149,14 +149,14 @@ fn check_ids(field: &str, ids: &[String]) -> Result<(), ApiError> {
 /// tenant nobody can search.
 async fn check_tenant(state: &AppState, tenant_id: &TenantId) -> Result<(), ApiError> {
     state.search.check_served(tenant_id)?;
-    let exists = state.search.index().tenant_exists(tenant_id).await.map_err(crate::search::SearchError::from)?;
+    let exists = state.search.index().tenant_exists(tenant_id).await.map_err(retrieval_engine::SearchError::from)?;
     if !exists {
-        return Err(crate::search::SearchError::UnknownTenant(tenant_id.to_string()).into());
+        return Err(retrieval_engine::SearchError::UnknownTenant(tenant_id.to_string()).into());
     }
     Ok(())
 }
 
-fn stored_failure(error: retrieval_engine::feedback::StoreError) -> ApiError {
+fn stored_failure(error: retrieval_engine::StoreError) -> ApiError {
     ApiError::new(ErrorCode::Internal, error.to_string())
 }
 
@@ -178,7 +178,7 @@ pub(crate) async fn post_feedback(
     let store = store(&state)?;
     check_tenant(&state, &request.tenant_id).await?;
     let record = FeedbackRecord {
-        at_ms: retrieval_engine::feedback::now_ms(),
+        at_ms: retrieval_engine::now_ms(),
         trace_id: request.trace_id,
         query: request.query,
         used: request.used,

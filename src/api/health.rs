@@ -2,7 +2,7 @@
 
 use crate::config::RuntimeSettings;
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::AppState;
 use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
@@ -132,7 +132,7 @@ pub(crate) struct StatsResponse {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct StatsQuery {
-    tenant_id: Option<crate::search::TenantId>,
+    tenant_id: Option<retrieval_engine::TenantId>,
 }
 
 /// Index statistics of one tenant (counts, source files, when indexed). The tenant is required: stats
@@ -150,9 +150,9 @@ pub(crate) async fn stats(
     let tenant_id = query.tenant_id.ok_or_else(|| ApiError::invalid("tenant_id: query parameter is required"))?;
     key.check(&tenant_id)?;
     state.search.check_served(&tenant_id)?;
-    let stats = state.search.index().stats().await.map_err(crate::search::SearchError::from)?;
+    let stats = state.search.index().stats().await.map_err(retrieval_engine::SearchError::from)?;
     let Some(tenant) = stats.tenants.get(tenant_id.as_str()) else {
-        return Err(crate::search::SearchError::UnknownTenant(tenant_id.into()).into());
+        return Err(retrieval_engine::SearchError::UnknownTenant(tenant_id.into()).into());
     };
     Ok(Json(StatsResponse {
         index_version: state.search.index().version().map(|version| version.to_string()),
@@ -185,5 +185,5 @@ pub(crate) async fn metrics(_auth: super::auth::MetricsAuth, State(state): State
                 .map(|(tenant, counts)| (tenant.as_str(), [counts.docs, counts.sections, counts.chunks])),
         );
     }
-    ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], state.metrics.render())
+    ([(header::CONTENT_TYPE, retrieval_engine::METRICS_CONTENT_TYPE)], state.metrics.render())
 }

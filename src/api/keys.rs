@@ -103,7 +103,7 @@ impl ApiKeys {
                 return Err(format!("line {number}: list the key's tenants, or `*` alone for every tenant"));
             } else {
                 for tenant in &tenants {
-                    crate::search::validate_tenant(tenant).map_err(|error| format!("line {number}: {error}"))?;
+                    retrieval_engine::validate_tenant(tenant).map_err(|error| format!("line {number}: {error}"))?;
                 }
                 Grant::Tenants(tenants.iter().map(|t| t.to_string()).collect())
             };

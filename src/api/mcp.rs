@@ -23,7 +23,7 @@ mod tools;
 
 use super::auth::TenantKey;
 use crate::error::{ApiError, ErrorCode};
-use crate::state::AppState;
+use crate::AppState;
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, Request};
 use axum::http::{header, HeaderValue, StatusCode};

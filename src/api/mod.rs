@@ -2,10 +2,10 @@
 
 mod admission;
 pub(crate) mod auth;
-pub mod config;
+pub(crate) mod config;
 pub(crate) mod context;
 pub(crate) mod dify;
-pub mod extract;
+pub(crate) mod extract;
 pub(crate) mod feedback;
 pub(crate) mod health;
 pub(crate) mod keys;
@@ -14,14 +14,14 @@ pub(crate) mod openapi;
 mod paths;
 pub(crate) mod reload;
 pub(crate) mod search;
-pub mod state;
+pub(crate) mod state;
 mod strict;
 pub(crate) mod ui;
 pub(crate) mod window;
 
 use crate::config::RequestLogLevel;
 use crate::error::{ApiError, ErrorCode};
-use crate::state::AppState;
+use crate::AppState;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::HeaderName;
 use axum::middleware::{self, Next};
@@ -132,7 +132,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .layer(PropagateRequestIdLayer::new(header.clone()))
         .layer(TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {
             let request_id = request.headers().get(REQUEST_ID_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("");
-            let method = crate::metrics::method_label(request.method().as_str());
+            let method = retrieval_engine::method_label(request.method().as_str());
             let path = loggable_path(request.uri().path());
             tracing::info_span!("request", method, path, request_id)
         }))
@@ -171,7 +171,7 @@ async fn reject_long_uri(request: Request, next: Next) -> Response {
 /// the request id).
 fn log_request(level: RequestLogLevel, method: &axum::http::Method, path: &str, status: u16, elapsed: Duration) {
     let latency_ms = elapsed.as_secs_f64() * 1000.0;
-    let method = crate::metrics::method_label(method.as_str());
+    let method = retrieval_engine::method_label(method.as_str());
     let path = loggable_path(path);
     macro_rules! line {
         ($macro:ident) => {
@@ -190,10 +190,10 @@ fn log_request(level: RequestLogLevel, method: &axum::http::Method, path: &str, 
 
 /// Counts a request in `requests_in_flight` while it lives (also when the caller leaves and the
 /// request future is dropped).
-struct InFlight(std::sync::Arc<crate::metrics::Metrics>);
+struct InFlight(std::sync::Arc<retrieval_engine::Metrics>);
 
 impl InFlight {
-    fn enter(metrics: &std::sync::Arc<crate::metrics::Metrics>) -> Self {
+    fn enter(metrics: &std::sync::Arc<retrieval_engine::Metrics>) -> Self {
         metrics.requests_in_flight.inc();
         Self(std::sync::Arc::clone(metrics))
     }

@@ -25,13 +25,11 @@ use super::ui::{TenantSummary, TenantsResponse};
 use super::window::{WindowChunk, WindowRequest, WindowResponse};
 use crate::config::{RouterMode, RuntimeSettings, DEFAULT_DIFY_BASE_PATH};
 use crate::error::ErrorCode;
-use crate::model::Level;
-use crate::router::{Clarification, ClarificationOption, RoutingResult, ThemeFields};
-use crate::search::RoutingInfo;
-use crate::search::{
-    Degradation, Explain, ExplainBoost, HitMetadata, RetrievalHit, SearchFilters, SearchRequest, SearchResponse, Steps,
+use crate::AppState;
+use retrieval_engine::{
+    Clarification, ClarificationOption, Degradation, Explain, ExplainBoost, HitMetadata, Level, RetrievalHit,
+    RoutingInfo, RoutingResult, SearchFilters, SearchRequest, SearchResponse, Steps, ThemeFields,
 };
-use crate::state::AppState;
 use serde_json::{json, Value};
 use utoipa::OpenApi;
 
@@ -110,7 +108,7 @@ pub(crate) mod document_cache;
         super::feedback::FeedbackList,
         super::feedback::FeedbackItem,
         super::feedback::FeedbackDeleted,
-        retrieval_engine::feedback::Verdict,
+        retrieval_engine::Verdict,
         retrieval_engine::learn::LearnedReranker,
         retrieval_engine::learn::HeldOutScore,
     ))
@@ -427,7 +425,7 @@ mod tests {
     fn the_stats_tenant_parameter_has_the_tenant_rule() {
         let document = serde_json::to_value(ApiDoc::openapi()).unwrap();
         let parameter = &document["paths"]["/internal/retrieval/stats"]["get"]["parameters"][0];
-        assert_eq!(parameter["schema"]["pattern"], crate::search::schema::tenant_id_pattern());
+        assert_eq!(parameter["schema"]["pattern"], retrieval_engine::openapi::tenant_id_pattern());
         assert_eq!(parameter["required"], true);
     }
 }

@@ -3,10 +3,10 @@
 use super::auth::TenantKey;
 use super::extract::ApiJson;
 use crate::error::ApiError;
-use crate::search::{SearchRequest, SearchResponse};
-use crate::state::AppState;
+use crate::AppState;
 use axum::extract::State;
 use axum::Json;
+use retrieval_engine::{SearchRequest, SearchResponse};
 
 /// Search: the cascade's hits (never with text), routing, and any degradation.
 #[utoipa::path(post, path = "/internal/retrieval/search", tag = "search", request_body = SearchRequest,
@@ -18,7 +18,7 @@ pub(crate) async fn search(
 ) -> Result<Json<SearchResponse>, ApiError> {
     key.check(&request.tenant_id)?;
     #[cfg(feature = "ceiling-probe")]
-    if let Some(response) = crate::search::ceiling::answer(&state.search, &request).await? {
+    if let Some(response) = retrieval_engine::ceiling_probe::answer(&state.search, &request).await? {
         return Ok(Json(response));
     }
     Ok(Json(state.search.search(&request).await?))

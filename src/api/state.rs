@@ -5,11 +5,11 @@
 //! from the `api` files that define them and import no `AppState` (`api::keys`,
 //! `api::dify::knowledge`, `api::openapi::document_cache`, `api::reload`), so no import runs in a circle.
 //! It lives in `api/` so that `api` and the state it holds are one module: `server` and `startup`
-//! (which builds it) import it from there (`crate::state` is the same module, re-exported by
-//! `lib.rs`); nothing below the HTTP layer (search and the engine's parts) may import it.
+//! (which builds it) import it as `crate::AppState` (re-exported by `lib.rs`); nothing below the
+//! HTTP layer (search and the engine's parts) may import it.
 
 use crate::config::Settings;
-use crate::search::SearchService;
+use retrieval_engine::SearchService;
 use std::sync::Arc;
 
 #[derive(Clone)]
@@ -17,7 +17,7 @@ pub struct AppState {
     pub(crate) settings: Arc<Settings>,
     pub search: Arc<SearchService>,
     /// Every metric of `/metrics`; the search service records into the same one.
-    pub(crate) metrics: Arc<crate::metrics::Metrics>,
+    pub(crate) metrics: Arc<retrieval_engine::Metrics>,
     /// Whether a rerank endpoint exists, so `/config` can refuse to enable reranking without one.
     pub(crate) rerank_configured: bool,
     /// Permits for requests in progress (`RETR_MAX_IN_FLIGHT_REQUESTS`); none left → 503.
@@ -34,5 +34,5 @@ pub struct AppState {
     /// The config reload in progress: one at a time.
     pub(crate) reloads: Arc<crate::api::reload::ReloadSlot>,
     /// The tenants' feedback logs (`RETR_FEEDBACK_DIR`); none when feedback is off.
-    pub(crate) feedback: Option<Arc<retrieval_engine::feedback::FeedbackStore>>,
+    pub(crate) feedback: Option<Arc<retrieval_engine::FeedbackStore>>,
 }

@@ -4,7 +4,7 @@
 
 use super::auth::TenantKey;
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::AppState;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -63,7 +63,7 @@ pub(crate) struct TenantsResponse {
 #[utoipa::path(get, path = "/internal/retrieval/tenants", tag = "meta",
     responses((status = 200, description = "the readable tenants, by id", body = TenantsResponse)))]
 pub(crate) async fn tenants(State(state): State<AppState>, key: TenantKey) -> Result<Json<TenantsResponse>, ApiError> {
-    let stats = state.search.index().stats().await.map_err(crate::search::SearchError::from)?;
+    let stats = state.search.index().stats().await.map_err(retrieval_engine::SearchError::from)?;
     let tenants = stats
         .tenants
         .into_iter()

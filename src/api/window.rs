@@ -3,10 +3,10 @@
 use super::auth::TenantKey;
 use super::extract::ApiJson;
 use crate::error::ApiError;
-use crate::search::{schema, WindowQuery};
-use crate::state::AppState;
+use crate::AppState;
 use axum::extract::State;
 use axum::Json;
+use retrieval_engine::{openapi, WindowQuery};
 use serde::{Deserialize, Serialize};
 
 /// Largest accepted `window_before` / `window_after`.
@@ -16,11 +16,11 @@ const DEFAULT_WINDOW: i64 = 1;
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct WindowRequest {
-    #[schema(schema_with = schema::tenant_id)]
-    tenant_id: crate::search::TenantId,
-    #[schema(schema_with = schema::id)]
+    #[schema(schema_with = openapi::tenant_id)]
+    tenant_id: retrieval_engine::TenantId,
+    #[schema(schema_with = openapi::id)]
     doc_id: String,
-    #[schema(schema_with = schema::id)]
+    #[schema(schema_with = openapi::id)]
     anchor_chunk_id: String,
     /// Chunks before the anchor (default 1).
     #[schema(minimum = 0, maximum = 50)]

@@ -1,15 +1,13 @@
 //! The `ingest` command: arguments, one run from input path to written index, and its report.
 
 use crate::config::{Settings, VectorBackend};
-use crate::embed::Embedder;
-use retrieval_engine::ingest::embedding::{embed_records, EmbedPlan, Progress};
-use retrieval_engine::ingest::tree::{load_sitemap, load_tree, FileNote, LoadOptions, Loaded};
-use retrieval_engine::ingest::writer::{
-    page_hashes, without_pages, IndexWriter, IngestBatch, SnapshotWriter, SourceScope,
-};
-use retrieval_engine::ingest::{
-    build_record_set, crawl_site, load_jsonl, rfc3339_now, ChunkingConfig, CrawlLimits, EmbeddingCache, IngestError,
-    MappingRules,
+use retrieval_engine::{
+    ingest::{
+        build_record_set, crawl_site, embed_records, load_jsonl, load_sitemap, load_tree, page_hashes, rfc3339_now,
+        without_pages, ChunkingConfig, CrawlLimits, EmbedPlan, EmbeddingCache, FileNote, IndexWriter, IngestBatch,
+        IngestError, LoadOptions, Loaded, MappingRules, SnapshotWriter, SourceScope,
+    },
+    Embedder,
 };
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -291,12 +289,15 @@ pub async fn run_ingest_with_writer(
     let load_seconds = started.elapsed().as_secs_f64();
     let embed_started = Instant::now();
     let mut cache = open_cache(settings, args, embedder.as_ref());
-    let progress = if args.quiet { Progress::Silent } else { Progress::Auto };
+    let mut progress = super::progress::ProgressReporter::new(args.quiet);
     let plan = EmbedPlan {
         batch_size: settings.ingest_embedding_batch_size,
         concurrency: settings.ingest_embedding_concurrency,
     };
-    let stats = embed_records(embedder.as_ref(), &mut records, plan, &mut cache, progress).await?;
+    let stats = embed_records(embedder.as_ref(), &mut records, plan, &mut cache, &mut |done, total| {
+        progress.update(done, total)
+    })
+    .await?;
     let embed_seconds = embed_started.elapsed().as_secs_f64();
     let write_started = Instant::now();
     let dimension = records.docs.first().map(|r| r.embedding.len()).unwrap_or(0);

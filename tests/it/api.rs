@@ -232,11 +232,11 @@ async fn missing_snapshot_is_a_clear_503_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("absent.json");
     let settings = retrieval_service::config::Settings { index_path: Some(path.clone()), ..Default::default() };
-    let index = std::sync::Arc::new(retrieval_engine::index::InMemoryIndex::from_file(&path));
+    let index = std::sync::Arc::new(retrieval_engine::InMemoryIndex::from_file(&path));
     let state = retrieval_service::startup::state_with(
         settings,
         index.clone(),
-        std::sync::Arc::new(retrieval_engine::embed::PseudoEmbedder::new(8)),
+        std::sync::Arc::new(retrieval_engine::PseudoEmbedder::new(8)),
     );
     let (status, body) =
         send(&state, "POST", SEARCH, Some(&json!({"query": "x", "tenant_id": "t1"}).to_string())).await;

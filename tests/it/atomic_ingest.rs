@@ -7,12 +7,10 @@
 //! running it again, and then Chroma holds nothing but the served version (no staged leftovers).
 //! Needs the real Chroma server (`RETR_TEST_CHROMA_URL`).
 
-use retrieval_engine::embed::PseudoEmbedder;
-use retrieval_engine::index::{ChromaIndex, RecordFilter, VectorIndex};
-use retrieval_engine::ingest::writer::{IndexWriter, IngestBatch, SourceScope};
-use retrieval_engine::ingest::ChromaSourceWriter;
-use retrieval_engine::ingest::RecordSet;
-use retrieval_engine::model::{Level, Metadata, Record};
+use retrieval_engine::{
+    ingest::{ChromaSourceWriter, IndexWriter, IngestBatch, RecordSet, SourceScope},
+    ChromaIndex, Level, Metadata, PseudoEmbedder, Record, RecordFilter, VectorIndex,
+};
 use retrieval_service::config::Settings;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -5,9 +5,7 @@
 
 use crate::common::send;
 use axum::http::StatusCode;
-use retrieval_engine::embed::PseudoEmbedder;
-use retrieval_engine::fixtures;
-use retrieval_engine::index::{ChromaIndex, InMemoryIndex};
+use retrieval_engine::{fixtures, ChromaIndex, InMemoryIndex, PseudoEmbedder};
 use retrieval_service::config::{Settings, VectorBackend};
 use retrieval_service::{startup, AppState};
 use serde_json::{json, Value};
@@ -173,7 +171,7 @@ async fn postgres_state(url: &str) -> AppState {
     let url = crate::postgres_backend::fresh_database(url).await;
     crate::postgres_backend::write_snapshot(&url, &fixtures::snapshot()).await;
     let settings = crate::postgres_backend::settings(&url);
-    let index = retrieval_engine::index::PostgresIndex::new(&settings.postgres()).unwrap();
+    let index = retrieval_engine::PostgresIndex::new(&settings.postgres()).unwrap();
     index.refresh().await.unwrap();
     startup::state_with(settings, index, Arc::new(PseudoEmbedder::new(fixtures::DIMENSION)))
 }
@@ -196,11 +194,11 @@ async fn postgres_backend_gives_the_same_answers() {
 async fn postgres_in_database_state(url: &str) -> AppState {
     let url = crate::postgres_backend::fresh_database(url).await;
     let settings = Settings {
-        postgres_search: retrieval_engine::index::PostgresSearchMode::Database,
+        postgres_search: retrieval_engine::PostgresSearchMode::Database,
         ..crate::postgres_backend::settings(&url)
     };
     crate::postgres_backend::write_snapshot_with(&settings, &fixtures::snapshot()).await;
-    let index = retrieval_engine::index::PostgresSearchIndex::new(&settings.postgres()).unwrap();
+    let index = retrieval_engine::PostgresSearchIndex::new(&settings.postgres()).unwrap();
     index.poll().await.unwrap();
     startup::state_with(settings, index, Arc::new(PseudoEmbedder::new(fixtures::DIMENSION)))
 }

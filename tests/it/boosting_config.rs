@@ -1,6 +1,6 @@
 //! Loading `boosting.yaml`: the shipped file, partial files, malformed files and bad values.
 
-use retrieval_engine::search::boosting_config::{BoostingConfig, ConfigWarning};
+use retrieval_engine::{BoostingConfig, ConfigWarning};
 use std::path::Path;
 
 fn keys(warnings: &[ConfigWarning]) -> Vec<&str> {
@@ -12,7 +12,7 @@ fn shipped_file_loads_every_section_without_warnings() {
     let (config, warnings) =
         BoostingConfig::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/config/boosting.yaml")));
     assert!(warnings.is_empty(), "{warnings:?}");
-    assert_eq!(config.fusion.method, retrieval_engine::search::boosting_config::FusionMethod::Score);
+    assert_eq!(config.fusion.method, retrieval_engine::FusionMethod::Score);
     assert_eq!(config.fusion.lexical_weight, 0.7);
     assert_eq!((config.cascade.k, config.cascade.section_weight, config.cascade.chunk_weight), (5.0, 1.0, 0.0));
     assert_eq!(config.cascade.second_section_weight, 0.1);

@@ -3,9 +3,10 @@
 //! returns for the same snapshot, never leak another tenant's records, and fail fast with
 //! `Unavailable` (then recover) when Chroma is unreachable. The unreachable cases need no server.
 
-use retrieval_engine::embed::PseudoEmbedder;
-use retrieval_engine::index::{ChromaIndex, InMemoryIndex, IndexErrorKind, RecordFilter, ScoredRecord, VectorIndex};
-use retrieval_engine::model::{Level, Metadata, Record, Snapshot};
+use retrieval_engine::{
+    ChromaIndex, InMemoryIndex, IndexErrorKind, Level, Metadata, PseudoEmbedder, Record, RecordFilter, ScoredRecord,
+    Snapshot, VectorIndex,
+};
 use retrieval_service::config::Settings;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -8,8 +8,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{Method, StatusCode, Uri};
 use axum::Json;
-use retrieval_engine::index::{ChromaIndex, IndexErrorKind};
-use retrieval_engine::model::{Level, Metadata, Record, Snapshot};
+use retrieval_engine::{ChromaIndex, IndexErrorKind, Level, Metadata, Record, Snapshot};
 use retrieval_service::config::Settings;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -177,7 +176,7 @@ async fn a_failed_batch_fails_the_write_and_still_bumps_the_version() {
 
 mod retries {
     use crate::common::fake_http::{FakeResponse, FakeServer};
-    use retrieval_engine::index::{ChromaIndex, IndexErrorKind};
+    use retrieval_engine::{ChromaIndex, IndexErrorKind};
     use retrieval_service::config::Settings;
     use serde_json::json;
     use std::time::{Duration, Instant};

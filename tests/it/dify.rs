@@ -5,9 +5,7 @@
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
-use retrieval_engine::embed::PseudoEmbedder;
-use retrieval_engine::fixtures;
-use retrieval_engine::index::InMemoryIndex;
+use retrieval_engine::{fixtures, InMemoryIndex, PseudoEmbedder};
 use retrieval_service::config::Settings;
 use retrieval_service::{startup, AppState};
 use serde_json::{json, Value};
@@ -21,7 +19,7 @@ const OPERATOR_KEY: &str = "operator-key-0123456789abcdef";
 
 /// The fixture corpus, with versions and indexing dates that differ per page (the comparisons
 /// need them): page → (version, indexed_at).
-pub(crate) fn corpus() -> retrieval_engine::model::Snapshot {
+pub(crate) fn corpus() -> retrieval_engine::Snapshot {
     let dated = |doc: &str| match doc {
         "docs/faq/flat" => ("3", "2026-01-10T00:00:00Z"),
         "sdk/android/install" => ("1.10", "2026-03-01T12:00:00Z"),

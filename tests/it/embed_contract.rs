@@ -3,7 +3,7 @@
 use crate::common::fake_http;
 
 use fake_http::{closed_port_url, FakeResponse, FakeServer};
-use retrieval_engine::embed::{
+use retrieval_engine::{
     build_embedder, embed_query_with_fallback, EmbedErrorKind, Embedder, HttpEmbedder, HttpEmbedderConfig, InputKind,
     PseudoEmbedder,
 };

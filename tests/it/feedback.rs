@@ -171,7 +171,7 @@ fn write_reversing_model(dir: &Path, tenant: &str) {
         },
         fitted_at_ms: 0,
     };
-    retrieval_engine::learn::model::save(dir, tenant, &model).unwrap();
+    retrieval_engine::learn::save(dir, tenant, &model).unwrap();
 }
 
 fn hit_ids(answer: &Value) -> Vec<String> {
@@ -200,7 +200,7 @@ async fn a_tenants_learned_reranker_orders_its_searches_and_is_swapped_live() {
     assert!(all["hits"][0]["explain"]["rerank_score"].is_number(), "{all}");
     // Another tenant is not touched; turning the model off restores the service's order.
     assert!(state.search.learned_rerankers().get("t2").is_none());
-    std::fs::write(dir.path().join("t-t1").join(retrieval_engine::learn::model::OFF_FILE), "").unwrap();
+    std::fs::write(dir.path().join("t-t1").join(retrieval_engine::learn::OFF_FILE), "").unwrap();
     state.search.learned_rerankers().refresh();
     let (_, restored) = send(&state, "POST", SEARCH, Some(&body)).await;
     assert_eq!(hit_ids(&restored), hit_ids(&before));

@@ -199,16 +199,16 @@ async fn wrong_types_are_422_and_bad_json_400() {
 struct GateEmbedder {
     entered: std::sync::Arc<tokio::sync::Notify>,
     release: std::sync::Arc<tokio::sync::Notify>,
-    inner: retrieval_engine::embed::PseudoEmbedder,
+    inner: retrieval_engine::PseudoEmbedder,
 }
 
 #[async_trait::async_trait]
-impl retrieval_engine::embed::Embedder for GateEmbedder {
+impl retrieval_engine::Embedder for GateEmbedder {
     async fn embed(
         &self,
         texts: &[String],
-        kind: retrieval_engine::embed::InputKind,
-    ) -> retrieval_engine::embed::Result<Vec<Vec<f32>>> {
+        kind: retrieval_engine::InputKind,
+    ) -> Result<Vec<Vec<f32>>, retrieval_engine::EmbedError> {
         self.entered.notify_one();
         self.release.notified().await;
         self.inner.embed(texts, kind).await
@@ -228,14 +228,13 @@ async fn requests_beyond_the_in_flight_limit_are_shed_with_503_and_retry_after()
         max_in_flight_requests: 1,
         ..Default::default()
     };
-    let index = Arc::new(
-        retrieval_engine::index::InMemoryIndex::from_snapshot(retrieval_engine::fixtures::snapshot()).unwrap(),
-    );
+    let index =
+        Arc::new(retrieval_engine::InMemoryIndex::from_snapshot(retrieval_engine::fixtures::snapshot()).unwrap());
     let (entered, release) = (Arc::new(tokio::sync::Notify::new()), Arc::new(tokio::sync::Notify::new()));
     let embedder = GateEmbedder {
         entered: entered.clone(),
         release: release.clone(),
-        inner: retrieval_engine::embed::PseudoEmbedder::new(dimension),
+        inner: retrieval_engine::PseudoEmbedder::new(dimension),
     };
     let state = retrieval_service::startup::state_with(settings, index, Arc::new(embedder));
     let search = json!({"query": "Gradle", "tenant_id": "t1"}).to_string();

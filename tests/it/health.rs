@@ -4,10 +4,7 @@
 use crate::common::fake_http::{closed_port_url, FakeResponse, FakeServer};
 use crate::common::send;
 use axum::http::StatusCode;
-use retrieval_engine::embed::PseudoEmbedder;
-use retrieval_engine::fixtures;
-use retrieval_engine::index::memory::write_snapshot_file;
-use retrieval_engine::index::InMemoryIndex;
+use retrieval_engine::{fixtures, write_snapshot_file, InMemoryIndex, PseudoEmbedder};
 use retrieval_service::config::{Settings, VectorBackend};
 use retrieval_service::startup;
 use serde_json::json;
@@ -146,7 +143,7 @@ async fn a_failing_embedding_provider_makes_health_degraded_until_it_answers() {
     let mut settings = Settings { embedding_dimension: fixtures::DIMENSION, ..Settings::default() };
     settings.embedding_api_base = server.url();
     settings.embedding_max_attempts = 1;
-    let metrics = Arc::new(retrieval_engine::metrics::Metrics::new());
+    let metrics = Arc::new(retrieval_engine::Metrics::new());
     let embedder = startup::build_embedder(&settings, Some(Arc::clone(&metrics))).unwrap();
     let index = Arc::new(InMemoryIndex::from_snapshot(fixtures::snapshot()).unwrap());
     let state = startup::state_with_metrics(settings, index, embedder, metrics);

@@ -3,11 +3,9 @@
 
 use crate::common::fake_http::{FakeResponse, FakeServer};
 use crate::common::send;
-use retrieval_engine::embed::PseudoEmbedder;
-use retrieval_engine::index::memory::read_snapshot_file;
-use retrieval_engine::index::InMemoryIndex;
+use retrieval_engine::{read_snapshot_file, InMemoryIndex, PseudoEmbedder};
 use retrieval_service::config::Settings;
-use retrieval_service::ingest::cli::{run_ingest, IngestArgs};
+use retrieval_service::ingest::{run_ingest, IngestArgs};
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;

@@ -2,14 +2,13 @@
 //! tenant/source isolation, bad input, the embedding cache, the demo corpus and `themes suggest`.
 
 use async_trait::async_trait;
-use retrieval_engine::embed::{EmbedError, EmbedErrorKind, Embedder, InputKind, PseudoEmbedder};
-use retrieval_engine::index::memory::{read_snapshot_file, LoadedIndex};
-use retrieval_engine::index::RecordFilter;
-use retrieval_engine::ingest::markdown::parse_markdown;
-use retrieval_engine::ingest::{demo_snapshot, suggest_themes, IngestError, MappingRules, DEMO_PAGES};
-use retrieval_engine::model::{Level, Record, Snapshot};
+use retrieval_engine::{
+    ingest::{demo_snapshot, parse_markdown, suggest_themes, IngestError, MappingRules, DEMO_PAGES},
+    read_snapshot_file, EmbedError, EmbedErrorKind, Embedder, InputKind, Level, LoadedIndex, PseudoEmbedder, Record,
+    RecordFilter, Snapshot,
+};
 use retrieval_service::config::Settings;
-use retrieval_service::ingest::cli::{run_ingest, IngestArgs, IngestBackend};
+use retrieval_service::ingest::{run_ingest, IngestArgs, IngestBackend};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -46,7 +45,7 @@ impl CountingEmbedder {
 
 #[async_trait]
 impl Embedder for CountingEmbedder {
-    async fn embed(&self, texts: &[String], kind: InputKind) -> retrieval_engine::embed::Result<Vec<Vec<f32>>> {
+    async fn embed(&self, texts: &[String], kind: InputKind) -> Result<Vec<Vec<f32>>, retrieval_engine::EmbedError> {
         assert_eq!(kind, InputKind::Passage);
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.texts.fetch_add(texts.len(), Ordering::SeqCst);
@@ -166,7 +165,7 @@ async fn ingest_maps_topics_onto_all_three_levels() {
     assert_eq!((report.docs, report.sections), (2, 4));
     assert!(report.snapshot_bytes.unwrap() > 0);
     // The version a search can wait for (`min_index_version`) is printed with the report.
-    let version = retrieval_engine::index::file_index::file_version(&fixture.snapshot_path());
+    let version = retrieval_engine::file_version(&fixture.snapshot_path());
     assert!(version.is_some() && report.index_version == version, "{:?} vs {version:?}", report.index_version);
     assert!(report.to_string().contains(&format!("index_version {}", version.unwrap())), "{report}");
     let snapshot = fixture.snapshot();
@@ -406,7 +405,7 @@ async fn demo_snapshot_matches_ingest_and_covers_ambiguous_tags() {
     assert_eq!(ids(&fixture.snapshot(), "demo"), ids(&snapshot, "demo"), "same ids through `ingest`");
 
     let index = LoadedIndex::build(snapshot.clone()).unwrap();
-    let terms = retrieval_engine::text::terms("обязательные теги");
+    let terms = retrieval_engine::terms("обязательные теги");
     let hits = index.lexical(Level::Doc, &RecordFilter::tenant("demo"), &terms, 10);
     let sections: std::collections::HashSet<&str> = hits.iter().map(|h| h.record.meta.section.as_str()).collect();
     for expected in ["agent", "admin", "faq"] {
@@ -448,7 +447,7 @@ async fn themes_suggest_drafts_the_router_format() {
     assert!(themes.iter().all(|t| t["section"].as_str() != Some("chat-bot")), "one chat-bot page is below min_docs");
     assert!(!yaml.contains("acme") && !yaml.contains("Acme"));
     // Loadable as-is by the router's themes provider.
-    let loaded = retrieval_engine::router::parse_themes_yaml(&yaml).unwrap();
+    let loaded = retrieval_engine::parse_themes_yaml(&yaml).unwrap();
     assert_eq!(loaded.themes.len(), themes.len());
     assert!(loaded.themes.iter().any(|t| t.id == "sdk_android"));
 }
@@ -462,9 +461,9 @@ async fn themes_suggest_drafts_the_router_format() {
 )]
 #[tokio::test]
 async fn chroma_reingest_is_read_back_incrementally() {
-    use retrieval_engine::index::{ChromaIndex, VectorIndex};
     use retrieval_engine::ingest::ChromaSourceWriter;
-    use retrieval_service::ingest::cli::run_ingest_with_writer;
+    use retrieval_engine::{ChromaIndex, VectorIndex};
+    use retrieval_service::ingest::run_ingest_with_writer;
     let url = crate::common::needs::required("chroma");
     let fixture = Fixture::new();
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
@@ -474,7 +473,7 @@ async fn chroma_reingest_is_read_back_incrementally() {
         ..fixture.settings.clone()
     };
     let index = ChromaIndex::new(&settings.chroma()).unwrap();
-    let writer: Arc<dyn retrieval_engine::ingest::writer::IndexWriter> =
+    let writer: Arc<dyn retrieval_engine::ingest::IndexWriter> =
         Arc::new(ChromaSourceWriter::new(Arc::clone(&index), "chroma"));
     let ingest = |args: IngestArgs| {
         let (settings, writer) = (settings.clone(), Arc::clone(&writer));

@@ -110,7 +110,7 @@ async fn only_short_plain_request_ids_are_kept_logged_and_echoed() {
             assert_eq!(echoed, given);
         } else {
             assert_ne!(echoed, given);
-            assert!(retrieval_service::api::is_valid_request_id(echoed.as_bytes()), "{echoed}");
+            assert!(retrieval_service::is_valid_request_id(echoed.as_bytes()), "{echoed}");
         }
         let written: usize = lines.iter().map(|line| line.to_string().len()).sum();
         assert!(written < 2_000, "{written} bytes of log for one request");

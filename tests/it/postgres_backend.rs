@@ -8,12 +8,12 @@
 use crate::common::needs::required;
 use crate::common::{send, switchable_proxy, LogCapture};
 use axum::http::StatusCode;
-use retrieval_engine::embed::PseudoEmbedder;
-use retrieval_engine::fixtures;
-use retrieval_engine::index::{PostgresIndex, PostgresSearchIndex, PostgresSearchMode, RecordFilter, VectorIndex};
-use retrieval_engine::ingest::writer::{IndexWriter, IngestBatch, SourceScope};
-use retrieval_engine::ingest::{PostgresSourceWriter, RecordSet};
-use retrieval_engine::model::{Level, Metadata, Record, Snapshot};
+use retrieval_engine::{
+    fixtures,
+    ingest::{IndexWriter, IngestBatch, PostgresSourceWriter, RecordSet, SourceScope},
+    Level, Metadata, PostgresIndex, PostgresSearchIndex, PostgresSearchMode, PseudoEmbedder, Record, RecordFilter,
+    Snapshot, VectorIndex,
+};
 use retrieval_service::config::{Secret, Settings, VectorBackend};
 use retrieval_service::{startup, AppState};
 use serde_json::json;
@@ -785,11 +785,11 @@ async fn measure_ingest_and_replica_load() {
     let load = started.elapsed();
     // One page changed: only its records are written and read again.
     let changed = synthetic(docs, dimension, Some(7));
-    let hashes = retrieval_engine::ingest::writer::page_hashes(&changed, "pseudo-sha256");
+    let hashes = retrieval_engine::ingest::page_hashes(&changed, "pseudo-sha256");
     let stored = writer.stored_pages(&scope).await.unwrap();
     let kept: BTreeMap<String, String> =
         hashes.into_iter().filter(|(doc, hash)| stored.get(doc) == Some(hash)).collect();
-    let changed = retrieval_engine::ingest::writer::without_pages(changed, &kept);
+    let changed = retrieval_engine::ingest::without_pages(changed, &kept);
     let written = changed.docs.len() + changed.sections.len() + changed.chunks.len();
     let started = Instant::now();
     writer.replace_source(&scope, batch_of(changed, kept)).await.unwrap();

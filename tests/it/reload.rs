@@ -2,11 +2,7 @@
 
 use crate::common::send;
 use axum::http::StatusCode;
-use retrieval_engine::embed::PseudoEmbedder;
-use retrieval_engine::fixtures;
-use retrieval_engine::index::memory::write_snapshot_file;
-use retrieval_engine::index::InMemoryIndex;
-use retrieval_engine::model::Record;
+use retrieval_engine::{fixtures, write_snapshot_file, InMemoryIndex, PseudoEmbedder, Record};
 use retrieval_service::config::Settings;
 use retrieval_service::startup;
 use serde_json::json;
@@ -14,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn snapshot_with_extra_doc(generation: usize) -> retrieval_engine::model::Snapshot {
+fn snapshot_with_extra_doc(generation: usize) -> retrieval_engine::Snapshot {
     let mut snapshot = fixtures::snapshot();
     let embedder = PseudoEmbedder::new(fixtures::DIMENSION);
     let template = snapshot.chunks[0].clone();
@@ -121,7 +117,7 @@ async fn rewriting_the_snapshot_under_load_drops_no_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_search_can_wait_to_read_its_own_write() {
-    use retrieval_engine::index::file_index::file_version;
+    use retrieval_engine::file_version;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("index.json");
     write_snapshot_file(&path, &fixtures::snapshot()).unwrap();

@@ -4,7 +4,7 @@
 use crate::common::fake_http;
 
 use fake_http::{closed_port_url, FakeResponse, FakeServer};
-use retrieval_engine::rerank::{
+use retrieval_engine::{
     build_reranker, merge_rerank, ChatReranker, RerankApiReranker, RerankCandidate, RerankClientConfig,
     RerankErrorKind, Reranker,
 };

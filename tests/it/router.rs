@@ -5,11 +5,9 @@
 use axum::extract::{Path, State};
 use axum::routing::post;
 use axum::{Json, Router};
-use retrieval_engine::index::RecordFilter;
-use retrieval_engine::model::Metadata;
-use retrieval_engine::router::{
+use retrieval_engine::{
     build_clarification, format_context, infer_theme_label, route_heuristic, route_query, ContextSource, LlmRouter,
-    RouterConfig, ThemeSet, ThemesProvider, UserMetadata, YamlThemesProvider, MULTI_THEME_RULE,
+    Metadata, RecordFilter, RouterConfig, ThemeSet, ThemesProvider, UserMetadata, YamlThemesProvider, MULTI_THEME_RULE,
 };
 use retrieval_service::config::{RouterMode, Secret};
 use serde_json::{json, Value};
@@ -199,7 +197,7 @@ async fn route_with(
     query: &str,
     mode: RouterMode,
     llm: Option<&LlmRouter>,
-) -> retrieval_engine::router::RoutingResult {
+) -> retrieval_engine::RoutingResult {
     route_query(query, None, &ThemeSet::new(provider.list_themes()), mode, provider.router_config(), llm).await
 }
 
@@ -253,12 +251,7 @@ async fn start_fake_chat() -> (String, Requests) {
     (format!("http://{address}"), requests)
 }
 
-async fn route_llm(
-    base: &str,
-    behaviour: &str,
-    query: &str,
-    timeout: Duration,
-) -> retrieval_engine::router::RoutingResult {
+async fn route_llm(base: &str, behaviour: &str, query: &str, timeout: Duration) -> retrieval_engine::RoutingResult {
     let provider = seed_themes();
     let llm = LlmRouter::new(&format!("{base}/{behaviour}"), "test-model", Secret::new("sk-test"), timeout).unwrap();
     route_with(&provider, query, RouterMode::Llm, Some(&llm)).await

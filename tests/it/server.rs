@@ -167,16 +167,16 @@ async fn at_the_limit_a_new_connection_replaces_the_longest_idle_one() {
 struct GateEmbedder {
     gate: Arc<tokio::sync::Semaphore>,
     entered: Arc<std::sync::atomic::AtomicUsize>,
-    inner: retrieval_engine::embed::PseudoEmbedder,
+    inner: retrieval_engine::PseudoEmbedder,
 }
 
 #[async_trait::async_trait]
-impl retrieval_engine::embed::Embedder for GateEmbedder {
+impl retrieval_engine::Embedder for GateEmbedder {
     async fn embed(
         &self,
         texts: &[String],
-        kind: retrieval_engine::embed::InputKind,
-    ) -> retrieval_engine::embed::Result<Vec<Vec<f32>>> {
+        kind: retrieval_engine::InputKind,
+    ) -> Result<Vec<Vec<f32>>, retrieval_engine::EmbedError> {
         self.entered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let _open = self.gate.acquire().await;
         self.inner.embed(texts, kind).await
@@ -191,15 +191,14 @@ impl retrieval_engine::embed::Embedder for GateEmbedder {
 async fn at_the_limit_with_every_connection_busy_a_new_one_is_refused() {
     let dimension = retrieval_engine::fixtures::DIMENSION;
     let settings = Settings { embedding_dimension: dimension, max_connections: 2, ..Settings::default() };
-    let index = Arc::new(
-        retrieval_engine::index::InMemoryIndex::from_snapshot(retrieval_engine::fixtures::snapshot()).unwrap(),
-    );
+    let index =
+        Arc::new(retrieval_engine::InMemoryIndex::from_snapshot(retrieval_engine::fixtures::snapshot()).unwrap());
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let entered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let embedder = GateEmbedder {
         gate: Arc::clone(&gate),
         entered: Arc::clone(&entered),
-        inner: retrieval_engine::embed::PseudoEmbedder::new(dimension),
+        inner: retrieval_engine::PseudoEmbedder::new(dimension),
     };
     let server =
         Server::start_with_state(retrieval_service::startup::state_with(settings, index, Arc::new(embedder))).await;

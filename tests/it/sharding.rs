@@ -2,11 +2,7 @@
 
 use crate::common::send;
 use axum::http::StatusCode;
-use retrieval_engine::embed::PseudoEmbedder;
-use retrieval_engine::fixtures;
-use retrieval_engine::index::memory::write_snapshot_file;
-use retrieval_engine::index::scope::TenantScope;
-use retrieval_engine::index::InMemoryIndex;
+use retrieval_engine::{fixtures, write_snapshot_file, InMemoryIndex, PseudoEmbedder, TenantScope};
 use retrieval_service::config::Settings;
 use retrieval_service::startup;
 use serde_json::json;

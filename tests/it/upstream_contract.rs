@@ -2,8 +2,10 @@
 //! client: retries and `Retry-After`, the deadline, garbage answers, the bearer key, the metrics.
 
 use crate::common::fake_http::{closed_port_url, FakeResponse, FakeServer};
-use retrieval_engine::metrics::Metrics;
-use retrieval_engine::upstream::{chat_completion, http_client, post_json, Call, RetryPolicy, UpstreamErrorKind};
+use retrieval_engine::{
+    upstream::{chat_completion, http_client, post_json, Call, RetryPolicy, UpstreamErrorKind},
+    Metrics,
+};
 use serde_json::json;
 use std::time::{Duration, Instant};
 

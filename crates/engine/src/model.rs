@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::shared_str::{SharedStr, SharedText};
+pub(crate) use crate::shared_str::{SharedStr, SharedText};
 
 /// One of the three levels of the index: a page (doc), a heading's section, a chunk of a section.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]

@@ -19,10 +19,10 @@
 use super::field_names::{all_names, is_date, number_names, target, Target, MAX_NAME_CHARS};
 use super::request::{DifyCondition, DifyMetadataCondition, LogicalOperator};
 use super::DifyError;
-use crate::index::condition::{
-    unix_seconds, Clause, Comparison, Field, Logic, MetadataCondition, Number, Test, ValueList,
+use retrieval_engine::{
+    condition::{unix_seconds, Clause, Comparison, Field, Logic, MetadataCondition, Number, Test, ValueList},
+    MAX_ID_LIST, MAX_TAG_CHARS,
 };
-use crate::search::{MAX_ID_LIST, MAX_TAG_CHARS};
 use serde_json::{json, Value};
 
 /// Most conditions one `metadata_condition` may hold (blank ones included).

@@ -3,7 +3,7 @@
 
 use crate::api::auth::Grant;
 use crate::error::{ApiError, ErrorCode};
-use crate::state::AppState;
+use crate::AppState;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{header, HeaderValue, StatusCode};

@@ -3,7 +3,7 @@
 //! compiler (`condition.rs`) and the knowledge bases file (`knowledge.rs`) both read them; this
 //! file imports no HTTP type, so `AppState`, which holds the knowledge bases, depends on no handler.
 
-use crate::index::condition::Field;
+use retrieval_engine::condition::Field;
 
 /// Dify's built-in metadata names and the field each means here (`None`: no counterpart).
 const DIFY_NAMES: [(&str, Option<Field>); 4] = [

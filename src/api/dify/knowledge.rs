@@ -3,8 +3,10 @@
 
 use super::field_names::unknown_field;
 use super::request::UnknownFields;
-use crate::index::condition::{Clause, Field, Test, ValueList};
-use crate::search::{validate_tenant, TenantId};
+use retrieval_engine::{
+    condition::{Clause, Field, Test, ValueList},
+    validate_tenant, TenantId,
+};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -45,7 +47,7 @@ struct KnowledgeFile {
 #[serde(deny_unknown_fields)]
 struct KnowledgeEntry {
     tenant_id: String,
-    #[serde(default, deserialize_with = "crate::yaml::empty_as_default")]
+    #[serde(default, deserialize_with = "retrieval_engine::yaml::empty_as_default")]
     filter: BTreeMap<String, OneOrMany>,
     theme: Option<String>,
     /// For the people who read the file; not used.
@@ -76,7 +78,7 @@ impl KnowledgeBases {
     }
 
     pub(crate) fn parse(text: &str) -> Result<Self, String> {
-        let file: KnowledgeFile = crate::yaml::from_str(text).map_err(|error| error.to_string())?;
+        let file: KnowledgeFile = retrieval_engine::yaml::from_str(text).map_err(|error| error.to_string())?;
         let mut bases = HashMap::with_capacity(file.knowledge_bases.len());
         for (id, entry) in file.knowledge_bases {
             validate_tenant(&id).map_err(|error| format!("knowledge base id {id:?}: {error}"))?;
@@ -122,7 +124,7 @@ impl KnowledgeBases {
 
     /// One problem per knowledge base that names a theme `themes` does not define: start-up
     /// refuses them, and a config reload keeps the themes in use.
-    pub(crate) fn themes_missing_from(&self, themes: &crate::router::ThemeSet) -> Vec<String> {
+    pub(crate) fn themes_missing_from(&self, themes: &retrieval_engine::ThemeSet) -> Vec<String> {
         self.bases
             .iter()
             .flatten()

@@ -79,7 +79,7 @@ pub(crate) struct DifyCondition {
 
 /// The knowledge base: a tenant id, or an id of `RETR_DIFY_KNOWLEDGE_BASES` (the same rule).
 fn knowledge_id() -> utoipa::openapi::schema::Object {
-    let mut schema = crate::search::schema::tenant_id();
+    let mut schema = retrieval_engine::openapi::tenant_id();
     schema.description = Some("The knowledge base: a tenant id, or an id of `RETR_DIFY_KNOWLEDGE_BASES`.".into());
     schema
 }
@@ -244,7 +244,7 @@ mod tests {
         let conditions = &serde_json::to_value(DifyMetadataCondition::schema()).unwrap()["properties"]["conditions"];
         assert_eq!(conditions["maxItems"], super::super::condition::MAX_CONDITIONS);
         let request = serde_json::to_value(DifyRetrievalRequest::schema()).unwrap();
-        assert_eq!(request["properties"]["knowledge_id"]["pattern"], crate::search::schema::tenant_id_pattern());
+        assert_eq!(request["properties"]["knowledge_id"]["pattern"], retrieval_engine::openapi::tenant_id_pattern());
     }
 
     #[test]

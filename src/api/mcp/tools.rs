@@ -12,10 +12,8 @@
 
 use crate::api::auth::TenantKey;
 use crate::error::{ApiError, ErrorCode};
-use crate::search::prompt_context::MAX_CONTEXT_CHARS;
-use crate::search::settings::MAX_RESULTS_CAP;
-use crate::search::{SearchFilters, SearchRequest, TenantId, WindowQuery};
-use crate::state::AppState;
+use crate::AppState;
+use retrieval_engine::{SearchFilters, SearchRequest, TenantId, WindowQuery, MAX_CONTEXT_CHARS, MAX_RESULTS_CAP};
 use rmcp::handler::server::common::{schema_for_output, schema_for_type};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, InitializeResult,
@@ -217,8 +215,8 @@ impl From<ApiError> for ToolError {
     }
 }
 
-impl From<crate::search::SearchError> for ToolError {
-    fn from(error: crate::search::SearchError) -> Self {
+impl From<retrieval_engine::SearchError> for ToolError {
+    fn from(error: retrieval_engine::SearchError) -> Self {
         ApiError::from(error).into()
     }
 }
@@ -354,8 +352,8 @@ pub(crate) struct Clarification {
     options: Vec<ClarificationOption>,
 }
 
-impl From<crate::router::Clarification> for Clarification {
-    fn from(clarification: crate::router::Clarification) -> Self {
+impl From<retrieval_engine::Clarification> for Clarification {
+    fn from(clarification: retrieval_engine::Clarification) -> Self {
         Self {
             question: clarification.question,
             options: clarification
@@ -541,7 +539,7 @@ impl Call<'_> {
             self.key.check(&tenant)?;
             return Ok(TenantId::new(tenant)?);
         }
-        let stats = self.state.search.index().stats().await.map_err(crate::search::SearchError::from)?;
+        let stats = self.state.search.index().stats().await.map_err(retrieval_engine::SearchError::from)?;
         let readable: Vec<String> = stats.tenants.into_keys().filter(|tenant| self.key.allows(tenant)).collect();
         match readable.as_slice() {
             [only] => Ok(TenantId::new(only.clone())?),

@@ -41,7 +41,7 @@ impl From<crate::upstream::UpstreamError> for EmbedError {
     }
 }
 
-pub type Result<T> = std::result::Result<T, EmbedError>;
+pub(crate) type Result<T> = std::result::Result<T, EmbedError>;
 
 /// Turns texts into vectors. Implementations return exactly one vector per input, in input order.
 #[async_trait]

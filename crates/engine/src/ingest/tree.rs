@@ -29,7 +29,7 @@ pub struct Loaded {
 
 /// The largest page read, in bytes: a longer file is skipped with the reason (documentation pages
 /// are kilobytes; a file this big is a mistake, and reading it whole would cost its size in memory).
-pub const MAX_PAGE_BYTES: u64 = 8 * 1024 * 1024;
+pub(crate) const MAX_PAGE_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Walks `root` in name order for `.md`/`.mdx` and `.html`/`.htm` pages (a site generator's
 /// `404.html` is skipped with the reason). Hidden entries, `_partials`, `node_modules`

@@ -23,7 +23,7 @@ pub const FEATURES: [&str; 15] = [
     "log section place",
 ];
 
-pub type Row = [f64; FEATURES.len()];
+pub(crate) type Row = [f64; FEATURES.len()];
 
 /// The words of a text as the overlap features compare them: lower-cased runs of letters and
 /// digits of at least 3 characters, cut to their first 5 (a crude stem that works across

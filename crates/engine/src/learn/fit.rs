@@ -35,7 +35,7 @@ const SCORE_PENALTY: f64 = 1e-3;
 
 /// 1-based place of the first used candidate when ordered by `weights` (ties keep the service's
 /// order), if within `cutoff`.
-pub fn first_used_place(example: &Example, weights: &[f64], cutoff: usize) -> Option<usize> {
+pub(crate) fn first_used_place(example: &Example, weights: &[f64], cutoff: usize) -> Option<usize> {
     let mut order: Vec<(usize, f64)> = example
         .rows
         .iter()
@@ -150,7 +150,7 @@ fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
 
 /// The fold (of `folds`) an example is held out in: FNV-1a of its key, so a record keeps its
 /// fold as feedback grows.
-pub fn fold_of(key: &str, folds: usize) -> usize {
+pub(crate) fn fold_of(key: &str, folds: usize) -> usize {
     let mut hash: u64 = 0xcbf29ce484222325;
     for byte in key.bytes() {
         hash ^= byte as u64;
@@ -160,9 +160,9 @@ pub fn fold_of(key: &str, folds: usize) -> usize {
 }
 
 /// The penalties a refit chooses from when none is given.
-pub const REGULARIZATION_GRID: [f64; 7] = [1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0];
+pub(crate) const REGULARIZATION_GRID: [f64; 7] = [1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0];
 
-/// The penalty of [`REGULARIZATION_GRID`] whose models rank the used pages best out of fold
+/// The penalty of `REGULARIZATION_GRID` whose models rank the used pages best out of fold
 /// (folds of `salt`ed keys, so that inside an outer fold the inner folds are not the outer ones);
 /// a tie goes to the larger penalty.
 pub fn choose_regularization(examples: &[&Example], folds: usize, salt: &str) -> f64 {
@@ -216,7 +216,7 @@ fn out_of_fold_with(
 
 /// Out-of-fold figures of a refit.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct OutOfFold {
+pub(crate) struct OutOfFold {
     pub mrr_default: f64,
     pub mrr_learned: f64,
     /// Searches scored (one whose used pages are not among the candidates counts 0).
@@ -229,7 +229,7 @@ pub struct OutOfFold {
 impl OutOfFold {
     /// The one-sided sign test's p-value of "the learned order is better": the chance of at
     /// least `wins` wins among `wins + losses` changed searches if each were a coin toss.
-    pub fn sign_test_p(&self) -> f64 {
+    pub(crate) fn sign_test_p(&self) -> f64 {
         let n = self.wins + self.losses;
         if n == 0 {
             return 1.0;
@@ -243,7 +243,7 @@ impl OutOfFold {
 /// Out-of-fold MRR@10 of the default order and of the model fitted without each fold: with the
 /// given penalty, or (`None`) with the penalty chosen on each training part alone (nested), so
 /// the figure judges the whole refit on feedback it never saw.
-pub fn out_of_fold(examples: &[&Example], regularization: Option<f64>, folds: usize) -> OutOfFold {
+pub(crate) fn out_of_fold(examples: &[&Example], regularization: Option<f64>, folds: usize) -> OutOfFold {
     out_of_fold_with(examples, folds, "", &|train| {
         let chosen = regularization.unwrap_or_else(|| choose_regularization(train, folds, "inner:"));
         fit(train, chosen)

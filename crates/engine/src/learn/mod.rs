@@ -4,29 +4,30 @@
 //! (`model::LearnedRerankers`). The searches it learns from are asked by
 //! `SearchService::learning_examples`: this module knows nothing of the search itself.
 
-pub mod features;
-pub mod fit;
-pub mod model;
+pub(crate) mod features;
+pub(crate) mod fit;
+pub(crate) mod model;
 
-pub use features::{Row, FEATURES};
-pub use fit::Example;
-pub use model::{HeldOutScore, LearnedReranker, LearnedRerankers};
+pub(crate) use features::Row;
+pub use features::FEATURES;
+pub use fit::{choose_regularization, default_weights, fit, mrr, Example};
+pub use model::{model_path, save, HeldOutScore, LearnedReranker, LearnedRerankers, OFF_FILE};
 
 use crate::feedback::{FeedbackRecord, Verdict};
 
 /// Hits a learned re-ranker re-orders (the search takes this many, then cuts to what was asked).
-pub const CANDIDATES: usize = 20;
+pub(crate) const CANDIDATES: usize = 20;
 /// Searches with a used hit among their candidates needed before a model is fitted at all.
-pub const MIN_RECORDS: usize = 30;
+pub(crate) const MIN_RECORDS: usize = 30;
 /// Held-out parts of the feedback (each scored by a model fitted on the others).
 pub const FOLDS: usize = 5;
 /// A model is kept only when its held-out wins over the service's order are this unlikely to be
 /// chance (one-sided sign test over the searches whose used page moved).
-pub const MAX_P_VALUE: f64 = 0.05;
+pub(crate) const MAX_P_VALUE: f64 = 0.05;
 
 /// One candidate hit of a search, as the learner reads it.
 #[derive(Debug, Clone)]
-pub struct Candidate {
+pub(crate) struct Candidate {
     pub hit_id: String,
     pub doc_id: String,
     pub source: String,

@@ -12,7 +12,7 @@ use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
 /// The model file's name in a tenant's feedback directory.
-pub const MODEL_FILE: &str = "reranker.json";
+pub(crate) const MODEL_FILE: &str = "reranker.json";
 /// A file of this name beside the model turns it off (the operator's switch).
 pub const OFF_FILE: &str = "reranker.off";
 
@@ -89,15 +89,6 @@ pub fn save(dir: &Path, tenant: &str, model: &LearnedReranker) -> std::io::Resul
     std::fs::rename(&temporary, &path)?;
     std::fs::File::open(&directory)?.sync_all()?;
     Ok(path)
-}
-
-/// Removes a tenant's model (searches go back to the service's own order at the next refresh).
-pub fn remove(dir: &Path, tenant: &str) -> std::io::Result<bool> {
-    match std::fs::remove_file(model_path(dir, tenant)) {
-        Ok(()) => Ok(true),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(error) => Err(error),
-    }
 }
 
 fn read_model(path: &Path) -> Result<LearnedReranker, String> {
@@ -238,7 +229,7 @@ mod tests {
         let mut other_features = model(0.5);
         other_features.features[3] = "something else".into();
         assert!(other_features.problem().is_some());
-        assert!(remove(dir.path(), "acme").unwrap());
+        std::fs::remove_file(model_path(dir.path(), "acme")).unwrap();
         rerankers.refresh();
         assert!(rerankers.get("acme").is_none());
     }

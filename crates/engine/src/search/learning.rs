@@ -13,7 +13,7 @@ use crate::learn::{Candidate, Example, LabelledSearch};
 impl SearchService {
     /// The first `learn::CANDIDATES` hits of a search in the service's own order (no learned
     /// model), each with the features a learned re-ranker reads.
-    pub async fn candidates(&self, request: &SearchRequest) -> Result<Vec<Candidate>> {
+    pub(crate) async fn candidates(&self, request: &SearchRequest) -> Result<Vec<Candidate>> {
         let pinned = self.pin_for(request).await?;
         let mut candidates = Vec::new();
         self.search_on(&pinned, request, RankingMode::Hybrid, LearnedUse::Collect(&mut candidates)).await?;

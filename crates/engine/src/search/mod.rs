@@ -3,30 +3,28 @@
 //! fused and boosted by `ranking` —, learned order, disambiguate, answer) by the `SearchService`
 //! (`service`), which holds the index, the embedder, the tuning and the runtime settings.
 
-pub mod boosting;
-pub mod boosting_config;
-pub mod browse;
+pub(crate) mod boosting;
+pub(crate) mod boosting_config;
+pub(crate) mod browse;
 pub(crate) mod cascade;
-#[cfg(feature = "ceiling-probe")]
-pub mod ceiling;
 pub(crate) mod confidence;
 pub(crate) mod error;
-pub mod fusion;
+pub(crate) mod fusion;
 pub(crate) mod learned;
 mod learning;
 mod limits;
-pub mod prompt_context;
-pub mod ranking;
+pub(crate) mod prompt_context;
+pub(crate) mod ranking;
 pub(crate) mod rerank;
 pub(crate) mod routing;
-pub mod schema;
+pub(crate) mod schema;
 mod service;
-pub mod settings;
+pub(crate) mod settings;
 pub(crate) mod stages;
 pub(crate) mod synonyms;
 pub(crate) mod tenant;
 pub(crate) mod transliteration;
-pub mod tuning;
+pub(crate) mod tuning;
 pub(crate) mod types;
 mod validate;
 

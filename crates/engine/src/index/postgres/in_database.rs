@@ -45,7 +45,9 @@ type Param = Box<dyn ToSql + Sync + Send>;
 /// Rows read at most per round while a condition filters them in the service.
 const CONDITION_ROUND_MAX: i64 = 20_000;
 
-/// A lexical list restricted to at most this many pages reads their records' terms by record.
+/// A list restricted to at most this many pages reads their records directly (the lexical list
+/// their terms by record, the dense list every record's distance) rather than through an index
+/// over the whole level.
 const FEW_PAGES: usize = 200;
 
 /// How long a primary that did not answer is passed over before it is asked again.
@@ -62,6 +64,8 @@ struct Shared {
     lexical_depth: usize,
     refresh_interval: Duration,
     state: Mutex<PollState>,
+    /// The embedding column's dimension, once a write has set it (it never changes after).
+    dimension: std::sync::OnceLock<usize>,
 }
 
 #[derive(Debug, Default)]
@@ -122,6 +126,7 @@ impl PostgresSearchIndex {
                 lexical_depth: settings.lexical_depth.max(1),
                 refresh_interval: Duration::from_millis(settings.refresh_interval_ms.max(50)),
                 state: Mutex::new(PollState::default()),
+                dimension: std::sync::OnceLock::new(),
             }),
             pinned: None,
         }))
@@ -337,18 +342,32 @@ impl PostgresSearchIndex {
             return Ok(Vec::new());
         }
         let vector = pgvector::Vector::from(query.to_vec());
+        let few_pages = filter.doc_ids.as_ref().is_some_and(|ids| ids.len() <= FEW_PAGES);
         self.ranked(filter, k, |limit| {
             let mut params: Vec<Param> = Vec::new();
             let clause = where_clause(level, filter, &mut params);
             params.push(Box::new(vector.clone()));
             let at = params.len();
             params.push(Box::new(limit));
-            let sql = format!(
-                "SELECT {columns}, 1 - (r.embedding <=> ${at}) FROM retr_records r WHERE {clause} \
-                 ORDER BY r.embedding <=> ${at} LIMIT ${limit}",
-                columns = store::RECORD_COLUMNS,
-                limit = at + 1,
-            );
+            // A few pages' records (the cascade's sections and chunks of the chosen pages) are
+            // scanned exactly, through the primary key's (tenant, doc_id): the HNSW index, walked
+            // with such a filter, reads far more of the level and may still miss some of them.
+            // `OFFSET 0` keeps the planner from ordering the filtered records by that index.
+            let sql = if few_pages {
+                format!(
+                    "SELECT {columns}, 1 - r.distance FROM (SELECT r.*, r.embedding <=> ${at} AS distance \
+                     FROM retr_records r WHERE {clause} OFFSET 0) AS r ORDER BY r.distance, r.id LIMIT ${limit}",
+                    columns = store::RECORD_COLUMNS,
+                    limit = at + 1,
+                )
+            } else {
+                format!(
+                    "SELECT {columns}, 1 - (r.embedding <=> ${at}) FROM retr_records r WHERE {clause} \
+                     ORDER BY r.embedding <=> ${at} LIMIT ${limit}",
+                    columns = store::RECORD_COLUMNS,
+                    limit = at + 1,
+                )
+            };
             (sql, params)
         })
         .await
@@ -498,13 +517,21 @@ impl PostgresSearchIndex {
     }
 
     pub async fn dimension(&self) -> Result<Option<usize>> {
+        if let Some(&dimension) = self.shared.dimension.get() {
+            return Ok(Some(dimension));
+        }
         let (_, rows) = self
             .query(
                 "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass('retr_records') AND attname = 'embedding'",
                 Vec::new(),
             )
             .await?;
-        Ok(rows.first().map(|row| row.get::<_, i32>(0)).filter(|&typmod| typmod > 0).map(|typmod| typmod as usize))
+        let dimension =
+            rows.first().map(|row| row.get::<_, i32>(0)).filter(|&typmod| typmod > 0).map(|typmod| typmod as usize);
+        if let Some(dimension) = dimension {
+            let _ = self.shared.dimension.set(dimension);
+        }
+        Ok(dimension)
     }
 
     pub async fn stats(&self) -> Result<IndexStats> {

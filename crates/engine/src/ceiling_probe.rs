@@ -9,12 +9,9 @@
 //!
 //! Unset, the service searches as always.
 
-use super::error::{Result, SearchError};
-use super::ranking::FUSION_DEPTH;
-use super::service::SearchService;
-use super::types::{SearchRequest, SearchResponse};
-use super::validate::build_filter;
 use crate::model::Level;
+use crate::search::ranking::FUSION_DEPTH;
+use crate::search::{build_filter, Result, SearchRequest, SearchResponse, SearchService};
 use std::sync::OnceLock;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
