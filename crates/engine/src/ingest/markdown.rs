@@ -191,9 +191,8 @@ impl PrePass {
             self.admonition_start = self.out.len();
         }
         self.admonition_depth += 1;
-        let title = rest.trim_start_matches(|c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-        let title = title.trim().trim_start_matches('[').trim_end_matches(']').trim();
-        if !title.is_empty() && !title.starts_with('{') {
+        let title = admonition_title(rest);
+        if !title.is_empty() {
             self.push(&format!("{indent}{title}:"));
             self.push("");
         }
@@ -318,6 +317,37 @@ fn inside_code_span(before: &str, prefix: &str) -> bool {
     open.is_some()
 }
 
+/// The title of an admonition from what follows its `:::` (`info Title`, `tip[Title]`), empty
+/// when it has none (`info`, `note {#id}`, or a closing `:::`).
+fn admonition_title(rest: &str) -> &str {
+    let title = rest.trim_start_matches(|c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    let title = title.trim().trim_start_matches('[').trim_end_matches(']').trim();
+    if title.starts_with('{') {
+        ""
+    } else {
+        title
+    }
+}
+
+/// A prose line that is an admonition's `:::` fence, left as text by a site generator that does
+/// not read them: `Some` of what the Markdown reader writes for it (the title, or nothing).
+fn directive_line(line: &str) -> Option<&str> {
+    let rest = line.trim().strip_prefix(":::")?;
+    (rest.is_empty() || rest.starts_with(|c: char| c.is_ascii_alphabetic())).then(|| admonition_title(rest))
+}
+
+/// A heading's text without a trailing attribute list (`{#id}`, `{: .class}`), which the Markdown
+/// reader takes as attributes and a site generator without the extension leaves as text.
+fn without_attribute_list(text: &str) -> &str {
+    let trimmed = text.trim_end();
+    match trimmed.strip_suffix('}').and_then(|rest| rest.rfind('{').map(|at| (at, &rest[at + 1..]))) {
+        Some((at, inside)) if inside.starts_with(['#', '.', ':']) && !inside.contains(['{', '}']) => {
+            trimmed[..at].trim_end()
+        }
+        _ => text,
+    }
+}
+
 fn starts_with_tag(trimmed: &str) -> bool {
     parse_tag(trimmed).is_some() || opens_multiline_tag(trimmed)
 }
@@ -382,6 +412,9 @@ pub(crate) struct Renderer<'a> {
     /// Set by a reader without source offsets (HTML): the paragraphs read now are inside an
     /// admonition.
     in_admonition: bool,
+    /// Set by the HTML reader: prose lines that are `:::` admonition fences (a page built by a
+    /// generator that left them as text) are read as the Markdown pre-pass reads them.
+    directive_lines: bool,
     sections: Vec<RawSection>,
     headings: Vec<(usize, String)>,
     lines: Vec<String>,
@@ -398,9 +431,12 @@ pub(crate) struct Renderer<'a> {
 }
 
 impl Renderer<'static> {
-    /// A renderer for a reader that has no Markdown source (HTML).
+    /// A renderer for a reader that has no Markdown source (HTML): prose lines that are `:::`
+    /// admonition fences are read as the Markdown reader reads them.
     pub(crate) fn without_source(max_section_level: usize) -> Self {
-        Renderer::new(max_section_level, &[])
+        let mut renderer = Renderer::new(max_section_level, &[]);
+        renderer.directive_lines = true;
+        renderer
     }
 }
 
@@ -411,6 +447,7 @@ impl<'a> Renderer<'a> {
             max_section_level,
             admonitions,
             in_admonition: false,
+            directive_lines: false,
             sections: Vec::new(),
             headings: Vec::new(),
             lines: Vec::new(),
@@ -518,7 +555,12 @@ impl Renderer<'_> {
                 let in_item =
                     self.stack.iter().any(|c| matches!(c, Container::Item { .. } | Container::Footnote { .. }));
                 if !in_item {
-                    let text = one_line(&self.inline);
+                    let text = if self.directive_lines && self.inline.contains(":::") {
+                        let lines = self.inline.lines().filter(|line| directive_line(line).is_none());
+                        one_line(&lines.collect::<Vec<_>>().join("\n"))
+                    } else {
+                        one_line(&self.inline)
+                    };
                     let in_admonition =
                         self.in_admonition || self.admonitions.iter().any(|r| r.contains(&self.paragraph_start));
                     let slot = if in_admonition { &mut self.fallback_paragraph } else { &mut self.first_paragraph };
@@ -530,7 +572,7 @@ impl Renderer<'_> {
             }
             TagEnd::Heading(level) => {
                 let text = one_line(&std::mem::take(&mut self.inline));
-                self.heading(level as usize, text);
+                self.heading(level as usize, without_attribute_list(&text).to_string());
             }
             TagEnd::CodeBlock => {
                 let code = self.code.take().unwrap_or_default();
@@ -605,6 +647,32 @@ impl Renderer<'_> {
     /// kept as they are. Outside lists, blocks are separated by a blank line; inside, the first
     /// line carries the item's marker and later ones its indentation.
     fn write_block(&mut self, text: &str, verbatim: bool) {
+        if !verbatim && self.directive_lines && text.lines().any(|line| directive_line(line).is_some()) {
+            // Each fence ends the block before it; a titled one is a `Title:` block of its own.
+            let mut block = Vec::new();
+            for line in text.lines() {
+                match directive_line(line) {
+                    Some(title) => {
+                        self.write_lines(&block.join("\n"));
+                        block.clear();
+                        if !title.is_empty() {
+                            self.write_lines(&format!("{title}:"));
+                        }
+                    }
+                    None => block.push(line),
+                }
+            }
+            self.write_lines(&block.join("\n"));
+            return;
+        }
+        self.write_lines_as(text, verbatim);
+    }
+
+    fn write_lines(&mut self, text: &str) {
+        self.write_lines_as(text, false);
+    }
+
+    fn write_lines_as(&mut self, text: &str, verbatim: bool) {
         let lines: Vec<String> = if verbatim {
             text.lines().map(|l| l.trim_end().to_string()).collect()
         } else {
