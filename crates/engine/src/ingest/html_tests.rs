@@ -156,6 +156,7 @@ fn canonical_url_title_breadcrumbs_and_links() {
     assert_eq!(filters.title, "Свои фильтры");
     let doc = crate::ingest::site::html_doc("reset.html", first, site.as_deref(), &options);
     assert_eq!((doc.title.as_str(), doc.topic.section.as_str()), ("Сброс пароля", "Учётные записи"));
+    assert_eq!(doc.breadcrumbs, ["Главная", "Учётные записи"]);
 }
 
 #[test]

@@ -101,6 +101,7 @@ pub(crate) fn html_doc(
         title,
         topic,
         sections: page.parsed.sections,
+        breadcrumbs: page.breadcrumbs,
     }
 }
 

@@ -297,6 +297,7 @@ pub(crate) fn page_to_doc(
         tags,
         topic,
         sections: page.sections,
+        breadcrumbs: Vec::new(),
     };
     Ok((doc, page.warnings))
 }
