@@ -164,18 +164,18 @@ fn encodings_are_honoured_and_bad_bytes_refused() {
     // windows-1251 declared in <meta>.
     let (cp1251, _, _) =
         encoding_rs::WINDOWS_1251.encode("<meta charset=\"windows-1251\"><main><p>Привет, мир</p></main>");
-    assert!(decode_html(&cp1251, None).unwrap().contains("Привет, мир"));
+    assert!(decode_html(cp1251.to_vec(), None).unwrap().contains("Привет, мир"));
     // KOI8-R named by the transport (HTTP Content-Type) wins over nothing declared.
     let (koi8, _, _) = encoding_rs::KOI8_R.encode("<p>Журнал</p>");
-    assert!(decode_html(&koi8, Some("koi8-r")).unwrap().contains("Журнал"));
+    assert!(decode_html(koi8.to_vec(), Some("koi8-r")).unwrap().contains("Журнал"));
     // UTF-16 with its byte order mark.
     let mut utf16 = vec![0xff, 0xfe];
     utf16.extend("<p>Ключ</p>".encode_utf16().flat_map(u16::to_le_bytes));
-    assert_eq!(decode_html(&utf16, None).unwrap(), "<p>Ключ</p>");
+    assert_eq!(decode_html(utf16.to_vec(), None).unwrap(), "<p>Ключ</p>");
     // The http-equiv form.
     let (latin, _, _) = encoding_rs::WINDOWS_1252
         .encode("<meta http-equiv=\"Content-Type\" content=\"text/html; charset=ISO-8859-1\"><p>café</p>");
-    assert!(decode_html(&latin, None).unwrap().contains("café"));
+    assert!(decode_html(latin.to_vec(), None).unwrap().contains("café"));
     let invalid = decode_html(b"<p>\xff\xfe broken \xc3</p>", None).unwrap_err();
     assert!(invalid.contains("not valid UTF-8"), "{invalid}");
     let binary = decode_html(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR", None).unwrap_err();
@@ -351,6 +351,11 @@ fn admonition_fences_and_heading_attributes_left_as_text_read_as_in_markdown() {
                  <div class=\"admonition note\"><p class=\"admonition-title\">Note</p><p>Просто примечание.</p></div>\
                  <p>Обычный абзац.</p></main></body></html>";
     assert_eq!(page(built).parsed.sections, from_markdown.sections);
+    // The note that opens a page is not its summary, fences left as text or not.
+    let note_first = crate::ingest::markdown::parse_markdown(":::note\nПримечание.\n\nЕщё.\n:::\n\nПервый абзац.\n", 3);
+    let left_as_text = page("<main><p>:::note\nПримечание.</p><p>Ещё.\n:::</p><p>Первый абзац.</p></main>");
+    assert_eq!(note_first.first_paragraph, "Первый абзац.");
+    assert_eq!(left_as_text.parsed.first_paragraph, note_first.first_paragraph);
     // A `:::` inside code stays.
     let code = page("<main><h1>Код</h1><pre><code>:::note\nx\n:::</code></pre></main>");
     assert!(text_of(&code).contains(":::note\nx\n:::"), "{}", text_of(&code));

@@ -336,6 +336,21 @@ fn directive_line(line: &str) -> Option<&str> {
     (rest.is_empty() || rest.starts_with(|c: char| c.is_ascii_alphabetic())).then(|| admonition_title(rest))
 }
 
+/// A block's lines outside and inside `:::` admonition fences (the fence lines left out), with
+/// `open` fences open before it; and how many are open after it.
+fn split_at_directives(text: &str, mut open: usize) -> (String, String, usize) {
+    let (mut outside, mut inside) = (Vec::new(), Vec::new());
+    for line in text.lines() {
+        match directive_line(line) {
+            Some(_) if line.trim() == ":::" => open = open.saturating_sub(1),
+            Some(_) => open += 1,
+            None if open > 0 => inside.push(line),
+            None => outside.push(line),
+        }
+    }
+    (outside.join("\n"), inside.join("\n"), open)
+}
+
 /// A heading's text without a trailing attribute list (`{#id}`, `{: .class}`), which the Markdown
 /// reader takes as attributes and a site generator without the extension leaves as text.
 fn without_attribute_list(text: &str) -> &str {
@@ -415,6 +430,8 @@ pub(crate) struct Renderer<'a> {
     /// Set by the HTML reader: prose lines that are `:::` admonition fences (a page built by a
     /// generator that left them as text) are read as the Markdown pre-pass reads them.
     directive_lines: bool,
+    /// How many such admonitions are open at the text read so far.
+    open_directives: usize,
     sections: Vec<RawSection>,
     headings: Vec<(usize, String)>,
     lines: Vec<String>,
@@ -448,6 +465,7 @@ impl<'a> Renderer<'a> {
             admonitions,
             in_admonition: false,
             directive_lines: false,
+            open_directives: 0,
             sections: Vec::new(),
             headings: Vec::new(),
             lines: Vec::new(),
@@ -555,17 +573,25 @@ impl Renderer<'_> {
                 let in_item =
                     self.stack.iter().any(|c| matches!(c, Container::Item { .. } | Container::Footnote { .. }));
                 if !in_item {
-                    let text = if self.directive_lines && self.inline.contains(":::") {
-                        let lines = self.inline.lines().filter(|line| directive_line(line).is_none());
-                        one_line(&lines.collect::<Vec<_>>().join("\n"))
-                    } else {
-                        one_line(&self.inline)
-                    };
                     let in_admonition =
                         self.in_admonition || self.admonitions.iter().any(|r| r.contains(&self.paragraph_start));
-                    let slot = if in_admonition { &mut self.fallback_paragraph } else { &mut self.first_paragraph };
-                    if slot.is_none() && !text.is_empty() {
-                        *slot = Some(text);
+                    // Lines inside `:::` fences left as text are an admonition's, as in Markdown.
+                    let (outside, inside) = if self.directive_lines {
+                        let (outside, inside, _) = split_at_directives(&self.inline, self.open_directives);
+                        (one_line(&outside), one_line(&inside))
+                    } else {
+                        (one_line(&self.inline), String::new())
+                    };
+                    let (first, fallback) = if in_admonition {
+                        (String::new(), format!("{outside} {inside}").trim().to_string())
+                    } else {
+                        (outside, inside)
+                    };
+                    if self.first_paragraph.is_none() && !first.is_empty() {
+                        self.first_paragraph = Some(first);
+                    }
+                    if self.fallback_paragraph.is_none() && !fallback.is_empty() {
+                        self.fallback_paragraph = Some(fallback);
                     }
                 }
                 self.flush_inline();
@@ -648,6 +674,7 @@ impl Renderer<'_> {
     /// line carries the item's marker and later ones its indentation.
     fn write_block(&mut self, text: &str, verbatim: bool) {
         if !verbatim && self.directive_lines && text.lines().any(|line| directive_line(line).is_some()) {
+            self.open_directives = split_at_directives(text, self.open_directives).2;
             // Each fence ends the block before it; a titled one is a `Title:` block of its own.
             let mut block = Vec::new();
             for line in text.lines() {
