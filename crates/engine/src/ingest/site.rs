@@ -14,7 +14,7 @@ const TITLE_SEPARATORS: &[&str] = &[" | ", " - ", " — ", " – ", " · ", " ::
 /// Decodes and reads one page (its links collected `with_links`); the reason when it is not ingested (binary, undecodable, marked
 /// `noindex`, or nothing left once the site's chrome is dropped).
 pub(crate) fn read_html_page(
-    bytes: &[u8],
+    bytes: impl Into<Vec<u8>>,
     transport_charset: Option<&str>,
     address: Option<&Url>,
     with_links: bool,
