@@ -97,11 +97,11 @@ ingest_timed() { # site input snapshot → prints the seconds of a warm-cache in
   python3 -c "print(f'{$end - $start:.2f}')"
 }
 
-eval_mrr() { # site questions snapshot → the eval report
+eval_mrr() { # site questions snapshot [failures] → the eval report
   local themes=config/themes.yaml
   [ "$1" = adguard ] && themes=config/themes-adguard.yaml
   RETR_THEMES_PATH=$themes "$bin" eval --questions "$2" --index "$3" --modes none,heuristic \
-    --failures "$3.failures.jsonl"
+    --failures "${4:-$3.failures.jsonl}"
 }
 
 # What the two generators put around a page: MkDocs' navigation, search dialog and footer,
@@ -134,5 +134,11 @@ for site in $sites; do
     python3 bench/html_sites/pages.py compare "$md_snapshot" "$snapshot" \
       --chrome "$chrome_labels"
     eval_mrr "$site" "$questions" "$snapshot" | tee "$work/snapshots/$site-$generator.eval.txt" | grep -E "MRR|^  *(none|heuristic)" || true
+    if [ "$(wc -l <"$questions.built-html.jsonl")" -lt "$(wc -l <"$questions")" ]; then
+      # The generator dropped a relevant page: both ingests again on the questions it built.
+      echo "### $site built by $generator, only the questions whose pages were built: Markdown, then HTML"
+      eval_mrr "$site" "$questions.built-markdown.jsonl" "$md_snapshot" "$questions.built-markdown.failures.jsonl" | grep -E "^  *(none|heuristic)" || true
+      eval_mrr "$site" "$questions.built-html.jsonl" "$snapshot" "$questions.built-html.failures.jsonl" | grep -E "^  *(none|heuristic)" || true
+    fi
   done
 done

@@ -70,17 +70,30 @@ def main():
     pairs = pairing(md, html)
     if args.command == "questions":
         questions, out = args.rest
-        missing = 0
-        with open(questions, encoding="utf-8") as f, open(out, "w", encoding="utf-8") as w:
+        missing = dropped = 0
+        # OUT: every question, on the built pages; OUT.built-*.jsonl: only the questions whose
+        # relevant pages were all built, as Markdown and as HTML questions (a generator may drop a
+        # page, e.g. MkDocs when `a.md` and `a/index.md` both build to `a/index.html`).
+        with open(questions, encoding="utf-8") as f, open(out, "w", encoding="utf-8") as w, \
+                open(out + ".built-markdown.jsonl", "w", encoding="utf-8") as built_md, \
+                open(out + ".built-html.jsonl", "w", encoding="utf-8") as built_html:
             for line in f:
                 if not line.strip():
                     continue
                 q = json.loads(line)
                 mapped = [pairs[r] for r in q["relevant"] if r in pairs]
                 missing += len(q["relevant"]) - len(mapped)
+                all_built = len(mapped) == len(q["relevant"])
+                if all_built:
+                    built_md.write(json.dumps(q, ensure_ascii=False) + "\n")
+                else:
+                    dropped += 1
                 q["relevant"] = mapped or ["(not built)"]
                 w.write(json.dumps(q, ensure_ascii=False) + "\n")
-        print(f"{len(pairs)} pages paired; {missing} relevant pages with no built page", file=sys.stderr)
+                if all_built:
+                    built_html.write(json.dumps(q, ensure_ascii=False) + "\n")
+        print(f"{len(pairs)} pages paired; {missing} relevant pages with no built page "
+              f"({dropped} questions)", file=sys.stderr)
         return
     unpaired_md = sorted({d["source"] for d in md["docs"]} - set(pairs))
     paired_html = set(pairs.values())

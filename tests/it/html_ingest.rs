@@ -47,6 +47,13 @@ async fn a_built_site_is_ingested_searched_and_its_bad_files_skipped_with_reason
     .unwrap();
     let deep = format!("<main>{}<p>x</p></main>", "<div>".repeat(50_000));
     std::fs::write(site.join("deep.html"), deep).unwrap();
+    std::fs::write(
+        site.join("reset.html"),
+        "<html><body><nav aria-label=\"breadcrumb\"><ol><li><a href=\"/\">Главная</a></li>\
+         <li><a href=\"/accounts/\">Учётные записи</a></li><li>Сброс пароля</li></ol></nav>\
+         <main><h1>Сброс пароля</h1><p>Откройте настройки безопасности.</p></main></body></html>",
+    )
+    .unwrap();
     let huge = format!("<main><p>{}</p></main>", "слово ".repeat(5_000_000));
     std::fs::write(site.join("huge.html"), huge).unwrap();
 
@@ -57,7 +64,7 @@ async fn a_built_site_is_ingested_searched_and_its_bad_files_skipped_with_reason
     let started = std::time::Instant::now();
     let report = run_ingest(&settings, Arc::new(PseudoEmbedder::new(16)), &args).await.unwrap();
     assert!(started.elapsed() < std::time::Duration::from_secs(60), "{:?}", started.elapsed());
-    assert_eq!(report.docs, 2, "{:?}", report.skipped);
+    assert_eq!(report.docs, 3, "{:?}", report.skipped);
     let reason = |name: &str| {
         report.skipped.iter().find(|note| note.path.ends_with(name)).map(|note| note.reason.clone()).unwrap_or_default()
     };
@@ -73,6 +80,17 @@ async fn a_built_site_is_ingested_searched_and_its_bad_files_skipped_with_reason
     assert_eq!(page.meta.title, "Настройки агента");
     assert_eq!(page.meta.url, "https://docs.example.org/agent/guide/settings/");
     assert_eq!(page.meta.section, "guide");
+    // The breadcrumb trail is every level's metadata, and names the area of a page whose path names none.
+    let trail = ["Главная", "Учётные записи", "Сброс пароля"];
+    let reset: Vec<_> = [&snapshot.docs, &snapshot.sections, &snapshot.chunks]
+        .into_iter()
+        .flatten()
+        .filter(|record| record.meta.source == "reset.html")
+        .collect();
+    assert_eq!(reset.len(), 3);
+    assert!(reset.iter().all(|record| record.meta.breadcrumbs == trail), "{:?}", reset[0].meta);
+    assert_eq!(reset[0].meta.section, "Учётные записи");
+    assert!(page.meta.breadcrumbs.is_empty());
     for record in snapshot.chunks.iter().chain(&snapshot.sections) {
         for chrome in ["Documentation built with", "Keyboard Shortcuts", "Agent Docs", "Previous", "Next"] {
             assert!(!record.text.contains(chrome), "{chrome:?} in {}", record.text);

@@ -54,6 +54,10 @@ pub struct Metadata {
     pub page_type: SharedStr,
     pub heading: String,
     pub heading_path: Vec<String>,
+    /// The page's breadcrumb trail on its site (an HTML page that shows one), outermost first;
+    /// empty for other pages, and then not written.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub breadcrumbs: Vec<String>,
     pub page: u32,
     pub chunk_index: u32,
     pub content_length: u32,
@@ -145,6 +149,8 @@ struct RecordFields {
     #[serde(default)]
     heading_path: Vec<String>,
     #[serde(default)]
+    breadcrumbs: Vec<String>,
+    #[serde(default)]
     page: u32,
     #[serde(default)]
     chunk_index: u32,
@@ -179,6 +185,7 @@ impl From<RecordFields> for Record {
             page_type: fields.page_type,
             heading: fields.heading,
             heading_path: fields.heading_path,
+            breadcrumbs: fields.breadcrumbs,
             page: fields.page,
             chunk_index: fields.chunk_index,
             content_length: fields.content_length,
@@ -273,6 +280,7 @@ mod tests {
                 page_type: "faq".into(),
                 heading: "H".into(),
                 heading_path: vec!["H0".into(), "H".into()],
+                breadcrumbs: vec!["Главная".into(), "Раздел".into()],
                 page: 3,
                 chunk_index: 4,
                 content_length: 5,

@@ -128,7 +128,7 @@ pub async fn crawl_site(start: &str, limits: &CrawlLimits, options: &LoadOptions
             continue;
         }
         let relative = crawler.relative_path(&page.final_url);
-        match read_html_page(&page.body, page.charset.as_deref(), Some(&page.final_url), true, options) {
+        match read_html_page(page.body.as_slice(), page.charset.as_deref(), Some(&page.final_url), true, options) {
             Ok(read) => {
                 if depth < limits.max_depth {
                     for link in &read.links {

@@ -15,9 +15,11 @@
 //! `encoding_rs` knows), else as UTF-8; binary files and invalid UTF-8 are refused with a reason.
 
 use super::html_chrome::{
-    contains_ignore_case, is_admonition, is_chrome, link_dense_blocks, main_content, names_words, one_line,
+    contains_ignore_case, is_admonition, is_admonition_title, is_chrome, link_dense_blocks, main_content, names_words,
+    one_line,
 };
 pub(crate) use super::html_input::{decode_html, nesting_depth, sniff_html, MAX_NESTING};
+use super::html_slice::reading_document;
 use super::markdown::{ParsedPage, Renderer};
 use ego_tree::iter::Edge;
 use ego_tree::NodeId;
@@ -83,8 +85,22 @@ static BODY: LazyLock<Selector> = LazyLock::new(|| Selector::parse("body").expec
 
 /// Reads a decoded page. `address` is where the page lives (its URL, or the URL its path stands
 /// for) and resolves relative links; a `<base href>` takes precedence. The page's links are
-/// collected `with_links` only (a crawl follows them; a tree does not need them).
+/// collected `with_links` only (a crawl follows them; a tree does not need them); without them
+/// only the page's head, content element and breadcrumb trail are parsed (`html_slice`), the
+/// whole page when they cannot be told apart before parsing or give no text.
 pub(crate) fn parse_html(source: &str, address: Option<&Url>, max_section_level: usize, with_links: bool) -> HtmlPage {
+    if !with_links {
+        if let Some(reading) = reading_document(source) {
+            let page = parse_document(&reading, address, max_section_level, false);
+            if !page.parsed.sections.is_empty() {
+                return page;
+            }
+        }
+    }
+    parse_document(source, address, max_section_level, with_links)
+}
+
+fn parse_document(source: &str, address: Option<&Url>, max_section_level: usize, with_links: bool) -> HtmlPage {
     let document = Html::parse_document(source);
     let base = document
         .select(&BASE)
@@ -190,6 +206,8 @@ enum Opened {
     Block,
     Heading(HeadingLevel),
     Paragraph,
+    /// An admonition's title, written `Title:` as the Markdown reader writes `:::kind Title`.
+    AdmonitionTitle,
     Code,
     List,
     Item,
@@ -261,6 +279,10 @@ fn render(
                             Opened::Heading(level)
                         } else {
                             match name {
+                                _ if admonition_depth > 0 && table_depth == 0 && is_admonition_title(element_ref) => {
+                                    renderer.event(start(Tag::Paragraph), 0);
+                                    Opened::AdmonitionTitle
+                                }
                                 "p" if table_depth == 0 => {
                                     renderer.event(start(Tag::Paragraph), 0);
                                     Opened::Paragraph
@@ -364,6 +386,10 @@ fn render(
                     }
                     Opened::Heading(level) => TagEnd::Heading(level),
                     Opened::Paragraph => TagEnd::Paragraph,
+                    Opened::AdmonitionTitle => {
+                        renderer.event(Event::Text(":".into()), 0);
+                        TagEnd::Paragraph
+                    }
                     Opened::Code => {
                         pre_depth -= 1;
                         TagEnd::CodeBlock

@@ -11,7 +11,7 @@ use std::sync::LazyLock;
 /// Elements that hold a page's main text, most specific first: Docusaurus, MkDocs Material,
 /// VitePress, schema.org markup, then the generic HTML5 and ARIA landmarks (MkDocs' and Sphinx'
 /// themes mark their body `role="main"`), then common ids.
-const CONTENT_SELECTORS: &[&str] = &[
+pub(super) const CONTENT_SELECTORS: &[&str] = &[
     ".theme-doc-markdown",
     ".md-content",
     ".vp-doc",
@@ -218,16 +218,19 @@ pub(super) fn is_chrome(element: ElementRef<'_>, in_admonition: bool) -> bool {
             return true;
         }
     }
-    if in_admonition
-        && [value.attr("class")]
-            .into_iter()
-            .flatten()
-            .any(|names| names_words(names).any(|word| word == "title" || word == "heading"))
-    {
+    if in_admonition && is_admonition_title(element) {
         let text = one_line(&element.text().collect::<String>()).to_lowercase();
         return ADMONITION_KINDS.contains(&text.trim_end_matches(':'));
     }
     false
+}
+
+/// Whether an element inside an admonition is its title (class word `title` or `heading`).
+pub(super) fn is_admonition_title(element: ElementRef<'_>) -> bool {
+    element
+        .value()
+        .attr("class")
+        .is_some_and(|names| names_words(names).any(|word| word == "title" || word == "heading"))
 }
 
 pub(super) fn is_admonition(element: ElementRef<'_>) -> bool {

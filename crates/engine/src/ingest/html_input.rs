@@ -13,9 +13,11 @@ pub(crate) fn sniff_html(bytes: &[u8]) -> bool {
 
 /// Decodes a page: BOM, else `transport_charset` (an HTTP `Content-Type` charset), else a
 /// `<meta charset>` / `<meta http-equiv content="…charset=…">` in the first 1024 bytes, else UTF-8.
-/// Binary content and undecodable UTF-8 are an `Err` with the reason.
-pub(crate) fn decode_html(bytes: &[u8], transport_charset: Option<&str>) -> Result<String, String> {
-    if let Some((encoding, bom_length)) = encoding_rs::Encoding::for_bom(bytes) {
+/// Binary content and undecodable UTF-8 are an `Err` with the reason. UTF-8 bytes given as a
+/// `Vec` become the page's text without a copy (a built page may weigh megabytes).
+pub(crate) fn decode_html(bytes: impl Into<Vec<u8>>, transport_charset: Option<&str>) -> Result<String, String> {
+    let bytes: Vec<u8> = bytes.into();
+    if let Some((encoding, bom_length)) = encoding_rs::Encoding::for_bom(&bytes) {
         let (text, had_errors) = encoding.decode_without_bom_handling(&bytes[bom_length..]);
         if had_errors && encoding == encoding_rs::UTF_8 {
             return Err("not valid UTF-8 despite its byte order mark: not read".to_string());
@@ -30,16 +32,15 @@ pub(crate) fn decode_html(bytes: &[u8], transport_charset: Option<&str>) -> Resu
     match declared {
         Some(encoding) if encoding != encoding_rs::UTF_8 => {
             // A legacy single- or multi-byte encoding maps every byte sequence (errors become U+FFFD).
-            let (text, _) = encoding.decode_without_bom_handling(bytes);
+            let (text, _) = encoding.decode_without_bom_handling(&bytes);
             Ok(text.into_owned())
         }
-        Some(_) | None => match std::str::from_utf8(bytes) {
-            Ok(text) => Ok(text.to_string()),
-            Err(error) => Err(format!(
+        Some(_) | None => String::from_utf8(bytes).map_err(|error| {
+            format!(
                 "not valid UTF-8 (at byte {}) and no other charset declared: not read",
-                error.valid_up_to()
-            )),
-        },
+                error.utf8_error().valid_up_to()
+            )
+        }),
     }
 }
 

@@ -140,10 +140,23 @@ fn canonical_url_title_breadcrumbs_and_links() {
         &options,
     )
     .unwrap();
-    let site = crate::ingest::site::site_name([&first, &second].into_iter());
+    // A line the generator read as a heading does not displace the name the `<title>` gives.
+    let third = read_html_page(
+        "<title>Свои фильтры | Справочный центр</title><main><h1>%#//scriptlet('x')</h1><p>Правила.</p></main>"
+            .as_bytes(),
+        None,
+        None,
+        false,
+        &options,
+    )
+    .unwrap();
+    let site = crate::ingest::site::site_name([&first, &second, &third].into_iter());
     assert_eq!(site.as_deref(), Some("Справочный центр"));
+    let filters = crate::ingest::site::html_doc("filters.html", third, site.as_deref(), &options);
+    assert_eq!(filters.title, "Свои фильтры");
     let doc = crate::ingest::site::html_doc("reset.html", first, site.as_deref(), &options);
     assert_eq!((doc.title.as_str(), doc.topic.section.as_str()), ("Сброс пароля", "Учётные записи"));
+    assert_eq!(doc.breadcrumbs, ["Главная", "Учётные записи"]);
 }
 
 #[test]
@@ -151,18 +164,18 @@ fn encodings_are_honoured_and_bad_bytes_refused() {
     // windows-1251 declared in <meta>.
     let (cp1251, _, _) =
         encoding_rs::WINDOWS_1251.encode("<meta charset=\"windows-1251\"><main><p>Привет, мир</p></main>");
-    assert!(decode_html(&cp1251, None).unwrap().contains("Привет, мир"));
+    assert!(decode_html(cp1251.to_vec(), None).unwrap().contains("Привет, мир"));
     // KOI8-R named by the transport (HTTP Content-Type) wins over nothing declared.
     let (koi8, _, _) = encoding_rs::KOI8_R.encode("<p>Журнал</p>");
-    assert!(decode_html(&koi8, Some("koi8-r")).unwrap().contains("Журнал"));
+    assert!(decode_html(koi8.to_vec(), Some("koi8-r")).unwrap().contains("Журнал"));
     // UTF-16 with its byte order mark.
     let mut utf16 = vec![0xff, 0xfe];
     utf16.extend("<p>Ключ</p>".encode_utf16().flat_map(u16::to_le_bytes));
-    assert_eq!(decode_html(&utf16, None).unwrap(), "<p>Ключ</p>");
+    assert_eq!(decode_html(utf16.to_vec(), None).unwrap(), "<p>Ключ</p>");
     // The http-equiv form.
     let (latin, _, _) = encoding_rs::WINDOWS_1252
         .encode("<meta http-equiv=\"Content-Type\" content=\"text/html; charset=ISO-8859-1\"><p>café</p>");
-    assert!(decode_html(&latin, None).unwrap().contains("café"));
+    assert!(decode_html(latin.to_vec(), None).unwrap().contains("café"));
     let invalid = decode_html(b"<p>\xff\xfe broken \xc3</p>", None).unwrap_err();
     assert!(invalid.contains("not valid UTF-8"), "{invalid}");
     let binary = decode_html(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR", None).unwrap_err();
@@ -273,4 +286,77 @@ fn a_sitemap_lists_the_pages_read_and_gives_their_urls() {
     );
     assert_eq!(loaded.skipped.len(), 1, "{:?}", loaded.skipped);
     assert!(loaded.skipped[0].reason.contains("no page for it"), "{:?}", loaded.skipped);
+}
+
+/// The page as read from its head, content element and breadcrumb trail alone, against the page
+/// parsed whole.
+fn assert_reads_as_whole(source: &str, what: &str) {
+    let address = Url::parse("https://docs.example.org/kb/guide/page.html").ok();
+    let (part, whole) =
+        (parse_html(source, address.as_ref(), 3, false), parse_document(source, address.as_ref(), 3, false));
+    assert_eq!(part.parsed, whole.parsed, "{what}");
+    assert_eq!(
+        (part.head_title, part.canonical, part.breadcrumbs, part.noindex),
+        (whole.head_title, whole.canonical, whole.breadcrumbs, whole.noindex),
+        "{what}"
+    );
+}
+
+#[test]
+fn reading_the_content_alone_gives_what_the_whole_page_gives() {
+    for generator in ["mkdocs", "vitepress"] {
+        for page in ["index.html", "guide/settings/index.html", "guide/settings.html"] {
+            let path = fixtures().join(generator).join(page);
+            let Ok(source) = std::fs::read_to_string(&path) else { continue };
+            let reading = crate::ingest::html_slice::reading_document(&source).expect("a content element");
+            assert!(reading.len() < source.len() / 2, "{generator} {page}: the navigation is not parsed");
+            assert_reads_as_whole(&source, &format!("{generator} {page}"));
+        }
+    }
+    let page = r#"<!doctype html><html><head><title>Сброс | Центр</title><link rel="canonical" href="/kb/reset">
+        <script>var s = "<body><main>";</script></head>
+        <body data-x="a > b"><div class="menu"><a href="/">Главная</a><a href="/a">Раздел А</a></div>
+        <nav aria-label="Breadcrumbs"><ol><li><a href="/">Главная</a></li><li>Учётные записи</li></ol></nav>
+        <div role="main" class="col"><!-- <div> --><h1>Сброс пароля</h1><div class="x"><p>Текст <b>раз</b>.</p></div>
+        <script>document.write("</div>")</script><div><p>Ещё текст.</p></div></div>
+        <footer>Подвал сайта</footer></body></html>"#;
+    let reading = crate::ingest::html_slice::reading_document(page).unwrap();
+    assert!(!reading.contains("Раздел А") && !reading.contains("Подвал"), "{reading}");
+    assert!(reading.contains("Ещё текст") && reading.contains("Учётные записи"), "{reading}");
+    assert_reads_as_whole(page, "hand-made page");
+    // A content element never closed, or none at all: the whole page is parsed.
+    let unclosed = "<html><body><nav><a href=\"/\">Меню</a></nav><main><p>Текст без конца.</p></body></html>";
+    assert!(crate::ingest::html_slice::reading_document(unclosed).is_none());
+    assert_eq!(text_of(&parse_html(unclosed, None, 3, false)), "Текст без конца.");
+    assert!(crate::ingest::html_slice::reading_document("<p>Просто текст</p>").is_none());
+}
+
+#[test]
+fn admonition_fences_and_heading_attributes_left_as_text_read_as_in_markdown() {
+    // A generator that knows neither Docusaurus admonitions nor attribute lists prints them.
+    let markdown =
+        "# Страница\n\nВступление.\n\n## Настройка {#setup}\n\n:::info Совместимость\nРаботает в Windows.\n:::\n\n\
+                    :::note\nПросто примечание.\n:::\n\nОбычный абзац.\n";
+    let html = "<html><body><main><h1>Страница</h1><p>Вступление.</p><h2 id=\"setup\">Настройка {#setup}</h2>\
+                <p>:::info Совместимость\nРаботает в Windows.\n:::</p><p>:::note\nПросто примечание.\n:::</p>\
+                <p>Обычный абзац.</p></main></body></html>";
+    let from_markdown = crate::ingest::markdown::parse_markdown(markdown, 3);
+    let from_html = page(html);
+    assert_eq!(from_html.parsed.sections, from_markdown.sections);
+    assert_eq!(from_html.parsed.sections[1].headings, ["Настройка"]);
+    // The same admonitions as a generator that knows them builds them: a title is a `Title:`
+    // line, a title that only names the kind is dropped.
+    let built = "<html><body><main><h1>Страница</h1><p>Вступление.</p><h2 id=\"setup\">Настройка</h2>\
+                 <div class=\"admonition info\"><p class=\"admonition-title\">Совместимость</p><p>Работает в Windows.</p></div>\
+                 <div class=\"admonition note\"><p class=\"admonition-title\">Note</p><p>Просто примечание.</p></div>\
+                 <p>Обычный абзац.</p></main></body></html>";
+    assert_eq!(page(built).parsed.sections, from_markdown.sections);
+    // The note that opens a page is not its summary, fences left as text or not.
+    let note_first = crate::ingest::markdown::parse_markdown(":::note\nПримечание.\n\nЕщё.\n:::\n\nПервый абзац.\n", 3);
+    let left_as_text = page("<main><p>:::note\nПримечание.</p><p>Ещё.\n:::</p><p>Первый абзац.</p></main>");
+    assert_eq!(note_first.first_paragraph, "Первый абзац.");
+    assert_eq!(left_as_text.parsed.first_paragraph, note_first.first_paragraph);
+    // A `:::` inside code stays.
+    let code = page("<main><h1>Код</h1><pre><code>:::note\nx\n:::</code></pre></main>");
+    assert!(text_of(&code).contains(":::note\nx\n:::"), "{}", text_of(&code));
 }

@@ -101,5 +101,6 @@ pub(crate) fn record_to_doc(value: &Value, options: &LoadOptions<'_>) -> Result<
         tags,
         topic,
         sections: page.sections,
+        breadcrumbs: Vec::new(),
     })
 }

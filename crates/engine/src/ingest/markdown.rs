@@ -191,9 +191,8 @@ impl PrePass {
             self.admonition_start = self.out.len();
         }
         self.admonition_depth += 1;
-        let title = rest.trim_start_matches(|c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-        let title = title.trim().trim_start_matches('[').trim_end_matches(']').trim();
-        if !title.is_empty() && !title.starts_with('{') {
+        let title = admonition_title(rest);
+        if !title.is_empty() {
             self.push(&format!("{indent}{title}:"));
             self.push("");
         }
@@ -318,6 +317,52 @@ fn inside_code_span(before: &str, prefix: &str) -> bool {
     open.is_some()
 }
 
+/// The title of an admonition from what follows its `:::` (`info Title`, `tip[Title]`), empty
+/// when it has none (`info`, `note {#id}`, or a closing `:::`).
+fn admonition_title(rest: &str) -> &str {
+    let title = rest.trim_start_matches(|c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    let title = title.trim().trim_start_matches('[').trim_end_matches(']').trim();
+    if title.starts_with('{') {
+        ""
+    } else {
+        title
+    }
+}
+
+/// A prose line that is an admonition's `:::` fence, left as text by a site generator that does
+/// not read them: `Some` of what the Markdown reader writes for it (the title, or nothing).
+fn directive_line(line: &str) -> Option<&str> {
+    let rest = line.trim().strip_prefix(":::")?;
+    (rest.is_empty() || rest.starts_with(|c: char| c.is_ascii_alphabetic())).then(|| admonition_title(rest))
+}
+
+/// A block's lines outside and inside `:::` admonition fences (the fence lines left out), with
+/// `open` fences open before it; and how many are open after it.
+fn split_at_directives(text: &str, mut open: usize) -> (String, String, usize) {
+    let (mut outside, mut inside) = (Vec::new(), Vec::new());
+    for line in text.lines() {
+        match directive_line(line) {
+            Some(_) if line.trim() == ":::" => open = open.saturating_sub(1),
+            Some(_) => open += 1,
+            None if open > 0 => inside.push(line),
+            None => outside.push(line),
+        }
+    }
+    (outside.join("\n"), inside.join("\n"), open)
+}
+
+/// A heading's text without a trailing attribute list (`{#id}`, `{: .class}`), which the Markdown
+/// reader takes as attributes and a site generator without the extension leaves as text.
+fn without_attribute_list(text: &str) -> &str {
+    let trimmed = text.trim_end();
+    match trimmed.strip_suffix('}').and_then(|rest| rest.rfind('{').map(|at| (at, &rest[at + 1..]))) {
+        Some((at, inside)) if inside.starts_with(['#', '.', ':']) && !inside.contains(['{', '}']) => {
+            trimmed[..at].trim_end()
+        }
+        _ => text,
+    }
+}
+
 fn starts_with_tag(trimmed: &str) -> bool {
     parse_tag(trimmed).is_some() || opens_multiline_tag(trimmed)
 }
@@ -382,6 +427,11 @@ pub(crate) struct Renderer<'a> {
     /// Set by a reader without source offsets (HTML): the paragraphs read now are inside an
     /// admonition.
     in_admonition: bool,
+    /// Set by the HTML reader: prose lines that are `:::` admonition fences (a page built by a
+    /// generator that left them as text) are read as the Markdown pre-pass reads them.
+    directive_lines: bool,
+    /// How many such admonitions are open at the text read so far.
+    open_directives: usize,
     sections: Vec<RawSection>,
     headings: Vec<(usize, String)>,
     lines: Vec<String>,
@@ -398,9 +448,12 @@ pub(crate) struct Renderer<'a> {
 }
 
 impl Renderer<'static> {
-    /// A renderer for a reader that has no Markdown source (HTML).
+    /// A renderer for a reader that has no Markdown source (HTML): prose lines that are `:::`
+    /// admonition fences are read as the Markdown reader reads them.
     pub(crate) fn without_source(max_section_level: usize) -> Self {
-        Renderer::new(max_section_level, &[])
+        let mut renderer = Renderer::new(max_section_level, &[]);
+        renderer.directive_lines = true;
+        renderer
     }
 }
 
@@ -411,6 +464,8 @@ impl<'a> Renderer<'a> {
             max_section_level,
             admonitions,
             in_admonition: false,
+            directive_lines: false,
+            open_directives: 0,
             sections: Vec::new(),
             headings: Vec::new(),
             lines: Vec::new(),
@@ -518,19 +573,32 @@ impl Renderer<'_> {
                 let in_item =
                     self.stack.iter().any(|c| matches!(c, Container::Item { .. } | Container::Footnote { .. }));
                 if !in_item {
-                    let text = one_line(&self.inline);
                     let in_admonition =
                         self.in_admonition || self.admonitions.iter().any(|r| r.contains(&self.paragraph_start));
-                    let slot = if in_admonition { &mut self.fallback_paragraph } else { &mut self.first_paragraph };
-                    if slot.is_none() && !text.is_empty() {
-                        *slot = Some(text);
+                    // Lines inside `:::` fences left as text are an admonition's, as in Markdown.
+                    let (outside, inside) = if self.directive_lines {
+                        let (outside, inside, _) = split_at_directives(&self.inline, self.open_directives);
+                        (one_line(&outside), one_line(&inside))
+                    } else {
+                        (one_line(&self.inline), String::new())
+                    };
+                    let (first, fallback) = if in_admonition {
+                        (String::new(), format!("{outside} {inside}").trim().to_string())
+                    } else {
+                        (outside, inside)
+                    };
+                    if self.first_paragraph.is_none() && !first.is_empty() {
+                        self.first_paragraph = Some(first);
+                    }
+                    if self.fallback_paragraph.is_none() && !fallback.is_empty() {
+                        self.fallback_paragraph = Some(fallback);
                     }
                 }
                 self.flush_inline();
             }
             TagEnd::Heading(level) => {
                 let text = one_line(&std::mem::take(&mut self.inline));
-                self.heading(level as usize, text);
+                self.heading(level as usize, without_attribute_list(&text).to_string());
             }
             TagEnd::CodeBlock => {
                 let code = self.code.take().unwrap_or_default();
@@ -605,6 +673,33 @@ impl Renderer<'_> {
     /// kept as they are. Outside lists, blocks are separated by a blank line; inside, the first
     /// line carries the item's marker and later ones its indentation.
     fn write_block(&mut self, text: &str, verbatim: bool) {
+        if !verbatim && self.directive_lines && text.lines().any(|line| directive_line(line).is_some()) {
+            self.open_directives = split_at_directives(text, self.open_directives).2;
+            // Each fence ends the block before it; a titled one is a `Title:` block of its own.
+            let mut block = Vec::new();
+            for line in text.lines() {
+                match directive_line(line) {
+                    Some(title) => {
+                        self.write_lines(&block.join("\n"));
+                        block.clear();
+                        if !title.is_empty() {
+                            self.write_lines(&format!("{title}:"));
+                        }
+                    }
+                    None => block.push(line),
+                }
+            }
+            self.write_lines(&block.join("\n"));
+            return;
+        }
+        self.write_lines_as(text, verbatim);
+    }
+
+    fn write_lines(&mut self, text: &str) {
+        self.write_lines_as(text, false);
+    }
+
+    fn write_lines_as(&mut self, text: &str, verbatim: bool) {
         let lines: Vec<String> = if verbatim {
             text.lines().map(|l| l.trim_end().to_string()).collect()
         } else {

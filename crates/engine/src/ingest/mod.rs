@@ -16,6 +16,7 @@ mod frontmatter;
 pub(crate) mod html;
 mod html_chrome;
 mod html_input;
+mod html_slice;
 mod inline;
 pub(crate) mod jsonl;
 pub(crate) mod mapping;

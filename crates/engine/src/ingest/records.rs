@@ -28,6 +28,8 @@ pub struct SourceDoc {
     pub(crate) tags: Vec<String>,
     pub(crate) topic: Topic,
     pub(crate) sections: Vec<RawSection>,
+    /// The page's breadcrumb trail (HTML pages), outermost first.
+    pub(crate) breadcrumbs: Vec<String>,
 }
 
 /// Records of the three levels, in page order within each level.
@@ -77,6 +79,7 @@ pub(crate) fn build_records(
         page_type: doc.topic.page_type.as_str().into(),
         heading: String::new(),
         heading_path: Vec::new(),
+        breadcrumbs: doc.breadcrumbs.clone(),
         page: 0,
         chunk_index: 0,
         content_length: clamp_u32(page_length),

@@ -14,7 +14,7 @@ const TITLE_SEPARATORS: &[&str] = &[" | ", " - ", " — ", " – ", " · ", " ::
 /// Decodes and reads one page (its links collected `with_links`); the reason when it is not ingested (binary, undecodable, marked
 /// `noindex`, or nothing left once the site's chrome is dropped).
 pub(crate) fn read_html_page(
-    bytes: &[u8],
+    bytes: impl Into<Vec<u8>>,
     transport_charset: Option<&str>,
     address: Option<&Url>,
     with_links: bool,
@@ -34,11 +34,11 @@ pub(crate) fn read_html_page(
     Ok(page)
 }
 
-/// The site's name as it ends the `<title>` of most pages without an `h1` (`Page | Site`):
-/// the most common last part after a separator, when at least two pages share it.
+/// The site's name as it ends the `<title>` of its pages (`Page | Site`): the most common last
+/// part after a separator, when at least two pages share it.
 pub(crate) fn site_name<'a>(pages: impl Iterator<Item = &'a HtmlPage>) -> Option<String> {
     let mut counts: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-    for page in pages.filter(|page| page.parsed.h1.is_none()) {
+    for page in pages {
         if let Some(suffix) = TITLE_SEPARATORS
             .iter()
             .filter_map(|separator| page.head_title.rfind(separator).map(|at| &page.head_title[at + separator.len()..]))
@@ -63,19 +63,21 @@ pub(crate) fn html_doc(
 ) -> SourceDoc {
     let file_name = relative_path.rsplit('/').next().unwrap_or(relative_path);
     let stem = file_name.rsplit_once('.').map(|(stem, _)| stem).unwrap_or(file_name);
-    let head_title = match site_name {
-        Some(site) => TITLE_SEPARATORS
-            .iter()
-            .find_map(|separator| page.head_title.strip_suffix(&format!("{separator}{site}")))
-            .unwrap_or(&page.head_title)
-            .to_string(),
-        None => page.head_title.clone(),
-    };
-    let title =
-        [page.parsed.h1.clone().unwrap_or_default(), head_title, page.breadcrumbs.last().cloned().unwrap_or_default()]
-            .into_iter()
-            .find(|t| !t.trim().is_empty())
-            .unwrap_or_else(|| stem.to_string());
+    // The `<title>` without the site's name is the page's name as its generator gave it (the
+    // source's title, else its first heading): it comes first, the first `h1` (which may be a
+    // line the generator read as a heading) only when the site's name cannot be told apart.
+    let page_name = site_name.and_then(|site| {
+        TITLE_SEPARATORS.iter().find_map(|separator| page.head_title.strip_suffix(&format!("{separator}{site}")))
+    });
+    let title = [
+        page_name.unwrap_or_default().to_string(),
+        page.parsed.h1.clone().unwrap_or_default(),
+        page.head_title.clone(),
+        page.breadcrumbs.last().cloned().unwrap_or_default(),
+    ]
+    .into_iter()
+    .find(|t| !t.trim().is_empty())
+    .unwrap_or_else(|| stem.to_string());
     let paragraph = if page.parsed.first_paragraph.is_empty() {
         page.parsed.sections[0].text.clone()
     } else {
@@ -99,6 +101,7 @@ pub(crate) fn html_doc(
         title,
         topic,
         sections: page.parsed.sections,
+        breadcrumbs: page.breadcrumbs,
     }
 }
 

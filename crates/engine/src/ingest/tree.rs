@@ -158,7 +158,7 @@ fn read_file(
             return Err("an error page of the site (404): not ingested".to_string());
         }
         let address = known_url.clone().or_else(|| page_address(options.base_url, relative, path));
-        let mut page = read_html_page(&bytes, None, address.as_ref(), false, options)?;
+        let mut page = read_html_page(bytes, None, address.as_ref(), false, options)?;
         if let Some(url) = known_url {
             page.canonical.get_or_insert_with(|| url.to_string());
         }
@@ -297,6 +297,7 @@ pub(crate) fn page_to_doc(
         tags,
         topic,
         sections: page.sections,
+        breadcrumbs: Vec::new(),
     };
     Ok((doc, page.warnings))
 }

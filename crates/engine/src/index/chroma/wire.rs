@@ -289,6 +289,7 @@ mod tests {
             section_id: Some("s1".into()),
             title: "Заголовок".into(),
             tags: vec!["a".into()],
+            breadcrumbs: vec!["Главная".into(), "Раздел".into()],
             page: 3,
             ..Metadata::default()
         }
@@ -302,6 +303,7 @@ mod tests {
         assert!(!map.contains_key("heading_path"));
         assert!(!map.contains_key("summary"), "empty strings are omitted");
         assert_eq!(map["tags"], json!(["a"]));
+        assert_eq!(map["breadcrumbs"], json!(["Главная", "Раздел"]));
         assert_eq!(map["page"], json!(3));
         assert_eq!(metadata_from_chroma(map).unwrap(), meta);
     }

@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 
 /// Bumped whenever what a copy holds or how it is encoded changes: an older copy is then ignored.
-const FORMAT: u32 = 5;
+const FORMAT: u32 = 6;
 const MAGIC: &[u8; 8] = b"RSCOPY05";
 const MANIFEST: &str = "manifest.json";
 
@@ -668,6 +668,7 @@ fn write_record<W: Write>(out: &mut Writer<W>, record: &Record, sections: &[Arc<
     }
     out.strs(&meta.tags)?;
     out.strs(&meta.heading_path)?;
+    out.strs(&meta.breadcrumbs)?;
     for value in [meta.page, meta.chunk_index, meta.content_length] {
         out.u32(value)?;
     }
@@ -704,6 +705,7 @@ fn read_record<R: io::Read>(input: &mut Reader<R>, sections: &[Arc<Record>]) -> 
         strings;
     let tags = input.strings()?;
     let heading_path = input.strings()?;
+    let breadcrumbs = input.strings()?;
     let (page, chunk_index, content_length) = (input.u32()?, input.u32()?, input.u32()?);
     let meta = Metadata {
         tenant_id: tenant_id.into(),
@@ -724,6 +726,7 @@ fn read_record<R: io::Read>(input: &mut Reader<R>, sections: &[Arc<Record>]) -> 
         page_type: page_type.into(),
         heading,
         heading_path,
+        breadcrumbs,
         page,
         chunk_index,
         content_length,

@@ -306,7 +306,14 @@ fn a_local_copy_leaves_no_parts_of_a_dead_or_failed_writer() {
 
 #[test]
 fn a_local_copy_reads_back_as_the_index_it_copies() {
-    let snapshot = fixtures::snapshot();
+    let mut snapshot = fixtures::snapshot();
+    // A page with a breadcrumb trail (an HTML page's records carry it).
+    let first_doc = snapshot.docs[0].meta.doc_id.clone();
+    for record in snapshot.docs.iter_mut().chain(&mut snapshot.sections).chain(&mut snapshot.chunks) {
+        if record.meta.doc_id == first_doc {
+            record.meta.breadcrumbs = vec!["Главная".into(), "Раздел".into()];
+        }
+    }
     let whole = LoadedIndex::build(snapshot.clone()).unwrap();
     let directory = tempfile::tempdir().unwrap();
     let copy_dir = directory.path().join("index.json.copy");
