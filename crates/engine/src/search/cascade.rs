@@ -137,23 +137,16 @@ async fn choose_docs(
         return rank_level(source, Level::Doc, filter, ranking, k).await;
     }
     let depth = FUSION_DEPTH.max(k);
-    // The levels' candidates are asked together (a database answers them at once).
-    let level_candidates = |level: Level, weight: f32| async move {
-        match weight > 0.0 {
-            true => candidates(source, level, filter, ranking, depth).await.map(Some),
-            false => Ok(None),
-        }
+    let direct = match cascade.doc_weight > 0.0 {
+        true => Some(candidates(source, Level::Doc, filter, ranking, depth).await?),
+        false => None,
     };
-    let (direct, sections, chunks) = futures_util::future::try_join3(
-        level_candidates(Level::Doc, cascade.doc_weight),
-        level_candidates(Level::Section, cascade.section_weight),
-        level_candidates(Level::Chunk, cascade.chunk_weight),
-    )
-    .await?;
-    let evidence: Vec<(Candidates, f32)> = [(sections, cascade.section_weight), (chunks, cascade.chunk_weight)]
-        .into_iter()
-        .filter_map(|(found, weight)| found.map(|found| (found, weight)))
-        .collect();
+    let mut evidence = Vec::new();
+    for (level, weight) in [(Level::Section, cascade.section_weight), (Level::Chunk, cascade.chunk_weight)] {
+        if weight > 0.0 {
+            evidence.push((candidates(source, level, filter, ranking, depth).await?, weight));
+        }
+    }
     let (direct, fused) = fuse_doc_lists(direct.as_ref(), &evidence, ranking, k);
     let missing: Vec<String> = fused.iter().filter_map(|(place, ..)| place.as_ref().err().cloned()).collect();
     let looked_up = match missing.is_empty() {

@@ -278,24 +278,16 @@ pub(crate) async fn candidates(
     context: &RankingContext<'_>,
     depth: usize,
 ) -> Result<Candidates> {
-    // The two lists are asked together: a database answers them at once on two connections
-    // (the in-memory index computes them one after the other either way).
-    let dense = async {
-        match context.mode {
-            RankingMode::Dense | RankingMode::Hybrid => source.knn(level, filter, context.vector, depth).await,
-            RankingMode::Lexical => Ok(Vec::new()),
-        }
+    let dense = match context.mode {
+        RankingMode::Dense | RankingMode::Hybrid => source.knn(level, filter, context.vector, depth).await?,
+        RankingMode::Lexical => Vec::new(),
     };
-    let lexical = async {
-        match context.mode {
-            RankingMode::Lexical | RankingMode::Hybrid if !context.terms.is_empty() => {
-                source.lexical(level, filter, context.terms, depth).await
-            }
-            RankingMode::Lexical | RankingMode::Hybrid | RankingMode::Dense => Ok(Vec::new()),
+    let lexical = match context.mode {
+        RankingMode::Lexical | RankingMode::Hybrid if !context.terms.is_empty() => {
+            source.lexical(level, filter, context.terms, depth).await?
         }
+        RankingMode::Lexical | RankingMode::Hybrid | RankingMode::Dense => Vec::new(),
     };
-    let (dense, lexical) = futures_util::future::join(dense, lexical).await;
-    let (dense, lexical) = (dense?, lexical?);
     Ok(Candidates { dense, lexical })
 }
 
