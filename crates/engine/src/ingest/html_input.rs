@@ -24,7 +24,7 @@ pub(crate) fn decode_html(bytes: impl Into<Vec<u8>>, transport_charset: Option<&
         }
         return Ok(text.into_owned());
     }
-    if bytes.iter().take(8192).any(|&b| b == 0) {
+    if memchr::memchr(0, &bytes[..bytes.len().min(8192)]).is_some() {
         return Err("binary content (NUL bytes), not an HTML page: not read".to_string());
     }
     let declared = transport_charset.and_then(|label| encoding_rs::Encoding::for_label(label.trim().as_bytes()));
@@ -74,7 +74,7 @@ fn meta_charset(head: &[u8]) -> Option<&'static encoding_rs::Encoding> {
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|window| window == needle)
+    memchr::memmem::find(haystack, needle)
 }
 
 /// Markup nested deeper than this is refused unread: real pages nest a few dozen levels, and the
@@ -107,20 +107,19 @@ pub(crate) fn nesting_depth(source: &str, limit: usize) -> Option<usize> {
         if name_length == 0 {
             continue;
         }
-        let name = source[name_start..name_start + name_length].to_ascii_lowercase();
+        let name = &source[name_start..name_start + name_length];
         let tag_end = memchr::memchr(b'>', &bytes[name_start..]).map_or(bytes.len(), |end| name_start + end);
         let self_closing = tag_end > 0 && bytes.get(tag_end - 1) == Some(&b'/');
         at = tag_end.min(bytes.len());
-        if NOT_NESTING.contains(&name.as_str()) || self_closing {
+        if self_closing || NOT_NESTING.iter().any(|other| other.eq_ignore_ascii_case(name)) {
             continue;
         }
         if closing {
             depth = depth.saturating_sub(1);
             continue;
         }
-        if name == "script" || name == "style" {
-            let lower_end = format!("</{name}");
-            at = find_ignore_case(&bytes[at..], lower_end.as_bytes()).map_or(bytes.len(), |end| at + end);
+        if name.eq_ignore_ascii_case("script") || name.eq_ignore_ascii_case("style") {
+            at = find_end_tag(&bytes[at..], name.as_bytes()).map_or(bytes.len(), |end| at + end);
             continue;
         }
         depth += 1;
@@ -132,6 +131,10 @@ pub(crate) fn nesting_depth(source: &str, limit: usize) -> Option<usize> {
     Some(deepest)
 }
 
-fn find_ignore_case(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|window| window.eq_ignore_ascii_case(needle))
+/// Where the first `</name` (any ASCII case) starts in `haystack`: the end of a raw-text
+/// element such as `script`, found by a vectorised search for `</`.
+pub(crate) fn find_end_tag(haystack: &[u8], name: &[u8]) -> Option<usize> {
+    memchr::memmem::find_iter(haystack, b"</").find(|&at| {
+        haystack.get(at + 2..at + 2 + name.len()).is_some_and(|candidate| candidate.eq_ignore_ascii_case(name))
+    })
 }

@@ -9,6 +9,7 @@
 //! page is parsed, whenever it is unsure: no `<body>`, no content element, an element never closed.
 
 use super::html_chrome::{contains_ignore_case, names_words, CONTENT_SELECTORS};
+use super::html_input::find_end_tag;
 
 /// A start or end tag: its name, its attributes' text and where it lies.
 struct Tag<'a> {
@@ -59,8 +60,7 @@ fn tags(source: &str) -> impl Iterator<Item = Tag<'_>> + '_ {
         let end = tag_end(bytes, attributes_start);
         at = end;
         if !closing && RAW_TEXT.iter().any(|raw| raw.eq_ignore_ascii_case(name)) {
-            let close = format!("</{name}");
-            at = find_ignore_case(&bytes[at..], close.as_bytes()).map_or(bytes.len(), |offset| at + offset);
+            at = find_end_tag(&bytes[at..], name.as_bytes()).map_or(bytes.len(), |offset| at + offset);
         }
         let attributes = &source[attributes_start..end.saturating_sub(1).max(attributes_start)];
         return Some(Tag { name, closing, attributes, start, end });
@@ -70,14 +70,15 @@ fn tags(source: &str) -> impl Iterator<Item = Tag<'_>> + '_ {
 /// The position after the `>` that ends a tag whose attributes start at `from` (quoted values may
 /// hold `>`).
 fn tag_end(bytes: &[u8], from: usize) -> usize {
-    let mut quote: Option<u8> = None;
-    for (offset, &byte) in bytes[from..].iter().enumerate() {
-        match quote {
-            Some(q) if byte == q => quote = None,
-            Some(_) => {}
-            None if byte == b'"' || byte == b'\'' => quote = Some(byte),
-            None if byte == b'>' => return from + offset + 1,
-            None => {}
+    let mut at = from;
+    while let Some(offset) = memchr::memchr3(b'>', b'"', b'\'', &bytes[at..]) {
+        let found = at + offset;
+        if bytes[found] == b'>' {
+            return found + 1;
+        }
+        match memchr::memchr(bytes[found], &bytes[found + 1..]) {
+            Some(close) => at = found + 1 + close + 1,
+            None => return bytes.len(),
         }
     }
     bytes.len()
@@ -248,8 +249,4 @@ pub(super) fn reading_document(source: &str) -> Option<String> {
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     memchr::memmem::find(haystack, needle)
-}
-
-fn find_ignore_case(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|window| window.eq_ignore_ascii_case(needle))
 }

@@ -360,3 +360,18 @@ fn admonition_fences_and_heading_attributes_left_as_text_read_as_in_markdown() {
     let code = page("<main><h1>Код</h1><pre><code>:::note\nx\n:::</code></pre></main>");
     assert!(text_of(&code).contains(":::note\nx\n:::"), "{}", text_of(&code));
 }
+
+#[test]
+fn raw_text_ends_at_its_end_tag_in_any_case_and_quoted_brackets_stay_in_the_tag() {
+    use crate::ingest::html_input::find_end_tag;
+    assert_eq!(find_end_tag(b"if (a </b) x = '</scrip'; </SCRIPT>", b"script"), Some(26));
+    assert_eq!(find_end_tag(b"no end </scrip", b"script"), None);
+    // Markup in a script or in a quoted attribute value neither nests nor ends an element.
+    let nested = format!("<body><script>{}</Script><div title='>>'><p>x</p></div></body>", "<div>".repeat(50));
+    assert!(nesting_depth(&nested, 10).is_some_and(|depth| depth <= 2));
+    let page = "<html><head></head><body><main data-x='a > \"b\"'><h1>Заголовок</h1><SCRIPT>x = \"</main>\"</script>\
+        <p>Текст после скрипта.</p></main><footer>Подвал</footer></body></html>";
+    let reading = crate::ingest::html_slice::reading_document(page).unwrap();
+    assert!(reading.contains("Текст после скрипта") && !reading.contains("Подвал"), "{reading}");
+    assert_reads_as_whole(page, "script and quoted brackets");
+}
