@@ -12,6 +12,7 @@ use super::html_chrome::{contains_ignore_case, names_words, CONTENT_SELECTORS};
 use super::html_input::find_end_tag;
 
 /// A start or end tag: its name, its attributes' text and where it lies.
+#[derive(Clone)]
 struct Tag<'a> {
     name: &'a str,
     closing: bool,
@@ -33,10 +34,11 @@ struct Names<'a> {
 /// Elements whose text is not markup (the scan skips to their end tag).
 const RAW_TEXT: &[&str] = &["script", "style", "textarea", "title", "xmp"];
 
-/// The tags of `source` in order.
-fn tags(source: &str) -> impl Iterator<Item = Tag<'_>> + '_ {
+/// The tags of `source` in order from byte `from` (0, or where a tag the scan gave starts: its
+/// state is only its position, so a scan resumed there gives the same tags as the whole scan).
+fn tags(source: &str, from: usize) -> impl Iterator<Item = Tag<'_>> + '_ {
     let bytes = source.as_bytes();
-    let mut at = 0usize;
+    let mut at = from;
     std::iter::from_fn(move || loop {
         let offset = memchr::memchr(b'<', &bytes[at..])?;
         let start = at + offset;
@@ -168,12 +170,12 @@ fn is_breadcrumb(names: &Names<'_>) -> bool {
     })
 }
 
-/// The byte range of the element whose start tag is `tags[index]`: to the end of the end tag that
-/// closes it (same-name elements counted in between), or `None` when it is never closed.
-fn element_range(tags: &[Tag<'_>], index: usize) -> Option<std::ops::Range<usize>> {
-    let open = &tags[index];
+/// The byte range of the element whose start tag is `open`: to the end of the end tag that closes
+/// it (same-name elements counted in between), or `None` when it is never closed. The tags are
+/// scanned again from `open` rather than kept: a page's navigation holds thousands of tags.
+fn element_range(source: &str, open: &Tag<'_>) -> Option<std::ops::Range<usize>> {
     let mut depth = 0usize;
-    for tag in &tags[index..] {
+    for tag in tags(source, open.start) {
         if !tag.name.eq_ignore_ascii_case(open.name) {
             continue;
         }
@@ -210,32 +212,32 @@ fn has_text(markup: &str) -> bool {
 /// A smaller document with the page's head, its breadcrumb trail (when outside the content) and
 /// its main content element, or `None` when the page must be parsed whole.
 pub(super) fn reading_document(source: &str) -> Option<String> {
-    let tags: Vec<Tag<'_>> = tags(source).collect();
-    let body = tags.iter().position(|tag| !tag.closing && tag.name.eq_ignore_ascii_case("body"))?;
+    let mut scan = tags(source, 0);
+    let body = scan.find(|tag| !tag.closing && tag.name.eq_ignore_ascii_case("body"))?;
     // The start tags each content selector matches, in page order, and the first breadcrumb trail.
-    let mut candidates: Vec<Vec<usize>> = vec![Vec::new(); CONTENT_SELECTORS.len()];
-    let mut trail: Option<usize> = None;
-    for (index, tag) in tags.iter().enumerate().skip(body + 1) {
+    let mut candidates: Vec<Vec<Tag<'_>>> = (0..CONTENT_SELECTORS.len()).map(|_| Vec::new()).collect();
+    let mut trail: Option<Tag<'_>> = None;
+    for tag in scan {
         if tag.closing {
             continue;
         }
         let names = names(tag.attributes);
         for (selector, found) in CONTENT_SELECTORS.iter().zip(candidates.iter_mut()) {
-            if matches(tag, &names, selector) {
-                found.push(index);
+            if matches(&tag, &names, selector) {
+                found.push(tag.clone());
             }
         }
         if trail.is_none() && is_breadcrumb(&names) {
-            trail = Some(index);
+            trail = Some(tag);
         }
     }
     let content = candidates.iter().find_map(|found| {
-        found.iter().find_map(|&index| element_range(&tags, index).filter(|range| has_text(&source[range.clone()])))
+        found.iter().find_map(|open| element_range(source, open).filter(|range| has_text(&source[range.clone()])))
     })?;
     let trail = trail
-        .and_then(|index| element_range(&tags, index))
+        .and_then(|open| element_range(source, &open))
         .filter(|trail| trail.end <= content.start || trail.start >= content.end);
-    let head = &source[..tags[body].start];
+    let head = &source[..body.start];
     let mut document = String::with_capacity(head.len() + content.len() + 64);
     document.push_str(head);
     document.push_str("<body>");
