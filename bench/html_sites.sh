@@ -47,12 +47,16 @@ install_generators() {
 
 build_site() { # site generator → prints the built site's directory
   local site=$1 generator=$2 out=$work/site-$2-$1 docs
+  [ "$generator" = mkdocs ] && out=$work/site-mkdocs-files-$site
   docs="$(corpus_dir "$site")/docs"
   if [ -d "$out" ]; then echo "$out"; return; fi
   case $generator in
     mkdocs)
       mkdir -p "$work/mk-$site"
-      printf 'site_name: %s\ndocs_dir: %s\nsite_dir: %s\n' "$(site_title "$site")" "$docs" "$out" >"$work/mk-$site/mkdocs.yml"
+      # One file per page (`a/b.html`, not `a/b/index.html`): with directory URLs a page `a/b.md`
+      # and a folder `a/b/` with an `index.md` both build to `a/b/index.html`, and one is lost.
+      printf 'site_name: %s\ndocs_dir: %s\nsite_dir: %s\nuse_directory_urls: false\n' \
+        "$(site_title "$site")" "$docs" "$out" >"$work/mk-$site/mkdocs.yml"
       "$work/venv/bin/mkdocs" build --quiet -f "$work/mk-$site/mkdocs.yml" >&2
       ;;
     vitepress)
