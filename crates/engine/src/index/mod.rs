@@ -134,8 +134,12 @@ pub struct IndexStats {
 pub trait VectorIndex: Send + Sync {
     fn backend_name(&self) -> &'static str;
 
+    // The reads of one call: the same as a search's, through a `Source` pinned for that call.
+
     /// Exact (or exact-equivalent) cosine top-`k` of `level` records matching `filter`; `k ≥ 1`.
-    async fn knn(&self, level: Level, filter: &RecordFilter, query: &[f32], k: usize) -> Result<Vec<ScoredRecord>>;
+    async fn knn(&self, level: Level, filter: &RecordFilter, query: &[f32], k: usize) -> Result<Vec<ScoredRecord>> {
+        self.pin().await?.knn(level, filter, query, k).await
+    }
 
     /// BM25 top-`k` of `level` records matching `filter` for the stemmed query `terms`.
     async fn lexical(
@@ -144,10 +148,14 @@ pub trait VectorIndex: Send + Sync {
         filter: &RecordFilter,
         terms: &[String],
         k: usize,
-    ) -> Result<Vec<ScoredRecord>>;
+    ) -> Result<Vec<ScoredRecord>> {
+        self.pin().await?.lexical(level, filter, terms, k).await
+    }
 
     /// Up to `limit` records matching `filter` in a stable order (by id); used for padding.
-    async fn get(&self, level: Level, filter: &RecordFilter, limit: usize) -> Result<Vec<Arc<Record>>>;
+    async fn get(&self, level: Level, filter: &RecordFilter, limit: usize) -> Result<Vec<Arc<Record>>> {
+        self.pin().await?.get(level, filter, limit).await
+    }
 
     /// Up to `limit` records whose text contains any of `needles` (case-sensitive substring, as
     /// Chroma's `$contains`), in a stable order; the last-resort fallback of the cascade.
@@ -157,16 +165,25 @@ pub trait VectorIndex: Send + Sync {
         filter: &RecordFilter,
         needles: &[String],
         limit: usize,
-    ) -> Result<Vec<Arc<Record>>>;
+    ) -> Result<Vec<Arc<Record>>> {
+        self.pin().await?.text_search(level, filter, needles, limit).await
+    }
 
     /// Every chunk of one doc of one tenant, in any order (the window endpoint sorts them).
-    async fn doc_chunks(&self, tenant_id: &str, doc_id: &str) -> Result<Vec<Arc<Record>>>;
+    async fn doc_chunks(&self, tenant_id: &str, doc_id: &str) -> Result<Vec<Arc<Record>>> {
+        let filter = RecordFilter { doc_ids: Some(vec![doc_id.to_string()]), ..RecordFilter::tenant(tenant_id) };
+        self.get(Level::Chunk, &filter, usize::MAX).await
+    }
 
     /// Whether the tenant has any doc in the index.
-    async fn tenant_exists(&self, tenant_id: &str) -> Result<bool>;
+    async fn tenant_exists(&self, tenant_id: &str) -> Result<bool> {
+        self.pin().await?.tenant_exists(tenant_id).await
+    }
 
     /// The vector dimension of the index, when known.
-    async fn dimension(&self) -> Result<Option<usize>>;
+    async fn dimension(&self) -> Result<Option<usize>> {
+        self.pin().await?.dimension().await
+    }
 
     async fn stats(&self) -> Result<IndexStats>;
 

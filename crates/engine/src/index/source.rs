@@ -124,46 +124,6 @@ impl VectorIndex for PostgresSearchIndex {
         PostgresSearchIndex::backend_name(self)
     }
 
-    async fn knn(&self, level: Level, filter: &RecordFilter, query: &[f32], k: usize) -> Result<Vec<ScoredRecord>> {
-        PostgresSearchIndex::knn(self, level, filter, query, k).await
-    }
-
-    async fn lexical(
-        &self,
-        level: Level,
-        filter: &RecordFilter,
-        terms: &[String],
-        k: usize,
-    ) -> Result<Vec<ScoredRecord>> {
-        PostgresSearchIndex::lexical(self, level, filter, terms, k).await
-    }
-
-    async fn get(&self, level: Level, filter: &RecordFilter, limit: usize) -> Result<Vec<Arc<Record>>> {
-        PostgresSearchIndex::get(self, level, filter, limit).await
-    }
-
-    async fn text_search(
-        &self,
-        level: Level,
-        filter: &RecordFilter,
-        needles: &[String],
-        limit: usize,
-    ) -> Result<Vec<Arc<Record>>> {
-        PostgresSearchIndex::text_search(self, level, filter, needles, limit).await
-    }
-
-    async fn doc_chunks(&self, tenant_id: &str, doc_id: &str) -> Result<Vec<Arc<Record>>> {
-        PostgresSearchIndex::doc_chunks(self, tenant_id, doc_id).await
-    }
-
-    async fn tenant_exists(&self, tenant_id: &str) -> Result<bool> {
-        PostgresSearchIndex::tenant_exists(self, tenant_id).await
-    }
-
-    async fn dimension(&self) -> Result<Option<usize>> {
-        PostgresSearchIndex::dimension(self).await
-    }
-
     async fn stats(&self) -> Result<IndexStats> {
         PostgresSearchIndex::stats(self).await
     }
@@ -198,48 +158,6 @@ async fn loaded<S: SnapshotSource + ?Sized>(source: &S) -> Result<Arc<LoadedInde
 impl<S: SnapshotSource> VectorIndex for S {
     fn backend_name(&self) -> &'static str {
         SnapshotSource::backend_name(self)
-    }
-
-    async fn knn(&self, level: Level, filter: &RecordFilter, query: &[f32], k: usize) -> Result<Vec<ScoredRecord>> {
-        let min_records = self.replica().approximate_min_records();
-        loaded(self).await?.knn_approximate(level, filter, query, k, min_records)
-    }
-
-    async fn lexical(
-        &self,
-        level: Level,
-        filter: &RecordFilter,
-        terms: &[String],
-        k: usize,
-    ) -> Result<Vec<ScoredRecord>> {
-        Ok(loaded(self).await?.lexical(level, filter, terms, k))
-    }
-
-    async fn get(&self, level: Level, filter: &RecordFilter, limit: usize) -> Result<Vec<Arc<Record>>> {
-        Ok(loaded(self).await?.get(level, filter, limit))
-    }
-
-    async fn text_search(
-        &self,
-        level: Level,
-        filter: &RecordFilter,
-        needles: &[String],
-        limit: usize,
-    ) -> Result<Vec<Arc<Record>>> {
-        Ok(loaded(self).await?.text_search(level, filter, needles, limit))
-    }
-
-    async fn doc_chunks(&self, tenant_id: &str, doc_id: &str) -> Result<Vec<Arc<Record>>> {
-        let filter = RecordFilter { doc_ids: Some(vec![doc_id.to_string()]), ..RecordFilter::tenant(tenant_id) };
-        Ok(loaded(self).await?.get(Level::Chunk, &filter, usize::MAX))
-    }
-
-    async fn tenant_exists(&self, tenant_id: &str) -> Result<bool> {
-        Ok(loaded(self).await?.has_tenant(tenant_id))
-    }
-
-    async fn dimension(&self) -> Result<Option<usize>> {
-        Ok(Some(loaded(self).await?.dimension()).filter(|&dimension| dimension > 0))
     }
 
     async fn stats(&self) -> Result<IndexStats> {

@@ -11,7 +11,8 @@
 //!   while no query term is held by more records of the level than that; past it, a record that
 //!   holds a very common term only weakly is scored without that term (a term in most records
 //!   weighs little: its IDF is near zero);
-//! - `get`, `text_search`, `doc_chunks`: plain filtered reads in id order.
+//! - `get`, `text_search`: plain filtered reads in id order (a doc's chunks for the window
+//!   endpoint are a `get`).
 //!
 //! Fusion, boosts, routing, clarification and the cascade are the service's own, unchanged.
 //!
@@ -495,11 +496,6 @@ impl PostgresSearchIndex {
         let mut records = self.records(filter, &sql, params).await?;
         records.truncate(limit);
         Ok(records)
-    }
-
-    pub async fn doc_chunks(&self, tenant_id: &str, doc_id: &str) -> Result<Vec<Arc<Record>>> {
-        let filter = RecordFilter { doc_ids: Some(vec![doc_id.to_string()]), ..RecordFilter::tenant(tenant_id) };
-        self.get(Level::Chunk, &filter, usize::MAX).await
     }
 
     pub async fn tenant_exists(&self, tenant_id: &str) -> Result<bool> {
