@@ -141,6 +141,22 @@ class Service:
         self.process.wait(timeout=30)
 
 
+def timed_searches(port: int, requests: list[str], warmup: float, key=hit_id) -> tuple[list[float], list[list[str]]]:
+    """Searches the first 50 `requests` over and over for `warmup` seconds (and any background
+    index build), then each request once, one at a time: their latencies in ms and `key` of
+    their hits."""
+    deadline = time.perf_counter() + warmup
+    while time.perf_counter() < deadline:
+        for body in requests[:50]:
+            search(port, body, key=key)
+    latencies, found = [], []
+    for body in requests:
+        elapsed, ids = search(port, body, key=key)
+        latencies.append(elapsed)
+        found.append(ids)
+    return latencies, found
+
+
 def wrk(port: int, bodies_file: Path, concurrency: int, duration: int) -> dict[str, float]:
     out = subprocess.run(["wrk", "-t", "2", "-c", str(concurrency), "-d", f"{duration}s", "--latency", "-s",
                           str(WRK_SCRIPT), f"http://127.0.0.1:{port}"], capture_output=True, text=True, check=True,
@@ -167,16 +183,7 @@ def measure(docs: int, args: argparse.Namespace) -> dict:
     row["start_from"] = service.started_from()
     try:
         row["startup_s"] = round(service.startup_seconds, 1)
-        # Warm-up (and any background index build) before the timed runs.
-        deadline = time.perf_counter() + args.warmup
-        while time.perf_counter() < deadline:
-            for body in requests[:50]:
-                search(service.port, body)
-        hits, latencies = [], []
-        for body in requests:
-            elapsed, ids = search(service.port, body)
-            latencies.append(elapsed)
-            hits.append(ids)
+        latencies, hits = timed_searches(service.port, requests, args.warmup)
         row["p50_ms"] = round(percentile(latencies, 50), 2)
         row["p99_ms"] = round(percentile(latencies, 99), 2)
         row["steady_rss_mb"] = round(service.rss())

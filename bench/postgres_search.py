@@ -23,17 +23,16 @@ import argparse
 import json
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from big_tenant import Service, bodies, data_files, percentile, search, wrk  # noqa: E402
+from big_tenant import Service, bodies, data_files, percentile, search, timed_searches, wrk  # noqa: E402
 
 
-def pages(port: int, body: str) -> tuple[float, list[str]]:
-    """One search: its latency in ms and the pages (doc ids) of its hits, in order."""
-    return search(port, body, key=lambda hit: hit["doc_id"])
+def doc_id(hit: dict) -> str:
+    """A hit's page."""
+    return hit["doc_id"]
 
 
 def main() -> int:
@@ -57,15 +56,7 @@ def main() -> int:
         "RETR_POSTGRES_POOL_SIZE": "16"})
     try:
         row["startup_s"] = round(database.startup_seconds, 1)
-        deadline = time.perf_counter() + args.warmup
-        while time.perf_counter() < deadline:
-            for body in requests[:50]:
-                pages(database.port, body)
-        latencies, found = [], []
-        for body in requests:
-            elapsed, hit_pages = pages(database.port, body)
-            latencies.append(elapsed)
-            found.append(hit_pages)
+        latencies, found = timed_searches(database.port, requests, args.warmup, key=doc_id)
         row["c1_p50_ms"] = round(percentile(latencies, 50), 2)
         row["c1_p99_ms"] = round(percentile(latencies, 99), 2)
         row["rss_mb"] = round(database.rss())
@@ -81,7 +72,7 @@ def main() -> int:
         try:
             hit = total = 0
             for body, approximate in zip(requests, found):
-                _, wanted = pages(exact.port, body)
+                _, wanted = search(exact.port, body, key=doc_id)
                 hit += len(set(wanted[:10]) & set(approximate[:10]))
                 total += len(set(wanted[:10]))
             row["page_recall_at_10"] = round(hit / max(total, 1), 4)

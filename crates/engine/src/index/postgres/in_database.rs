@@ -326,6 +326,11 @@ fn where_clause(level: Level, filter: &RecordFilter, params: &mut Vec<Param>) ->
     clause
 }
 
+/// Whether `filter` holds a list to a few pages (`FEW_PAGES`), read by record.
+fn few_pages(filter: &RecordFilter) -> bool {
+    filter.doc_ids.as_ref().is_some_and(|ids| ids.len() <= FEW_PAGES)
+}
+
 /// `limit` as a statement parameter (`usize::MAX`: no limit).
 fn limit_param(limit: usize) -> i64 {
     i64::try_from(limit).unwrap_or(i64::MAX)
@@ -343,7 +348,7 @@ impl PostgresSearchIndex {
             return Ok(Vec::new());
         }
         let vector = pgvector::Vector::from(query.to_vec());
-        let few_pages = filter.doc_ids.as_ref().is_some_and(|ids| ids.len() <= FEW_PAGES);
+        let few_pages = few_pages(filter);
         self.ranked(filter, k, |limit| {
             let mut params: Vec<Param> = Vec::new();
             let clause = where_clause(level, filter, &mut params);
@@ -388,7 +393,7 @@ impl PostgresSearchIndex {
         distinct.sort();
         distinct.dedup();
         let (k1, b) = (f64::from(self.shared.params.k1), f64::from(self.shared.params.b));
-        let few_pages = filter.doc_ids.as_ref().is_some_and(|ids| ids.len() <= FEW_PAGES);
+        let few_pages = few_pages(filter);
         let number = store::level_number(level);
         let depth = self.shared.lexical_depth;
         self.ranked(filter, k, |limit| {
